@@ -1,0 +1,43 @@
+"""adjpos: where causal transformers without positional encodings keep token positions.
+
+Public API (imported lazily, so ``import adjpos`` stays fast)::
+
+    import adjpos
+    model = adjpos.build_model(adjpos.ModelConfig())
+    adjpos.adjacency_score(model, tokens)
+"""
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ModelConfig": "adjpos.models",
+    "build_model": "adjpos.models",
+    "is_position_free": "adjpos.models",
+    "save_model": "adjpos.models",
+    "load_model": "adjpos.models",
+    "SITES": "adjpos.capture",
+    "capture_residuals": "adjpos.capture",
+    "iter_residuals": "adjpos.capture",
+    "cosine_matrix": "adjpos.metrics",
+    "adjacency_rows": "adjpos.metrics",
+    "adjacency_probability": "adjpos.metrics",
+    "position_variance": "adjpos.metrics",
+    "adjacency_score": "adjpos.experiments",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'adjpos' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

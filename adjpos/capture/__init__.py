@@ -1,0 +1,19 @@
+"""Hook-based capture of hidden states at every layer."""
+
+from adjpos.capture.residuals import (
+    SITES,
+    capture_residuals,
+    check_tokens,
+    hook_name,
+    iter_residuals,
+    n_capture_layers,
+)
+
+__all__ = [
+    "SITES",
+    "capture_residuals",
+    "check_tokens",
+    "hook_name",
+    "iter_residuals",
+    "n_capture_layers",
+]

@@ -1,0 +1,216 @@
+"""Capture hidden states at every layer through TransformerLens hook points.
+
+Layer numbering for ``site="resid_post"`` (the residual stream): layer 0 is the input to
+block 0 (token embeddings; `blocks.0.hook_resid_pre`) and layer l >= 1 is the output of block
+l-1 (`blocks.{l-1}.hook_resid_post`), so a model with L blocks has L+1 layers. For the other
+sites (``resid_mid``, ``attn_out``, ``mlp_out``) layer l is block l, L layers in all.
+
+Hooks are attached only inside `run_with_cache(names_filter=...)`, which removes them on exit
+(also on error). Works on any TransformerLens model with ``cfg.n_layers`` and
+``blocks.{l}.hook_*`` points (HookedTransformer, TransformerBridge).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+from tqdm.auto import tqdm
+
+SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
+
+
+def hook_name(site: str, layer: int) -> str:
+    """TransformerLens hook name of `layer` at `site` (see the module docstring)."""
+    if site == "resid_post":
+        return "blocks.0.hook_resid_pre" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+    return f"blocks.{layer}.hook_{site}"
+
+
+def n_capture_layers(model: Any, site: str) -> int:
+    """How many layers `site` has in `model`: n_layers + 1 for resid_post, else n_layers."""
+    check_site(model, site)
+    return model.cfg.n_layers + (site == "resid_post")
+
+
+def check_site(model: Any, site: str) -> None:
+    """Raise unless `site` is known and `model` has its hook points."""
+    if site not in SITES:
+        raise ValueError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+    missing = hook_name(site, 0) not in model.hook_dict
+    if missing:
+        raise ValueError(
+            f"this model has no {hook_name(site, 0)!r} hook (attention-only models have no "
+            f"resid_mid or mlp_out); sites it has: "
+            f"{[s for s in SITES if hook_name(s, 0) in model.hook_dict]}"
+        )
+
+
+def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
+    """Validate token ids for `model`; returns them as int64 on the model's device.
+
+    A 1-D tensor is one sequence and becomes a batch of one.
+    """
+    if not isinstance(tokens, Tensor):
+        raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
+    if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor (e.g. torch.long), got {tokens.dtype}")
+    if tokens.ndim == 1:
+        tokens = tokens[None]
+    if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
+        raise ValueError(
+            f"tokens must have shape [batch, pos] (non-empty), got {tuple(tokens.shape)}"
+        )
+    n_ctx, d_vocab = model.cfg.n_ctx, model.cfg.d_vocab
+    if tokens.shape[1] > n_ctx:
+        raise ValueError(
+            f"sequences have {tokens.shape[1]} tokens but the model's n_ctx is {n_ctx}"
+        )
+    lo, hi = int(tokens.min()), int(tokens.max())
+    if lo < 0 or hi >= d_vocab:
+        raise ValueError(
+            f"token ids must lie in [0, {d_vocab - 1}] (d_vocab={d_vocab}), got ids from {lo} to {hi}"
+        )
+    return tokens.to(device=model_device(model), dtype=torch.long)
+
+
+def model_device(model: Any) -> torch.device:
+    """The device of the model's first parameter (CPU for a parameterless model)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def capture_residuals(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    *,
+    site: str = "resid_post",
+    layers: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+) -> Float[Tensor, "layer batch pos d_model"]:
+    """Hidden states of every requested layer, stacked: one forward pass per batch chunk.
+
+    Args:
+        model: a TransformerLens model.
+        tokens: token ids [batch, pos] (or one sequence [pos]).
+        site: "resid_post" (default), "resid_mid", "attn_out" or "mlp_out".
+        layers: which layers (default: all, see the module docstring for numbering).
+        batch_size: sequences per forward pass (default: all at once).
+        progress: show a progress bar (default: only on a terminal).
+
+    Returns:
+        Activations [layer, batch, pos, d_model], in the order of `layers`, detached.
+    """
+    tokens = check_tokens(model, tokens)
+    layers = check_layers(model, site, layers)
+    names = [hook_name(site, layer) for layer in layers]
+    stop = _stop_block(site, layers)
+    chunks = _split(tokens, batch_size)
+    parts = []
+    for chunk in tqdm(chunks, desc="capture", disable=_disable(progress, len(chunks))):
+        cache = _run(model, chunk, names, stop_at_layer=stop)
+        parts.append(torch.stack([cache[name] for name in names]))
+    return torch.cat(parts, dim=1)
+
+
+def iter_residuals(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    *,
+    site: str = "resid_post",
+    layers: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+) -> Iterator[tuple[int, Float[Tensor, "batch pos d_model"]]]:
+    """Stream ``(layer, activations[batch, pos, d_model])`` one layer at a time, in layer order.
+
+    Memory holds one or two layers, whatever the depth. A HookedTransformer is run block by
+    block (`start_at_layer`/`stop_at_layer`), one forward pass in all; other models are run
+    once per layer, stopping after the block that layer needs. Arguments as
+    `capture_residuals`.
+    """
+    tokens = check_tokens(model, tokens)
+    layers = sorted(set(check_layers(model, site, layers)))
+    chunks = _split(tokens, batch_size)
+    bar = tqdm(total=len(layers), desc="layers", disable=_disable(progress, len(layers)))
+    stream = _by_block if _runs_from_any_block(model) else _by_rerun
+    with bar:
+        for layer, acts in stream(model, chunks, site, layers):
+            bar.update(1)
+            yield layer, acts
+
+
+def check_layers(model: Any, site: str, layers: Sequence[int] | None) -> list[int]:
+    """Validate requested layers for `site`; None means all of them."""
+    n = n_capture_layers(model, site)
+    if layers is None:
+        return list(range(n))
+    layers = [layers] if isinstance(layers, int) else list(layers)
+    bad = [x for x in layers if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < n]
+    if bad or not layers:
+        raise ValueError(
+            f"layers must be a non-empty list of ints in [0, {n - 1}] for "
+            f"site={site!r} (this model has {n}); got {layers}"
+        )
+    return layers
+
+
+def _by_block(model, chunks, site, layers):
+    """One pass: carry each chunk's residual from block to block."""
+    state = [model(chunk, stop_at_layer=0) for chunk in chunks]  # the embeddings
+    for block in range(_stop_block(site, layers)):
+        wanted = [x for x in layers if _block_of(site, x) == block]
+        names = [hook_name(site, x) for x in wanted]
+        caches = []
+        for i, chunk_state in enumerate(state):
+            cache = _run(model, chunk_state, names, start_at_layer=block, stop_at_layer=block + 1)
+            state[i] = cache.pop("_out")
+            caches.append(cache)
+        for layer, name in zip(wanted, names):
+            yield layer, torch.cat([cache.pop(name) for cache in caches])
+
+
+def _by_rerun(model, chunks, site, layers):
+    """Generic: one forward per layer, stopped right after the block that holds the layer."""
+    for layer in layers:
+        name = hook_name(site, layer)
+        stop = _block_of(site, layer) + 1
+        yield layer, torch.cat([_run(model, c, [name], stop_at_layer=stop)[name] for c in chunks])
+
+
+def _run(model, inputs, names, **kwargs) -> dict[str, Tensor]:
+    with torch.inference_mode():
+        out, cache = model.run_with_cache(inputs, names_filter=list(names), **kwargs)
+    result = {name: cache[name].detach() for name in names}
+    result["_out"] = out
+    return result
+
+
+def _block_of(site: str, layer: int) -> int:
+    return 0 if site == "resid_post" and layer == 0 else layer - (site == "resid_post")
+
+
+def _stop_block(site: str, layers: Sequence[int]) -> int:
+    return max(_block_of(site, x) for x in layers) + 1
+
+
+def _runs_from_any_block(model: Any) -> bool:
+    return "start_at_layer" in inspect.signature(model.forward).parameters
+
+
+def _split(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
+    if batch_size is None:
+        return [tokens]
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    return list(tokens.split(batch_size))
+
+
+def _disable(progress: bool | None, steps: int) -> bool | None:
+    if progress is None:
+        return None if steps > 1 else True  # tqdm: None = show only on a terminal
+    return not progress

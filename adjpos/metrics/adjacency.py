@@ -1,0 +1,81 @@
+"""The adjacency probability: how often similarity to a token rises toward it.
+
+Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
+
+    s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j]} / C(k, 2),   k >= 2,
+
+with a strict `<` (ties are not ordered). The matrix score is the mean of s_k over the defined
+rows k = 2 .. len-1. Counting is exact: a compiled merge sort per row, O(n^2 log n) per matrix.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from adjpos.metrics._checks import check_lengths, check_scorable, check_square
+from adjpos.metrics._count import count_ordered_pairs
+
+
+def adjacency_rows(
+    sim: Float[Tensor, "*batch pos pos"], *, lengths: Int[Tensor, "*batch"] | None = None
+) -> Float[Tensor, "*batch pos"]:
+    """Row adjacency probabilities s_k of each similarity matrix.
+
+    Args:
+        sim: square similarity matrices (any real values; usually `cosine_matrix` output).
+        lengths: true length of each right-padded sequence (default: all `pos`). Positions at
+            or beyond a sequence's length are ignored.
+
+    Returns:
+        s_k per row, NaN where undefined: rows 0 and 1 and rows k >= length.
+
+    Example:
+        >>> sim = torch.tensor([[1.0, 0.0, 0.0, 0.0],
+        ...                     [0.5, 1.0, 0.0, 0.0],
+        ...                     [0.1, 0.9, 1.0, 0.0],
+        ...                     [0.2, 0.2, 0.7, 1.0]])
+        >>> adjacency_rows(sim)
+        tensor([   nan,    nan, 1.0000, 0.6667])
+    """
+    check_square(sim)
+    *batch, n, _ = sim.shape
+    lens = check_lengths(lengths, tuple(batch), n)
+    k = torch.arange(n)
+    defined = (k >= 2) & (k < lens[..., None])  # [*batch, pos]
+    prefix = torch.where(defined, k, 0)
+    values = sim.detach().to("cpu", _numba_dtype(sim.dtype)).reshape(-1, n)
+    counts = count_ordered_pairs(values.contiguous().numpy(), prefix.reshape(-1).numpy())
+    pairs = (k * (k - 1) // 2).clamp_min(1).double()
+    rows = torch.from_numpy(counts).reshape(*batch, n).double() / pairs
+    rows = torch.where(defined, rows, torch.nan)
+    return rows.to(device=sim.device, dtype=sim.dtype)
+
+
+def adjacency_probability(
+    sim: Float[Tensor, "*batch pos pos"], *, lengths: Int[Tensor, "*batch"] | None = None
+) -> Float[Tensor, "*batch"]:
+    """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
+
+    0.5 is chance; 1.0 means similarity to every token rises monotonically toward it.
+
+    Raises:
+        ValueError: a sequence is shorter than 3 tokens, so it has no defined row.
+
+    Example:
+        >>> sim = torch.tensor([[1.0, 0.0, 0.0],
+        ...                     [0.5, 1.0, 0.0],
+        ...                     [0.1, 0.9, 1.0]])
+        >>> adjacency_probability(sim)
+        tensor(1.)
+    """
+    check_square(sim)
+    *batch, n, _ = sim.shape
+    check_scorable(check_lengths(lengths, tuple(batch), n))
+    return adjacency_rows(sim, lengths=lengths).nanmean(dim=-1)
+
+
+def _numba_dtype(dtype: torch.dtype) -> torch.dtype:
+    # The compiled kernel handles float32/float64; half types are widened exactly.
+    return torch.float64 if dtype == torch.float64 else torch.float32

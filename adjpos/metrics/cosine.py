@@ -1,0 +1,37 @@
+"""Self-cosine matrices of hidden states."""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from adjpos.metrics._checks import check_finite
+
+
+def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*batch pos pos"]:
+    """Self-cosine matrix C[i, j] = <x_i, x_j> / (|x_i| |x_j|) of each sequence.
+
+    A zero vector has similarity 0 to everything, itself included. Computed in at least
+    float32 (bfloat16/float16 inputs are upcast).
+
+    Args:
+        x: hidden states, positions on the second-to-last axis.
+
+    Raises:
+        ValueError: `x` holds NaN or inf.
+
+    Example:
+        >>> x = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+        >>> cosine_matrix(x).round(decimals=4)
+        tensor([[1.0000, 0.7071, 0.0000],
+                [0.7071, 1.0000, 0.0000],
+                [0.0000, 0.0000, 0.0000]])
+    """
+    check_finite(x, "activations")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
+    x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    unit = torch.where(norms > 0, x / norms.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
+    return unit @ unit.mT

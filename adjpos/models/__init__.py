@@ -1,0 +1,7 @@
+"""Models: config, the one builder that removes position, and checkpoints."""
+
+from adjpos.models.build import build_model, is_position_free
+from adjpos.models.checkpoint import load_model, save_model
+from adjpos.models.config import ModelConfig
+
+__all__ = ["ModelConfig", "build_model", "is_position_free", "load_model", "save_model"]

@@ -1,0 +1,116 @@
+"""`build_model`: the one place that turns a `ModelConfig` into a HookedTransformer.
+
+TransformerLens 3.9 has no "none" positional type, so NoPE is built as a "standard"
+model whose `W_pos` is zeroed and frozen here, and zeroed again after every
+`load_state_dict` by a hook registered here. Nothing else in adjpos touches `W_pos`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from adjpos.models.config import ModelConfig
+
+_TL_POSITIONAL = {"none": "standard", "learned": "standard", "rotary": "rotary", "alibi": "alibi"}
+
+
+@contextmanager
+def quiet_transformer_lens():
+    """Silence TransformerLens's 'deprecated ... removed in 4.0' warning, and only that one.
+
+    adjpos pins transformer-lens<4 on purpose; the warning would otherwise fire on every model.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message=r".*deprecated and will be removed in 4\.0",
+            category=DeprecationWarning,
+        )
+        yield
+
+
+def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -> Any:
+    """Build a randomly initialised HookedTransformer from `cfg`.
+
+    Weights are drawn from a private generator state seeded by `cfg.seed`, so the global
+    torch RNG is left as it was. With ``cfg.positional == "none"`` the positional embedding
+    is zero and frozen for the model's life (see `is_position_free`).
+
+    Args:
+        cfg: the model description.
+        device: where to put the model (default: cuda if available, else cpu).
+
+    Returns:
+        A `transformer_lens.HookedTransformer`, with ``model.adjpos_config = cfg``.
+
+    Example:
+        >>> model = build_model(ModelConfig(n_layers=1, d_model=16, n_heads=2))
+        >>> is_position_free(model)
+        True
+    """
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError(f"cfg must be an adjpos.ModelConfig, got {type(cfg).__name__}")
+    with quiet_transformer_lens():
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+
+        tl_cfg = HookedTransformerConfig(**_tl_kwargs(cfg, device))
+        with torch.random.fork_rng(devices=[]):
+            model = HookedTransformer(tl_cfg)
+    model.adjpos_config = cfg
+    if cfg.positional == "none":
+        _remove_position(model)
+        model.register_load_state_dict_post_hook(_reapply_after_load)
+    return model
+
+
+def is_position_free(model: nn.Module) -> bool:
+    """True when no positional signal can enter `model`: no rotary or ALiBi, and any
+    additive positional embedding is exactly zero and frozen.
+
+    Works on any TransformerLens model with a ``cfg``; a learned-position model whose
+    `W_pos` happens to be zero but is trainable is not position-free.
+    """
+    kind = getattr(getattr(model, "cfg", None), "positional_embedding_type", None)
+    if kind not in ("standard", "shortformer"):
+        return False
+    w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
+    return w_pos is not None and not w_pos.requires_grad and not bool(w_pos.detach().any())
+
+
+def _remove_position(model: nn.Module) -> None:
+    with torch.no_grad():
+        model.pos_embed.W_pos.zero_()
+    model.pos_embed.W_pos.requires_grad_(False)
+
+
+def _reapply_after_load(model: nn.Module, incompatible_keys: Any) -> None:
+    _remove_position(model)
+
+
+def _tl_kwargs(cfg: ModelConfig, device: str | torch.device | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = dict(
+        n_layers=cfg.n_layers,
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        d_head=cfg.d_head,
+        d_mlp=None if cfg.attn_only else cfg.d_mlp,
+        d_vocab=cfg.d_vocab,
+        n_ctx=cfg.n_ctx,
+        act_fn=None if cfg.attn_only else cfg.act_fn,
+        normalization_type=cfg.normalization_type,
+        attn_only=cfg.attn_only,
+        positional_embedding_type=_TL_POSITIONAL[cfg.positional],
+        seed=cfg.seed,
+        dtype=getattr(torch, cfg.dtype),
+        default_prepend_bos=False,
+    )
+    if cfg.init_range is not None:
+        kwargs["initializer_range"] = float(cfg.init_range)
+    if device is not None:
+        kwargs["device"] = str(device)
+    return kwargs

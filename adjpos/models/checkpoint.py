@@ -1,0 +1,89 @@
+"""Checkpoints: ``model.safetensors`` + ``config.json`` in one folder, written atomically.
+
+Loading never unpickles: weights come through safetensors, the config is JSON, and the
+model is rebuilt by `build_model`, whose load hook re-applies the NoPE freeze.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from adjpos.models.build import build_model
+from adjpos.models.config import ModelConfig
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+FORMAT = "adjpos.model"
+
+
+def save_model(model: Any, path: str | os.PathLike, *, cfg: ModelConfig | None = None) -> Path:
+    """Save `model` to folder `path` (created if needed); returns the folder.
+
+    Args:
+        model: a model made by `build_model` (or any HookedTransformer, given `cfg`).
+        path: the checkpoint folder.
+        cfg: the model's config; defaults to ``model.adjpos_config``.
+    """
+    cfg = cfg if cfg is not None else getattr(model, "adjpos_config", None)
+    if not isinstance(cfg, ModelConfig):
+        raise ValueError("save_model needs the model's ModelConfig: pass cfg=... ")
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    atomic_write(folder / WEIGHTS, lambda tmp: save_file(state, tmp))
+    config = {"format": FORMAT, "version": 1, "model": cfg.to_dict()}
+    write_json(folder / CONFIG, config)
+    return folder
+
+
+def load_model(path: str | os.PathLike, *, device: str | torch.device | None = None) -> Any:
+    """Load a checkpoint folder written by `save_model`.
+
+    Raises:
+        ValueError: `path` is not an adjpos checkpoint folder.
+    """
+    folder = Path(path)
+    cfg = read_model_config(folder)
+    if not (folder / WEIGHTS).is_file():
+        raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
+    model = build_model(cfg, device=device)
+    model.load_state_dict(load_file(folder / WEIGHTS, device=str(model.cfg.device)), strict=True)
+    return model
+
+
+def read_model_config(folder: Path) -> ModelConfig:
+    """The `ModelConfig` stored in checkpoint `folder`, with a clear error if there is none."""
+    if not (folder / CONFIG).is_file():
+        raise ValueError(f"{folder} is not an adjpos checkpoint: {CONFIG} is missing")
+    try:
+        data = json.loads((folder / CONFIG).read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{folder / CONFIG} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
+        raise ValueError(f"{folder / CONFIG} is not an adjpos model config (format={FORMAT!r})")
+    return ModelConfig.from_dict(data["model"])
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as JSON to `path` atomically."""
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call ``write(tmp_path)`` and move the result onto `path`, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,106 @@
+"""`ModelConfig`: the one frozen description of a model adjpos can build.
+
+Field docstrings (the ``help`` metadata) double as the command line's ``--help``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+POSITIONAL = ("none", "learned", "rotary", "alibi")
+NORMALIZATION = ("LN", "LNPre", "RMS", "RMSPre", None)
+ACT_FNS = ("relu", "gelu", "gelu_new", "gelu_fast", "silu", "solu_ln")
+DTYPES = ("float32", "float64")
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Hyperparameters of a causal decoder-only transformer, TransformerLens semantics.
+
+    Invalid values raise `ValueError` naming what is allowed.
+
+    Example:
+        >>> cfg = ModelConfig(n_layers=2, d_model=32, n_heads=4)
+        >>> cfg.d_head, cfg.d_mlp
+        (8, 128)
+    """
+
+    n_layers: int = _help("number of transformer blocks", 4)
+    d_model: int = _help("width of the residual stream", 64)
+    n_heads: int = _help("attention heads per block", 4)
+    d_head: int | None = _help("width of each head (default: d_model // n_heads)", None)
+    d_mlp: int | None = _help("hidden width of each MLP (default: 4 * d_model)", None)
+    d_vocab: int = _help("vocabulary size", 64)
+    n_ctx: int = _help("longest sequence the model accepts", 128)
+    act_fn: str = _help(f"MLP activation, one of {ACT_FNS}", "gelu")
+    normalization_type: str | None = _help(
+        f"normalization, one of {NORMALIZATION} (TL names; None is no normalization)", "LN"
+    )
+    attn_only: bool = _help("attention-only blocks (no MLPs)", False)
+    init_range: float | None = _help(
+        "std of the normal weight init (TL initializer_range; default 0.8/sqrt(d_model))", None
+    )
+    positional: str = _help(f"position scheme, one of {POSITIONAL}; 'none' is NoPE", "none")
+    seed: int = _help("seed of the weight initialisation", 0)
+    dtype: str = _help(f"parameter dtype, one of {DTYPES}", "float32")
+
+    def __post_init__(self) -> None:
+        for name in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"):
+            _check_positive_int(name, getattr(self, name))
+        for name in ("d_head", "d_mlp"):
+            if getattr(self, name) is not None:
+                _check_positive_int(name, getattr(self, name))
+        if self.d_head is None and self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                "choose n_heads dividing d_model or set d_head explicitly"
+            )
+        # Derived widths are stored resolved, so config.json says what was built.
+        if self.d_head is None:
+            object.__setattr__(self, "d_head", self.d_model // self.n_heads)
+        if self.d_mlp is None:
+            object.__setattr__(self, "d_mlp", 4 * self.d_model)
+        _check_choice("positional", self.positional, POSITIONAL)
+        _check_choice("normalization_type", self.normalization_type, NORMALIZATION)
+        _check_choice("act_fn", self.act_fn, ACT_FNS)
+        _check_choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.attn_only, bool):
+            raise ValueError(f"attn_only must be True or False, got {self.attn_only!r}")
+        if self.init_range is not None and not (
+            isinstance(self.init_range, (int, float)) and self.init_range > 0
+        ):
+            raise ValueError(
+                f"init_range must be a positive number or None, got {self.init_range!r}"
+            )
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        """Build from a dict; unknown keys (from newer or older files) are warned about."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            warnings.warn(f"ignoring unknown ModelConfig keys: {unknown}", stacklevel=2)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_choice(name: str, value: Any, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not allowed; choose one of {list(allowed)}")

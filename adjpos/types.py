@@ -1,0 +1,12 @@
+"""Shape-annotated tensor aliases shared across adjpos (TransformerLens dimension names)."""
+
+from jaxtyping import Float, Int
+from torch import Tensor
+
+Tokens = Int[Tensor, "batch pos"]
+Lengths = Int[Tensor, "*batch"]
+Resid = Float[Tensor, "batch pos d_model"]
+ResidStack = Float[Tensor, "layer batch pos d_model"]
+SimMatrix = Float[Tensor, "*batch pos pos"]
+
+__all__ = ["Lengths", "Resid", "ResidStack", "SimMatrix", "Tokens"]
