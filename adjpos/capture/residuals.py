@@ -73,7 +73,8 @@ def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= d_vocab:
         raise ValueError(
-            f"token ids must lie in [0, {d_vocab - 1}] (d_vocab={d_vocab}), got ids from {lo} to {hi}"
+            f"token ids must lie in [0, {d_vocab - 1}] (d_vocab={d_vocab}), "
+            f"got ids from {lo} to {hi}"
         )
     return tokens.to(device=model_device(model), dtype=torch.long)
 
@@ -170,7 +171,7 @@ def _by_block(model, chunks, site, layers):
             cache = _run(model, chunk_state, names, start_at_layer=block, stop_at_layer=block + 1)
             state[i] = cache.pop("_out")
             caches.append(cache)
-        for layer, name in zip(wanted, names):
+        for layer, name in zip(wanted, names, strict=True):
             yield layer, torch.cat([cache.pop(name) for cache in caches])
 
 

@@ -78,7 +78,7 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)`` and move the result onto `path`, so readers never see half a file."""
+    """Call ``write(tmp_path)``, then move the result onto `path`: never half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
