@@ -38,16 +38,25 @@ def n_capture_layers(model: Any, site: str) -> int:
 
 
 def check_site(model: Any, site: str) -> None:
-    """Raise unless `site` is known and `model` has its hook points."""
+    """Raise unless `site` is known and fires in `model`."""
     if site not in SITES:
         raise ValueError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
-    missing = hook_name(site, 0) not in model.hook_dict
-    if missing:
+    available = available_sites(model)
+    if site not in available:
         raise ValueError(
-            f"this model has no {hook_name(site, 0)!r} hook (attention-only models have no "
-            f"resid_mid or mlp_out); sites it has: "
-            f"{[s for s in SITES if hook_name(s, 0) in model.hook_dict]}"
+            f"site={site!r} does not exist in this model (attention-only models have no "
+            f"resid_mid or mlp_out); sites it has: {available}"
         )
+
+
+def available_sites(model: Any) -> list[str]:
+    """The sites whose hooks fire in `model` (TL keeps an idle mlp_out hook in attn-only blocks)."""
+    mlp_free = bool(getattr(model.cfg, "attn_only", False))
+    return [
+        s
+        for s in SITES
+        if hook_name(s, 0) in model.hook_dict and not (mlp_free and s in ("resid_mid", "mlp_out"))
+    ]
 
 
 def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:

@@ -5,11 +5,14 @@ For each row r with prefix length m = lengths[r], count #{(i, j): i < j < m, v[i
 left-run values are strictly below each right-run value: O(m log m) per row, rows in parallel.
 """
 
+from typing import no_type_check
+
 import numba
 import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
+@no_type_check  # keeps the test-time type-check hook from wrapping compiled code
 def _count_row(values, buf, tmp):  # pragma: no cover - compiled
     m = values.shape[0]
     for i in range(m):
@@ -45,6 +48,7 @@ def _count_row(values, buf, tmp):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, cache=True)
+@no_type_check
 def count_ordered_pairs(values, lengths):  # pragma: no cover - compiled
     """values: [rows, n] float; lengths: [rows] int64 prefix lengths -> [rows] int64 counts."""
     rows = values.shape[0]

@@ -7,10 +7,12 @@ model whose `W_pos` is zeroed and frozen here, and zeroed again after every
 
 from __future__ import annotations
 
+import random
 import warnings
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -58,9 +60,8 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
     with quiet_transformer_lens():
         from transformer_lens import HookedTransformer, HookedTransformerConfig
 
-        tl_cfg = HookedTransformerConfig(**_tl_kwargs(cfg, device))
-        with torch.random.fork_rng(devices=[]):
-            model = HookedTransformer(tl_cfg)
+        with _global_rngs_restored():  # TL seeds python, numpy and torch globally
+            model = HookedTransformer(HookedTransformerConfig(**_tl_kwargs(cfg, device)))
     model.adjpos_config = cfg
     if cfg.positional == "none":
         _remove_position(model)
@@ -80,6 +81,17 @@ def is_position_free(model: nn.Module) -> bool:
         return False
     w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
     return w_pos is not None and not w_pos.requires_grad and not bool(w_pos.detach().any())
+
+
+@contextmanager
+def _global_rngs_restored():
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
 
 
 def _remove_position(model: nn.Module) -> None:
