@@ -4,9 +4,11 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 Tokens = Int[Tensor, "batch pos"]
+# What capture and scoring accept: a batch, or one sequence (treated as a batch of one).
+TokenInput = Int[Tensor, "batch pos"] | Int[Tensor, " pos"]
 Lengths = Int[Tensor, "*batch"]
 Resid = Float[Tensor, "batch pos d_model"]
 ResidStack = Float[Tensor, "layer batch pos d_model"]
 SimMatrix = Float[Tensor, "*batch pos pos"]
 
-__all__ = ["Lengths", "Resid", "ResidStack", "SimMatrix", "Tokens"]
+__all__ = ["Lengths", "Resid", "ResidStack", "SimMatrix", "TokenInput", "Tokens"]

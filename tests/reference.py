@@ -27,7 +27,8 @@ def slow_cosine(x):
     norms = [math.sqrt(sum(v * v for v in row)) for row in x]
     return [
         [
-            0.0 if norms[i] == 0 or norms[j] == 0
+            0.0
+            if norms[i] == 0 or norms[j] == 0
             else sum(a * b for a, b in zip(x[i], x[j], strict=True)) / (norms[i] * norms[j])
             for j in range(len(x))
         ]

@@ -12,7 +12,6 @@ Hooks are attached only inside `run_with_cache(names_filter=...)`, which removes
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,6 +19,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
+
+from adjpos.types import TokenInput
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 
@@ -95,7 +96,7 @@ def model_device(model: Any) -> torch.device:
 
 def capture_residuals(
     model: Any,
-    tokens: Int[Tensor, "batch pos"],
+    tokens: TokenInput,
     *,
     site: str = "resid_post",
     layers: Sequence[int] | None = None,
@@ -129,7 +130,7 @@ def capture_residuals(
 
 def iter_residuals(
     model: Any,
-    tokens: Int[Tensor, "batch pos"],
+    tokens: TokenInput,
     *,
     site: str = "resid_post",
     layers: Sequence[int] | None = None,
@@ -139,8 +140,9 @@ def iter_residuals(
     """Stream ``(layer, activations[batch, pos, d_model])`` one layer at a time, in layer order.
 
     Memory holds one or two layers, whatever the depth. A HookedTransformer is run block by
-    block (`start_at_layer`/`stop_at_layer`), one forward pass in all; other models are run
-    once per layer, stopping after the block that layer needs. Arguments as
+    block (`start_at_layer`/`stop_at_layer`), one forward pass in all; other models (such as
+    TransformerBridge, which cannot start mid-model) are run once per layer, stopping after
+    the block that layer needs, so they cost about (L+1)/2 forward passes. Arguments as
     `capture_residuals`.
     """
     tokens = check_tokens(model, tokens)
@@ -209,7 +211,10 @@ def _stop_block(site: str, layers: Sequence[int]) -> int:
 
 
 def _runs_from_any_block(model: Any) -> bool:
-    return "start_at_layer" in inspect.signature(model.forward).parameters
+    # TransformerBridge accepts start_at_layer in its signature but refuses it at run time.
+    from transformer_lens import HookedTransformer
+
+    return isinstance(model, HookedTransformer)
 
 
 def _split(tokens: Tensor, batch_size: int | None) -> list[Tensor]:

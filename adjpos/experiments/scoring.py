@@ -11,11 +11,12 @@ from torch import Tensor
 from adjpos.capture import check_tokens, iter_residuals, n_capture_layers
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.metrics._checks import check_lengths, check_scorable
+from adjpos.types import TokenInput
 
 
 def adjacency_score(
     model: Any,
-    tokens: Int[Tensor, "batch pos"],
+    tokens: TokenInput,
     *,
     lengths: Int[Tensor, " batch"] | None = None,
     site: str = "resid_post",

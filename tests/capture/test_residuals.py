@@ -1,0 +1,141 @@
+import pytest
+import torch
+from factories import tiny_config
+
+from adjpos.capture import SITES, capture_residuals, hook_name, iter_residuals
+from adjpos.capture import residuals as residuals_module
+from adjpos.models import build_model
+
+
+def _cache(model, tokens):
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    return cache
+
+
+def _no_hooks_left(model):
+    return all(not hp._forward_hooks and not hp._backward_hooks for hp in model.hook_dict.values())
+
+
+def test_layer_numbering_matches_transformer_lens(tiny_model, tokens):
+    stack = capture_residuals(tiny_model, tokens)
+    cache = _cache(tiny_model, tokens)
+    assert stack.shape == (3, 6, 12, 16)
+    torch.testing.assert_close(stack[0], tiny_model.W_E[tokens])  # embeddings, no position
+    torch.testing.assert_close(stack[1], cache["blocks.0.hook_resid_post"])
+    torch.testing.assert_close(stack[2], cache["blocks.1.hook_resid_post"])
+
+
+@pytest.mark.parametrize("site", ["resid_mid", "attn_out", "mlp_out"])
+def test_other_sites_are_per_block(tiny_model, tokens, site):
+    stack = capture_residuals(tiny_model, tokens, site=site, layers=[1])
+    torch.testing.assert_close(stack[0], _cache(tiny_model, tokens)[f"blocks.1.hook_{site}"])
+
+
+@pytest.mark.parametrize("site", SITES)
+@pytest.mark.parametrize("batch_size", [None, 1, 4])
+@pytest.mark.parametrize("by_block", [True, False])
+def test_streaming_equals_whole_capture(
+    tiny_model, tokens, site, batch_size, by_block, monkeypatch
+):
+    monkeypatch.setattr(residuals_module, "_runs_from_any_block", lambda model: by_block)
+    whole = capture_residuals(tiny_model, tokens, site=site, batch_size=batch_size)
+    streamed = list(iter_residuals(tiny_model, tokens, site=site, batch_size=batch_size))
+    assert [layer for layer, _ in streamed] == list(range(len(whole)))
+    for layer, acts in streamed:
+        torch.testing.assert_close(acts, whole[layer], rtol=1e-5, atol=1e-6)
+    assert _no_hooks_left(tiny_model)
+
+
+def test_layer_subset_and_order(tiny_model, tokens):
+    whole = capture_residuals(tiny_model, tokens)
+    picked = capture_residuals(tiny_model, tokens, layers=[2, 0])
+    torch.testing.assert_close(picked, whole[[2, 0]])
+    assert [x for x, _ in iter_residuals(tiny_model, tokens, layers=[2, 0])] == [0, 2]
+
+
+def test_streaming_is_lazy(tokens):
+    model = build_model(tiny_config(n_layers=4))
+    calls = []
+    handle = model.blocks[3].register_forward_hook(lambda *args: calls.append(1))
+    stream = iter_residuals(model, tokens)
+    next(stream)
+    next(stream)
+    assert calls == []  # the last block has not run yet
+    list(stream)
+    assert calls == [1]
+    handle.remove()
+
+
+def test_hooks_removed_after_error(tiny_model, tokens, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("block failed")
+
+    monkeypatch.setattr(tiny_model.blocks[1], "forward", broken)
+    with pytest.raises(RuntimeError, match="block failed"):
+        capture_residuals(tiny_model, tokens)
+    assert _no_hooks_left(tiny_model)
+
+
+def test_one_sequence_and_device(tiny_model, tokens):
+    stack = capture_residuals(tiny_model, tokens[0].int())
+    assert stack.shape == (3, 1, 12, 16) and stack.device == tiny_model.W_E.device
+
+
+def test_works_on_transformer_bridge():
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_native(
+        dict(
+            n_layers=2,
+            d_model=16,
+            n_heads=2,
+            d_head=8,
+            d_mlp=32,
+            d_vocab=20,
+            n_ctx=24,
+            act_fn="gelu",
+            seed=0,
+            positional_embedding_type="rotary",
+        )
+    )
+    tokens = torch.randint(0, 20, (3, 9), generator=torch.Generator().manual_seed(0))
+    whole = capture_residuals(bridge, tokens)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(tokens)
+    torch.testing.assert_close(whole[2], cache[hook_name("resid_post", 2)])
+    for layer, acts in iter_residuals(bridge, tokens, batch_size=2):
+        torch.testing.assert_close(acts, whole[layer])
+
+
+@pytest.mark.usefixtures("user_errors")
+@pytest.mark.parametrize(
+    ("bad", "error", "match"),
+    [
+        (torch.zeros(2, 5), TypeError, "integer tensor"),
+        ([[1, 2, 3]], TypeError, "torch.Tensor"),
+        (torch.zeros(2, 3, 4, dtype=torch.long), ValueError, r"\[batch, pos\]"),
+        (torch.zeros(0, 4, dtype=torch.long), ValueError, "non-empty"),
+        (torch.full((2, 5), 20), ValueError, r"\[0, 19\].*d_vocab=20"),
+        (torch.full((2, 5), -1), ValueError, r"\[0, 19\]"),
+        (torch.zeros(2, 25, dtype=torch.long), ValueError, "n_ctx is 24"),
+    ],
+)
+def test_bad_tokens(tiny_model, bad, error, match):
+    with pytest.raises(error, match=match):
+        capture_residuals(tiny_model, bad)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_options(tiny_model, tokens):
+    with pytest.raises(ValueError, match=r"choose one of \['resid_post'"):
+        capture_residuals(tiny_model, tokens, site="resid_pre")
+    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+        capture_residuals(tiny_model, tokens, layers=[3])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        capture_residuals(tiny_model, tokens, site="attn_out", layers=[2])
+    with pytest.raises(ValueError, match="batch_size"):
+        capture_residuals(tiny_model, tokens, batch_size=0)
+    attn_only = build_model(tiny_config(attn_only=True))
+    with pytest.raises(ValueError, match=r"sites it has: \['resid_post', 'attn_out'\]"):
+        capture_residuals(attn_only, tokens, site="mlp_out")

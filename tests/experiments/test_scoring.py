@@ -1,0 +1,61 @@
+import pytest
+import torch
+from factories import tiny_config
+from reference import slow_adjacency_probability, slow_cosine
+
+from adjpos import adjacency_score, build_model
+
+
+def _slow_score(model, tokens, lengths):
+    """Layer by layer from TL's own cache and the loop references, one sequence at a time."""
+    scores = []
+    names = ["blocks.0.hook_resid_pre"] + [
+        f"blocks.{i}.hook_resid_post" for i in range(model.cfg.n_layers)
+    ]
+    for name in names:
+        per_seq = []
+        for seq, n in zip(tokens, lengths, strict=True):
+            with torch.no_grad():
+                _, cache = model.run_with_cache(seq[None, :n])
+            per_seq.append(slow_adjacency_probability(slow_cosine(cache[name][0].tolist()), n))
+        scores.append(sum(per_seq) / len(per_seq))
+    return torch.tensor(scores, dtype=torch.float64)
+
+
+def test_matches_slow_reference_with_padding():
+    model = build_model(tiny_config(dtype="float64"))
+    gen = torch.Generator().manual_seed(3)
+    tokens = torch.randint(0, 20, (5, 14), generator=gen)
+    lengths = torch.tensor([14, 3, 9, 12, 5])
+    got = adjacency_score(model, tokens, lengths=lengths, batch_size=2)
+    assert got.shape == (3,)
+    torch.testing.assert_close(got, _slow_score(model, tokens, lengths.tolist()))
+
+
+def test_random_nope_model_shows_the_pattern():
+    """The README's claim: embeddings at chance, later layers above it (default init)."""
+    model = build_model(tiny_config(d_model=64, n_heads=4, n_layers=3, d_vocab=64, n_ctx=64))
+    tokens = torch.randint(0, 64, (32, 32), generator=torch.Generator().manual_seed(0))
+    scores = adjacency_score(model, tokens)
+    assert abs(float(scores[0]) - 0.5) < 0.03
+    assert (scores[1:] > 0.6).all()
+
+
+def test_sites_give_one_value_per_block(tiny_model, tokens):
+    assert adjacency_score(tiny_model, tokens, site="attn_out").shape == (2,)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_input(tiny_model, tokens):
+    with pytest.raises(ValueError, match="shorter than 3"):
+        adjacency_score(tiny_model, tokens[:, :2])
+    with pytest.raises(ValueError, match="shorter than 3"):
+        adjacency_score(tiny_model, tokens, lengths=torch.tensor([12, 12, 2, 12, 12, 12]))
+    with pytest.raises(ValueError, match="batch shape"):
+        adjacency_score(tiny_model, tokens, lengths=torch.tensor([12]))
+    with pytest.raises(ValueError, match=r"\[1, 12\]"):
+        adjacency_score(tiny_model, tokens, lengths=torch.full((6,), 13))
+    with torch.no_grad():
+        tiny_model.blocks[1].attn.W_O.fill_(float("nan"))
+    with pytest.raises(ValueError, match="layer 2 .*NaN or inf"):
+        adjacency_score(tiny_model, tokens)
