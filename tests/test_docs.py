@@ -1,0 +1,50 @@
+"""Every code block in README.md and docs/ runs; an `output` block must match what it prints."""
+
+import contextlib
+import io
+import re
+import runpy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+
+def _blocks(page: Path):
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(page.read_text())]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_code_blocks_run_and_print_what_the_page_says(page, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    blocks = _blocks(page)
+    for i, (lang, code) in enumerate(blocks):
+        if lang != "python":
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, f"{page.name} block {i}", "exec"), namespace)
+        if i + 1 < len(blocks) and blocks[i + 1][0] == "output":
+            assert out.getvalue().strip() == blocks[i + 1][1].strip()
+
+
+def test_readme_has_a_python_example_with_output():
+    langs = [lang for lang, _ in _blocks(ROOT / "README.md")]
+    assert "python" in langs and "output" in langs
+
+
+def test_api_page_is_generated_from_the_docstrings():
+    render = runpy.run_path(str(ROOT / "docs" / "make_api.py"))["render"]
+    assert (ROOT / "docs" / "api.md").read_text() == render(), "run: python docs/make_api.py"
+
+
+def test_readme_commands_are_the_ci_commands():
+    ci = (ROOT / ".ci" / "run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    setup = next(line for line in ci.splitlines() if line.startswith("python3 -m venv"))
+    assert setup in readme
+    assert ".venv/bin/python -m pytest" in ci and ".venv/bin/python -m pytest" in readme
