@@ -42,7 +42,9 @@ def test_rows_match_slow_reference(case):
     rows = adjacency_rows(sim, lengths=lengths)
     assert rows.shape == sim.shape[:-1]
     mats, lens = _flat(sim, lengths)
-    expected = torch.tensor([slow_adjacency_rows(m.tolist(), L) for m, L in zip(mats, lens)])
+    expected = torch.tensor(
+        [slow_adjacency_rows(m.tolist(), L) for m, L in zip(mats, lens, strict=True)]
+    )
     torch.testing.assert_close(rows.reshape(expected.shape), expected.double(), equal_nan=True)
 
 
@@ -53,7 +55,9 @@ def test_probability_matches_slow_reference(case):
     score = adjacency_probability(sim, lengths=lengths)
     assert score.shape == sim.shape[:-2]
     mats, lens = _flat(sim, lengths)
-    expected = torch.tensor([slow_adjacency_probability(m.tolist(), L) for m, L in zip(mats, lens)])
+    expected = torch.tensor(
+        [slow_adjacency_probability(m.tolist(), L) for m, L in zip(mats, lens, strict=True)]
+    )
     torch.testing.assert_close(score.reshape(expected.shape), expected.double())
 
 
@@ -69,7 +73,7 @@ def test_padding_is_ignored(case):
     pad = torch.arange(n) >= lengths[..., None]
     noisy.masked_fill_(pad[..., None, :] | pad[..., :, None], 123.0)
     mats, lens = _flat(noisy, lengths)
-    alone = torch.stack([adjacency_probability(m[:L, :L]) for m, L in zip(mats, lens)])
+    alone = torch.stack([adjacency_probability(m[:L, :L]) for m, L in zip(mats, lens, strict=True)])
     together = adjacency_probability(noisy, lengths=lengths).reshape(-1)
     torch.testing.assert_close(together, alone)
 
