@@ -1,0 +1,79 @@
+"""Indexing: ``wherex(d...,q)=`` -> the 0-based position of the first ``q``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import ClassVar
+
+from adjpos.tasks.base import Draws, Task, check_digit_range, param
+
+_PATTERN = re.compile(r"wherex\(([0-9]+),([0-9])\)=")
+
+
+@dataclass(frozen=True)
+class Indexing(Task):
+    """Indexing: ``wherex(d...,q)=`` -> the 0-based position of the first occurrence of ``q``.
+
+    For example ``wherex(134504392,4)=`` -> ``2``. The sequence has `min_digits` to
+    `max_digits` digits and ``q`` always occurs in it; the longest prompt has
+    ``max_digits + 11`` characters (20 with the default 9 digits). The answer is written in
+    decimal (one character while `max_digits` <= 10).
+
+    Sampling: the digit count is uniform over `min_digits` .. `max_digits`, each digit is
+    uniform and independent, and ``q`` is the digit at a uniformly chosen position. The answer
+    is the first occurrence of that digit, so small answers are more frequent than large ones.
+
+    Example:
+        >>> print(Indexing().encode_batch(["wherex(134504392,4)="]).show(0))
+        char   w  h  e  r  e  x  (  1  3  4  5  0  4  3  9  2  ,  4  )  =  2  .
+        id    23 19 18 21 18 24 14  3  5  6  7  2  6  5 11  4 16  6 15 13  4  1
+        loss   0  0  0  0  0  0  0  0  0  0  0  0  0  0  0  0  0  0  0  1  1  0
+    """
+
+    name: ClassVar[str] = "indexing"
+    min_digits: int = param("fewest digits to search", 1)
+    max_digits: int = param("most digits to search", 9)
+
+    def __post_init__(self) -> None:
+        check_digit_range(self.min_digits, self.max_digits)
+
+    @property
+    def max_prompt_len(self) -> int:
+        return self.max_digits + len("wherex(,q)=")
+
+    @property
+    def max_answer_len(self) -> int:
+        return len(str(self.max_digits - 1))
+
+    @property
+    def prompt_format(self) -> str:
+        return (
+            f"'wherex(d...,q)=' with {self.min_digits} to {self.max_digits} digits and a "
+            "digit q that occurs among them"
+        )
+
+    @property
+    def draws_per_prompt(self) -> int:
+        return 2 + self.max_digits
+
+    def _parse(self, prompt: str) -> tuple[str, str]:
+        match = _PATTERN.fullmatch(prompt)
+        if match is None:
+            raise self._malformed(prompt, "not of the form 'wherex(d...,q)='")
+        digits, query = match.groups()
+        if not self.min_digits <= len(digits) <= self.max_digits:
+            raise self._malformed(prompt, f"it has {len(digits)} digits")
+        if query not in digits:
+            raise self._malformed(prompt, f"q={query!r} does not occur in {digits!r}")
+        return digits, query
+
+    def _answer(self, operands: tuple[str, str]) -> str:
+        digits, query = operands
+        return str(digits.index(query))
+
+    def _draw_prompt(self, draws: Draws) -> str:
+        count = draws.integer(self.min_digits, self.max_digits + 1)
+        digits = draws.digits(count)
+        query = digits[draws.integer(0, count)]
+        return f"wherex({digits},{query})="
