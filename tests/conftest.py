@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from factories import tiny_config
-
 from adjpos.models import build_model
+from factories import tiny_config
 
 
 @pytest.fixture

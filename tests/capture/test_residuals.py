@@ -1,10 +1,10 @@
 import pytest
 import torch
-from factories import tiny_config
 
 from adjpos.capture import SITES, capture_residuals, hook_name, iter_residuals
 from adjpos.capture import residuals as residuals_module
 from adjpos.models import build_model
+from factories import tiny_config
 
 
 def _cache(model, tokens):

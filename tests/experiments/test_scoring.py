@@ -1,9 +1,9 @@
 import pytest
 import torch
-from factories import tiny_config
-from reference import slow_adjacency_probability, slow_cosine
 
 from adjpos import adjacency_score, build_model
+from factories import tiny_config
+from reference import slow_adjacency_probability, slow_cosine
 
 
 def _slow_score(model, tokens, lengths):

@@ -5,9 +5,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import slow_adjacency_probability, slow_adjacency_rows
 
 from adjpos.metrics import adjacency_probability, adjacency_rows
+from reference import slow_adjacency_probability, slow_adjacency_rows
 
 BATCH_SHAPES = st.sampled_from([(), (3,), (2, 3)])
 

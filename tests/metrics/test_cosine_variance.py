@@ -2,9 +2,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import slow_cosine
 
 from adjpos.metrics import cosine_matrix, position_variance
+from reference import slow_cosine
 
 
 @settings(max_examples=60, deadline=None)

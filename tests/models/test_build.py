@@ -2,9 +2,9 @@ import dataclasses
 
 import pytest
 import torch
-from factories import tiny_config
 
 from adjpos.models import ModelConfig, build_model, is_position_free
+from factories import tiny_config
 
 
 def _last_logits(model, tokens):

@@ -2,9 +2,9 @@ import json
 
 import pytest
 import torch
-from factories import tiny_config
 
 from adjpos.models import build_model, is_position_free, load_model, save_model
+from factories import tiny_config
 
 
 @pytest.mark.parametrize("positional", ["none", "learned"])

@@ -1,0 +1,106 @@
+"""`TrainConfig`: everything that decides a training run, frozen; `TrainResult`: what it gives."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _help(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """AdamW with linear warm-up and cosine decay, answer-only loss, periodic exact-match eval.
+
+    Example:
+        >>> TrainConfig(steps=100).lr_at(0), TrainConfig(steps=100, warmup_steps=0).lr_at(0)
+        (5e-06, 0.001)
+    """
+
+    steps: int = _help("optimiser steps (at most; early stop may end sooner)", 20_000)
+    batch_size: int = _help("sequences per step", 128)
+    lr: float = _help("peak learning rate", 1e-3)
+    weight_decay: float = _help("AdamW weight decay", 0.1)
+    warmup_steps: int = _help("steps of linear warm-up from 0 to lr", 200)
+    min_lr_ratio: float = _help("final lr as a fraction of lr (cosine decay)", 0.1)
+    grad_clip: float = _help("max global gradient norm (0 = no clipping)", 1.0)
+    eval_every: int = _help("steps between exact-match evaluations and checkpoints", 500)
+    eval_size: int = _help("held-out test prompts per evaluation", 1000)
+    target_accuracy: float | None = _help(
+        "stop once eval accuracy reaches this (None: never)", 0.999
+    )
+    seed: int = _help("seed of the training batches and the evaluation prompts", 0)
+    device: str = _help(f"one of {DEVICES}; auto = cuda when available", "auto")
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "eval_every", "eval_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+        for name in ("lr", "weight_decay", "grad_clip"):
+            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
+                raise ValueError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio!r}")
+        if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
+            raise ValueError(
+                f"target_accuracy must lie in (0, 1] or be None, got {self.target_accuracy!r}"
+            )
+        if self.device not in DEVICES:
+            raise ValueError(
+                f"device={self.device!r} is not allowed; choose one of {list(DEVICES)}"
+            )
+
+    def lr_at(self, step: int) -> float:
+        """Learning rate of 0-based `step`: linear warm-up, then cosine decay to min_lr_ratio."""
+        import math
+
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / (self.warmup_steps + 1) if self.warmup_steps else self.lr
+        span = max(1, self.steps - self.warmup_steps)
+        progress = min(1.0, (step - self.warmup_steps) / span)
+        floor = self.min_lr_ratio
+        return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Build from a dict; unknown keys are warned about."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        if unknown := sorted(set(data) - known):
+            warnings.warn(f"ignoring unknown TrainConfig keys: {unknown}", stacklevel=2)
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What `train` did.
+
+    Attributes:
+        steps: optimiser steps taken in all (across resumes).
+        accuracy: exact-match accuracy on the held-out prompts at the last evaluation.
+        per_length_accuracy: that accuracy by prompt length in characters.
+        history: one dict per evaluation (step, loss, lr, accuracy, seconds).
+        seconds: training wall time in all (across resumes), evaluation included.
+        stopped_early: the target accuracy was reached before `steps`.
+        position_free: the model is position-free after training (checked, not assumed).
+    """
+
+    steps: int
+    accuracy: float
+    per_length_accuracy: dict[int, float]
+    history: list[dict[str, float | int]]
+    seconds: float
+    stopped_early: bool
+    position_free: bool

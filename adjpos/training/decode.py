@@ -1,0 +1,67 @@
+"""Greedy decoding and exact-match evaluation on a task."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from adjpos.capture import check_tokens
+from adjpos.tasks import EOS_ID, Task
+
+
+def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
+    """Answer each prompt by greedy decoding until the end-of-answer token.
+
+    Prompts of one length are decoded together (no padding ever enters the model).
+
+    Raises:
+        ValueError: a prompt is malformed for `task` (the message names it).
+    """
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a list of strings, not one string")
+    for prompt in prompts:
+        task.check(prompt)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, prompt in enumerate(prompts):
+        by_length[len(prompt)].append(i)
+    answers = [""] * len(prompts)
+    for indices in by_length.values():
+        group = [prompts[i] for i in indices]
+        for i, answer in zip(indices, _greedy(model, task, group), strict=True):
+            answers[i] = answer
+    return answers
+
+
+def evaluate(model: Any, task: Task, prompts: Sequence[str]) -> tuple[float, dict[int, float]]:
+    """Exact-match accuracy (whole answer right) overall and by prompt length."""
+    answers = predict(model, task, prompts)
+    hits: dict[int, list[bool]] = defaultdict(list)
+    for prompt, answer in zip(prompts, answers, strict=True):
+        hits[len(prompt)].append(answer == task.solve(prompt))
+    total = sum(sum(v) for v in hits.values()) / len(prompts)
+    return total, {n: sum(v) / len(v) for n, v in sorted(hits.items())}
+
+
+def _greedy(model: Any, task: Task, prompts: list[str]) -> list[str]:
+    tokens = check_tokens(model, torch.stack([task.encode(p) for p in prompts]))
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=tokens.device)
+    out = []
+    with torch.inference_mode():
+        for _ in range(task.max_answer_len + 1):
+            if tokens.shape[1] >= model.cfg.n_ctx or bool(done.all()):
+                break
+            nxt = model(tokens)[:, -1].argmax(-1)
+            nxt = torch.where(done, EOS_ID, nxt)
+            done |= nxt == EOS_ID
+            out.append(nxt)
+            tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+    generated = torch.stack(out, dim=1).cpu() if out else torch.zeros(len(prompts), 0)
+    answers = []
+    for row in generated.long():
+        ids = row.tolist()
+        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+        answers.append(task.decode(torch.tensor(ids, dtype=torch.long)))
+    return answers

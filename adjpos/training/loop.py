@@ -1,0 +1,228 @@
+"""`train`: one nanoGPT-style loop. No argparse, no print: progress goes to a tqdm bar, a
+callback and `logging`.
+
+Every batch is drawn from a generator seeded by (seed, step), and the learning rate is a pure
+function of the step, so a run resumed from its last checkpoint replays exactly the batches and
+updates of an uninterrupted one. A checkpoint is one safetensors file (model, optimiser state,
+and the run's state as metadata), replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, safe_open, save_file
+from tqdm.auto import tqdm
+
+from adjpos.models import is_position_free, save_model
+from adjpos.models.checkpoint import atomic_write, write_json
+from adjpos.tasks import VOCAB_SIZE, Task
+from adjpos.training.config import TrainConfig, TrainResult
+from adjpos.training.decode import evaluate
+
+log = logging.getLogger(__name__)
+RESUME = "resume.safetensors"
+METRICS = "metrics.json"
+_EVAL_SEED_OFFSET = 1_000_003
+
+
+def train(
+    model: Any,
+    task: Task,
+    cfg: TrainConfig,
+    *,
+    out_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    on_step: Callable[[dict[str, float | int]], None] | None = None,
+    progress: bool | None = None,
+) -> TrainResult:
+    """Train `model` in place on `task`, with loss on answer tokens only.
+
+    Args:
+        model: a HookedTransformer (e.g. from `adjpos.build_model`) with d_vocab >= the task
+            vocabulary and n_ctx >= ``task.max_len``.
+        task: from `adjpos.get_task`.
+        cfg: the run's settings.
+        out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
+            `adjpos.load_model`), ``metrics.json``, and ``resume.safetensors``.
+        resume: continue the run saved in `out_dir` (same config and task required).
+        on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
+            after an evaluation).
+        progress: show a progress bar (default: only on a terminal).
+
+    Returns:
+        A `TrainResult`.
+    """
+    _check_fits(model, task)
+    folder = Path(out_dir) if out_dir is not None else None
+    device = _resolve_device(cfg.device)
+    if next(model.parameters()).device != device:
+        model.to(device)
+    was_free = is_position_free(model)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    run = {"step": 0, "seconds": 0.0, "history": [], "per_length": {}, "stopped_early": False}
+    identity = {"train": cfg.to_dict(), "task": {"name": task.name, **task.to_dict()}}
+    if hasattr(model, "adjpos_config"):
+        identity["model"] = model.adjpos_config.to_dict()
+    if folder is not None:
+        run = _start_or_resume(folder, resume, identity, model, opt, run)
+    eval_gen = torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET)
+    eval_prompts = task.draw_prompts(cfg.eval_size, generator=eval_gen, split="test")
+    start = time.perf_counter() - run["seconds"]
+    bar = tqdm(
+        total=cfg.steps,
+        initial=run["step"],
+        desc=f"train {task.name}",
+        disable=None if progress is None else not progress,
+    )
+    model.train()
+    while run["step"] < cfg.steps and not run["stopped_early"]:
+        step = run["step"]
+        loss = _step(model, task, cfg, opt, step, device)
+        run["step"] = step + 1
+        info = {"step": step + 1, "loss": loss, "lr": cfg.lr_at(step)}
+        if run["step"] % cfg.eval_every == 0 or run["step"] == cfg.steps:
+            model.eval()
+            accuracy, run["per_length"] = evaluate(model, task, eval_prompts)
+            model.train()
+            info["accuracy"] = accuracy
+            run["seconds"] = time.perf_counter() - start
+            run["history"].append({**info, "seconds": run["seconds"]})
+            run["stopped_early"] = (
+                cfg.target_accuracy is not None and accuracy >= cfg.target_accuracy
+            )
+            log.info("step %d loss %.4f accuracy %.4f", step + 1, loss, accuracy)
+            if folder is not None:
+                _save(folder, identity, model, opt, run)
+        bar.update(1)
+        bar.set_postfix(
+            loss=f"{loss:.3f}",
+            acc=run["history"][-1]["accuracy"] if run["history"] else float("nan"),
+        )
+        if on_step is not None:
+            on_step(info)
+    bar.close()
+    model.eval()
+    free = is_position_free(model)
+    if was_free and not free:
+        raise RuntimeError("the model lost its NoPE property during training")
+    last = run["history"][-1] if run["history"] else {"accuracy": float("nan")}
+    return TrainResult(
+        steps=run["step"],
+        accuracy=last["accuracy"],
+        per_length_accuracy={int(k): v for k, v in run["per_length"].items()},
+        history=run["history"],
+        seconds=run["seconds"],
+        stopped_early=run["stopped_early"],
+        position_free=free,
+    )
+
+
+def answer_loss(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of next-token predictions at the masked (answer) positions."""
+    picked = mask[:, :-1]
+    return F.cross_entropy(logits[:, :-1][picked], tokens[:, 1:][picked])
+
+
+def batch_generator(seed: int, step: int) -> torch.Generator:
+    """The generator of the batch at `step`: a pure function of (seed, step)."""
+    return torch.Generator().manual_seed(seed * 1_000_000_007 + step)
+
+
+def _step(model, task, cfg, opt, step, device) -> float:
+    batch = task.sample(cfg.batch_size, generator=batch_generator(cfg.seed, step))
+    tokens, mask = batch.tokens.to(device), batch.loss_mask.to(device)
+    for group in opt.param_groups:
+        group["lr"] = cfg.lr_at(step)
+    loss = answer_loss(model(tokens), tokens, mask)
+    loss.backward()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], cfg.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+
+
+def _check_fits(model: Any, task: Task) -> None:
+    if not isinstance(task, Task):
+        raise TypeError(f"task must be an adjpos task (adjpos.get_task), got {type(task).__name__}")
+    if model.cfg.d_vocab < VOCAB_SIZE:
+        raise ValueError(
+            f"the model's d_vocab={model.cfg.d_vocab} is below the task "
+            f"vocabulary size {VOCAB_SIZE}"
+        )
+    if model.cfg.n_ctx < task.max_len:
+        raise ValueError(
+            f"the model's n_ctx={model.cfg.n_ctx} is below the task's longest "
+            f"sequence ({task.max_len} tokens)"
+        )
+
+
+def _resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but CUDA is not available; use 'cpu'")
+    return torch.device(name)
+
+
+def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
+    path = folder / RESUME
+    if not path.is_file():
+        if resume or not folder.exists() or not any(folder.iterdir()):
+            folder.mkdir(parents=True, exist_ok=True)
+            return run
+        raise ValueError(
+            f"{folder} is not empty; pass resume=True to continue a run there, "
+            "or choose an empty folder"
+        )
+    if not resume:
+        raise ValueError(
+            f"{folder} already holds a training run; pass resume=True "
+            "(--resume) to continue it, or choose another folder"
+        )
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata()
+    saved = json.loads(meta["identity"])
+    if saved != json.loads(json.dumps(identity)):
+        raise ValueError(f"{folder} holds a run with a different config or task: {saved}")
+    tensors = load_file(path, device=str(next(model.parameters()).device))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    opt.load_state_dict(_optimizer_state(opt, tensors, json.loads(meta["optimizer"])))
+    return json.loads(meta["run"])
+
+
+def _save(folder, identity, model, opt, run) -> None:
+    tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    state = opt.state_dict()
+    for index, values in state["state"].items():
+        for name, value in values.items():
+            tensors[f"optim.{index}.{name}"] = value.detach().contiguous().cpu()
+    meta = {
+        "identity": json.dumps(identity),
+        "optimizer": json.dumps(state["param_groups"]),
+        "run": json.dumps(run),
+    }
+    atomic_write(folder / RESUME, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    save_model(model, folder)
+    metrics = {k: run[k] for k in ("step", "seconds", "history", "stopped_early")}
+    metrics["per_length_accuracy"] = run["per_length"]
+    write_json(folder / METRICS, {**identity, **metrics})
+
+
+def _optimizer_state(opt, tensors, groups) -> dict:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    return {"state": state, "param_groups": groups}

@@ -1,0 +1,170 @@
+import json
+
+import pytest
+import torch
+
+from adjpos import build_model, is_position_free, load_model
+from adjpos.tasks import VOCAB_SIZE, get_task
+from adjpos.training import TrainConfig, evaluate, predict, train
+from adjpos.training import loop as loop_module
+from adjpos.training.loop import answer_loss
+from factories import tiny_config
+
+TASK = get_task("addition", max_digits=2)
+FAST = dict(steps=6, batch_size=8, eval_every=3, eval_size=8, warmup_steps=2, device="cpu")
+
+
+def _model(**overrides):
+    return build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=TASK.max_len, **overrides))
+
+
+def _weights(model):
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_answer_loss_counts_only_answer_positions():
+    batch = TASK.sample(4, generator=torch.Generator().manual_seed(0))
+    logits = torch.randn(4, TASK.max_len, VOCAB_SIZE, generator=torch.Generator().manual_seed(1))
+    terms = []
+    for row in range(4):
+        for t in range(TASK.max_len - 1):
+            if batch.loss_mask[row, t]:
+                target = batch.tokens[row, t + 1]
+                terms.append(-torch.log_softmax(logits[row, t], -1)[target])
+    expected = torch.stack(terms).mean()
+    torch.testing.assert_close(answer_loss(logits, batch.tokens, batch.loss_mask), expected)
+
+
+def test_training_lowers_the_loss_and_keeps_nope():
+    model = _model()
+    losses = []
+    cfg = TrainConfig(**{**FAST, "steps": 40, "eval_every": 40, "lr": 3e-3})
+    result = train(model, TASK, cfg, on_step=lambda info: losses.append(info["loss"]))
+    assert len(losses) == 40 and sum(losses[-5:]) < sum(losses[:5])
+    assert result.steps == 40 and result.position_free and is_position_free(model)
+    assert not model.pos_embed.W_pos.any()
+    assert set(result.per_length_accuracy) <= set(range(4, 7))
+    assert [h["step"] for h in result.history] == [40]
+
+
+def test_same_seed_same_weights_other_seed_differs():
+    runs = []
+    for seed in (0, 0, 1):
+        model = _model()
+        train(model, TASK, TrainConfig(**FAST, seed=seed))
+        runs.append(_weights(model))
+    assert _same(runs[0], runs[1]) and not _same(runs[0], runs[2])
+
+
+def test_resume_equals_uninterrupted(tmp_path):
+    straight = _model()
+    whole = train(straight, TASK, TrainConfig(**FAST), out_dir=tmp_path / "a")
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_after_checkpoint(info):
+        if info["step"] == 4:  # the checkpoint of step 3 is on disk; step 4 is lost
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(
+            _model(),
+            TASK,
+            TrainConfig(**FAST),
+            out_dir=tmp_path / "b",
+            on_step=stop_after_checkpoint,
+        )
+    resumed_model = _model()
+    with torch.no_grad():  # resume must overwrite every weight
+        for p in resumed_model.parameters():
+            p.add_(1.0)
+    resumed = train(resumed_model, TASK, TrainConfig(**FAST), out_dir=tmp_path / "b", resume=True)
+    assert _same(_weights(straight), _weights(resumed_model))
+    assert resumed.steps == whole.steps == 6
+    assert [h["loss"] for h in resumed.history] == [h["loss"] for h in whole.history]
+    metrics = json.loads((tmp_path / "b" / "metrics.json").read_text())
+    assert metrics["step"] == 6 and metrics["task"]["name"] == "addition"
+    loaded = load_model(tmp_path / "b")
+    assert _same(_weights(loaded), _weights(straight)) and is_position_free(loaded)
+
+
+def test_early_stop_at_target(monkeypatch):
+    monkeypatch.setattr(loop_module, "evaluate", lambda model, task, prompts: (1.0, {5: 1.0}))
+    result = train(_model(), TASK, TrainConfig(**{**FAST, "steps": 30}))
+    assert result.stopped_early and result.steps == 3
+
+
+def test_learning_rate_schedule():
+    cfg = TrainConfig(steps=100, warmup_steps=10, lr=1.0, min_lr_ratio=0.1)
+    lrs = [cfg.lr_at(s) for s in range(100)]
+    assert lrs[0] < lrs[5] < lrs[9] < 1.0 and lrs[10] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:], strict=False))
+    assert lrs[-1] == pytest.approx(0.1, abs=1e-3)
+
+
+class Oracle(torch.nn.Module):
+    """A stand-in model that puts all logit mass on the correct next token."""
+
+    def __init__(self, task):
+        super().__init__()
+        self.task = task
+        self.cfg = type("cfg", (), {"n_ctx": task.max_len, "d_vocab": VOCAB_SIZE})()
+
+    def forward(self, tokens):
+        logits = torch.zeros(*tokens.shape, VOCAB_SIZE)
+        for row, ids in enumerate(tokens):
+            text = self.task.decode(ids)
+            prompt = text[: text.index("=") + 1]
+            target = self.task.encode(self.task.solve(prompt) + ".")
+            done = len(text) - len(prompt)
+            logits[row, -1, target[min(done, len(target) - 1)]] = 1.0
+        return logits
+
+
+@pytest.mark.parametrize("name", ["addition", "reversal", "indexing", "ordering"])
+def test_predict_decodes_greedily_until_the_end_token(name):
+    task = get_task(name)
+    prompts = task.draw_prompts(20, generator=torch.Generator().manual_seed(0), split="test")
+    assert predict(Oracle(task), task, prompts) == [task.solve(p) for p in prompts]
+    accuracy, per_length = evaluate(Oracle(task), task, prompts)
+    assert accuracy == 1.0 and set(per_length.values()) == {1.0}
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="n_ctx=8 is below"):
+        train(build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=8)), TASK, TrainConfig(**FAST))
+    with pytest.raises(ValueError, match="d_vocab=20 is below"):
+        train(build_model(tiny_config(n_ctx=TASK.max_len)), TASK, TrainConfig(**FAST))
+    with pytest.raises(TypeError, match="adjpos task"):
+        train(_model(), "addition", TrainConfig(**FAST))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        train(_model(), TASK, TrainConfig(**FAST), out_dir=tmp_path / "other")
+    train(_model(), TASK, TrainConfig(**FAST), out_dir=tmp_path / "run")
+    with pytest.raises(ValueError, match="already holds a training run"):
+        train(_model(), TASK, TrainConfig(**FAST), out_dir=tmp_path / "run")
+    with pytest.raises(ValueError, match="different config"):
+        train(
+            _model(),
+            TASK,
+            TrainConfig(**{**FAST, "lr": 0.5}),
+            out_dir=tmp_path / "run",
+            resume=True,
+        )
+    with pytest.raises(ValueError, match="malformed addition prompt"):
+        predict(_model(), TASK, ["12+=", "1+1="])
+    for field, value in [
+        ("steps", 0),
+        ("device", "tpu"),
+        ("target_accuracy", 1.5),
+        ("min_lr_ratio", 2.0),
+    ]:
+        with pytest.raises(ValueError, match=field):
+            TrainConfig(**{field: value})
