@@ -26,6 +26,18 @@ _EXPORTS = {
     "adjacency_probability": "adjpos.metrics",
     "position_variance": "adjpos.metrics",
     "adjacency_score": "adjpos.experiments",
+    "TASKS": "adjpos.tasks",
+    "TaskBatch": "adjpos.tasks",
+    "get_task": "adjpos.tasks",
+    "TrainConfig": "adjpos.training",
+    "TrainResult": "adjpos.training",
+    "train": "adjpos.training",
+    "predict": "adjpos.training",
+    "predicted_cosine": "adjpos.theory",
+    "simulate_first_layer": "adjpos.theory",
+    "predicted_adjacency": "adjpos.theory",
+    "compare_first_layer": "adjpos.theory",
+    "estimate_residual_ratio": "adjpos.theory",
 }
 
 __all__ = sorted(_EXPORTS)

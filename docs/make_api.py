@@ -43,6 +43,12 @@ def _signature(obj) -> str:
     return result
 
 
+def _default(f) -> str:
+    if f.default is not dataclasses.MISSING:
+        return f"`{f.default!r}`"
+    return "(required)"
+
+
 def _cells(*cells: str) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
@@ -54,7 +60,7 @@ def _section(name: str) -> str:
             _cells(
                 f"`{f.name}`",
                 f"`{_annotation(f.type)}`",
-                f"`{f.default!r}`",
+                _default(f),
                 f.metadata.get("help", ""),
             )
             for f in dataclasses.fields(obj)

@@ -1,0 +1,200 @@
+"""Set a model's measured first layer beside the first-layer prediction.
+
+Two forward passes, both stopped after block 0 and both through
+`run_with_cache(names_filter=...)`, which removes its hooks on exit:
+
+- the tokens as given, for the hidden states at `site` and block 0's attention pattern and
+  logits;
+- every token alone (a batch of one-token sequences), for the residual ratio. A lone token can
+  attend only to itself, so its attention output is exactly its value vector as written to the
+  residual stream (W_O of each head's value, plus b_O), whatever the attention weights would be
+  in a longer sequence; with NoPE its residual input is its token embedding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from jaxtyping import Float
+from torch import Tensor
+
+from adjpos.capture import check_tokens, hook_name
+from adjpos.capture.residuals import check_site
+from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.metrics._checks import check_scorable
+from adjpos.models import is_position_free
+from adjpos.theory.prediction import predicted_cosine
+from adjpos.types import TokenInput
+
+THEORY_SITES = ("resid_post", "resid_mid", "attn_out")
+_PATTERN = "blocks.0.attn.hook_pattern"
+_SCORES = "blocks.0.attn.hook_attn_scores"
+_EMBED = "blocks.0.hook_resid_pre"
+_ATTN_OUT = "blocks.0.hook_attn_out"
+
+
+def _field(text: str) -> Any:
+    return field(metadata={"help": text})
+
+
+@dataclass(frozen=True)
+class FirstLayerComparison:
+    """A model's first layer measured against `adjpos.predicted_cosine`.
+
+    Matrices are indexed [k, j]: row k is the later (query) position. `error` holds
+    measured - predicted on the strict lower triangle j < k (each pair once; the diagonal is 1
+    on both sides) and NaN elsewhere. Entropies are in nats.
+    """
+
+    site: str = _field(f"where the hidden states were read (block 0), one of {THEORY_SITES}")
+    residual_ratio: float = _field(
+        "rho of the prediction: mean |embedding|^2 / mean |value vector|^2; 0 at attn_out"
+    )
+    measured: Float[Tensor, "pos pos"] = _field("mean self-cosine matrix over the sequences")
+    measured_sem: Float[Tensor, "pos pos"] = _field(
+        "standard error of that mean: std over sequences / sqrt(batch)"
+    )
+    predicted: Float[Tensor, "pos pos"] = _field(
+        "predicted_cosine(pos, residual_ratio=residual_ratio)"
+    )
+    error: Float[Tensor, "pos pos"] = _field("measured - predicted for j < k, NaN elsewhere")
+    measured_adjacency: float = _field("adjacency score at `site`: mean over the sequences")
+    attention_entropy: Float[Tensor, " pos"] = _field(
+        "entropy of block 0's attention per query position, mean over heads and sequences"
+    )
+    uniform_entropy: Float[Tensor, " pos"] = _field(
+        "log(k+1): the entropy of uniform attention over positions 0..k, the maximum"
+    )
+    attention_logit_var: float = _field(
+        "variance of block 0's attention logits over keys 0..k, mean over queries k >= 1, "
+        "heads and sequences; 0 for uniform attention"
+    )
+
+    @property
+    def mean_abs_error(self) -> float:
+        """Mean |measured - predicted| over the pairs j < k."""
+        return float(self.error.abs().nanmean())
+
+    @property
+    def max_abs_error(self) -> float:
+        """Largest |measured - predicted| over the pairs j < k."""
+        return float(self.error.nan_to_num(0.0).abs().max())
+
+    @property
+    def entropy_ratio(self) -> float:
+        """Mean over query positions k >= 1 of entropy / log(k+1): 1 is uniform attention,
+        0 is every query attending to a single key."""
+        return float((self.attention_entropy[1:] / self.uniform_entropy[1:]).mean())
+
+
+def compare_first_layer(
+    model: Any, tokens: TokenInput, *, site: str = "resid_post"
+) -> FirstLayerComparison:
+    """Measure a NoPE model's first layer and compare it with the first-layer prediction.
+
+    Sites, all in block 0:
+
+    - ``"attn_out"``: the attention output alone; the prediction has no residual (rho = 0).
+    - ``"resid_mid"``: embedding + attention output, exactly the h_k of the prediction
+      (models with MLPs only; in an attention-only model it is ``"resid_post"``).
+    - ``"resid_post"`` (default): layer 1 of the residual stream. In a model with MLPs this
+      adds block 0's MLP output, which the prediction does not model.
+
+    With a residual, rho is estimated from the model: the mean squared norm of the token
+    embeddings over the mean squared norm of the tokens' value vectors, over every token
+    occurrence in `tokens`. A token's value vector is its attention output when it stands
+    alone (it can then attend only to itself), so this is exactly the rho of the prediction
+    and does not depend on how uniform the attention is. (Block 0's output at position k is
+    not a value vector: under uniform attention its squared norm shrinks like 1/(k+1).)
+
+    The prediction assumes independent value vectors: draw the tokens of a sequence without
+    replacement, or repeated tokens share a value vector and raise the measured cosines. It is
+    a ratio of expectations; at a finite width the mean cosine sits a little below it (by
+    O(1/width)) and each sequence's cosines are noisy.
+
+    How uniform the attention really is: `attention_entropy` beside `uniform_entropy`, and
+    `attention_logit_var`. Entropy is a blunt gauge; logits that vary from query to query with
+    variance s^2 already scale the off-diagonal cosines by about exp(-s^2) while the entropy
+    still looks near uniform (see docs/theory.md).
+
+    Args:
+        model: a position-free TransformerLens HookedTransformer (see `adjpos.is_position_free`).
+        tokens: token ids [batch, pos] (or one sequence [pos]), pos >= 3.
+        site: "resid_post" (default), "resid_mid" or "attn_out".
+
+    Returns:
+        A `FirstLayerComparison`, tensors on the CPU.
+
+    Raises:
+        ValueError: an unknown site or one the model lacks, a model with a positional signal,
+            sequences shorter than 3 tokens, or bad tokens.
+    """
+    if site not in THEORY_SITES:
+        raise ValueError(f"site={site!r} is not allowed; choose one of {list(THEORY_SITES)}")
+    check_site(model, site)
+    if not is_position_free(model):
+        raise ValueError(
+            "the first-layer prediction assumes no positional signal; build the model with "
+            "positional='none' (adjpos.is_position_free(model) is False)"
+        )
+    tokens = check_tokens(model, tokens)
+    check_scorable(torch.tensor([tokens.shape[1]]))
+    name = hook_name(site, 1 if site == "resid_post" else 0)
+    cache = _run_block_0(model, tokens, [name, _PATTERN, _SCORES])
+    sim = cosine_matrix(cache[name].float())
+    n = tokens.shape[1]
+    rho = 0.0 if site == "attn_out" else estimate_residual_ratio(model, tokens)
+    predicted = predicted_cosine(n, residual_ratio=rho).float()
+    measured = sim.mean(dim=0)
+    below = torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
+    entropy = _attention_entropy(cache[_PATTERN])
+    return FirstLayerComparison(
+        site=site,
+        residual_ratio=rho,
+        measured=measured,
+        measured_sem=sim.std(dim=0) / math.sqrt(sim.shape[0]),
+        predicted=predicted,
+        error=torch.where(below, measured - predicted, torch.nan),
+        measured_adjacency=float(adjacency_probability(sim).double().mean()),
+        attention_entropy=entropy,
+        uniform_entropy=torch.arange(1, n + 1, dtype=entropy.dtype).log(),
+        attention_logit_var=_logit_variance(cache[_SCORES]),
+    )
+
+
+def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:
+    """rho = mean |embedding|^2 / mean |value vector|^2 over every token occurrence in `tokens`
+    (see `compare_first_layer`)."""
+    alone = check_tokens(model, tokens).reshape(-1, 1)
+    cache = _run_block_0(model, alone, [_EMBED, _ATTN_OUT])
+    embed, value = cache[_EMBED].double(), cache[_ATTN_OUT].double()
+    return float(embed.square().sum(-1).mean() / value.square().sum(-1).mean())
+
+
+def _run_block_0(model: Any, tokens: Tensor, names: list[str]) -> dict[str, Tensor]:
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(tokens, names_filter=names, stop_at_layer=1)
+    return {name: cache[name].detach().cpu() for name in names}
+
+
+def _attention_entropy(
+    pattern: Float[Tensor, "batch head query key"],
+) -> Float[Tensor, " query"]:
+    # xlogy gives 0 log 0 = 0 for the masked (future) keys.
+    entropy = -torch.special.xlogy(pattern.double(), pattern.double()).sum(dim=-1)
+    return entropy.mean(dim=(0, 1)).float()
+
+
+def _logit_variance(scores: Float[Tensor, "batch head query key"]) -> float:
+    # Unbiased variance over the visible keys 0..k of each query k >= 1; the masked (future)
+    # entries hold -inf and are left out.
+    n = scores.shape[-1]
+    visible = torch.ones(n, n, dtype=torch.bool).tril()
+    x = torch.where(visible, scores.double(), 0.0)
+    count = visible.sum(-1).double()
+    mean = x.sum(-1, keepdim=True) / count[:, None]
+    var = torch.where(visible, x - mean, 0.0).square().sum(-1)[..., 1:] / (count[1:] - 1)
+    return float(var.mean())
