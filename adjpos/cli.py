@@ -183,7 +183,7 @@ def _run_train(args: argparse.Namespace) -> int:
     values["n_ctx"] = values["n_ctx"] or task.max_len
     model = build_model(ModelConfig(**values))
     cfg = TrainConfig(**_config_values(args, TrainConfig, {"seed": "data_seed"}))
-    result = train(model, task, cfg, out_dir=args.out, resume=args.resume)
+    result = train(model, task, cfg, out_dir=args.out, resume=args.resume, progress=True)
     summary = {
         "command": "adjpos " + shlex.join(args.argv),
         "task": task.name,

@@ -81,3 +81,62 @@ def test_bad_input_exits_2_with_a_message(capsys, args, message):
     assert main([*SMALL, *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("adjpos score: error:") and message in err
+
+
+TRAIN = [
+    "train",
+    "--task",
+    "indexing",
+    "--task-param",
+    "max_digits=3",
+    "--n-layers",
+    "1",
+    "--d-model",
+    "16",
+    "--n-heads",
+    "2",
+    "--steps",
+    "4",
+    "--batch-size",
+    "8",
+    "--eval-every",
+    "2",
+    "--eval-size",
+    "8",
+    "--warmup-steps",
+    "1",
+]
+
+
+def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
+    import json
+
+    from adjpos import get_task, is_position_free, load_model
+
+    out = tmp_path / "run"
+    assert main([*TRAIN, "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("indexing: 4 steps, held-out exact match")
+    summary = json.loads((out / "train.json").read_text())
+    assert summary["command"].startswith("adjpos train --task indexing")
+    assert summary["steps"] == 4 and summary["position_free"] is True
+    model = load_model(out)
+    width = get_task("indexing", max_digits=3).max_len
+    assert is_position_free(model) and model.cfg.d_vocab == 25 and model.cfg.n_ctx == width
+    assert main([*TRAIN, "--out", str(out)]) == 2  # refuses to overwrite
+    assert "already holds a training run" in capsys.readouterr().err
+    assert main([*TRAIN, "--out", str(out), "--resume"]) == 0  # already finished: no-op
+
+
+@pytest.mark.usefixtures("user_errors")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task-param", "max_digits"], "NAME=VALUE"),
+        (["--task-param", "width=3"], "unknown parameters ['width']"),
+        (["--n-ctx", "5"], "n_ctx=5 is below"),
+        (["--device", "tpu"], "choose one of"),
+    ],
+)
+def test_train_bad_input(capsys, tmp_path, args, message):
+    assert main([*TRAIN, "--out", str(tmp_path / "r"), *args]) == 2
+    assert message in capsys.readouterr().err
