@@ -1,0 +1,48 @@
+"""NoPE models trained by `adjpos train` and shipped with the package, one per task.
+
+Each folder holds ``model.safetensors`` + ``config.json`` (the model), ``metrics.json`` (the
+run: task parameters, training config, evaluation history) and ``train.json`` (the command
+that made it, its steps, wall time and held-out accuracy).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from adjpos.models import load_model
+from adjpos.tasks import TASKS, Task, get_task
+
+HERE = Path(__file__).resolve().parent
+
+
+def available_pretrained() -> list[str]:
+    """Names of the tasks that have a shipped model."""
+    return [name for name in TASKS if (HERE / name / "model.safetensors").is_file()]
+
+
+def load_pretrained(name: str, *, device: str | None = None) -> tuple[Any, Task]:
+    """The shipped trained NoPE model for task `name`, and the task it was trained on.
+
+    Example:
+        >>> model, task = load_pretrained("addition")  # doctest: +SKIP
+        >>> predict(model, task, ["123+456="])  # doctest: +SKIP
+        ['579']
+
+    Raises:
+        ValueError: no model is shipped for `name` (the message lists those that are).
+    """
+    if name not in available_pretrained():
+        raise ValueError(f"no shipped model for {name!r}; available: {available_pretrained()}")
+    folder = HERE / name
+    run = json.loads((folder / "metrics.json").read_text())
+    params = {k: v for k, v in run["task"].items() if k != "name"}
+    return load_model(folder, device=device), get_task(name, **params)
+
+
+def pretrained_info(name: str) -> dict[str, Any]:
+    """The shipped model's ``train.json``: command, steps, seconds, held-out accuracy."""
+    if name not in available_pretrained():
+        raise ValueError(f"no shipped model for {name!r}; available: {available_pretrained()}")
+    return json.loads((HERE / name / "train.json").read_text())
