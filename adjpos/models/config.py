@@ -82,6 +82,21 @@ class ModelConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 
+    def with_changes(self, **changes: Any) -> ModelConfig:
+        """A copy with `changes` applied. A width that equals its derived default (d_head =
+        d_model // n_heads, d_mlp = 4 * d_model) is derived again from the new values.
+
+        Example:
+            >>> ModelConfig(d_model=64, n_heads=4).with_changes(d_model=128).d_head
+            32
+        """
+        data = self.to_dict()
+        if "d_head" not in changes and self.d_head == self.d_model // self.n_heads:
+            data["d_head"] = None
+        if "d_mlp" not in changes and self.d_mlp == 4 * self.d_model:
+            data["d_mlp"] = None
+        return ModelConfig(**{**data, **changes})
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field."""
         return dataclasses.asdict(self)

@@ -1,0 +1,215 @@
+"""Speed and peak memory of the adjacency metric, as ratios against references.
+
+1. `adjpos.adjacency_probability` on random [4, n, n] matrices, timed against one
+   `torch.sort(x, dim=-1)` of the same tensor (the floor for a comparison-based count) and,
+   for small n, against a slow per-row reference loop.
+2. Peak memory of `adjpos.adjacency_score` (layers streamed) against a whole-cache pipeline
+   (`capture_residuals` of every layer, then `cosine_matrix` + `adjacency_probability` per
+   layer) on a 12-layer model. Each variant runs in a fresh subprocess; its peak RSS above
+   the RSS after setup is reported.
+
+Usage:
+    python benchmarks/bench_adjacency.py [--quick] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+import adjpos
+
+TARGET_N, TARGET_RATIO = 1024, 2.0
+FULL = {
+    "sizes": (128, 512, 1024, 2048),
+    "ref_sizes": (128,),
+    "repeats": 7,
+    "memory_runs": 3,
+    "model": {"n_layers": 12, "d_model": 256, "batch": 32, "pos": 128},
+}
+QUICK = {
+    "sizes": (64, 128),
+    "ref_sizes": (64,),
+    "repeats": 3,
+    "memory_runs": 1,
+    "model": {"n_layers": 12, "d_model": 128, "batch": 8, "pos": 64},
+}
+
+
+def reference_adjacency(sim: torch.Tensor) -> torch.Tensor:
+    """Slow, obviously-correct adjacency probability of each matrix in `sim` [batch, n, n].
+
+    For every row k >= 2, the fraction of pairs i < j < k with sim[k, i] < sim[k, j]
+    (strict), averaged over rows.
+    """
+    scores = []
+    for matrix in sim:
+        rows = []
+        for k in range(2, matrix.shape[-1]):
+            v = matrix[k, :k]
+            ordered = (v[:, None] < v[None, :]).triu(diagonal=1).sum().item()
+            rows.append(ordered / (k * (k - 1) / 2))
+        scores.append(sum(rows) / len(rows))
+    return torch.tensor(scores, dtype=torch.float64)
+
+
+def median_seconds(fns: dict, repeats: int) -> dict[str, float]:
+    """Median wall time of each callable; calls are interleaved so drift hits all alike."""
+    for fn in fns.values():
+        fn()  # warm-up: the numba kernel loads or compiles here, outside the timing
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def bench_speed(sizes, ref_sizes, repeats: int, batch: int = 4) -> list[dict]:
+    """Time adjacency_probability against one sort and (small n) the reference loop."""
+    rows = []
+    for n in sizes:
+        x = torch.rand(batch, n, n, generator=torch.Generator().manual_seed(n))
+        fns = {
+            "adjacency": lambda x=x: adjpos.adjacency_probability(x),
+            "sort": lambda x=x: torch.sort(x, dim=-1),
+        }
+        if n in ref_sizes:
+            fns["reference"] = lambda x=x: reference_adjacency(x)
+            fast, slow = adjpos.adjacency_probability(x).double(), reference_adjacency(x)
+            if not torch.allclose(fast, slow, rtol=0, atol=1e-6):
+                raise SystemExit(f"n={n}: adjacency_probability {fast} != reference {slow}")
+        t = median_seconds(fns, repeats)
+        ratios = {f"ratio_to_{k}": t["adjacency"] / v for k, v in t.items() if k != "adjacency"}
+        rows.append({"n": n, **{f"{k}_ms": 1e3 * v for k, v in t.items()}, **ratios})
+    return rows
+
+
+def _peak_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
+
+
+def _reset_peak() -> None:
+    """Reset the peak RSS to the current RSS (Linux 4.0+; elsewhere the delta is a lower bound)."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def memory_child(variant: str, spec: dict) -> None:
+    """Run one variant in this (fresh) process and print its peak memory as JSON."""
+    cfg = adjpos.ModelConfig(n_layers=spec["n_layers"], d_model=spec["d_model"], n_ctx=spec["pos"])
+    model = adjpos.build_model(cfg, device="cpu")
+    tokens = torch.randint(
+        0, cfg.d_vocab, (spec["batch"], spec["pos"]), generator=torch.Generator().manual_seed(0)
+    )
+
+    def run(toks: torch.Tensor) -> list[float]:
+        if variant == "streaming":
+            return adjpos.adjacency_score(model, toks, progress=False).tolist()
+        stack = adjpos.capture_residuals(model, toks, progress=False)
+        return [
+            adjpos.adjacency_probability(adjpos.cosine_matrix(acts)).double().mean().item()
+            for acts in stack
+        ]
+
+    run(tokens[:1, :8])  # load lazy imports and the numba kernel before the baseline
+    _reset_peak()
+    baseline = _peak_mb()
+    scores = run(tokens)
+    print(json.dumps({"peak_mb": _peak_mb() - baseline, "scores": scores}))
+
+
+def bench_memory(spec: dict, repeats: int) -> dict:
+    """Median peak memory of both variants; every run is a fresh subprocess.
+
+    Each round runs the two variants side by side; peaks vary a little between processes
+    (allocator state), hence the median over rounds.
+    """
+    peaks: dict[str, list[float]] = {"streaming": [], "whole_cache": []}
+    cmd = [sys.executable, __file__, "--spec", json.dumps(spec), "--memory-child"]
+    for _ in range(repeats):
+        procs = {v: subprocess.Popen([*cmd, v], stdout=subprocess.PIPE, text=True) for v in peaks}
+        out = {}
+        for variant, proc in procs.items():
+            stdout, _ = proc.communicate()
+            if proc.returncode:
+                raise SystemExit(f"memory child {variant!r} failed (exit {proc.returncode})")
+            out[variant] = json.loads(stdout.strip().splitlines()[-1])
+            peaks[variant].append(out[variant]["peak_mb"])
+        a, b = out["streaming"]["scores"], out["whole_cache"]["scores"]
+        if not torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6):
+            raise SystemExit(f"streaming scores {a} differ from whole-cache scores {b}")
+    stream, whole = statistics.median(peaks["streaming"]), statistics.median(peaks["whole_cache"])
+    result = {"runs": repeats, "streaming_mb": stream, "whole_cache_mb": whole}
+    return {**spec, **result, "ratio": stream / whole}
+
+
+def print_tables(speed: list[dict], memory: dict) -> None:
+    """Print both result tables as plain text."""
+    print(
+        f"adjacency_probability on random [4, n, n] float32, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads (median times)"
+    )
+    print(
+        f"{'n':>6} {'adjacency ms':>13} {'sort ms':>9} {'x sort':>7} "
+        f"{'reference ms':>13} {'x reference':>12}"
+    )
+    for r in speed:
+        line = f"{r['n']:>6} {r['adjacency_ms']:>13.2f} {r['sort_ms']:>9.2f}"
+        line += f" {r['ratio_to_sort']:>7.2f}"
+        if "reference_ms" in r:
+            line += f" {r['reference_ms']:>13.1f} {r['ratio_to_reference']:>12.3f}"
+        if r["n"] == TARGET_N:
+            line += f"   (target <= {TARGET_RATIO:g}x sort)"
+        print(line)
+    print(
+        f"\npeak memory above setup (median of {memory['runs']} fresh-process runs), "
+        f"{memory['n_layers']}-layer model, d_model {memory['d_model']}, "
+        f"batch {memory['batch']}, pos {memory['pos']}"
+    )
+    print(f"{'variant':<12} {'peak MB':>9}")
+    print(f"{'streaming':<12} {memory['streaming_mb']:>9.1f}")
+    print(f"{'whole-cache':<12} {memory['whole_cache_mb']:>9.1f}")
+    print(f"streaming / whole-cache: {memory['ratio']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run the benchmarks, print the tables and optionally write JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH")
+    parser.add_argument(
+        "--memory-child", choices=("streaming", "whole_cache"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_child:
+        return memory_child(args.memory_child, json.loads(args.spec))
+    plan = QUICK if args.quick else FULL
+    speed = bench_speed(plan["sizes"], plan["ref_sizes"], plan["repeats"])
+    memory = bench_memory(plan["model"], plan["memory_runs"])
+    print_tables(speed, memory)
+    if args.json:
+        machine = {
+            "platform": platform.platform(),
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "quick": args.quick,
+        }
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "speed": speed, "memory": memory}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Training throughput: `adjpos.train` against a bare PyTorch loop, same model, same batches.
+
+Prints tokens per second of each and their ratio (target: adjpos within 15% of the bare loop,
+ratio >= 0.85), then the wall time to reach the held-out accuracy of each shipped model.
+
+    python benchmarks/bench_training.py [--quick] [--task addition] [--steps 100]
+"""
+
+import argparse
+import copy
+import time
+
+import torch
+
+import adjpos
+from adjpos.pretrained import available_pretrained, pretrained_info
+from adjpos.training.loop import answer_loss, batch_generator
+
+
+def bare_loop(model, task, cfg):
+    """The reference: the same batches and optimiser, nothing else; returns seconds."""
+    batches = [
+        task.sample(cfg.batch_size, generator=batch_generator(cfg.seed, s))
+        for s in range(cfg.steps)
+    ]
+    opt = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad],
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        betas=(0.9, 0.98),
+    )
+    start = time.perf_counter()
+    for batch in batches:
+        loss = answer_loss(model(batch.tokens), batch.tokens, batch.loss_mask)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(opt.param_groups[0]["params"], cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return time.perf_counter() - start
+
+
+def ours(model, task, cfg):
+    """`adjpos.train` (batch sampling included), timed from the first to the last step."""
+    stamps = []
+    adjpos.train(
+        model, task, cfg, on_step=lambda info: stamps.append(time.perf_counter()), progress=False
+    )
+    per_step = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+    return per_step * cfg.steps
+
+
+def main(task_name: str, steps: int, quick: bool) -> None:
+    task = adjpos.get_task(task_name)
+    size = dict(n_layers=1, d_model=32, n_heads=2) if quick else dict(n_layers=4, d_model=128)
+    model = adjpos.build_model(
+        adjpos.ModelConfig(**size, d_vocab=25, n_ctx=task.max_len), device="cpu"
+    )
+    cfg = adjpos.TrainConfig(
+        steps=steps, eval_every=steps + 1, eval_size=8, device="cpu", target_accuracy=None
+    )
+    tokens = steps * cfg.batch_size * task.max_len
+    bare_model = copy.deepcopy(model)
+    bare_loop(copy.deepcopy(model), task, adjpos.TrainConfig(steps=3))  # warm-up
+    bare = bare_loop(bare_model, task, cfg)
+    mine = ours(model, task, cfg)
+    print(
+        f"task {task_name}, {sum(p.numel() for p in model.parameters())} parameters, "
+        f"{steps} steps of {cfg.batch_size} x {task.max_len} tokens"
+    )
+    print(f"{'loop':<14}{'tokens/s':>12}")
+    print(f"{'bare PyTorch':<14}{tokens / bare:>12.0f}")
+    print(f"{'adjpos.train':<14}{tokens / mine:>12.0f}")
+    print(f"ratio adjpos/bare: {bare / mine:.3f} (target >= 0.85)")
+    print()
+    print(f"{'shipped model':<14}{'steps':>7}{'seconds':>9}{'accuracy':>10}")
+    for name in available_pretrained():
+        info = pretrained_info(name)
+        print(f"{name:<14}{info['steps']:>7}{info['seconds']:>9.0f}{info['accuracy']:>10.4f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="addition", choices=adjpos.TASKS)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="tiny model, few steps")
+    args = parser.parse_args()
+    main(args.task, 10 if args.quick else args.steps, args.quick)

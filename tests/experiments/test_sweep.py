@@ -1,0 +1,124 @@
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from adjpos import adjacency_score, build_model
+from adjpos.experiments.sweep import read_sweep_csv, sweep
+from adjpos.models import ModelConfig
+
+BASE = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=20, n_ctx=16)
+GRID = {"init_range": [0.05, 0.2], "normalization_type": ["LN", None]}
+SMALL = dict(seeds=[0, 1], n_sequences=4, seq_len=8, base=BASE, progress=False)
+
+
+def _without_seconds(rows):
+    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+
+def test_rows_columns_and_values(tmp_path):
+    result = sweep(GRID, out_dir=tmp_path / "s", workers=0, **SMALL)
+    assert result.ran == 8 and len(result.rows) == 8 * 3
+    header = (tmp_path / "s" / "sweep.csv").read_text().splitlines()[0]
+    assert header == "init_range,normalization_type,seed,layer,adjacency,variance_slope,seconds"
+    rows = read_sweep_csv(tmp_path / "s" / "sweep.csv")
+    assert _without_seconds(rows) == _without_seconds(result.rows)  # floats round-trip exactly
+    cell = [
+        r
+        for r in rows
+        if r["init_range"] == 0.2 and r["normalization_type"] is None and r["seed"] == 1
+    ]
+    model = build_model(
+        ModelConfig(**{**BASE.to_dict(), "init_range": 0.2, "normalization_type": None, "seed": 1})
+    )
+    tokens = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(1))
+    expected = adjacency_score(model, tokens)
+    assert [r["adjacency"] for r in cell] == pytest.approx(expected.tolist())
+    meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
+    assert meta["grid"] == [GRID] and "torch" in meta["versions"]
+
+
+def test_workers_give_the_same_rows_and_rerun_skips(tmp_path):
+    serial = sweep(GRID, out_dir=tmp_path / "a", workers=0, **SMALL)
+    parallel = sweep(GRID, out_dir=tmp_path / "b", workers=2, **SMALL)
+    assert _without_seconds(parallel.rows) == _without_seconds(serial.rows)
+    again = sweep(GRID, out_dir=tmp_path / "b", workers=2, **SMALL)
+    assert again.ran == 0 and again.rows == parallel.rows
+
+
+def test_killed_run_resumes_to_the_same_rows(tmp_path):
+    whole = sweep(GRID, out_dir=tmp_path / "whole", workers=0, **SMALL)
+    script = (
+        "from adjpos.experiments.sweep import sweep\n"
+        "from adjpos.models import ModelConfig\n"
+        f"base = ModelConfig(**{BASE.to_dict()!r})\n"
+        f"sweep({GRID!r}, seeds=[0, 1], n_sequences=4, seq_len=8, base=base,\n"
+        f"      out_dir={str(tmp_path / 'cut')!r}, workers=0, progress=False)\n"
+        "import time; time.sleep(60)\n"  # never reached before the kill when cells are slow
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    cells = tmp_path / "cut" / "cells"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(cells.glob("*.json")) if cells.exists() else []) < 2:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len(list(cells.glob("*.json")))
+    assert 2 <= done_before
+    resumed = sweep(GRID, out_dir=tmp_path / "cut", workers=0, **SMALL)
+    assert resumed.ran == 8 - done_before
+    assert _without_seconds(resumed.rows) == _without_seconds(whole.rows)
+
+
+def test_width_changes_rederive_head_and_mlp_widths(tmp_path):
+    rows = sweep({"d_model": [32]}, out_dir=tmp_path / "w", workers=0, **SMALL).rows
+    assert rows and all(r["d_model"] == 32 for r in rows)
+    cfg = BASE.with_changes(d_model=32)
+    assert (cfg.d_head, cfg.d_mlp) == (16, 128)
+    assert BASE.with_changes(d_model=32, d_head=4).d_head == 4
+
+
+def test_union_of_subgrids_fills_every_column(tmp_path):
+    grid = [{"init_range": [0.1]}, {"n_layers": [1]}]
+    rows = sweep(grid, out_dir=tmp_path / "u", workers=0, **SMALL).rows
+    assert {(r["init_range"], r["n_layers"]) for r in rows} == {(0.1, 2), (None, 1)}
+
+
+@pytest.mark.usefixtures("user_errors")
+@pytest.mark.parametrize(
+    ("grid", "match"),
+    [
+        ({"width": [1]}, "not a ModelConfig field"),
+        ({"seed": [1]}, "seeds are given separately"),
+        ({}, "grid is empty"),
+        ([], "grid is empty"),
+        ({"d_model": []}, "non-empty list"),
+        ({"d_model": "64"}, "non-empty list"),
+        ({"d_model": [15]}, "not divisible"),
+        ({"d_model": ["wide"]}, "positive int"),
+        ({"positional": ["sine"]}, "choose one of"),
+    ],
+)
+def test_bad_grids_fail_before_any_cell(tmp_path, grid, match):
+    with pytest.raises(ValueError, match=match):
+        sweep(grid, out_dir=tmp_path / "x", workers=0, **SMALL)
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_other_grid_in_the_folder_is_refused(tmp_path):
+    sweep({"init_range": [0.1]}, out_dir=tmp_path / "s", workers=0, **SMALL)
+    with pytest.raises(ValueError, match="different grid"):
+        sweep({"init_range": [0.2]}, out_dir=tmp_path / "s", workers=0, **SMALL)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "mine.txt").write_text("x")
+    with pytest.raises(ValueError, match="not empty"):
+        sweep(GRID, out_dir=tmp_path / "other", workers=0, **SMALL)
+    with pytest.raises(ValueError, match="seeds"):
+        sweep(GRID, out_dir=tmp_path / "t", workers=0, **{**SMALL, "seeds": []})
+    with pytest.raises(ValueError, match="exceeds n_ctx"):
+        sweep(GRID, out_dir=tmp_path / "t", workers=0, **{**SMALL, "seq_len": 17})

@@ -1,0 +1,52 @@
+"""Smoke test: the benchmark script runs end to end in its quick mode."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_adjacency.py"
+
+
+def test_bench_adjacency_quick_prints_tables_and_writes_json(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.split()[:3] == ["n", "adjacency", "ms"] for line in lines), proc.stdout
+    rows = [line.split() for line in lines if line[:6].strip().isdigit()]
+    assert [row[0] for row in rows] == ["64", "128"], proc.stdout
+    assert any(line.startswith("streaming ") for line in lines)
+    assert any(line.startswith("whole-cache ") for line in lines)
+    assert "streaming / whole-cache:" in proc.stdout
+
+    result = json.loads(out.read_text())
+    assert set(result) == {"machine", "speed", "memory"}
+    assert [row["n"] for row in result["speed"]] == [64, 128]
+    for row in result["speed"]:
+        assert {"adjacency_ms", "sort_ms", "ratio_to_sort"} <= set(row)
+        assert all(value > 0 for value in row.values())
+    assert {"ratio_to_reference", "reference_ms"} <= set(result["speed"][0])
+    memory = result["memory"]
+    for key in ("streaming_mb", "whole_cache_mb", "ratio"):
+        assert memory[key] > 0, memory
+
+
+def test_bench_training_quick_prints_both_loops_and_the_ratio():
+    script = SCRIPT.with_name("bench_training.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    rates = {
+        line.rsplit(maxsplit=1)[0]: float(line.rsplit(maxsplit=1)[1])
+        for line in proc.stdout.splitlines()
+        if line.startswith(("bare PyTorch", "adjpos.train"))
+    }
+    assert set(rates) == {"bare PyTorch", "adjpos.train"} and min(rates.values()) > 0
+    assert "ratio adjpos/bare:" in proc.stdout
