@@ -19,8 +19,9 @@ class TrainConfig:
     """AdamW with linear warm-up and cosine decay, answer-only loss, periodic exact-match eval.
 
     Example:
-        >>> TrainConfig(steps=100).lr_at(0), TrainConfig(steps=100, warmup_steps=0).lr_at(0)
-        (5e-06, 0.001)
+        >>> cfg = TrainConfig(steps=100, warmup_steps=9)
+        >>> cfg.lr_at(0), cfg.lr_at(9), TrainConfig(warmup_steps=0).lr_at(0)
+        (0.0001, 0.001, 0.001)
     """
 
     steps: int = _help("optimiser steps (at most; early stop may end sooner)", 20_000)
