@@ -26,6 +26,8 @@ _EXPORTS = {
     "adjacency_probability": "adjpos.metrics",
     "position_variance": "adjpos.metrics",
     "adjacency_score": "adjpos.experiments",
+    "sweep": "adjpos.experiments",
+    "SweepResult": "adjpos.experiments",
     "TASKS": "adjpos.tasks",
     "TaskBatch": "adjpos.tasks",
     "get_task": "adjpos.tasks",
@@ -38,6 +40,17 @@ _EXPORTS = {
     "predicted_adjacency": "adjpos.theory",
     "compare_first_layer": "adjpos.theory",
     "estimate_residual_ratio": "adjpos.theory",
+    "FEATURE_SETS": "adjpos.probes",
+    "PROBES": "adjpos.probes",
+    "ProbeResult": "adjpos.probes",
+    "ProbeScore": "adjpos.probes",
+    "probe_positions": "adjpos.probes",
+    "position_features": "adjpos.probes",
+    "reconstruct_order": "adjpos.probes",
+    "expected_abs_tau": "adjpos.probes",
+    "sequences_of_length": "adjpos.probes",
+    "plot_probe_scores": "adjpos.figures",
+    "save_figure": "adjpos.figures",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -140,3 +140,63 @@ def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
 def test_train_bad_input(capsys, tmp_path, args, message):
     assert main([*TRAIN, "--out", str(tmp_path / "r"), *args]) == 2
     assert message in capsys.readouterr().err
+
+
+SWEEP = [
+    "sweep",
+    "--n-layers",
+    "1",
+    "--d-model",
+    "16",
+    "--n-heads",
+    "2",
+    "--seeds",
+    "0",
+    "--n-sequences",
+    "3",
+    "--seq-len",
+    "6",
+    "--workers",
+    "0",
+    "--no-png",
+]
+
+
+def test_sweep_writes_rows_and_figures_and_resumes(capsys, tmp_path):
+    args = [
+        *SWEEP,
+        "--param",
+        "init_range=0.05,0.2",
+        "--param",
+        "d_model=16,32",
+        "--out",
+        str(tmp_path / "s"),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "8 rows (4 cells x seeds computed now)" in out
+    names = sorted(p.name for p in (tmp_path / "s").iterdir())
+    assert {
+        "sweep.csv",
+        "sweep.json",
+        "sweep_histogram.html",
+        "sweep_init_range_by_d_model.html",
+        "sweep_layers_by_d_model.html",
+    } <= set(names)
+    assert main(args) == 0
+    assert "(0 cells x seeds computed now)" in capsys.readouterr().out
+
+
+@pytest.mark.usefixtures("user_errors")
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--param", "width=1,2"], "not a ModelConfig field"),
+        (["--param", "d_model=a,b"], "cannot read"),
+        (["--param", "d_model"], "NAME=V1,V2"),
+        (["--param", "d_model=15"], "not divisible"),
+    ],
+)
+def test_sweep_bad_input(capsys, tmp_path, args, message):
+    assert main([*SWEEP, *args, "--out", str(tmp_path / "x")]) == 2
+    assert message in capsys.readouterr().err

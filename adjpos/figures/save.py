@@ -1,0 +1,58 @@
+"""`save_figure`: HTML always; PNG too when kaleido and a Chrome/Chromium are available."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+ENABLE_PNG = "enable PNG with `pip install kaleido` and `apt-get install -y chromium`"
+
+
+@dataclass(frozen=True)
+class SavedFigure:
+    """What `save_figure` wrote, and why the PNG is missing when it is."""
+
+    written: tuple[Path, ...]
+    png_skipped: str | None = None
+
+
+def save_figure(fig: go.Figure, stem: str | os.PathLike, *, png: bool = True) -> SavedFigure:
+    """Write `fig` to ``stem.html`` (self-contained) and, when static export works, ``stem.png``.
+
+    Args:
+        fig: the figure.
+        stem: output path without a suffix; its folder is created if needed.
+        png: also try the PNG (False skips it, e.g. for speed).
+
+    Returns:
+        `SavedFigure`: the paths written, and when the PNG was skipped a one-line reason that
+        says how to enable it.
+    """
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    html = stem.with_name(stem.name + ".html")
+    fig.write_html(html, include_plotlyjs=True, full_html=True)
+    if not png:
+        return SavedFigure((html,), "PNG not requested")
+    reason = _write_png(fig, stem.with_name(stem.name + ".png"))
+    if reason is None:
+        return SavedFigure((html, stem.with_name(stem.name + ".png")))
+    return SavedFigure((html,), reason)
+
+
+def _write_png(fig: go.Figure, path: Path) -> str | None:
+    """Write the PNG; on failure return a one-line reason instead of raising."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
+    path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
+    try:
+        fig.write_image(path, format="png", scale=2)
+    except Exception as err:  # kaleido reports a missing browser as a bare RuntimeError
+        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        return f"PNG skipped: {first.strip()}; {ENABLE_PNG}"
+    return None

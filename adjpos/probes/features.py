@@ -1,0 +1,165 @@
+"""Per-position probe inputs computed from one layer's hidden states, without leaking position.
+
+For one sequence X in R^(n x d) (rows = positions 0..n-1) and C = cosine_matrix(X), the feature
+sets for the token at position k are:
+
+===================  =======  ====================================================================
+name                 size     features of position k
+===================  =======  ====================================================================
+``variance``         1        var_d(X_k), Chi et al.'s carrier
+``norm``             1        |X_k|
+``cosine_profile``   n - 1    C[k, j] for every j != k, in order of j; the diagonal is *deleted*
+``cosine_sorted``    n - 1    the same n - 1 values sorted from largest to smallest
+``cosine_mean``      1        mean_{j != k} C[k, j]
+``cosine_first``     1        C[k, 0], for k >= 1 (the similarity to the first token)
+``cosine_previous``  1        C[k, k - 1], for k >= 1 (the similarity to the previous token)
+``resid``            d_model  X_k itself (Haviv et al.'s per-position linear probe)
+===================  =======  ====================================================================
+
+No feature is the token's own position in disguise: there is no padding to count (the sets
+that relate a token to all the others need sequences of one length), every position has the
+same number of features, and the self-similarity C[k, k] = 1 is deleted rather than set to a
+constant. A constant would mark column k, and a linear probe reads its location (with
+near-equal off-diagonal values, sum_j w_j C[k, j] is linear in w_k). With the diagonal
+deleted, hidden states that do not depend on position give every position the same
+distribution of features. Position 0 has no ``cosine_first`` or ``cosine_previous`` feature
+(for ``cosine_first`` it would be its own diagonal): its row is NaN and it is left out of those
+sets' samples, so their probes are asked about positions 1..n-1 only. These two look only
+backwards, as the model itself can; the other cosine sets also use later tokens.
+
+``shuffled:NAME`` is the control for any set: each sequence's hidden states are permuted across
+positions (one random permutation per sequence) before the features are computed, and the probe
+is asked for the *slot*: the hidden state in slot k was computed at a random position. Any
+feature set that does not leak its slot by construction scores at chance there.
+"""
+
+from __future__ import annotations
+
+import torch
+from jaxtyping import Float, Int
+from torch import Tensor
+
+from adjpos.metrics import cosine_matrix, position_variance
+
+BASE_FEATURE_SETS = (
+    "variance",
+    "norm",
+    "cosine_profile",
+    "cosine_sorted",
+    "cosine_mean",
+    "cosine_first",
+    "cosine_previous",
+    "resid",
+)
+SHUFFLED = "shuffled:"
+FEATURE_SETS = BASE_FEATURE_SETS + tuple(SHUFFLED + name for name in BASE_FEATURE_SETS)
+# Sets that relate a token to all the other tokens of its sequence: the set of "others" must
+# be the same size for every sequence, so they need sequences of one length. (cosine_first and
+# cosine_previous look only backwards, so right-padding never reaches them.)
+ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean")
+
+
+def check_feature_sets(names: str | tuple[str, ...] | list[str]) -> list[str]:
+    """Validate feature-set names (one name or several); returns them as a list, in order.
+
+    Raises:
+        ValueError: an unknown name (the message lists the allowed ones) or an empty list.
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [n for n in names if n not in FEATURE_SETS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown feature sets {unknown or names}; choose from {list(BASE_FEATURE_SETS)}, "
+            f"each also as '{SHUFFLED}NAME' (the shuffled-position control)"
+        )
+    return list(dict.fromkeys(names))
+
+
+def base_name(name: str) -> str:
+    """The feature set under a ``shuffled:`` prefix (the name itself otherwise)."""
+    return name.removeprefix(SHUFFLED)
+
+
+def needs_one_length(name: str) -> bool:
+    """True when feature set `name` needs all sequences to have the same length: the cosine
+    sets, and every ``shuffled:`` set (a shuffle must not move padding into a real slot)."""
+    return name.startswith(SHUFFLED) or base_name(name) in ONE_LENGTH_SETS
+
+
+def position_features(
+    acts: Float[Tensor, "batch pos d_model"], name: str, *, seed: int = 0
+) -> Float[Tensor, "batch pos feature"]:
+    """Features of every position of every sequence, from one layer's hidden states.
+
+    The sets (variance, norm, cosine_profile, cosine_sorted, cosine_mean, cosine_first,
+    cosine_previous, resid, and ``shuffled:NAME`` for each) are defined in docs/probing.md.
+
+    Args:
+        acts: one layer's hidden states, sequences all `pos` tokens long (no padding).
+        name: a feature set from `FEATURE_SETS`.
+        seed: seed of the per-sequence permutations of a ``shuffled:`` set.
+
+    Returns:
+        float tensor, one row of features per position (NaN where a position has none:
+        position 0 of cosine_first and cosine_previous); for ``shuffled:`` sets row k is the
+        features of the hidden state placed in slot k.
+
+    Example:
+        >>> x = torch.tensor([[[1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]])
+        >>> position_features(x, "cosine_profile").round(decimals=3)
+        tensor([[[0.7070, 0.0000],
+                 [0.7070, 0.7070],
+                 [0.0000, 0.7070]]])
+    """
+    check_feature_sets(name)
+    if name.startswith(SHUFFLED):
+        acts = shuffle_positions(acts, seed=seed)
+    return _FEATURES[base_name(name)](acts)
+
+
+def shuffle_positions(
+    acts: Float[Tensor, "batch pos d_model"], *, seed: int
+) -> Float[Tensor, "batch pos d_model"]:
+    """Each sequence's hidden states in a random order of its own: slot s of sequence b holds
+    position ``random_orders(batch, pos, seed=seed)[b, s]`` (the global RNG is untouched)."""
+    batch, pos, _ = acts.shape
+    order = random_orders(batch, pos, seed=seed).to(acts.device)
+    return acts.gather(1, order[..., None].expand_as(acts))
+
+
+def random_orders(batch: int, pos: int, *, seed: int) -> Int[Tensor, "batch pos"]:
+    """One uniformly random permutation of range(pos) per row, from its own seeded generator."""
+    keys = torch.rand(batch, pos, generator=torch.Generator().manual_seed(seed))
+    return keys.argsort(dim=1)
+
+
+def _profile(acts: Tensor) -> Tensor:
+    sim = cosine_matrix(acts)
+    batch, pos, _ = sim.shape
+    off_diagonal = ~torch.eye(pos, dtype=torch.bool, device=sim.device)
+    return sim[:, off_diagonal].reshape(batch, pos, pos - 1)
+
+
+def _wide(acts: Tensor) -> Tensor:
+    return acts.float() if acts.dtype in (torch.float16, torch.bfloat16) else acts
+
+
+def _to_earlier(acts: Tensor, step_back: bool) -> Tensor:
+    """cos(X_k, X_0) (or X_{k-1} when `step_back`) for k >= 1; NaN at k = 0."""
+    k = torch.arange(acts.shape[1], device=acts.device)
+    earlier = (k - 1).clamp_min(0) if step_back else torch.zeros_like(k)
+    sim = cosine_matrix(acts)[:, k, earlier]
+    sim[:, 0] = torch.nan
+    return sim[..., None]
+
+
+_FEATURES = {
+    "variance": lambda acts: position_variance(_wide(acts))[..., None],
+    "norm": lambda acts: torch.linalg.vector_norm(_wide(acts), dim=-1, keepdim=True),
+    "cosine_profile": _profile,
+    "cosine_sorted": lambda acts: _profile(acts).sort(dim=-1, descending=True).values,
+    "cosine_mean": lambda acts: _profile(acts).mean(dim=-1, keepdim=True),
+    "cosine_first": lambda acts: _to_earlier(acts, step_back=False),
+    "cosine_previous": lambda acts: _to_earlier(acts, step_back=True),
+    "resid": _wide,
+}

@@ -1,0 +1,161 @@
+"""`ProbeResult`: scores per layer x feature set x probe x metric, each beside its baseline.
+
+Plain Python and the standard library only (no torch, no pandas at import), so figures and
+readers of saved results need nothing heavy.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CSV_COLUMNS = ("model", "layer", "features", "probe", "metric", "value", "baseline")
+# Metrics where a smaller value is better; every other metric is better when larger.
+LOWER_IS_BETTER = ("mae", "mean_abs_distance")
+
+
+@dataclass(frozen=True)
+class ProbeScore:
+    """One measured score and the score of a position-blind predictor on the same folds."""
+
+    layer: int = field(metadata={"help": "residual-stream layer (0 = token embeddings)"})
+    features: str = field(metadata={"help": "feature set, e.g. 'variance' or 'shuffled:resid'"})
+    probe: str = field(metadata={"help": "'ridge', 'logistic', or an order-reconstruction method"})
+    metric: str = field(metadata={"help": "e.g. 'r2', 'mae', 'accuracy', 'abs_kendall_tau'"})
+    value: float = field(metadata={"help": "mean over seeds (and folds, or sequences)"})
+    baseline: float = field(metadata={"help": "chance: the same metric for a position-blind guess"})
+    std: float = field(
+        metadata={
+            "help": "std of `value` over the seeds (NaN for one seed); over the sequences "
+            "for order reconstruction"
+        }
+    )
+
+    @property
+    def above_chance(self) -> float:
+        """How much better than the baseline: value - baseline, sign-flipped for errors."""
+        gain = self.value - self.baseline
+        return -gain if self.metric in LOWER_IS_BETTER else gain
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Position-probing scores of one model, with how they were measured.
+
+    Example:
+        >>> score = ProbeScore(1, "variance", "ridge", "r2", 0.5, 0.0, 0.01)
+        >>> result = ProbeResult("demo", (score,), n_sequences=8, seq_len=16, cv=2, seeds=(0,))
+        >>> result.value(1, "variance", "ridge", "r2")
+        0.5
+        >>> print(result.to_csv(), end="")
+        model,layer,features,probe,metric,value,baseline
+        demo,1,variance,ridge,r2,0.5,0.0
+    """
+
+    model: str = field(metadata={"help": "label of the model (the CSV's `model` column)"})
+    scores: tuple[ProbeScore, ...] = field(metadata={"help": "one entry per measured score"})
+    n_sequences: int = field(metadata={"help": "sequences probed (each in one fold only)"})
+    seq_len: int = field(metadata={"help": "tokens per sequence (the longest, if mixed)"})
+    cv: int = field(metadata={"help": "folds, grouped by sequence (0: order reconstruction only)"})
+    seeds: tuple[int, ...] = field(metadata={"help": "seeds of the folds and shuffles"})
+
+    def __add__(self, other: ProbeResult) -> ProbeResult:
+        """Both results' scores under this result's model label and settings."""
+        if not isinstance(other, ProbeResult):
+            return NotImplemented
+        return dataclasses.replace(self, scores=self.scores + other.scores)
+
+    def value(self, layer: int, features: str, probe: str, metric: str) -> float:
+        """The value of one score (KeyError naming what exists when there is none)."""
+        return self.find(layer, features, probe, metric).value
+
+    def find(self, layer: int, features: str, probe: str, metric: str) -> ProbeScore:
+        """The `ProbeScore` with these keys."""
+        for score in self.scores:
+            if (score.layer, score.features, score.probe, score.metric) == (
+                layer,
+                features,
+                probe,
+                metric,
+            ):
+                return score
+        raise KeyError(
+            f"no score for layer={layer}, features={features!r}, probe={probe!r}, "
+            f"metric={metric!r}; this result has layers {self.layers}, features "
+            f"{self.feature_sets}, probes {self.probes}, metrics {self.metrics}"
+        )
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted({s.layer for s in self.scores})
+
+    @property
+    def feature_sets(self) -> list[str]:
+        return _unique(s.features for s in self.scores)
+
+    @property
+    def probes(self) -> list[str]:
+        return _unique(s.probe for s in self.scores)
+
+    @property
+    def metrics(self) -> list[str]:
+        return _unique(s.metric for s in self.scores)
+
+    def records(self) -> list[dict[str, Any]]:
+        """One dict per score: the CSV columns, then ``std``."""
+        return [{"model": self.model, **dataclasses.asdict(s)} for s in self.scores]
+
+    def to_frame(self) -> Any:
+        """The records as a pandas DataFrame (pandas is imported only here)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "ProbeResult.to_frame needs pandas (pip install pandas); "
+                "to_csv, to_json and records() work without it"
+            ) from None
+        return pd.DataFrame(self.records(), columns=[*CSV_COLUMNS, "std"])
+
+    def to_csv(self, path: str | os.PathLike | None = None) -> str:
+        """CSV with columns model, layer, features, probe, metric, value, baseline.
+
+        Returns the text, and writes it to `path` when one is given.
+        """
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for record in self.records():
+            writer.writerow([record[c] for c in CSV_COLUMNS])
+        return _maybe_write(path, out.getvalue())
+
+    def to_json(self, path: str | os.PathLike | None = None) -> str:
+        """Everything, settings included, as JSON; `from_json` reads it back."""
+        data = dataclasses.asdict(self)
+        return _maybe_write(path, json.dumps(data, indent=1) + "\n")
+
+    @classmethod
+    def from_json(cls, text_or_path: str | os.PathLike) -> ProbeResult:
+        """Read what `to_json` wrote (a JSON string or a file path)."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            text = Path(text_or_path).read_text()
+        data = json.loads(text)
+        scores = tuple(ProbeScore(**s) for s in data.pop("scores"))
+        return cls(scores=scores, **{**data, "seeds": tuple(data["seeds"])})
+
+
+def _unique(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _maybe_write(path: str | os.PathLike | None, text: str) -> str:
+    if path is not None:
+        Path(path).write_text(text)
+    return text

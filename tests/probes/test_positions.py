@@ -1,0 +1,148 @@
+"""probe_positions on models: the leakage checks, agreement with plain scikit-learn, bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from adjpos import FEATURE_SETS, build_model, capture_residuals, probe_positions
+from adjpos.probes.fit import make_probe
+from factories import tiny_config
+
+# Worst |score - chance| seen at layer 0 over 4 model/data seeds was about half of these.
+TOLERANCE = {"r2": 0.05, "mae": 0.15, "accuracy": 0.06, "mean_abs_distance": 0.8}
+
+
+def _model(**overrides):
+    return build_model(tiny_config(d_model=32, d_vocab=48, n_ctx=32, **overrides), device="cpu")
+
+
+def _tokens(n_seq=40, n_pos=16, seed=0):
+    return torch.randint(0, 48, (n_seq, n_pos), generator=torch.Generator().manual_seed(seed))
+
+
+def test_every_probe_is_at_chance_on_nope_embeddings():
+    """Layer 0 of a NoPE model is the token embedding: no feature set may find position."""
+    result = probe_positions(
+        _model(),
+        _tokens(),
+        layers=[0],
+        features=FEATURE_SETS,
+        probe=["ridge", "logistic"],
+        cv=4,
+        repeats=1,
+    )
+    assert len(result.scores) == len(FEATURE_SETS) * 4
+    for score in result.scores:
+        assert score.above_chance < TOLERANCE[score.metric], score
+
+
+def test_resid_finds_position_in_a_learned_position_models_embeddings():
+    result = probe_positions(
+        _model(positional="learned"),
+        _tokens(),
+        layers=[0],
+        features=["resid", "shuffled:resid"],
+        probe=["ridge", "logistic"],
+        cv=4,
+        repeats=2,
+    )
+    assert result.value(0, "resid", "logistic", "accuracy") > 0.9
+    assert result.value(0, "resid", "ridge", "r2") > 0.5
+    shuffled = [s for s in result.scores if s.features == "shuffled:resid"]
+    assert all(s.above_chance < TOLERANCE[s.metric] for s in shuffled)
+
+
+def test_shuffled_controls_are_at_chance_where_position_is_strong():
+    result = probe_positions(
+        _model(positional="learned"),
+        _tokens(),
+        features=["shuffled:cosine_profile"],
+        probe="logistic",
+        cv=4,
+        repeats=1,
+    )
+    assert all(s.above_chance < TOLERANCE[s.metric] for s in result.scores)
+
+
+def test_cosine_profile_finds_position_in_a_random_nope_model():
+    result = probe_positions(_model(), _tokens(), layers=[2], features="cosine_profile", cv=4)
+    score = result.find(2, "cosine_profile", "ridge", "r2")
+    assert score.value > 0.15 and score.baseline == pytest.approx(0, abs=1e-9)
+    assert score.std > 0 and result.seeds == (0, 1, 2)
+
+
+def test_matches_plain_scikit_learn():
+    """One score recomputed by hand: features, grouped folds and metric."""
+    from sklearn.model_selection import GroupKFold
+
+    model, tokens = _model(), _tokens(n_seq=12, n_pos=8)
+    result = probe_positions(model, tokens, layers=[1], features="variance", cv=3, repeats=1)
+    acts = capture_residuals(model, tokens, layers=[1])[0]
+    x = acts.double().var(-1, correction=0).reshape(-1, 1).numpy()
+    y, groups = np.tile(np.arange(8), 12), np.repeat(np.arange(12), 8)
+    folds = list(GroupKFold(3, shuffle=True, random_state=0).split(x, y, groups))
+    maes = []
+    for train, test in folds:
+        predicted = make_probe("ridge").fit(x[train], y[train]).predict(x[test])
+        maes.append(np.abs(predicted - y[test]).mean())
+    assert result.value(1, "variance", "ridge", "mae") == pytest.approx(np.mean(maes))
+    assert all(not set(groups[tr]) & set(groups[te]) for tr, te in folds)
+
+
+def test_mixed_lengths_for_the_sets_that_allow_them():
+    tokens, lengths = _tokens(n_seq=10), torch.tensor([16, 9, 12, 16, 5, 7, 16, 8, 10, 11])
+    result = probe_positions(
+        _model(),
+        tokens,
+        lengths=lengths,
+        layers=[0, 1],
+        features=["variance", "cosine_first"],
+        cv=2,
+        repeats=1,
+    )
+    assert result.seq_len == 16 and len(result.scores) == 2 * 2 * 2
+
+
+def test_result_round_trips_and_exports(tmp_path):
+    from adjpos import ProbeResult
+
+    result = probe_positions(_model(), _tokens(n_seq=6, n_pos=6), features="norm", cv=2)
+    path = tmp_path / "r.json"
+    result.to_json(path)
+    assert ProbeResult.from_json(path) == result == ProbeResult.from_json(path.read_text())
+    lines = result.to_csv(tmp_path / "r.csv").splitlines()
+    assert lines[0] == "model,layer,features,probe,metric,value,baseline"
+    assert len(lines) == 1 + 3 * 2 and lines[1].startswith("model,0,norm,ridge,r2,")
+    pytest.importorskip("pandas")
+    frame = result.to_frame()
+    assert list(frame.columns)[-1] == "std" and len(frame) == 6
+    assert len((result + result).scores) == 12
+    with pytest.raises(KeyError, match="this result has layers"):
+        result.value(9, "norm", "ridge", "r2")
+
+
+@pytest.mark.usefixtures("user_errors")
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(features=["variance", "cosine"]), r"unknown feature sets \['cosine'\]"),
+        (dict(probe="svm"), r"unknown probes \['svm'\]; choose from \['ridge', 'logistic'\]"),
+        (dict(layers=[0, 3]), r"layers must be .* in \[0, 2\]"),
+        (dict(cv=7), "6 sequences are too few for cv=7"),
+        (dict(cv=1), "at least 2 folds"),
+        (dict(repeats=0), "repeats must be at least 1"),
+        (
+            dict(lengths=torch.tensor([12, 12, 9, 12, 12, 12])),
+            r"\['cosine_profile'\] need sequences of one length, got lengths from 9 to 12",
+        ),
+        (dict(lengths=torch.tensor([12, 2, 9, 12, 12, 12])), "shorter than 3 tokens"),
+    ],
+)
+def test_bad_input_fails_before_any_forward_pass(tiny_model, tokens, kwargs, message, monkeypatch):
+    def no_capture(*args, **kwargs):
+        raise AssertionError("ran the model before checking the input")
+
+    monkeypatch.setattr("adjpos.probes.positions.iter_residuals", no_capture)
+    kwargs = {"features": ["variance", "cosine_profile"], "cv": 2, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        probe_positions(tiny_model, tokens, **kwargs)
