@@ -1,0 +1,48 @@
+"""The ``adjpos`` command line. Argument parsing, printing, files and exit codes live here only.
+
+    adjpos score   the adjacency score per layer of a random-init or saved model
+    adjpos train   train a model on a synthetic task (checkpoints, resume)
+    adjpos probe   layer-wise position probes
+    adjpos sweep   random-init sweeps over a grid of hyperparameters
+
+One module per command; `_options` holds what they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from adjpos import __version__
+from adjpos.cli.probe import add_probe_parser
+from adjpos.cli.score import add_score_parser
+from adjpos.cli.sweep import add_sweep_parser
+from adjpos.cli.train import add_train_parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``adjpos`` console script; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return args.run(args)
+    except (ValueError, TypeError, OSError) as err:
+        print(f"adjpos {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="adjpos",
+        description="Measure how causal transformers without positional encodings know where "
+        "each token is.",
+    )
+    parser.add_argument("--version", action="version", version=f"adjpos {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_score_parser(commands)
+    add_train_parser(commands)
+    add_probe_parser(commands)
+    add_sweep_parser(commands)
+    return parser

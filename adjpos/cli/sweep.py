@@ -1,0 +1,131 @@
+"""``adjpos sweep``: random-init sweeps over a grid, with figures from the CSV."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from adjpos.cli._options import (
+    add_config_args,
+    config_values,
+    parse_for,
+)
+
+
+def add_sweep_parser(commands: Any) -> None:
+    sweep = commands.add_parser(
+        "sweep",
+        help="adjacency score of random-init models over a grid of hyperparameters",
+        description="Score random-init models for every combination of the grid x seeds, in "
+        "worker processes; re-running the same command resumes. Writes DIR/sweep.csv, "
+        "DIR/sweep.json and figures (HTML, and PNG when static export works). With neither "
+        "--grid nor --param, runs the default grid (init scale x width, depth x "
+        "normalization, positional scheme x init scale).",
+    )
+    sweep.add_argument("--grid", type=Path, help="a JSON file: {field: [values]} or a list of them")
+    sweep.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=V1,V2,...",
+        help="one grid axis, a ModelConfig field (repeatable; axes combine)",
+    )
+    sweep.add_argument("--out", required=True, type=Path, help="results folder")
+    sweep.add_argument("--seeds", default="0,1,2", help="model seeds, comma-separated")
+    sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
+    sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
+    sweep.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    sweep.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="layer of the heatmaps and histogram (default: the deepest)",
+    )
+    sweep.add_argument(
+        "--png",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also write PNG figures when static export works",
+    )
+    add_config_args(sweep, title="base model (ModelConfig fields; the grid overrides them)")
+    sweep.set_defaults(run=_run_sweep)
+
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    import json
+
+    from adjpos.experiments.sweep import DEFAULT_GRID, read_sweep_csv, sweep
+    from adjpos.figures import save_figure, sweep_heatmap, sweep_histogram, sweep_layer_lines
+    from adjpos.models import ModelConfig
+
+    if args.grid is not None and args.param:
+        raise ValueError("give --grid FILE or --param NAME=..., not both")
+    if args.grid is not None:
+        try:
+            grid = json.loads(args.grid.read_text())
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{args.grid} is not valid JSON: {err}") from None
+    else:
+        grid = _grid_from_params(args.param) if args.param else DEFAULT_GRID
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    result = sweep(
+        grid,
+        seeds=seeds,
+        n_sequences=args.n_sequences,
+        seq_len=args.seq_len,
+        out_dir=args.out,
+        workers=args.workers,
+        base=ModelConfig(**config_values(args)),
+        progress=True,
+    )
+    rows = read_sweep_csv(args.out / "sweep.csv")
+    subgrids = [grid] if isinstance(grid, dict) else grid
+    figures = {"sweep_histogram": sweep_histogram(rows, layer=args.layer)}
+    for sub in subgrids:
+        names = list(sub)
+        if len(names) >= 2:
+            figures[f"sweep_{names[0]}_by_{names[1]}"] = sweep_heatmap(
+                rows, names[0], names[1], layer=args.layer
+            )
+        for name in names:
+            figures[f"sweep_layers_by_{name}"] = sweep_layer_lines(rows, name)
+    skipped = None
+    for stem, fig in figures.items():
+        skipped = save_figure(fig, args.out / stem, png=args.png).png_skipped or skipped
+    if skipped and args.png:
+        print(skipped)
+    last = max(r["layer"] for r in rows) if args.layer is None else args.layer
+    scores = sorted(r["adjacency"] for r in rows if r["layer"] == last)
+    print(
+        f"{len(rows)} rows ({result.ran} cells x seeds computed now) in {args.out}/sweep.csv; "
+        f"{len(figures)} figures"
+    )
+    print(
+        f"adjacency at layer {last} over {len(scores)} models: min {scores[0]:.3f}, "
+        f"median {scores[len(scores) // 2]:.3f}, max {scores[-1]:.3f}"
+    )
+    return 0
+
+
+def _grid_from_params(items: list[str]) -> dict[str, list[Any]]:
+    from adjpos.models import ModelConfig
+
+    fields = {f.name: f for f in dataclasses.fields(ModelConfig)}
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        name, sep, values = item.partition("=")
+        if not sep or not values:
+            raise ValueError(f"--param takes NAME=V1,V2,..., got {item!r}")
+        if name not in fields or name == "seed":
+            allowed = [n for n in fields if n != "seed"]
+            raise ValueError(f"--param {name!r} is not a ModelConfig field; allowed: {allowed}")
+        parse = parse_for(fields[name])
+        try:
+            grid[name] = [parse(v.strip()) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(
+                f"--param {name}: cannot read {values!r} as {parse.__name__} values"
+            ) from None
+    return grid
