@@ -56,8 +56,9 @@ def add_sweep_parser(commands: Any) -> None:
 def _run_sweep(args: argparse.Namespace) -> int:
     import json
 
-    from adjpos.experiments.sweep import DEFAULT_GRID, read_sweep_csv, sweep
+    from adjpos.experiments.sweep import DEFAULT_GRID, read_sweep_csv, rows_of_subgrid, sweep
     from adjpos.figures import save_figure, sweep_heatmap, sweep_histogram, sweep_layer_lines
+    from adjpos.figures.sweep import last_layer_scores
     from adjpos.models import ModelConfig
 
     if args.grid is not None and args.param:
@@ -70,6 +71,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     else:
         grid = _grid_from_params(args.param) if args.param else DEFAULT_GRID
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    base = ModelConfig(**config_values(args))
     result = sweep(
         grid,
         seeds=seeds,
@@ -77,33 +79,37 @@ def _run_sweep(args: argparse.Namespace) -> int:
         seq_len=args.seq_len,
         out_dir=args.out,
         workers=args.workers,
-        base=ModelConfig(**config_values(args)),
+        base=base,
         progress=True,
     )
     rows = read_sweep_csv(args.out / "sweep.csv")
     subgrids = [grid] if isinstance(grid, dict) else grid
     figures = {"sweep_histogram": sweep_histogram(rows, layer=args.layer)}
     for sub in subgrids:
-        names = list(sub)
+        names, sub_rows = list(sub), rows_of_subgrid(rows, sub, base)
         if len(names) >= 2:
             figures[f"sweep_{names[0]}_by_{names[1]}"] = sweep_heatmap(
-                rows, names[0], names[1], layer=args.layer
+                sub_rows, names[0], names[1], layer=args.layer
             )
         for name in names:
-            figures[f"sweep_layers_by_{name}"] = sweep_layer_lines(rows, name)
+            figures[f"sweep_layers_by_{name}"] = sweep_layer_lines(sub_rows, name)
     skipped = None
     for stem, fig in figures.items():
         skipped = save_figure(fig, args.out / stem, png=args.png).png_skipped or skipped
     if skipped and args.png:
         print(skipped)
-    last = max(r["layer"] for r in rows) if args.layer is None else args.layer
-    scores = sorted(r["adjacency"] for r in rows if r["layer"] == last)
+    scores = sorted(
+        last_layer_scores(rows)
+        if args.layer is None
+        else [r["adjacency"] for r in rows if r["layer"] == args.layer]
+    )
+    last = "each model's last layer" if args.layer is None else f"layer {args.layer}"
     print(
         f"{len(rows)} rows ({result.ran} cells x seeds computed now) in {args.out}/sweep.csv; "
         f"{len(figures)} figures"
     )
     print(
-        f"adjacency at layer {last} over {len(scores)} models: min {scores[0]:.3f}, "
+        f"adjacency at {last} over {len(scores)} models: min {scores[0]:.3f}, "
         f"median {scores[len(scores) // 2]:.3f}, max {scores[-1]:.3f}"
     )
     return 0

@@ -154,6 +154,27 @@ def score_cell(cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int) -> l
     return [{**row, "seconds": seconds} for row in rows]
 
 
+def rows_of_subgrid(
+    rows: Sequence[dict[str, Any]], subgrid: Mapping[str, Sequence[Any]], base: ModelConfig
+) -> list[dict[str, Any]]:
+    """The rows of one sub-grid of a union grid: its own parameters at its values, every other
+    parameter at its base value.
+
+    A union grid's rows share every column, so a figure over one sub-grid's parameters must
+    not mix in cells of another (a rotary model at init 0.1 is not a point of the init x
+    width heatmap).
+    """
+    if not rows:
+        return []
+    others = [k for k in rows[0] if k not in subgrid and k not in COLUMNS_AFTER_PARAMS]
+    return [
+        row
+        for row in rows
+        if all(row[k] in subgrid[k] for k in subgrid)
+        and all(row[k] == getattr(base, k) for k in others)
+    ]
+
+
 def read_sweep_csv(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Rows of a ``sweep.csv``, numbers parsed (None stays None), for figures and reports."""
     rows = list(csv.DictReader(io.StringIO(Path(path).read_text())))

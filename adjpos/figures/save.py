@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,9 +51,13 @@ def _write_png(fig: go.Figure, path: Path) -> str | None:
     except ImportError:
         return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
     path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
-    try:
-        fig.write_image(path, format="png", scale=2)
-    except Exception as err:  # kaleido reports a missing browser as a bare RuntimeError
-        first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        return f"PNG skipped: {first.strip()}; {ENABLE_PNG}"
-    return None
+    error = None
+    for attempt in range(3):  # kaleido's browser page is now and then not ready: retry
+        try:
+            fig.write_image(path, format="png", scale=2)
+            return None
+        except Exception as err:  # kaleido reports a missing browser as a bare RuntimeError
+            error = err
+            time.sleep(0.5 * (attempt + 1))
+    first = next((line for line in str(error).splitlines() if line.strip()), "unknown error")
+    return f"PNG skipped: {first.strip()[:200]}; {ENABLE_PNG}"

@@ -12,6 +12,8 @@ import plotly.graph_objects as go
 from adjpos.figures.style import CHANCE, apply_style, color
 
 Rows = Sequence[dict[str, Any]]
+# Columns that describe a measurement rather than the model measured.
+_METRICS = ("layer", "adjacency", "variance_slope", "seconds")
 
 
 def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go.Figure:
@@ -71,14 +73,26 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
             )
         )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
-    fig.update_layout(xaxis_title="layer", yaxis_title="adjacency score", yaxis_range=[0.4, 1.0])
-    return apply_style(fig, title=f"Adjacency score by layer, by {by} (mean over seeds)")
+    fig.update_layout(
+        xaxis_title="layer", yaxis_title="adjacency score", yaxis_range=[0.4, 1.0], xaxis_dtick=1
+    )
+    return apply_style(
+        fig, title=f"Adjacency score by layer, by {by} (mean over seeds and the other grid values)"
+    )
 
 
 def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
-    """Histogram of the adjacency scores of every cell and seed at one layer."""
-    layer = _last_layer(rows) if layer is None else layer
-    values = [row["adjacency"] for row in rows if row["layer"] == layer]
+    """Histogram of the adjacency scores of every model (cell x seed) of the sweep.
+
+    Args:
+        rows: rows of ``sweep.csv``.
+        layer: which layer (default: each model's own last layer, so grids that vary depth
+            compare like with like).
+    """
+    if layer is None:
+        values, where = last_layer_scores(rows), "each model's last layer"
+    else:
+        values, where = [r["adjacency"] for r in rows if r["layer"] == layer], f"layer {layer}"
     if not values:
         raise ValueError(f"no rows at layer {layer}")
     fig = go.Figure(
@@ -88,8 +102,19 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     )
     fig.add_vline(x=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(xaxis_title="adjacency score", yaxis_title="models", xaxis_range=[0.3, 1.0])
-    title = f"Adjacency scores across the grid at layer {layer} ({len(values)} models)"
-    return apply_style(fig, title=title)
+    return apply_style(
+        fig, title=f"Adjacency scores across the grid at {where} ({len(values)} models)"
+    )
+
+
+def last_layer_scores(rows: Rows) -> list[float]:
+    """Each model's (every column but the metrics and the layer) score at its deepest layer."""
+    deepest: dict[tuple, tuple[int, float]] = {}
+    for row in rows:
+        key = tuple((k, v) for k, v in row.items() if k not in _METRICS)
+        if key not in deepest or row["layer"] > deepest[key][0]:
+            deepest[key] = (row["layer"], row["adjacency"])
+    return [score for _, score in deepest.values()]
 
 
 def _check_columns(rows: Rows, names: list[str]) -> None:

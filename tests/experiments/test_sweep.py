@@ -122,3 +122,14 @@ def test_other_grid_in_the_folder_is_refused(tmp_path):
         sweep(GRID, out_dir=tmp_path / "t", workers=0, **{**SMALL, "seeds": []})
     with pytest.raises(ValueError, match="exceeds n_ctx"):
         sweep(GRID, out_dir=tmp_path / "t", workers=0, **{**SMALL, "seq_len": 17})
+
+
+def test_rows_of_subgrid_keep_other_parameters_at_base(tmp_path):
+    from adjpos.experiments import rows_of_subgrid
+
+    grid = [{"init_range": [0.05, 0.2]}, {"positional": ["rotary"], "init_range": [0.05]}]
+    rows = sweep(grid, out_dir=tmp_path / "g", workers=0, **SMALL).rows
+    first = rows_of_subgrid(rows, grid[0], BASE)
+    assert {r["positional"] for r in first} == {"none"} and len(first) == 2 * 2 * 3
+    second = rows_of_subgrid(rows, grid[1], BASE)
+    assert {(r["positional"], r["init_range"]) for r in second} == {("rotary", 0.05)}

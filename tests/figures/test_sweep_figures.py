@@ -39,6 +39,7 @@ def test_lines_and_histogram():
     assert list(lines.data[0].x) == [0, 1] and lines.data[0].y[0] == 0.5
     hist = sweep_histogram(_rows())
     assert len(hist.data[0].x) == 8 and "8 models" in hist.layout.title.text
+    assert "last layer" in hist.layout.title.text and 0.5 not in hist.data[0].x  # layer 1 only
 
 
 def test_unknown_parameter_or_layer():
