@@ -35,6 +35,8 @@ _EXPORTS = {
     "TrainResult": "adjpos.training",
     "train": "adjpos.training",
     "predict": "adjpos.training",
+    "evaluate": "adjpos.training",
+    "load_pretrained": "adjpos.pretrained",
     "predicted_cosine": "adjpos.theory",
     "simulate_first_layer": "adjpos.theory",
     "predicted_adjacency": "adjpos.theory",

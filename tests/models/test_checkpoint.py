@@ -73,3 +73,16 @@ def test_failed_write_leaves_no_partial_file(tmp_path, tiny_model, monkeypatch):
         save_model(tiny_model, folder)
     assert (folder / "model.safetensors").read_bytes() == before
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_written_files_get_the_usual_permissions(tmp_path, tiny_model):
+    import os
+    import stat
+
+    umask = os.umask(0o022)
+    try:
+        folder = save_model(tiny_model, tmp_path / "m")
+    finally:
+        os.umask(umask)
+    for name in ("config.json", "model.safetensors"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o644
