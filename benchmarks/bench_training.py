@@ -77,7 +77,7 @@ def main(task_name: str, steps: int, quick: bool, rounds: int) -> None:
     print(f"{'adjpos.train':<14}{tokens / mine:>12.0f}")
     print(f"ratio adjpos/bare: {bare / mine:.3f} (target >= 0.85)")
     print()
-    print(f"{'shipped model':<14}{'steps':>7}{'seconds':>9}{'accuracy':>10}")
+    print(f"{'shipped model':<14}{'steps':>7}{'seconds':>9}{'eval acc':>10}")
     for name in available_pretrained():
         info = pretrained_info(name)
         print(f"{name:<14}{info['steps']:>7}{info['seconds']:>9.0f}{info['accuracy']:>10.4f}")
