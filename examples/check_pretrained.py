@@ -18,12 +18,13 @@ def main(n: int, seed: int) -> None:
     print(f"{'task':<10}{'parameters':>11}{'steps':>7}{'train s':>9}{'accuracy':>10}  (n={n})")
     for name in available_pretrained():
         model, task = load_pretrained(name, device="cpu")
-        prompts = task.draw_prompts(n, generator=torch.Generator().manual_seed(seed),
-                                    split="test")
+        prompts = task.draw_prompts(n, generator=torch.Generator().manual_seed(seed), split="test")
         accuracy, _ = adjpos.evaluate(model, task, prompts)
         info = pretrained_info(name)
-        print(f"{name:<10}{info['parameters']:>11}{info['steps']:>7}{info['seconds']:>9.0f}"
-              f"{accuracy:>10.4f}")
+        print(
+            f"{name:<10}{info['parameters']:>11}{info['steps']:>7}{info['seconds']:>9.0f}"
+            f"{accuracy:>10.4f}"
+        )
 
 
 if __name__ == "__main__":

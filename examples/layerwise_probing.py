@@ -72,6 +72,7 @@ def main(quick: bool = False, out: Path | None = None) -> None:
         results.append((label, result))
         print(f"{label}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens")
         if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
             slug = label.replace(" ", "_")
             result.to_json(out / f"probes_{slug}.json")
             adjpos.save_figure(adjpos.plot_probe_scores(result), out / f"probes_{slug}")

@@ -43,18 +43,45 @@ def save_model(model: Any, path: str | os.PathLike, *, cfg: ModelConfig | None =
     return folder
 
 
-def load_model(path: str | os.PathLike, *, device: str | torch.device | None = None) -> Any:
+def load_model(
+    path: str | os.PathLike,
+    *,
+    device: str | torch.device | None = None,
+    n_ctx: int | None = None,
+) -> Any:
     """Load a checkpoint folder written by `save_model`.
 
+    Args:
+        path: the checkpoint folder.
+        device: where to put the model (default: cuda if available, else cpu).
+        n_ctx: a longer (or shorter) context than the model was built with. Without learned
+            positions no trained weight depends on n_ctx, so a NoPE, rotary or ALiBi model can
+            be run on sequences longer than it was trained on.
+
     Raises:
-        ValueError: `path` is not an adjpos checkpoint folder.
+        ValueError: `path` is not an adjpos checkpoint folder, or `n_ctx` is asked of a
+            learned-position model.
     """
     folder = Path(path)
     cfg = read_model_config(folder)
     if not (folder / WEIGHTS).is_file():
         raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
+    state = load_file(folder / WEIGHTS)
+    if n_ctx is not None and n_ctx != cfg.n_ctx:
+        if cfg.positional == "learned":
+            raise ValueError(
+                "n_ctx cannot change for a learned-position model: its W_pos has "
+                f"{cfg.n_ctx} trained rows"
+            )
+        cfg = cfg.with_changes(n_ctx=n_ctx)
+        state.pop("pos_embed.W_pos", None)  # zero and frozen in NoPE; rebuilt by build_model
     model = build_model(cfg, device=device)
-    model.load_state_dict(load_file(folder / WEIGHTS, device=str(model.cfg.device)), strict=True)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or set(missing) - {"pos_embed.W_pos"}:
+        raise ValueError(
+            f"{folder / WEIGHTS} does not fit its config.json: missing "
+            f"{sorted(missing)}, unexpected {sorted(unexpected)}"
+        )
     return model
 
 

@@ -22,13 +22,17 @@ def available_pretrained() -> list[str]:
     return [name for name in TASKS if (HERE / name / "model.safetensors").is_file()]
 
 
-def load_pretrained(name: str, *, device: str | None = None) -> tuple[Any, Task]:
+def load_pretrained(
+    name: str, *, device: str | None = None, n_ctx: int | None = None
+) -> tuple[Any, Task]:
     """The shipped trained NoPE model for task `name`, and the task it was trained on.
 
     Example:
         >>> model, task = load_pretrained("addition")  # doctest: +SKIP
         >>> predict(model, task, ["123+456="])  # doctest: +SKIP
         ['579']
+
+    `n_ctx` runs the model on longer sequences than it was trained on (see `load_model`).
 
     Raises:
         ValueError: no model is shipped for `name` (the message lists those that are).
@@ -38,7 +42,7 @@ def load_pretrained(name: str, *, device: str | None = None) -> tuple[Any, Task]
     folder = HERE / name
     run = json.loads((folder / "metrics.json").read_text())
     params = {k: v for k, v in run["task"].items() if k != "name"}
-    return load_model(folder, device=device), get_task(name, **params)
+    return load_model(folder, device=device, n_ctx=n_ctx), get_task(name, **params)
 
 
 def pretrained_info(name: str) -> dict[str, Any]:

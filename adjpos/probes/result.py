@@ -157,5 +157,9 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _maybe_write(path: str | os.PathLike | None, text: str) -> str:
     if path is not None:
-        Path(path).write_text(text)
+        from adjpos.models.checkpoint import atomic_write
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: Path(tmp).write_text(text))
     return text

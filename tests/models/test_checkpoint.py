@@ -86,3 +86,21 @@ def test_written_files_get_the_usual_permissions(tmp_path, tiny_model):
         os.umask(umask)
     for name in ("config.json", "model.safetensors"):
         assert stat.S_IMODE((folder / name).stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize("positional", ["none", "rotary"])
+def test_load_with_a_longer_context_gives_the_same_outputs(tmp_path, positional, tokens):
+    model = build_model(tiny_config(positional=positional))
+    folder = save_model(model, tmp_path / "m")
+    longer = load_model(folder, n_ctx=48)
+    assert longer.cfg.n_ctx == 48 and longer.adjpos_config.n_ctx == 48
+    assert is_position_free(longer) == (positional == "none")
+    with torch.no_grad():
+        torch.testing.assert_close(longer(tokens), model(tokens))
+        assert longer(torch.randint(0, 20, (2, 40))).shape == (2, 40, 20)
+
+
+def test_learned_positions_cannot_be_extended(tmp_path):
+    folder = save_model(build_model(tiny_config(positional="learned")), tmp_path / "m")
+    with pytest.raises(ValueError, match="learned-position"):
+        load_model(folder, n_ctx=48)

@@ -146,3 +146,13 @@ def test_bad_input_fails_before_any_forward_pass(tiny_model, tokens, kwargs, mes
     kwargs = {"features": ["variance", "cosine_profile"], "cv": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         probe_positions(tiny_model, tokens, **kwargs)
+
+
+def test_result_files_are_written_into_new_folders(tmp_path):
+    from adjpos import ProbeResult
+
+    result = probe_positions(_model(), _tokens(n_seq=6, n_pos=6), features="norm", cv=2)
+    result.to_json(tmp_path / "new" / "deeper" / "r.json")
+    result.to_csv(tmp_path / "other" / "r.csv")
+    assert ProbeResult.from_json(tmp_path / "new" / "deeper" / "r.json") == result
+    assert (tmp_path / "other" / "r.csv").read_text().startswith("model,layer,features")
