@@ -193,12 +193,25 @@ def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
     with safe_open(path, framework="pt") as f:
         meta = f.metadata()
     saved = json.loads(meta["identity"])
-    if saved != json.loads(json.dumps(identity)):
+    if _trajectory(saved) != _trajectory(json.loads(json.dumps(identity))):
         raise ValueError(f"{folder} holds a run with a different config or task: {saved}")
     tensors = load_file(path, device=str(next(model.parameters()).device))
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     opt.load_state_dict(_optimizer_state(opt, tensors, json.loads(meta["optimizer"])))
-    return json.loads(meta["run"])
+    run = json.loads(meta["run"])
+    # A new target only decides where the same trajectory stops: a higher one continues it.
+    target = identity["train"]["target_accuracy"]
+    last = run["history"][-1]["accuracy"] if run["history"] else float("nan")
+    run["stopped_early"] = target is not None and last >= target
+    return run
+
+
+def _trajectory(identity: dict) -> dict:
+    """What decides the weights step by step: everything but the early-stop target."""
+    return {
+        **identity,
+        "train": {k: v for k, v in identity["train"].items() if k != "target_accuracy"},
+    }
 
 
 def _save(folder, identity, model, opt, run) -> None:

@@ -168,3 +168,23 @@ def test_bad_input(tmp_path):
     ]:
         with pytest.raises(ValueError, match=field):
             TrainConfig(**{field: value})
+
+
+def test_a_higher_target_continues_an_early_stopped_run(tmp_path, monkeypatch):
+    scores = iter([0.5, 0.9, 0.95, 0.99])
+    monkeypatch.setattr(loop_module, "evaluate", lambda model, task, prompts: (next(scores), {}))
+    cfg = {**FAST, "steps": 12}
+    first = train(_model(), TASK, TrainConfig(**cfg, target_accuracy=0.8), out_dir=tmp_path / "r")
+    assert first.stopped_early and first.steps == 6
+    again = train(
+        _model(), TASK, TrainConfig(**cfg, target_accuracy=0.8), out_dir=tmp_path / "r", resume=True
+    )
+    assert again.steps == 6  # same target: nothing more to do
+    longer = train(
+        _model(),
+        TASK,
+        TrainConfig(**cfg, target_accuracy=0.97),
+        out_dir=tmp_path / "r",
+        resume=True,
+    )
+    assert longer.stopped_early and longer.steps == 12 and longer.accuracy == 0.99
