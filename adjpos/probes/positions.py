@@ -19,23 +19,17 @@ from torch import Tensor
 from adjpos.capture import check_tokens, iter_residuals
 from adjpos.capture.residuals import check_layers
 from adjpos.metrics._checks import check_finite, check_lengths
-from adjpos.probes.features import check_feature_sets, needs_one_length, position_features
+from adjpos.probes.features import (
+    BASE_FEATURE_SETS,
+    check_feature_sets,
+    needs_one_length,
+    position_features,
+)
 from adjpos.probes.fit import METRICS, check_probes, cross_validate
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
 
-DEFAULT_FEATURES = (
-    "variance",
-    "norm",
-    "cosine_profile",
-    "cosine_sorted",
-    "cosine_mean",
-    "cosine_first",
-    "cosine_previous",
-    "resid",
-    "shuffled:cosine_profile",
-    "shuffled:resid",
-)
+DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
 
 def probe_positions(
