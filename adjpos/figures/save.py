@@ -46,11 +46,11 @@ def save_figure(fig: go.Figure, stem: str | os.PathLike, *, png: bool = True) ->
 
 def _write_png(fig: go.Figure, path: Path) -> str | None:
     """Write the PNG; on failure return a one-line reason instead of raising."""
+    path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
     try:
         import kaleido  # noqa: F401
     except ImportError:
         return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
-    path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
     error = None
     for attempt in range(3):  # kaleido's browser page is now and then not ready: retry
         try:

@@ -1,6 +1,7 @@
 """save_figure: HTML always, PNG when kaleido and Chrome work, else a reason saying how."""
 
 import sys
+import types
 
 import plotly.graph_objects as go
 import pytest
@@ -26,7 +27,9 @@ def test_no_chrome_gives_a_one_line_reason(tmp_path, monkeypatch):
     def no_chrome(self, *args, **kwargs):
         raise RuntimeError("\n\nKaleido requires Google Chrome to be installed.\n\nEither ...")
 
+    monkeypatch.setitem(sys.modules, "kaleido", types.ModuleType("kaleido"))  # installed or not
     monkeypatch.setattr(go.Figure, "write_image", no_chrome)
+    monkeypatch.setattr("adjpos.figures.save.time.sleep", lambda seconds: None)
     (tmp_path / "fig.png").write_bytes(b"stale")
     saved = save_figure(_fig(), tmp_path / "fig")
     assert saved.written == (tmp_path / "fig.html",) and not (tmp_path / "fig.png").exists()
@@ -38,7 +41,9 @@ def test_no_chrome_gives_a_one_line_reason(tmp_path, monkeypatch):
 
 def test_no_kaleido_gives_a_reason(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
+    (tmp_path / "fig.png").write_bytes(b"stale")
     saved = save_figure(_fig(), tmp_path / "fig")
+    assert not (tmp_path / "fig.png").exists()
     assert "\n" not in saved.png_skipped and "kaleido is not installed" in saved.png_skipped
     assert "pip install kaleido" in saved.png_skipped
 
