@@ -4,14 +4,22 @@
 when static export works), and each other module draws one kind of result.
 """
 
+from adjpos.figures.heatmaps import plot_cosine_heatmaps
+from adjpos.figures.layers import plot_adjacency_by_layer, plot_variance_by_position
 from adjpos.figures.probing import plot_probe_scores
-from adjpos.figures.save import SavedFigure, save_figure
+from adjpos.figures.save import SavedFigure, save_figure, save_figures
 from adjpos.figures.sweep import sweep_heatmap, sweep_histogram, sweep_layer_lines
+from adjpos.figures.theory import plot_first_layer_theory
 
 __all__ = [
     "SavedFigure",
+    "plot_adjacency_by_layer",
+    "plot_cosine_heatmaps",
+    "plot_first_layer_theory",
     "plot_probe_scores",
+    "plot_variance_by_position",
     "save_figure",
+    "save_figures",
     "sweep_heatmap",
     "sweep_histogram",
     "sweep_layer_lines",

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 ENABLE_PNG = "enable PNG with `pip install kaleido` and `apt-get install -y chromium`"
 
@@ -20,7 +22,12 @@ class SavedFigure:
     png_skipped: str | None = None
 
 
-def save_figure(fig: go.Figure, stem: str | os.PathLike, *, png: bool = True) -> SavedFigure:
+def save_figure(
+    fig: go.Figure,
+    stem: str | os.PathLike,
+    *,
+    png: bool = True,
+) -> SavedFigure:
     """Write `fig` to ``stem.html`` (self-contained) and, when static export works, ``stem.png``.
 
     Args:
@@ -61,3 +68,55 @@ def _write_png(fig: go.Figure, path: Path) -> str | None:
             time.sleep(0.5 * (attempt + 1))
     first = next((line for line in str(error).splitlines() if line.strip()), "unknown error")
     return f"PNG skipped: {first.strip()[:200]}; {ENABLE_PNG}"
+
+
+def save_figures(
+    figures: Mapping[str, go.Figure], folder: str | os.PathLike, *, png: bool = True
+) -> SavedFigure:
+    """Write many figures to `folder`: ``NAME.html`` each, and ``NAME.png`` when static export
+    works, all PNGs in one batch (one browser start instead of one per figure).
+
+    The HTML files share one ``plotly.min.js`` written beside them, so a folder of figures
+    costs one copy of plotly.js (open them from that folder).
+
+    Returns:
+        `SavedFigure`: every path written, and when the PNGs were skipped a one-line reason
+        that says how to enable them.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, fig in figures.items():
+        html = folder / f"{name}.html"
+        fig.write_html(html, include_plotlyjs="directory", full_html=True)
+        written.append(html)
+    pngs = [folder / f"{name}.png" for name in figures]
+    for path in pngs:
+        path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
+    if not png or not figures:
+        return SavedFigure(tuple(written), None if figures and png else "PNG not requested")
+    reason = _write_pngs(list(figures.values()), pngs)
+    if reason is not None:
+        return SavedFigure(tuple(written), reason)
+    return SavedFigure(tuple(written + pngs))
+
+
+def _write_pngs(figures: list[go.Figure], paths: list[Path]) -> str | None:
+    """Write the PNGs in one kaleido batch; on failure, one figure at a time (which retries)."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
+    try:
+        pio.write_images(figures, paths, format="png", scale=2)
+        return None
+    except Exception:  # a missing browser or a page not ready: the single path says which
+        for path in paths:
+            path.unlink(missing_ok=True)
+    for fig, path in zip(figures, paths, strict=True):
+        reason = _write_png(fig, path)
+        if reason is not None:
+            for stale in paths:
+                stale.unlink(missing_ok=True)  # all PNGs or none: never a partial set
+            return reason
+    return None

@@ -1,0 +1,176 @@
+"""Layer-wise results: the adjacency score against layer, the variance of the hidden state
+against position.
+
+Both take long-format rows (one dict per measurement), draw one panel per value of `panel` and
+one line per value of `line`, and average rows that repeat a point (seeds). A line keeps its
+colour in every panel and has one legend entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+from plotly.subplots import make_subplots
+
+from adjpos.figures.style import CHANCE, apply_style, color
+
+Rows = Sequence[dict[str, Any]]
+# panel value -> line value -> x -> the y of every row at that point
+Groups = dict[Any, dict[Any, dict[Any, list[float]]]]
+# At most this many panels per row; more wrap into balanced rows (4 panels -> 2 x 2).
+MAX_COLUMNS = 3
+# Layers are ordered, so their lines run light (shallow) to dark (deep) along this scale,
+# starting part-way in so the shallowest line still shows on white.
+LAYER_SCALE, LAYER_SCALE_START = "Blues", 0.3
+
+
+def plot_adjacency_by_layer(
+    rows: Rows, *, panel: str | None = "task", line: str = "model", title: str | None = None
+) -> go.Figure:
+    """Adjacency score against layer: one panel per `panel` value, one line per `line` value.
+
+    Rows that share (panel, line, layer), e.g. several seeds, are drawn as their mean, with an
+    error bar of their sample standard deviation (n - 1) where there is more than one. Lines
+    take the shared categorical palette in first-seen order; the y axis (0 to 1) is shared and
+    the dashed grey line is chance (0.5).
+
+    Args:
+        rows: dicts with ``layer``, ``adjacency`` and the `panel` and `line` keys, e.g.
+            ``{"task": "addition", "model": "trained", "layer": 2, "adjacency": 0.81}``.
+        panel: the key that splits panels (first-seen order); None draws a single panel.
+        line: the key that splits lines.
+        title: figure title (default: says what is averaged).
+    """
+    groups = group_rows(rows, panel, line, x="layer", y="adjacency")
+    fig = _draw_panels(groups, panel, line, _colours(groups, line), shared_y=True, errors=True)
+    fig.update_xaxes(title_text="layer", dtick=1, tickformat="d")
+    fig.update_yaxes(range=[0.0, 1.05], dtick=0.25)
+    fig.update_yaxes(title_text="adjacency score", col=1)
+    fig.add_hline(y=0.5, line=CHANCE, row="all", col="all")
+    default = "Adjacency score by layer (mean over seeds; bars: std)"
+    return apply_style(fig, title=title or default, rows=_grid(len(groups))[0])
+
+
+def plot_variance_by_position(
+    rows: Rows, *, panel: str | None = "task", line: str = "layer", title: str | None = None
+) -> go.Figure:
+    """Variance of the hidden state over d_model against position, one line per `line` value.
+
+    Rows that share (panel, line, position) are averaged. With ``line="layer"`` the lines run
+    along a sequential blue ramp, light for shallow layers and dark for deep ones, so depth
+    reads at a glance; any other `line` key takes the shared categorical palette. Each panel
+    keeps its own y range (variance scales differ between models and layers).
+
+    Args:
+        rows: dicts with ``position``, ``variance`` and the `panel` and `line` keys, e.g.
+            ``{"task": "addition", "layer": 1, "position": 3, "variance": 0.8}``.
+        panel: the key that splits panels (first-seen order); None draws a single panel.
+        line: the key that splits lines.
+        title: figure title.
+    """
+    groups = group_rows(rows, panel, line, x="position", y="variance")
+    fig = _draw_panels(groups, panel, line, _colours(groups, line), shared_y=False, errors=False)
+    fig.update_xaxes(title_text="position", tickformat="d")
+    fig.update_yaxes(title_text="variance of hidden state over d_model", col=1)
+    default = "Variance of the hidden state by position (mean over sequences and seeds)"
+    return apply_style(fig, title=title or default, rows=_grid(len(groups))[0])
+
+
+def group_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) -> Groups:
+    """Collect the `y` of every row by (panel value, line value, `x`), panels in first-seen
+    order; a None `panel` puts every row in one panel (key None)."""
+    check_columns(rows, [name for name in (x, y, panel, line) if name is not None])
+    groups: Groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for row in rows:
+        key = None if panel is None else row[panel]
+        groups[key][row[line]][row[x]].append(float(row[y]))
+    return groups
+
+
+def check_columns(rows: Rows, names: Sequence[str]) -> None:
+    """Raise `ValueError` naming the columns a row lacks (or saying there are no rows)."""
+    if not rows:
+        raise ValueError("no rows to draw")
+    for index, row in enumerate(rows):
+        missing = [name for name in names if name not in row]
+        if missing:
+            raise ValueError(
+                f"row {index} lacks column(s) {missing}; it has {sorted(row)}; "
+                f"every row needs {list(names)}"
+            )
+
+
+def summarise(points: dict[Any, list[float]]) -> tuple[list, list[float], list[float]]:
+    """Sorted x values, the mean y at each, and the sample std (n - 1; 0 for a single row)."""
+    xs = sorted(points)
+    means = [float(np.mean(points[x])) for x in xs]
+    spread = [float(np.std(points[x], ddof=1)) if len(points[x]) > 1 else 0.0 for x in xs]
+    return xs, means, spread
+
+
+def _draw_panels(
+    groups: Groups,
+    panel: str | None,
+    line: str,
+    colours: dict[Any, str],
+    *,
+    shared_y: bool,
+    errors: bool,
+) -> go.Figure:
+    n_rows, columns = _grid(len(groups))
+    fig = make_subplots(
+        rows=n_rows,
+        cols=columns,
+        subplot_titles=None if panel is None else [_label(panel, key) for key in groups],
+        shared_yaxes=shared_y,
+        horizontal_spacing=0.04 if shared_y else 0.08,
+        vertical_spacing=0.35 / n_rows,
+    )
+    shown: set[Hashable] = set()
+    for index, key in enumerate(groups):
+        where = dict(row=index // columns + 1, col=index % columns + 1)
+        for value in (v for v in colours if v in groups[key]):
+            xs, means, spread = summarise(groups[key][value])
+            bars = errors and any(len(ys) > 1 for ys in groups[key][value].values())
+            trace = go.Scatter(
+                x=xs,
+                y=means,
+                error_y=dict(type="data", array=spread, thickness=1, width=3) if bars else None,
+                mode="lines+markers",
+                name=_label(line, value),
+                legendgroup=str(value),
+                showlegend=value not in shown,
+                line=dict(color=colours[value]),
+            )
+            fig.add_trace(trace, **where)
+            shown.add(value)
+    fig.update_layout(legend_title_text=line)
+    return fig
+
+
+def _colours(groups: Groups, line: str) -> dict[Any, str]:
+    """One colour per line value, in drawing (and legend) order: layers light to dark along
+    `LAYER_SCALE` in numeric order, anything else the palette in first-seen order."""
+    values = list(dict.fromkeys(v for lines in groups.values() for v in lines))
+    if line != "layer":
+        return {value: color(i) for i, value in enumerate(values)}
+    values.sort()
+    steps = np.linspace(1.0, LAYER_SCALE_START, len(values))[::-1]  # one layer: the darkest
+    return dict(zip(values, sample_colorscale(LAYER_SCALE, steps.tolist()), strict=True))
+
+
+def _grid(panels: int) -> tuple[int, int]:
+    """(rows, columns) for `panels` panels, at most `MAX_COLUMNS` a row, rows balanced."""
+    n_rows = math.ceil(panels / MAX_COLUMNS)
+    return n_rows, math.ceil(panels / n_rows)
+
+
+def _label(key: str, value: Any) -> str:
+    # Names read alone ("addition", "trained"); numbers need their key ("layer=2").
+    return str(value) if isinstance(value, str) else f"{key}={value}"
