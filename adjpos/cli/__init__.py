@@ -4,6 +4,7 @@
     adjpos train   train a model on a synthetic task (checkpoints, resume)
     adjpos probe   layer-wise position probes
     adjpos sweep   random-init sweeps over a grid of hyperparameters
+    adjpos reproduce   the whole study: results, figures and a report
 
 One module per command; `_options` holds what they share.
 """
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 
 from adjpos import __version__
 from adjpos.cli.probe import add_probe_parser
+from adjpos.cli.reproduce import add_reproduce_parser
 from adjpos.cli.score import add_score_parser
 from adjpos.cli.sweep import add_sweep_parser
 from adjpos.cli.train import add_train_parser
@@ -45,4 +47,5 @@ def _parser() -> argparse.ArgumentParser:
     add_train_parser(commands)
     add_probe_parser(commands)
     add_sweep_parser(commands)
+    add_reproduce_parser(commands)
     return parser

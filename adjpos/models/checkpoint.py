@@ -100,8 +100,12 @@ def read_model_config(folder: Path) -> ModelConfig:
 
 def write_json(path: Path, data: Any) -> None:
     """Write `data` as JSON to `path` atomically."""
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` atomically."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
 def atomic_write(path: Path, write) -> None:
