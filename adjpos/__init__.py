@@ -28,6 +28,9 @@ _EXPORTS = {
     "adjacency_score": "adjpos.experiments",
     "sweep": "adjpos.experiments",
     "SweepResult": "adjpos.experiments",
+    "reproduce": "adjpos.experiments.reproduce",
+    "ReproduceConfig": "adjpos.experiments.reproduce",
+    "ReproduceResult": "adjpos.experiments.reproduce",
     "TASKS": "adjpos.tasks",
     "TaskBatch": "adjpos.tasks",
     "get_task": "adjpos.tasks",
@@ -52,7 +55,12 @@ _EXPORTS = {
     "expected_abs_tau": "adjpos.probes",
     "sequences_of_length": "adjpos.probes",
     "plot_probe_scores": "adjpos.figures",
+    "plot_cosine_heatmaps": "adjpos.figures",
+    "plot_adjacency_by_layer": "adjpos.figures",
+    "plot_variance_by_position": "adjpos.figures",
+    "plot_first_layer_theory": "adjpos.figures",
     "save_figure": "adjpos.figures",
+    "save_figures": "adjpos.figures",
 }
 
 __all__ = sorted(_EXPORTS)

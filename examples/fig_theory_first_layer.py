@@ -5,11 +5,14 @@ matrices and adjacency scores of the first layer come to `adjpos.predicted_cosin
 and `adjpos.predicted_adjacency` (Monte Carlo at the model's width). Uses only the public API.
 ``--quick`` runs a tiny version (the test suite's smoke run).
 
-    python examples/fig_theory_first_layer.py [--quick]
+Draws the comparison with `adjpos.plot_first_layer_theory` into ``--out``.
+
+    python examples/fig_theory_first_layer.py [--quick] [--out figures]
 """
 
 import argparse
 import math
+from pathlib import Path
 
 import torch
 
@@ -75,7 +78,7 @@ def print_table(title: str, columns: list[tuple[str, str]], results: dict) -> No
         print(f"{scale:>10}  " + "  ".join(f"{row[key]:>10.3f}" for _, key in columns))
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, out: Path = Path("figures")) -> None:
     seeds, n_seq, n_samples = ([0], 16, 64) if quick else ([0, 1, 2], 256, 512)
     scales = SCALES[2:4] if quick else SCALES
     results = {scale: measure(scale, seeds, n_seq, n_samples) for scale in scales}
@@ -103,9 +106,26 @@ def main(quick: bool = False) -> None:
     ]
     print_table("attention output alone (attn_out, rho = 0)", attention, results)
     print_table("with the residual (resid_mid; resid_post adds the MLP)", residual, results)
+    rows = [
+        {
+            "init_range": scale,
+            "site": site,
+            "measured_adjacency": row[f"{prefix}_meas"],
+            "predicted_adjacency": row[f"{prefix}_pred"],
+            "entropy_ratio": row["entropy"],
+        }
+        for scale, row in results.items()
+        for site, prefix in (("attn_out", "out"), ("resid_mid", "mid"))
+    ]
+    saved = adjpos.save_figure(
+        adjpos.plot_first_layer_theory(rows), out / "theory_first_layer", png=not quick
+    )
+    print("\nwrote", ", ".join(str(p) for p in saved.written))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
-    main(parser.parse_args().quick)
+    parser.add_argument("--out", type=Path, default=Path("figures"))
+    args = parser.parse_args()
+    main(args.quick, args.out)

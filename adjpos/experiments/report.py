@@ -408,9 +408,9 @@ def _theory(report: Report, results: Path) -> None:
         "theory_cosine",
         plot_cosine_heatmaps(
             [m.get("measured", m.get("predicted")) for m in mats],
-            titles=[f"{m['site']}, {'measured' if 'measured' in m else 'predicted'}" for m in mats],
+            titles=[f"{m['site']} {'measured' if 'measured' in m else 'predicted'}" for m in mats],
             title="First layer: measured and predicted self-cosine",
-            columns=len(mats),
+            columns=2,
         ),
         "Mean first-layer self-cosine matrix, measured and predicted, attention output alone "
         "(attn_out) and with the residual (resid_mid).",

@@ -154,13 +154,17 @@ class ReproduceConfig:
 class ReproduceResult:
     """What a `reproduce` run did and wrote."""
 
-    out_dir: Path
-    report: Path
-    ran: tuple[str, ...]
-    skipped: tuple[str, ...]
-    figures: tuple[Path, ...]
-    png_skipped: str | None
-    seconds: float
+    out_dir: Path = dataclasses.field(metadata={"help": "the run's folder"})
+    report: Path = dataclasses.field(metadata={"help": "``report.md`` (``report.html`` beside it)"})
+    ran: tuple[str, ...] = dataclasses.field(metadata={"help": "stages measured by this call"})
+    skipped: tuple[str, ...] = dataclasses.field(
+        metadata={"help": "stages finished by an earlier call, not measured again"}
+    )
+    figures: tuple[Path, ...] = dataclasses.field(metadata={"help": "figure files written"})
+    png_skipped: str | None = dataclasses.field(
+        metadata={"help": "why there are no PNGs and how to enable them (None when written)"}
+    )
+    seconds: float = dataclasses.field(metadata={"help": "wall time of this call"})
 
 
 def reproduce(

@@ -17,8 +17,8 @@ from adjpos.figures.layers import Rows, check_columns, summarise
 from adjpos.figures.style import CHANCE, apply_style, color
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
-# The prediction and the entropy describe the attention, not where the score is measured, so
-# each is one black line; measured scores take the palette, one colour per site.
+# Each site has its own prediction (the residual term enters it), drawn dashed in the site's
+# colour; the entropy describes the attention alone, so it is one black line.
 THEORY = dict(color="#000000", width=2.5)
 
 
@@ -28,8 +28,9 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
 
     Rows that share an init_range (seeds) are averaged; measured scores also get an error bar
     of their sample std (n - 1) where there are several. With a ``site`` column the measured
-    score is one line per site; the predicted score and the entropy ratio are one line each,
-    averaged over sites, since both describe the attention pattern only.
+    and the predicted score are one pair of lines per site (the prediction depends on the
+    residual term, so on the site: dashed, in the site's colour); the entropy ratio is one
+    line, averaged over sites, since it describes the attention pattern only.
 
     Args:
         rows: dicts with ``init_range`` (> 0), ``measured_adjacency``,
@@ -50,10 +51,16 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
     sites = list(dict.fromkeys(row.get("site") for row in rows))
     for index, site in enumerate(sites):
         points = _points([row for row in rows if row.get("site") == site], "measured_adjacency")
-        name = "measured" if site is None else f"measured ({site})"
-        fig.add_trace(_line(points, name, dict(color=color(index)), errors=True), row=1, col=1)
-    predicted = _points(rows, "predicted_adjacency")
-    fig.add_trace(_line(predicted, "predicted", {**THEORY, "dash": "dash"}), row=1, col=1)
+        predicted = _points([row for row in rows if row.get("site") == site], "predicted_adjacency")
+        where = "" if site is None else f" ({site})"
+        fig.add_trace(
+            _line(points, f"measured{where}", dict(color=color(index)), errors=True), row=1, col=1
+        )
+        fig.add_trace(
+            _line(predicted, f"predicted{where}", dict(color=color(index), dash="dash")),
+            row=1,
+            col=1,
+        )
     entropy = _points(rows, "entropy_ratio")
     fig.add_trace(_line(entropy, "entropy ratio", THEORY), row=1, col=2)
     fig.add_hline(

@@ -36,12 +36,23 @@ def test_two_log_panels_with_means_over_seeds():
     assert len(chance) == 1 and chance[0].y0 == 0.5 and chance[0].line.dash == "dash"
 
 
-def test_one_measured_line_per_site():
-    fig = plot_first_layer_theory(_rows(sites=("resid_post", "attn_out")))
+def test_one_measured_and_one_predicted_line_per_site():
+    rows = _rows(sites=("resid_post", "attn_out"))
+    for row in rows:  # the residual term lowers the prediction at resid_post
+        row["predicted_adjacency"] -= 0.2 if row["site"] == "resid_post" else 0.0
+    fig = plot_first_layer_theory(rows)
     names = [t.name for t in fig.data]
-    assert names == ["measured (resid_post)", "measured (attn_out)", "predicted", "entropy ratio"]
-    assert fig.data[0].line.color != fig.data[1].line.color
-    assert list(fig.data[2].y) == pytest.approx([0.899, 0.89, 0.8])  # averaged over sites
+    assert names == [
+        "measured (resid_post)",
+        "predicted (resid_post)",
+        "measured (attn_out)",
+        "predicted (attn_out)",
+        "entropy ratio",
+    ]
+    assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color
+    assert fig.data[1].line.dash == "dash" and fig.data[3].line.dash == "dash"
+    assert list(fig.data[1].y) == pytest.approx([0.699, 0.69, 0.6])
+    assert list(fig.data[3].y) == pytest.approx([0.899, 0.89, 0.8])
 
 
 def test_missing_columns_and_bad_init_range():
