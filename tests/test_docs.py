@@ -4,6 +4,7 @@ import contextlib
 import io
 import re
 import runpy
+import shlex
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,33 @@ def test_readme_commands_are_the_ci_commands():
     setup = next(line for line in ci.splitlines() if line.startswith("python3 -m venv"))
     assert setup in readme
     assert ".venv/bin/python -m pytest" in ci and ".venv/bin/python -m pytest" in readme
+
+
+def _shell_commands(page: Path):
+    """Each command line of the page's bash blocks (comments dropped, continuations joined)."""
+    for lang, code in _blocks(page):
+        if lang != "bash":
+            continue
+        for line in code.replace("\\\n", " ").splitlines():
+            for command in line.split("#", 1)[0].split("&&"):
+                if command.strip():
+                    yield shlex.split(command)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_shell_commands_name_real_commands_and_options(page):
+    from adjpos.cli import _parser
+
+    for argv in _shell_commands(page):
+        program = Path(argv[0]).name
+        if program == "adjpos":
+            try:
+                _parser().parse_args(argv[1:])
+            except SystemExit:
+                pytest.fail(f"{page.name}: `{shlex.join(argv)}` does not parse")
+        elif program.startswith("python") and len(argv) > 1 and argv[1].endswith(".py"):
+            script = ROOT / argv[1]
+            assert script.is_file(), f"{page.name}: {argv[1]} does not exist"
+            text = script.read_text()
+            for option in (a.split("=")[0] for a in argv[2:] if a.startswith("--")):
+                assert f'"{option}"' in text, f"{page.name}: {argv[1]} has no option {option}"
