@@ -7,7 +7,9 @@ with the layer and the chance level. Uses only the public API. ``--out DIR`` als
 every score to DIR/probes.csv, and per model a JSON file (with the std over seeds) and a
 figure. ``--quick`` runs a tiny version (the test suite's smoke run).
 
-    python examples/layerwise_probing.py [--quick] [--out DIR]
+``--only trained`` (or ``random``) probes one family of models.
+
+    python examples/layerwise_probing.py [--quick] [--out DIR] [--only trained|random]
 """
 
 import argparse
@@ -32,15 +34,15 @@ CARRIERS = [
 CONTROLS = ["shuffled:cosine_profile", "shuffled:resid"]
 
 
-def models(quick: bool):
+def models(quick: bool, only: str | None = None):
     """(label, model, tokens) for every model to probe."""
     n_layers, n_seq, n_pos = (2, 16, 12) if quick else (4, 64, 32)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 64, (n_seq, n_pos), generator=gen)
-    for scale in SCALES[1:2] if quick else SCALES:
+    for scale in [] if only == "trained" else SCALES[1:2] if quick else SCALES:
         cfg = adjpos.ModelConfig(n_layers=n_layers, d_model=64, n_heads=4, init_range=scale)
         yield f"random init {scale}", adjpos.build_model(cfg, device="cpu"), tokens
-    for name in [] if quick else available_pretrained():
+    for name in [] if quick or only == "random" else available_pretrained():
         model, task = load_pretrained(name, device="cpu")
         gen = torch.Generator().manual_seed(0)
         yield f"trained {name}", model, adjpos.sequences_of_length(task, n_seq, generator=gen)
@@ -62,11 +64,11 @@ def print_table(results, title, features, metric):
         print(f"{label:<18}" + "".join(f"{text:>24}" for text, _ in cells) + f"{chance:>8.2f}")
 
 
-def main(quick: bool = False, out: Path | None = None) -> None:
+def main(quick: bool = False, out: Path | None = None, only: str | None = None) -> None:
     settings = dict(cv=2, repeats=1) if quick else dict(cv=5, repeats=3)
     probes = dict(features=CARRIERS + CONTROLS, probe=["ridge", "logistic"], progress=False)
     results = []
-    for label, model, tokens in models(quick):
+    for label, model, tokens in models(quick, only):
         result = adjpos.probe_positions(model, tokens, model_name=label, **probes, **settings)
         result = result + adjpos.reconstruct_order(model, tokens, model_name=label)
         results.append((label, result))
@@ -96,5 +98,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny smoke run")
     parser.add_argument("--out", type=Path, help="also write probes.csv, JSON and figures here")
+    parser.add_argument("--only", choices=["trained", "random"], help="one family of models")
     args = parser.parse_args()
-    main(args.quick, args.out)
+    main(args.quick, args.out, args.only)

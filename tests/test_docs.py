@@ -79,3 +79,10 @@ def test_shell_commands_name_real_commands_and_options(page):
             text = script.read_text()
             for option in (a.split("=")[0] for a in argv[2:] if a.startswith("--")):
                 assert f'"{option}"' in text, f"{page.name}: {argv[1]} has no option {option}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_images_and_relative_links_exist(page):
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+        if "://" not in target:
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"

@@ -90,7 +90,8 @@ def task_params(items: list[str]) -> dict[str, Any]:
 
 
 def write_text(path: Path, text: str) -> None:
-    from adjpos.models.checkpoint import atomic_write
+    """Write `text` to `path` atomically, creating its folder."""
+    from adjpos.models.checkpoint import write_text as write_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    write_atomically(path, text)

@@ -61,7 +61,16 @@ class Report:
         self.figures[stem] = fig
         self.blocks.append(("figure", stem, caption))
 
-    def markdown(self, pngs: set[str]) -> str:
+    def markdown(
+        self,
+        pngs: set[str],
+        *,
+        folder: str = "figures",
+        links: bool = True,
+        title: str = "adjpos reproduce: report",
+    ) -> str:
+        """The report as markdown; `pngs` are the figures with a PNG in `folder`, and `links`
+        adds a link to each figure's interactive HTML there."""
         parts = []
         for block in self.blocks:
             kind = block[0]
@@ -76,10 +85,10 @@ class Report:
                 parts.append("\n".join(lines))
             else:
                 stem, caption = block[1], block[2]
-                link = f"[interactive figure](figures/{stem}.html)"
-                image = f"![{caption}](figures/{stem}.png)\n\n" if stem in pngs else ""
-                parts.append(f"{image}*{caption}* ({link})")
-        return "# adjpos reproduce: report\n\n" + "\n\n".join(parts) + "\n"
+                link = f" ([interactive figure]({folder}/{stem}.html))" if links else ""
+                image = f"![{caption}]({folder}/{stem}.png)\n\n" if stem in pngs else ""
+                parts.append(f"{image}*{caption}*{link}")
+        return f"# {title}\n\n" + "\n\n".join(parts) + "\n"
 
     def html(self) -> str:
         parts = []
@@ -118,6 +127,16 @@ def write_report(out: Path) -> tuple[tuple[Path, ...], str | None]:
 
     Returns the figure files written and, when PNG export does not work, why (once).
     """
+    report = build_report(out)
+    saved = save_figures(report.figures, out / "figures")
+    pngs = {p.stem for p in saved.written if p.suffix == ".png"}
+    for name, text in (("report.md", report.markdown(pngs)), ("report.html", report.html())):
+        write_text(out / name, text)
+    return saved.written, saved.png_skipped
+
+
+def build_report(out: Path) -> Report:
+    """The report of the run in `out`, figures included, from its result files alone."""
     results = out / "results"
     run = json.loads((results / "run.json").read_text())
     report = Report(out)
@@ -129,11 +148,7 @@ def write_report(out: Path) -> tuple[tuple[Path, ...], str | None]:
     _sweep(report, results, run["sizes"])
     _theory(report, results)
     _limits(report)
-    saved = save_figures(report.figures, out / "figures")
-    pngs = {p.stem for p in saved.written if p.suffix == ".png"}
-    for name, text in (("report.md", report.markdown(pngs)), ("report.html", report.html())):
-        write_text(out / name, text)
-    return saved.written, saved.png_skipped
+    return report
 
 
 def _setup(report: Report, run: dict, results: Path) -> None:
