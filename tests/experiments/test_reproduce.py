@@ -146,3 +146,20 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
     captured = capsys.readouterr()
     assert captured.err.count("(done earlier, skipped)") == len(STAGES)
     assert f"report: {copy / 'report.md'}" in captured.out
+
+
+def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
+    from adjpos.experiments.stages import Models
+    from adjpos.pretrained import load_pretrained
+
+    first = Models(tmp_path, "cpu", train=True, train_steps=2)
+    model, task = first.trained("addition")
+    shipped, shipped_task = load_pretrained("addition", device="cpu")
+    assert model.adjpos_config == shipped.adjpos_config and task == shipped_task
+    metrics = json.loads((tmp_path / "models" / "addition" / "metrics.json").read_text())
+    assert metrics["step"] == 2 and metrics["train"]["lr"] == 0.001  # the shipped lr
+    weights = (tmp_path / "models" / "addition" / "model.safetensors").read_bytes()
+    again, _ = Models(tmp_path, "cpu", train=True, train_steps=2).trained("addition")
+    assert (tmp_path / "models" / "addition" / "model.safetensors").read_bytes() == weights
+    for a, b in zip(model.parameters(), again.parameters(), strict=True):
+        assert (a == b).all()
