@@ -26,9 +26,14 @@ def main(run: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.png"):
         old.unlink()
-    stems = list(report.figures)
+    stems, figures = list(report.figures), list(report.figures.values())
     pio.write_images(
-        list(report.figures.values()), [out / f"{s}.png" for s in stems], format="png", scale=1
+        figures,
+        [out / f"{s}.png" for s in stems],
+        format="png",
+        scale=1,
+        width=[f.layout.width for f in figures],  # kaleido's batch ignores the layout's size
+        height=[f.layout.height for f in figures],
     )
     settings = json.loads((run / "results" / "run.json").read_text())["settings"]
     intro = (

@@ -22,6 +22,8 @@ COLORSCALE = "Viridis"
 FULL_RANGE = (-1.0, 1.0)
 # The plot area left for the panels once the margins and the colour bar are taken.
 PANELS_WIDTH = WIDTH - 200
+# Below this many pixels per panel, titles collide and tick characters blur: widen instead.
+MIN_PANEL_PX = 260
 
 
 def plot_cosine_heatmaps(
@@ -65,12 +67,16 @@ def plot_cosine_heatmaps(
         horizontal_spacing=0.2 / columns,
         vertical_spacing=0.25 / n_rows,
     )
+    panel_px = max(PANELS_WIDTH / columns, MIN_PANEL_PX)
     for index, (grid, text) in enumerate(zip(grids, ticks, strict=True)):
         where = dict(row=index // columns + 1, col=index % columns + 1)
         fig.add_trace(_heatmap(grid, zmin, zmax, showscale=index == 0), **where)
-        _style_axes(fig, index, len(grid), text, where, panel_px=PANELS_WIDTH / columns)
+        _style_axes(fig, index, len(grid), text, where, panel_px=panel_px)
     apply_style(fig, title=title, rows=n_rows)
-    fig.update_layout(height=140 + n_rows * (PANELS_WIDTH / columns + 40))
+    fig.update_layout(
+        width=max(WIDTH, round(panel_px * columns + 200)),
+        height=140 + n_rows * (panel_px + 40),
+    )
     return fig
 
 

@@ -49,7 +49,7 @@ def plot_probe_scores(
         cols=columns,
         subplot_titles=[f"{probe}: {METRIC_TITLES.get(m, m)}" for probe, m in panels],
         horizontal_spacing=0.1,
-        vertical_spacing=0.3 / rows,
+        vertical_spacing=min(0.5 / rows, 0.22),
     )
     colours = {name: color(i) for i, name in enumerate(result.feature_sets)}
     shown: set[str] = set()

@@ -108,7 +108,14 @@ def _write_pngs(figures: list[go.Figure], paths: list[Path]) -> str | None:
     except ImportError:
         return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
     try:
-        pio.write_images(figures, paths, format="png", scale=2)
+        pio.write_images(
+            figures,
+            paths,
+            format="png",
+            scale=2,
+            width=[fig.layout.width for fig in figures],  # not always read from the layout
+            height=[fig.layout.height for fig in figures],
+        )
         return None
     except Exception:  # a missing browser or a page not ready: the single path says which
         for path in paths:
