@@ -36,7 +36,10 @@ _FULL: dict[str, Any] = {
     "control_seeds": [0, 1, 2],
     "n_probe_sequences": 64,
     "features": _CARRIERS + _CONTROLS,
-    "probe": ["ridge", "logistic"],
+    # The logistic probe costs most of the run (one multinomial fit per fold, seed, layer and
+    # set): it reads the three main carriers once.
+    "logistic_features": ["variance", "cosine_profile", "resid"],
+    "logistic_repeats": 1,
     "cv": 5,
     "repeats": 3,
     "sweep_seeds": [0, 1, 2],
@@ -56,7 +59,7 @@ _QUICK: dict[str, Any] = {
     "control_seeds": [0],
     "n_probe_sequences": 32,
     "features": ["variance", "cosine_profile", "resid", "shuffled:cosine_profile"],
-    "probe": ["ridge"],
+    "logistic_features": [],
     "cv": 4,
     "repeats": 1,
     "grid": QUICK_GRID,
@@ -239,11 +242,17 @@ def _claim_folder(out: Path, cfg: ReproduceConfig) -> None:
         raise OSError(f"cannot write to the output folder {str(out)!r}: {err.strerror}") from None
     path = results / "run.json"
     if path.is_file():
-        earlier = json.loads(path.read_text())["settings"]
-        if earlier != cfg.to_dict():
+        earlier = json.loads(path.read_text())
+        if earlier["settings"] != cfg.to_dict():
             raise ValueError(
-                f"{str(out)!r} holds a reproduce run with other settings ({earlier}); these are "
-                f"{cfg.to_dict()}: use another --out, or delete the folder to start over"
+                f"{str(out)!r} holds a reproduce run with other settings "
+                f"({earlier['settings']}); these are {cfg.to_dict()}: use another --out, or "
+                "delete the folder to start over"
+            )
+        if earlier["sizes"] != json.loads(json.dumps(cfg.sizes)):
+            raise ValueError(
+                f"{str(out)!r} holds a reproduce run made with other sizes (another version of "
+                "adjpos): use another --out, or delete the folder to start over"
             )
         return
     write_json(path, {"settings": cfg.to_dict(), "sizes": cfg.sizes, "versions": versions()})

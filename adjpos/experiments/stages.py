@@ -23,7 +23,7 @@ from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.models.checkpoint import write_json, write_text
 from adjpos.pretrained import HERE as PRETRAINED
 from adjpos.pretrained import load_pretrained, pretrained_info
-from adjpos.probes import probe_positions, reconstruct_order, sequences_of_length
+from adjpos.probes import ProbeResult, probe_positions, reconstruct_order, sequences_of_length
 from adjpos.tasks import TASKS, Task, get_task
 from adjpos.tasks.vocab import EOS
 from adjpos.theory import compare_first_layer, predicted_adjacency
@@ -168,29 +168,49 @@ def run_variance(models: Models, results: Path, sizes: dict[str, Any]) -> None:
 
 
 def run_probing(models: Models, results: Path, sizes: dict[str, Any]) -> None:
-    """Position probes and order reconstruction: each trained model and one random-init model."""
-    settings = {k: sizes[k] for k in ("features", "probe", "cv", "repeats")}
-    subjects = []
-    for name in TASKS:
-        model, task = models.trained(name)
-        tokens = sequences_of_length(task, sizes["n_probe_sequences"], generator=_gen(4))
-        subjects.append((f"{TRAINED} {name}", model, tokens))
-    cfg = ModelConfig(n_layers=4, d_model=64, n_heads=4)
-    random_tokens = torch.randint(
-        0, cfg.d_vocab, (sizes["n_probe_sequences"], 32), generator=_gen(5)
-    )
-    subjects.append(
-        (f"{RANDOM} (random tokens)", build_model(cfg, device=models.device), random_tokens)
-    )
+    """Position probes and order reconstruction: each trained model and one random-init model.
+
+    Each model's result is written as soon as it is done, and a re-run skips the models
+    already written (this is the longest stage).
+    """
     texts = []
-    for label, model, tokens in subjects:
-        result = probe_positions(model, tokens, model_name=label, progress=False, **settings)
-        result = result + reconstruct_order(model, tokens, model_name=label, progress=False)
-        result.to_json(results / f"probes_{slug(label)}.json")
-        texts.append(result.to_csv())
+    for label, model, tokens in _probe_subjects(models, sizes):
+        path = results / f"probes_{slug(label)}.json"
+        if not path.is_file():
+            write_text(path, _probe(model, tokens, label, sizes).to_json())
+        texts.append(ProbeResult.from_json(path).to_csv())
     header = texts[0].splitlines(keepends=True)[0]
     body = "".join("".join(t.splitlines(keepends=True)[1:]) for t in texts)
     write_text(results / "probes.csv", header + body)
+
+
+def _probe_subjects(models: Models, sizes: dict[str, Any]):
+    """(label, model, tokens): held-out task sequences of one length per trained model, then
+    the README's random-init model on random tokens."""
+    for name in TASKS:
+        model, task = models.trained(name)
+        tokens = sequences_of_length(task, sizes["n_probe_sequences"], generator=_gen(4))
+        yield f"{TRAINED} {name}", model, tokens
+    cfg = ModelConfig(n_layers=4, d_model=64, n_heads=4)
+    tokens = torch.randint(0, cfg.d_vocab, (sizes["n_probe_sequences"], 32), generator=_gen(5))
+    yield f"{RANDOM} (random tokens)", build_model(cfg, device=models.device), tokens
+
+
+def _probe(model: Any, tokens: torch.Tensor, label: str, sizes: dict[str, Any]) -> ProbeResult:
+    common = {"model_name": label, "cv": sizes["cv"]}
+    result = probe_positions(
+        model, tokens, features=sizes["features"], repeats=sizes["repeats"], **common
+    )
+    if sizes["logistic_features"]:
+        result = result + probe_positions(
+            model,
+            tokens,
+            features=sizes["logistic_features"],
+            probe="logistic",
+            repeats=sizes["logistic_repeats"],
+            **common,
+        )
+    return result + reconstruct_order(model, tokens, model_name=label)
 
 
 def run_sweep(results: Path, sizes: dict[str, Any], workers: int | None) -> None:

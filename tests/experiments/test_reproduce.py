@@ -83,12 +83,19 @@ def test_a_rerun_skips_finished_stages_and_gives_the_same_report(tiny_run, tmp_p
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    # An interrupted run: the probing stage never finished (no marker, a stale partial file).
+    # An interrupted run: the probing stage never finished (no marker, a stale partial file,
+    # one model's probes not yet written).
     (copy / "results" / "probing.done.json").unlink()
     (copy / "results" / "probes.csv").write_text("model,layer\npartial")
+    (copy / "results" / "probes_trained_indexing.json").unlink()
     again = reproduce(copy, TINY)
     assert again.ran == ("probing",) and len(again.skipped) == len(STAGES) - 1
-    for name in ("report.md", "results/probes.csv", "results/adjacency_by_layer.csv"):
+    for name in (
+        "report.md",
+        "results/probes.csv",
+        "results/probes_trained_indexing.json",
+        "results/adjacency_by_layer.csv",
+    ):
         assert (copy / name).read_text() == (out / name).read_text()
 
 
