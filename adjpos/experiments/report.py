@@ -146,7 +146,7 @@ def build_report(out: Path) -> Report:
     _variance(report, results)
     _probing(report, results)
     _sweep(report, results, run["sizes"])
-    _theory(report, results)
+    _theory(report, results, run["sizes"]["theory_heatmap_scale"])
     _limits(report)
     return report
 
@@ -432,7 +432,7 @@ def _sweep(report: Report, results: Path, sizes: dict) -> None:
     )
 
 
-def _theory(report: Report, results: Path) -> None:
+def _theory(report: Report, results: Path, scale: float) -> None:
     rows = stages.read_csv(results / "theory.csv")
     mats = json.loads((results / "theory_matrices.json").read_text())
     report.heading("Claim 4: the first-layer argument")
@@ -447,11 +447,12 @@ def _theory(report: Report, results: Path) -> None:
         plot_cosine_heatmaps(
             [m.get("measured", m.get("predicted")) for m in mats],
             titles=[f"{m['site']} {'measured' if 'measured' in m else 'predicted'}" for m in mats],
-            title="First layer: measured and predicted self-cosine",
+            title=f"First layer at init_range {scale}: measured and predicted self-cosine",
             columns=2,
         ),
-        "Mean first-layer self-cosine matrix, measured and predicted, attention output alone "
-        "(attn_out) and with the residual (resid_mid).",
+        f"Mean first-layer self-cosine matrix of a one-layer model at init_range {scale}, "
+        "measured and predicted, attention output alone (attn_out) and with the residual "
+        "(resid_mid).",
     )
     means = _mean_by(rows, ("init_range", "site"), "measured_adjacency")
     predicted = _mean_by(rows, ("init_range", "site"), "predicted_adjacency")
