@@ -23,7 +23,7 @@ FULL_RANGE = (-1.0, 1.0)
 # The plot area left for the panels once the margins and the colour bar are taken.
 PANELS_WIDTH = WIDTH - 200
 # Below this many pixels per panel, titles collide and tick characters blur: widen instead.
-MIN_PANEL_PX = 260
+MIN_PANEL_PX = 260.0
 
 
 def plot_cosine_heatmaps(

@@ -99,12 +99,16 @@ def test_a_rerun_skips_finished_stages_and_gives_the_same_report(tiny_run, tmp_p
         assert (copy / name).read_text() == (out / name).read_text()
 
 
-def test_a_folder_with_other_settings_is_refused(tiny_run, tmp_path):
+def test_a_folder_with_other_settings_or_sizes_is_refused(tiny_run, tmp_path, monkeypatch):
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out / "results", copy / "results")
     with pytest.raises(ValueError, match="other settings.*use another --out"):
         reproduce(copy, ReproduceConfig(size="quick", device="cpu"))
+    bigger = {**TINY.sizes, "n_sequences": TINY.sizes["n_sequences"] + 1}
+    monkeypatch.setattr(reproduce_module.ReproduceConfig, "sizes", property(lambda s: bigger))
+    with pytest.raises(ValueError, match="other sizes.*use another --out"):
+        reproduce(copy, TINY)
 
 
 def test_without_static_export_the_report_links_html_and_says_why(tiny_run, tmp_path, monkeypatch):
@@ -147,8 +151,10 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    settings = TINY.to_dict()  # the folder holds a tiny run: let --quick resume it
+    # The folder holds a tiny run: let --quick resume it.
+    settings, sizes = TINY.to_dict(), TINY.sizes
     monkeypatch.setattr(reproduce_module.ReproduceConfig, "to_dict", lambda self: settings)
+    monkeypatch.setattr(reproduce_module.ReproduceConfig, "sizes", property(lambda s: sizes))
     assert main(["reproduce", "--quick", "--device", "cpu", "--out", str(copy)]) == 0
     captured = capsys.readouterr()
     assert captured.err.count("(done earlier, skipped)") == len(STAGES)
