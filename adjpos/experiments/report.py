@@ -186,7 +186,7 @@ def _setup(report: Report, run: dict, results: Path) -> None:
 
 
 def _adjacency(report: Report, results: Path) -> None:
-    rows = stages.read_csv(results / "adjacency_by_layer.csv")
+    rows = read_sweep_csv(results / "adjacency_by_layer.csv")
     means = _mean_by(rows, ("task", "model", "layer"), "adjacency")
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     kinds = list(dict.fromkeys(r["model"] for r in rows))
@@ -275,7 +275,7 @@ def _cosine(report: Report, results: Path) -> None:
 
 
 def _variance(report: Report, results: Path) -> None:
-    rows = stages.read_csv(results / "variance_by_position.csv")
+    rows = read_sweep_csv(results / "variance_by_position.csv")
     trained = [r for r in rows if r["model"] == stages.TRAINED]
     report.heading("The other carrier: variance by position")
     report.figure(
@@ -433,7 +433,7 @@ def _sweep(report: Report, results: Path, sizes: dict) -> None:
 
 
 def _theory(report: Report, results: Path, scale: float) -> None:
-    rows = stages.read_csv(results / "theory.csv")
+    rows = read_sweep_csv(results / "theory.csv")
     mats = json.loads((results / "theory_matrices.json").read_text())
     report.heading("Claim 4: the first-layer argument")
     report.figure(

@@ -8,6 +8,8 @@ uninterrupted one give the same report.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,7 @@ class Models:
     train: bool
     train_steps: int | None
     _cache: dict[str, tuple[Any, Task]] = field(default_factory=dict)
+    _controls: dict[tuple[str, int, str], Any] = field(default_factory=dict)
 
     def trained(self, name: str) -> tuple[Any, Task]:
         """The trained NoPE model of task `name`, and its task."""
@@ -59,9 +62,13 @@ class Models:
         return self._cache[name]
 
     def control(self, name: str, seed: int, *, positional: str = "none") -> Any:
-        """A random-init model with the trained model's architecture (and `positional`)."""
-        cfg = self.trained(name)[0].adjpos_config.with_changes(seed=seed, positional=positional)
-        return build_model(cfg, device=self.device)
+        """A random-init model with the trained model's architecture (and `positional`),
+        built once and shared by the stages."""
+        key = (name, seed, positional)
+        if key not in self._controls:
+            cfg = self.trained(name)[0].adjpos_config.with_changes(seed=seed, positional=positional)
+            self._controls[key] = build_model(cfg, device=self.device)
+        return self._controls[key]
 
     def _train(self, name: str) -> tuple[Any, Task]:
         """Train from the shipped recipe (architecture, task and TrainConfig); resumable."""
@@ -119,7 +126,7 @@ def run_cosine(models: Models, results: Path) -> None:
                         "model": label,
                         "layer": layer,
                         "text": text,
-                        "matrix": [[round(v, 5) for v in row] for row in sim.tolist()],
+                        "matrix": _rounded(sim),
                     }
                 )
     write_json(results / "cosine_heatmaps.json", panels)
@@ -265,10 +272,8 @@ def run_theory(results: Path, sizes: dict[str, Any], device: str) -> None:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """Rows with the same keys to CSV, atomically (None is written as an empty cell)."""
-    import csv
-    import io
-
+    """Rows with the same keys to CSV, atomically (None is written as an empty cell); read
+    them back with `adjpos.experiments.sweep.read_sweep_csv`."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -276,28 +281,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_text(path, out.getvalue())
 
 
-def read_csv(path: Path) -> list[dict[str, Any]]:
-    """Rows written by `write_csv`, numbers parsed back (empty cells become None)."""
-    import csv
-
-    with open(path, newline="") as f:
-        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(f)]
-
-
 def slug(label: str) -> str:
     """A file-name-safe form of a model label."""
     return "".join(c if c.isalnum() else "_" for c in label).strip("_").replace("__", "_")
-
-
-def _parse(text: str) -> Any:
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _rounded(matrix: torch.Tensor) -> list[list[float]]:
