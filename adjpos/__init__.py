@@ -1,78 +1,71 @@
 """adjpos: where causal transformers without positional encodings keep token positions.
 
-Public API (imported lazily, so ``import adjpos`` stays fast)::
+The top level holds the verbs a user reaches for::
 
     import adjpos
     model = adjpos.build_model(adjpos.ModelConfig())
     adjpos.adjacency_score(model, tokens)
-"""
 
-from importlib import import_module
-from typing import Any
+Everything else lives in namespaces: `adjpos.figures` (plotly figures), `adjpos.theory` (the
+first-layer argument), `adjpos.study` (the paper's study: sweeps, `reproduce`, the report),
+and the packages below (`adjpos.probes`, `adjpos.tasks`, ...). TransformerLens, scikit-learn
+and plotly are imported only when a function needs them, so ``import adjpos`` stays fast.
+"""
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    "ModelConfig": "adjpos.models",
-    "build_model": "adjpos.models",
-    "is_position_free": "adjpos.models",
-    "save_model": "adjpos.models",
-    "load_model": "adjpos.models",
-    "SITES": "adjpos.capture",
-    "capture_residuals": "adjpos.capture",
-    "iter_residuals": "adjpos.capture",
-    "cosine_matrix": "adjpos.metrics",
-    "adjacency_rows": "adjpos.metrics",
-    "adjacency_probability": "adjpos.metrics",
-    "position_variance": "adjpos.metrics",
-    "adjacency_score": "adjpos.experiments",
-    "sweep": "adjpos.experiments",
-    "SweepResult": "adjpos.experiments",
-    "reproduce": "adjpos.experiments.reproduce",
-    "ReproduceConfig": "adjpos.experiments.reproduce",
-    "ReproduceResult": "adjpos.experiments.reproduce",
-    "TASKS": "adjpos.tasks",
-    "TaskBatch": "adjpos.tasks",
-    "get_task": "adjpos.tasks",
-    "TrainConfig": "adjpos.training",
-    "TrainResult": "adjpos.training",
-    "train": "adjpos.training",
-    "predict": "adjpos.training",
-    "evaluate": "adjpos.training",
-    "load_pretrained": "adjpos.pretrained",
-    "predicted_cosine": "adjpos.theory",
-    "simulate_first_layer": "adjpos.theory",
-    "predicted_adjacency": "adjpos.theory",
-    "compare_first_layer": "adjpos.theory",
-    "estimate_residual_ratio": "adjpos.theory",
-    "FEATURE_SETS": "adjpos.probes",
-    "PROBES": "adjpos.probes",
-    "ProbeResult": "adjpos.probes",
-    "ProbeScore": "adjpos.probes",
-    "probe_positions": "adjpos.probes",
-    "position_features": "adjpos.probes",
-    "reconstruct_order": "adjpos.probes",
-    "expected_abs_tau": "adjpos.probes",
-    "sequences_of_length": "adjpos.probes",
-    "plot_probe_scores": "adjpos.figures",
-    "plot_cosine_heatmaps": "adjpos.figures",
-    "plot_adjacency_by_layer": "adjpos.figures",
-    "plot_variance_by_position": "adjpos.figures",
-    "plot_first_layer_theory": "adjpos.figures",
-    "save_figure": "adjpos.figures",
-    "save_figures": "adjpos.figures",
-}
+from adjpos.capture import SITES, capture_residuals, iter_residuals
+from adjpos.metrics import (
+    adjacency_probability,
+    adjacency_rows,
+    cosine_matrix,
+    position_variance,
+)
+from adjpos.models import ModelConfig, build_model, is_position_free, load_model, save_model
+from adjpos.pretrained import load_pretrained
+from adjpos.probes import (
+    FEATURE_SETS,
+    PROBES,
+    ProbeResult,
+    ProbeScore,
+    position_features,
+    probe_positions,
+    reconstruct_order,
+    sequences_of_length,
+)
+from adjpos.scoring import adjacency_score
+from adjpos.tasks import TASKS, TaskBatch, get_task
+from adjpos.training import TrainConfig, TrainResult, evaluate, predict, train
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'adjpos' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__all__ = [
+    "FEATURE_SETS",
+    "PROBES",
+    "SITES",
+    "TASKS",
+    "ModelConfig",
+    "ProbeResult",
+    "ProbeScore",
+    "TaskBatch",
+    "TrainConfig",
+    "TrainResult",
+    "adjacency_probability",
+    "adjacency_rows",
+    "adjacency_score",
+    "build_model",
+    "capture_residuals",
+    "cosine_matrix",
+    "evaluate",
+    "get_task",
+    "iter_residuals",
+    "is_position_free",
+    "load_model",
+    "load_pretrained",
+    "position_features",
+    "position_variance",
+    "predict",
+    "probe_positions",
+    "reconstruct_order",
+    "save_model",
+    "sequences_of_length",
+    "train",
+]

@@ -11,13 +11,23 @@ import sys
 from pathlib import Path
 
 import adjpos
+import adjpos.figures  # noqa: F401  (the namespaces documented below)
+import adjpos.study  # noqa: F401
+import adjpos.theory  # noqa: F401
 
 HEADER = """# API reference
 
-Everything below is importable from the top level (`import adjpos`). Shapes use
+The first section is the top level (`import adjpos`); the others are namespaces, imported as
+`import adjpos.figures`, `import adjpos.theory` and `import adjpos.study`. Shapes use
 TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
+NAMESPACES = {
+    "adjpos": "The core verbs",
+    "adjpos.figures": "Figures: results in, plotly figures out",
+    "adjpos.theory": "The first-layer argument",
+    "adjpos.study": "The paper's study: sweeps, reproduce, the report",
+}
 
 
 def _annotation(annotation) -> str:
@@ -53,8 +63,9 @@ def _cells(*cells: str) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def _section(name: str) -> str:
-    obj = getattr(adjpos, name)
+def _section(module, name: str) -> str:
+    obj = getattr(module, name)
+    qualified = f"{module.__name__}.{name}"
     if dataclasses.is_dataclass(obj):
         fields = "\n".join(
             _cells(
@@ -66,16 +77,21 @@ def _section(name: str) -> str:
             for f in dataclasses.fields(obj)
         )
         table = f"| field | type | default | meaning |\n|---|---|---|---|\n{fields}\n"
-        return f"## `{name}`\n\n{inspect.getdoc(obj)}\n\n{table}"
+        return f"### `{qualified}`\n\n{inspect.getdoc(obj)}\n\n{table}"
     if callable(obj):
-        signature = f"```text\nadjpos.{name}{_signature(obj)}\n```"
-        return f"## `{name}`\n\n{signature}\n\n{inspect.getdoc(obj)}\n"
-    return f"## `{name}`\n\n`{obj!r}`\n"
+        signature = f"```text\n{qualified}{_signature(obj)}\n```"
+        return f"### `{qualified}`\n\n{signature}\n\n{inspect.getdoc(obj)}\n"
+    return f"### `{qualified}`\n\n`{obj!r}`\n"
 
 
 def render() -> str:
     """The whole page."""
-    return HEADER + "\n" + "\n".join(_section(name) for name in adjpos.__all__)
+    parts = [HEADER]
+    for name, title in NAMESPACES.items():
+        module = sys.modules[name]
+        parts.append(f"## {title} (`{name}`)\n")
+        parts += [_section(module, item) for item in module.__all__]
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import plotly.io as pio
 
-from adjpos.experiments.report import build_report
+from adjpos.study.report import build_report
 
 DOCS = Path(__file__).resolve().parent
 FOLDER = "figures/gallery"

@@ -12,6 +12,7 @@ import argparse
 import torch
 
 import adjpos
+import adjpos.theory
 
 
 def main(quick: bool) -> None:
@@ -22,8 +23,8 @@ def main(quick: bool) -> None:
     gen = torch.Generator().manual_seed(0)
     # The prediction keeps the residual: its weight is measured on this model's embeddings.
     probe = torch.randint(0, cfg.d_vocab, (8, 32), generator=torch.Generator().manual_seed(2))
-    rho = adjpos.estimate_residual_ratio(model, probe)
-    predicted = adjpos.predicted_adjacency(
+    rho = adjpos.theory.estimate_residual_ratio(model, probe)
+    predicted = adjpos.theory.predicted_adjacency(
         lengths,
         d_model=cfg.d_model,
         residual_ratio=rho,

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import adjpos
+import adjpos.figures
 from adjpos.pretrained import available_pretrained
 
 
@@ -44,8 +45,8 @@ def main(quick: bool, out: Path) -> None:
                 for layer in layers
             ]
             print(f"{task:<9} {label:<18}" + "".join(f"{m:7.3f}" for m in means))
-    fig = adjpos.plot_adjacency_by_layer(rows, panel="task", line="model")
-    saved = adjpos.save_figure(fig, out / "adjacency_by_layer", png=not quick)
+    fig = adjpos.figures.plot_adjacency_by_layer(rows, panel="task", line="model")
+    saved = adjpos.figures.save_figure(fig, out / "adjacency_by_layer", png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
 
 

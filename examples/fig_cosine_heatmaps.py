@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 
 import adjpos
+import adjpos.figures
 
 PROMPTS = {
     "addition": "123+456=",
@@ -32,14 +33,14 @@ def main(quick: bool, out: Path) -> None:
             sims = adjpos.cosine_matrix(adjpos.capture_residuals(model, tokens))[:, 0]
             matrices += [sim.tolist() for sim in sims]
             titles += [f"{label}, layer {layer}" for layer in range(len(sims))]
-        fig = adjpos.plot_cosine_heatmaps(
+        fig = adjpos.figures.plot_cosine_heatmaps(
             matrices,
             titles=titles,
             labels=[text] * len(matrices),
             title=f"Self-cosine similarity, {name}: {text}",
             columns=len(matrices) // 2,
         )
-        saved = adjpos.save_figure(fig, out / f"cosine_{name}", png=not quick)
+        saved = adjpos.figures.save_figure(fig, out / f"cosine_{name}", png=not quick)
         print(f"{name}: {text}  ->  {', '.join(str(p) for p in saved.written)}")
 
 

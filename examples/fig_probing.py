@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import adjpos
+import adjpos.figures
 
 FEATURES = ["variance", "cosine_profile", "cosine_first", "resid", "shuffled:cosine_profile"]
 
@@ -47,7 +48,8 @@ def main(quick: bool, task_name: str, out: Path) -> None:
             )
             print(f"{label:<18} {name:<15} best R^2 {best.value:5.2f} at layer {best.layer}")
         stem = out / f"probes_{label.replace(' ', '_')}"
-        saved = adjpos.save_figure(adjpos.plot_probe_scores(result), stem, png=not quick)
+        fig = adjpos.figures.plot_probe_scores(result)
+        saved = adjpos.figures.save_figure(fig, stem, png=not quick)
         print("wrote", ", ".join(str(p) for p in saved.written))
 
 

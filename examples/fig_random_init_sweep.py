@@ -10,15 +10,16 @@ import argparse
 from pathlib import Path
 
 import adjpos
-from adjpos.experiments.sweep import DEFAULT_GRID, read_sweep_csv
+import adjpos.study
 from adjpos.figures import save_figure, sweep_heatmap, sweep_histogram, sweep_layer_lines
+from adjpos.study.sweep import DEFAULT_GRID, read_sweep_csv
 
 QUICK_GRID = [{"init_range": [0.05, 0.5], "d_model": [16, 32]}, {"positional": ["none", "rotary"]}]
 
 
 def main(out: Path, quick: bool, workers: int | None) -> None:
     base = adjpos.ModelConfig(n_layers=2 if quick else 4)
-    adjpos.sweep(
+    adjpos.study.sweep(
         QUICK_GRID if quick else DEFAULT_GRID,
         seeds=[0] if quick else [0, 1, 2],
         n_sequences=4 if quick else 32,

@@ -1,11 +1,12 @@
 """The first-layer prediction against random-init NoPE models, across weight-init scales.
 
-For each init scale: how uniform block 0's attention is, and how close the measured self-cosine
-matrices and adjacency scores of the first layer come to `adjpos.predicted_cosine` (closed form)
-and `adjpos.predicted_adjacency` (Monte Carlo at the model's width). Uses only the public API.
+For each init scale: how uniform block 0's attention is, and how close the measured
+self-cosine matrices and adjacency scores of the first layer come to
+`adjpos.theory.predicted_cosine` (closed form) and `adjpos.theory.predicted_adjacency` (Monte
+Carlo at the model's width). Uses only the public API.
 ``--quick`` runs a tiny version (the test suite's smoke run).
 
-Draws the comparison with `adjpos.plot_first_layer_theory` into ``--out``.
+Draws the comparison with `adjpos.figures.plot_first_layer_theory` into ``--out``.
 
     python examples/fig_theory_first_layer.py [--quick] [--out figures]
 """
@@ -17,6 +18,8 @@ from pathlib import Path
 import torch
 
 import adjpos
+import adjpos.figures
+import adjpos.theory
 
 SCALES = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 D_MODEL, N_POS = 64, 32
@@ -31,7 +34,7 @@ def distinct_tokens(n_seq: int, d_vocab: int, seed: int) -> torch.Tensor:
 def predicted_score(width: int, rho: float, *, n_samples: int, seed: int) -> float:
     """Monte Carlo adjacency score of the idealised first layer at this width and rho."""
     gen = torch.Generator().manual_seed(seed)
-    score = adjpos.predicted_adjacency(
+    score = adjpos.theory.predicted_adjacency(
         N_POS, d_model=width, residual_ratio=rho, n_samples=n_samples, generator=gen
     )
     return float(score[0])
@@ -45,7 +48,7 @@ def measure(scale: float, seeds: list[int], n_seq: int, n_samples: int) -> dict[
         model = adjpos.build_model(cfg, device="cpu")
         tokens = distinct_tokens(n_seq, cfg.d_vocab, seed=100 + seed)
         out, mid, post = (
-            adjpos.compare_first_layer(model, tokens, site=site)
+            adjpos.theory.compare_first_layer(model, tokens, site=site)
             for site in ("attn_out", "resid_mid", "resid_post")
         )
         below = out.error.isfinite()
@@ -117,8 +120,8 @@ def main(quick: bool = False, out: Path = Path("figures")) -> None:
         for scale, row in results.items()
         for site, prefix in (("attn_out", "out"), ("resid_mid", "mid"))
     ]
-    saved = adjpos.save_figure(
-        adjpos.plot_first_layer_theory(rows), out / "theory_first_layer", png=not quick
+    saved = adjpos.figures.save_figure(
+        adjpos.figures.plot_first_layer_theory(rows), out / "theory_first_layer", png=not quick
     )
     print("\nwrote", ", ".join(str(p) for p in saved.written))
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import adjpos
+import adjpos.figures
 from adjpos.pretrained import available_pretrained
 
 
@@ -37,8 +38,8 @@ def main(quick: bool, out: Path) -> None:
             f"{name}: {tokens.shape[1]} positions; deepest layer, variance of the last third "
             f"over the first third: {ratio:.2f}"
         )
-    fig = adjpos.plot_variance_by_position(rows, panel="task", line="layer")
-    saved = adjpos.save_figure(fig, out / "variance_by_position", png=not quick)
+    fig = adjpos.figures.plot_variance_by_position(rows, panel="task", line="layer")
+    saved = adjpos.figures.save_figure(fig, out / "variance_by_position", png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
 
 

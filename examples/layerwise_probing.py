@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 import adjpos
+import adjpos.figures
 from adjpos.pretrained import available_pretrained, load_pretrained
 
 SCALES = [0.02, 0.1, 0.5]
@@ -77,7 +78,8 @@ def main(quick: bool = False, out: Path | None = None, only: str | None = None) 
             out.mkdir(parents=True, exist_ok=True)
             slug = label.replace(" ", "_")
             result.to_json(out / f"probes_{slug}.json")
-            adjpos.save_figure(adjpos.plot_probe_scores(result), out / f"probes_{slug}")
+            fig = adjpos.figures.plot_probe_scores(result)
+            adjpos.figures.save_figure(fig, out / f"probes_{slug}")
     print(f"cv={settings['cv']} folds grouped by sequence, {settings['repeats']} seeds")
     print_table(results, "ridge R^2", ["variance", "norm", "cosine_profile", "resid"], "r2")
     backward = ["cosine_first", "cosine_previous", "cosine_mean", "cosine_sorted"]

@@ -13,6 +13,7 @@ import argparse
 import torch
 
 import adjpos
+import adjpos.probes
 
 FEATURES = ["variance", "cosine_profile", "resid"]
 
@@ -53,7 +54,7 @@ def main(quick: bool) -> None:
         print(
             f"{length:>6}"
             + "".join(f"{v:>16.3f}" for v in r2)
-            + f"{taus[0]:>15.3f}{taus[1]:>17.3f}{adjpos.expected_abs_tau(length):>12.3f}"
+            + f"{taus[0]:>15.3f}{taus[1]:>17.3f}{adjpos.probes.expected_abs_tau(length):>12.3f}"
         )
 
 

@@ -3,6 +3,8 @@
 from adjpos.capture.residuals import (
     SITES,
     capture_residuals,
+    check_layers,
+    check_site,
     check_tokens,
     hook_name,
     iter_residuals,
@@ -12,6 +14,8 @@ from adjpos.capture.residuals import (
 __all__ = [
     "SITES",
     "capture_residuals",
+    "check_layers",
+    "check_site",
     "check_tokens",
     "hook_name",
     "iter_residuals",

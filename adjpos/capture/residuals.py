@@ -21,6 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.types import TokenInput
+from adjpos.validation import check_positive_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 
@@ -220,8 +221,7 @@ def _runs_from_any_block(model: Any) -> bool:
 def _split(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
     if batch_size is None:
         return [tokens]
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive int or None, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     return list(tokens.split(batch_size))
 
 

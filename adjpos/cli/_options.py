@@ -91,7 +91,6 @@ def task_params(items: list[str]) -> dict[str, Any]:
 
 def write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically, creating its folder."""
-    from adjpos.models.checkpoint import write_text as write_atomically
+    from adjpos.runs import write_text as write_atomically
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, text)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adjpos.experiments.reproduce import DEVICES, STAGES, ReproduceConfig
+from adjpos.study.pipeline import DEVICES, STAGES, ReproduceConfig
 
 
 def add_reproduce_parser(commands: Any) -> None:
@@ -37,7 +37,7 @@ def add_reproduce_parser(commands: Any) -> None:
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:
-    from adjpos.experiments.reproduce import reproduce
+    from adjpos.study.pipeline import reproduce
 
     cfg = ReproduceConfig(
         size="quick" if args.quick else "full",

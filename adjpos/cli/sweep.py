@@ -56,10 +56,10 @@ def add_sweep_parser(commands: Any) -> None:
 def _run_sweep(args: argparse.Namespace) -> int:
     import json
 
-    from adjpos.experiments.sweep import DEFAULT_GRID, read_sweep_csv, rows_of_subgrid, sweep
     from adjpos.figures import save_figure, sweep_heatmap, sweep_histogram, sweep_layer_lines
     from adjpos.figures.sweep import last_layer_scores
     from adjpos.models import ModelConfig
+    from adjpos.study.sweep import DEFAULT_GRID, read_sweep_csv, rows_of_subgrid, sweep
 
     if args.grid is not None and args.param:
         raise ValueError("give --grid FILE or --param NAME=..., not both")

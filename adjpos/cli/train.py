@@ -70,7 +70,7 @@ def _run_train(args: argparse.Namespace) -> int:
         "position_free": result.position_free,
         "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
     }
-    from adjpos.models.checkpoint import write_json
+    from adjpos.runs import write_json
 
     write_json(args.out / "train.json", summary)
     print(

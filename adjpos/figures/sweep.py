@@ -20,7 +20,7 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
     """Mean adjacency score (over seeds and any other parameters) at one layer, over x and y.
 
     Args:
-        rows: rows of ``sweep.csv`` (`adjpos.experiments.sweep.read_sweep_csv`).
+        rows: rows of ``sweep.csv`` (`adjpos.study.sweep.read_sweep_csv`).
         x, y: two grid parameters (columns of the CSV).
         layer: which layer (default: the deepest in the rows).
     """

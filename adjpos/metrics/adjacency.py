@@ -14,8 +14,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.metrics._checks import check_lengths, check_scorable, check_square
 from adjpos.metrics._count import count_ordered_pairs
+from adjpos.metrics.checks import check_lengths, check_scorable, check_square
 
 
 def adjacency_rows(

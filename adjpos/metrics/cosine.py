@@ -6,7 +6,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.metrics._checks import check_finite
+from adjpos.metrics.checks import check_finite
 
 
 def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*batch pos pos"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.metrics._checks import check_finite
+from adjpos.metrics.checks import check_finite
 
 
 def position_variance(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*batch pos"]:

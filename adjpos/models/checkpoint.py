@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from safetensors.torch import load_file, save_file
 
 from adjpos.models.build import build_model
 from adjpos.models.config import ModelConfig
+from adjpos.runs import atomic_write, write_json
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -66,7 +66,7 @@ def load_model(
     cfg = read_model_config(folder)
     if not (folder / WEIGHTS).is_file():
         raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
-    state = load_file(folder / WEIGHTS)
+    state = read_weights(folder / WEIGHTS)
     if n_ctx is not None and n_ctx != cfg.n_ctx:
         if cfg.positional == "learned":
             raise ValueError(
@@ -98,26 +98,13 @@ def read_model_config(folder: Path) -> ModelConfig:
     return ModelConfig.from_dict(data["model"])
 
 
-def write_json(path: Path, data: Any) -> None:
-    """Write `data` as JSON to `path` atomically."""
-    write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write `text` (UTF-8) to `path` atomically."""
-    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call ``write(tmp_path)``, then move the result onto `path`: never half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+def read_weights(path: Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file, or a `ValueError` naming the file when it is
+    truncated or corrupt (never a raw `SafetensorError`)."""
     try:
-        write(tmp)
-        umask = os.umask(0)  # mkstemp makes the file private; give it the usual permissions
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return load_file(path)
+    except Exception as err:  # safetensors raises its own SafetensorError for bad headers
+        raise ValueError(
+            f"{path} is not a readable safetensors file ({err}); it may be truncated or "
+            "corrupt: save the model again"
+        ) from None

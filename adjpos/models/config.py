@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from adjpos.validation import check_choice, check_positive_int
+from adjpos.validation import help_field as _help
 
 POSITIONAL = ("none", "learned", "rotary", "alibi")
 NORMALIZATION = ("LN", "LNPre", "RMS", "RMSPre", None)
 ACT_FNS = ("relu", "gelu", "gelu_new", "gelu_fast", "silu", "solu_ln")
 DTYPES = ("float32", "float64")
-
-
-def _help(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
 
 
 @dataclass(frozen=True)
@@ -53,10 +52,10 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("n_layers", "d_model", "n_heads", "d_vocab", "n_ctx"):
-            _check_positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         for name in ("d_head", "d_mlp"):
             if getattr(self, name) is not None:
-                _check_positive_int(name, getattr(self, name))
+                check_positive_int(name, getattr(self, name))
         if self.d_head is None and self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
@@ -67,10 +66,10 @@ class ModelConfig:
             object.__setattr__(self, "d_head", self.d_model // self.n_heads)
         if self.d_mlp is None:
             object.__setattr__(self, "d_mlp", 4 * self.d_model)
-        _check_choice("positional", self.positional, POSITIONAL)
-        _check_choice("normalization_type", self.normalization_type, NORMALIZATION)
-        _check_choice("act_fn", self.act_fn, ACT_FNS)
-        _check_choice("dtype", self.dtype, DTYPES)
+        check_choice("positional", self.positional, POSITIONAL)
+        check_choice("normalization_type", self.normalization_type, NORMALIZATION)
+        check_choice("act_fn", self.act_fn, ACT_FNS)
+        check_choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.attn_only, bool):
             raise ValueError(f"attn_only must be True or False, got {self.attn_only!r}")
         if self.init_range is not None and not (
@@ -109,13 +108,3 @@ class ModelConfig:
         if unknown:
             warnings.warn(f"ignoring unknown ModelConfig keys: {unknown}", stacklevel=2)
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def _check_positive_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _check_choice(name: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {list(allowed)}")

@@ -12,6 +12,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
+from adjpos.validation import check_positive_int
+
 _STALE_ROUNDS = 3
 
 
@@ -47,8 +49,7 @@ def sequences_of_length(
         >>> sequences_of_length(get_task("reversal"), 4, length=29, generator=gen).shape
         torch.Size([4, 29])
     """
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n", n)
     if length is not None and not (
         isinstance(length, int) and not isinstance(length, bool) and 1 <= length <= task.max_len
     ):

@@ -28,8 +28,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.capture import check_tokens, iter_residuals
-from adjpos.capture.residuals import check_layers
+from adjpos.capture import check_layers, check_tokens, iter_residuals
 from adjpos.metrics import cosine_matrix, position_variance
 from adjpos.probes.features import random_orders, shuffle_positions
 from adjpos.probes.result import ProbeResult, ProbeScore

@@ -16,9 +16,8 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from adjpos.capture import check_tokens, iter_residuals
-from adjpos.capture.residuals import check_layers
-from adjpos.metrics._checks import check_finite, check_lengths
+from adjpos.capture import check_layers, check_tokens, iter_residuals
+from adjpos.metrics.checks import check_finite, check_lengths
 from adjpos.probes.features import (
     BASE_FEATURE_SETS,
     check_feature_sets,
@@ -28,6 +27,7 @@ from adjpos.probes.features import (
 from adjpos.probes.fit import METRICS, check_probes, cross_validate
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
+from adjpos.validation import check_positive_int
 
 DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
@@ -140,8 +140,7 @@ def _check_counts(n_sequences: int, cv: Any, repeats: Any) -> None:
             f"{n_sequences} sequences are too few for cv={cv} folds grouped by sequence; "
             f"give at least {cv} sequences or lower cv"
         )
-    if repeats < 1:
-        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    check_positive_int("repeats", repeats)
 
 
 def _check_lengths_fit(names: list[str], lens: Tensor) -> None:

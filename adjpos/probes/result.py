@@ -157,9 +157,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _maybe_write(path: str | os.PathLike | None, text: str) -> str:
     if path is not None:
-        from adjpos.models.checkpoint import atomic_write
+        from adjpos.runs import write_text
 
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+        write_text(path, text)
     return text

@@ -17,7 +17,7 @@ import abc
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -26,6 +26,7 @@ from torch import Tensor
 
 from adjpos.tasks import vocab
 from adjpos.tasks.split import TEST_FRACTION, check_split, split_of
+from adjpos.validation import check_generator, check_positive_int, help_field
 
 # Every draw reduces a random 62-bit integer modulo a range of at most a few dozen values, so
 # its bias (range / 2**62) is far below anything sampling could detect.
@@ -34,9 +35,7 @@ _RANDOM_HIGH = 2**62
 _MAX_ROUNDS = 20
 
 
-def param(text: str, default: Any) -> Any:
-    """A dataclass field whose ``help`` metadata documents a task parameter."""
-    return field(default=default, metadata={"help": text})
+param = help_field  # a task parameter: a dataclass field whose help documents it
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ class Task(abc.ABC):
         """`n` prompts of `split`, by rejection: the task's distribution conditioned on it."""
         _check_count(n)
         check_split(split)
-        _check_generator(generator)
+        check_generator(generator)
         share = TEST_FRACTION if split == "test" else 1 - TEST_FRACTION
         prompts: list[str] = []
         for _ in range(_MAX_ROUNDS):
@@ -210,9 +209,8 @@ class Task(abc.ABC):
 
 def check_digit_range(min_digits: Any, max_digits: Any, upper: int | None = None) -> None:
     """Raise `ValueError` unless ``1 <= min_digits <= max_digits (<= upper)``, all ints."""
-    for name, value in (("min_digits", min_digits), ("max_digits", max_digits)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_int("min_digits", min_digits)
+    check_positive_int("max_digits", max_digits)
     if min_digits > max_digits:
         raise ValueError(f"min_digits={min_digits} must not exceed max_digits={max_digits}")
     if upper is not None and max_digits > upper:
@@ -220,15 +218,4 @@ def check_digit_range(min_digits: Any, max_digits: Any, upper: int | None = None
 
 
 def _check_count(n: Any) -> None:
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"the number of prompts must be a positive int, got {n!r}")
-
-
-def _check_generator(generator: Any) -> None:
-    if not isinstance(generator, torch.Generator):
-        raise ValueError(
-            f"generator must be a torch.Generator (e.g. torch.Generator().manual_seed(0)), "
-            f"got {type(generator).__name__}"
-        )
-    if generator.device.type != "cpu":
-        raise ValueError(f"generator must be a CPU generator, got one on {generator.device}")
+    check_positive_int("the number of prompts", n)

@@ -14,20 +14,20 @@ Two forward passes, both stopped after block 0 and both through
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.capture import check_tokens, hook_name
-from adjpos.capture.residuals import check_site
+from adjpos.capture import check_site, check_tokens, hook_name
 from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.metrics._checks import check_scorable
+from adjpos.metrics.checks import check_scorable
 from adjpos.models import is_position_free
 from adjpos.theory.prediction import predicted_cosine
 from adjpos.types import TokenInput
+from adjpos.validation import help_field
 
 THEORY_SITES = ("resid_post", "resid_mid", "attn_out")
 _PATTERN = "blocks.0.attn.hook_pattern"
@@ -36,8 +36,7 @@ _EMBED = "blocks.0.hook_resid_pre"
 _ATTN_OUT = "blocks.0.hook_attn_out"
 
 
-def _field(text: str) -> Any:
-    return field(metadata={"help": text})
+_field = help_field
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.validation import check_generator, check_positive_int
 
 
 def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "pos pos"]:
@@ -63,7 +64,7 @@ def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "p
         >>> predicted_cosine(3, residual_ratio=1.0)[2, 1].round(decimals=4)
         tensor(0.2357, dtype=torch.float64)
     """
-    _check_count("n", n)
+    check_positive_int("n", n)
     rho = _check_ratio(residual_ratio)
     share = 1.0 / torch.arange(1, n + 1, dtype=torch.float64)  # 1/(k+1): E<h_j, h_k>, j <= k
     shared = torch.minimum(share[:, None], share[None, :])
@@ -101,11 +102,11 @@ def simulate_first_layer(
         >>> simulate_first_layer(5, d_model=8, n_samples=2, generator=gen).shape
         torch.Size([2, 5, 8])
     """
-    _check_count("n", n)
-    _check_count("d_model", d_model)
-    _check_count("n_samples", n_samples)
+    check_positive_int("n", n)
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_samples", n_samples)
     rho = _check_ratio(residual_ratio)
-    _check_generator(generator)
+    check_generator(generator)
     shape = (n_samples, n, d_model)
     values = torch.randn(shape, generator=generator) / math.sqrt(d_model)
     counts = torch.arange(1, n + 1, dtype=values.dtype)[:, None]
@@ -166,11 +167,6 @@ def predicted_adjacency(
     return torch.stack(scores)
 
 
-def _check_count(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
 def _check_ratio(value: object) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value < 0:
@@ -178,14 +174,6 @@ def _check_ratio(value: object) -> float:
             f"residual_ratio must be a finite number >= 0 (E|e|^2 / E|v|^2), got {value!r}"
         )
     return float(value)
-
-
-def _check_generator(generator: object) -> None:
-    if not isinstance(generator, torch.Generator) or generator.device.type != "cpu":
-        raise TypeError(
-            "generator must be a CPU torch.Generator, e.g. torch.Generator().manual_seed(0); "
-            f"got {generator!r}"
-        )
 
 
 def _check_lengths(lengths: object) -> list[int]:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-DEVICES = ("auto", "cpu", "cuda")
-
-
-def _help(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
+from adjpos.validation import DEVICES, check_choice, check_positive_int
+from adjpos.validation import help_field as _help
 
 
 @dataclass(frozen=True)
@@ -41,9 +38,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "eval_every", "eval_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+            check_positive_int(name, getattr(self, name))
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
         for name in ("lr", "weight_decay", "grad_clip"):
@@ -55,10 +50,7 @@ class TrainConfig:
             raise ValueError(
                 f"target_accuracy must lie in (0, 1] or be None, got {self.target_accuracy!r}"
             )
-        if self.device not in DEVICES:
-            raise ValueError(
-                f"device={self.device!r} is not allowed; choose one of {list(DEVICES)}"
-            )
+        check_choice("device", self.device, DEVICES)
 
     def lr_at(self, step: int) -> float:
         """Learning rate of 0-based `step`: linear warm-up, then cosine decay to min_lr_ratio."""

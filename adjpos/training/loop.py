@@ -23,7 +23,7 @@ from safetensors.torch import load_file, safe_open, save_file
 from tqdm.auto import tqdm
 
 from adjpos.models import is_position_free, save_model
-from adjpos.models.checkpoint import atomic_write, write_json
+from adjpos.runs import atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.training.config import TrainConfig, TrainResult
 from adjpos.training.decode import evaluate

@@ -6,7 +6,7 @@ import types
 import plotly.graph_objects as go
 import pytest
 
-from adjpos import save_figure
+from adjpos.figures import save_figure
 
 
 def _fig():

@@ -6,8 +6,8 @@ import pytest
 import torch
 from scipy.stats import kendalltau
 
-from adjpos import build_model, cosine_matrix, expected_abs_tau, reconstruct_order
-from adjpos.probes import kendall_tau, spectral_order, variance_order
+from adjpos import build_model, cosine_matrix, reconstruct_order
+from adjpos.probes import expected_abs_tau, kendall_tau, spectral_order, variance_order
 from factories import tiny_config
 
 

@@ -130,7 +130,7 @@ def test_result_round_trips_and_exports(tmp_path):
         (dict(layers=[0, 3]), r"layers must be .* in \[0, 2\]"),
         (dict(cv=7), "6 sequences are too few for cv=7"),
         (dict(cv=1), "at least 2 folds"),
-        (dict(repeats=0), "repeats must be at least 1"),
+        (dict(repeats=0), "repeats must be a positive int"),
         (
             dict(lengths=torch.tensor([12, 12, 9, 12, 12, 12])),
             r"\['cosine_profile'\] need sequences of one length, got lengths from 9 to 12",

@@ -126,7 +126,7 @@ def test_sample_rejects_unknown_split():
 
 
 def test_sample_requires_an_explicit_generator(user_errors):
-    with pytest.raises(ValueError, match="generator must be a torch.Generator"):
+    with pytest.raises(TypeError, match="generator must be a CPU torch.Generator"):
         get_task("addition").sample(4, generator=None)
 
 

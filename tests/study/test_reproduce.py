@@ -9,9 +9,9 @@ from statistics import mean
 import pytest
 
 from adjpos.cli import main
-from adjpos.experiments import reproduce as reproduce_module
-from adjpos.experiments.report import write_report
-from adjpos.experiments.reproduce import STAGES, ReproduceConfig, reproduce
+from adjpos.study import pipeline as reproduce_module
+from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce
+from adjpos.study.report import write_report
 
 TINY = ReproduceConfig(size="tiny", device="cpu", workers=0)
 
@@ -162,8 +162,8 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
 
 
 def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
-    from adjpos.experiments.stages import Models
     from adjpos.pretrained import load_pretrained
+    from adjpos.study.stages import Models
 
     first = Models(tmp_path, "cpu", train=True, train_steps=2)
     model, task = first.trained("addition")

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from adjpos.capture import check_tokens, iter_residuals, n_capture_layers
 from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.metrics._checks import check_lengths, check_scorable
+from adjpos.metrics.checks import check_lengths, check_scorable
 from adjpos.types import TokenInput
 
 

@@ -18,14 +18,14 @@ from typing import Any
 import torch
 
 from adjpos.capture import capture_residuals
-from adjpos.experiments.scoring import adjacency_score
-from adjpos.experiments.sweep import sweep
 from adjpos.metrics import cosine_matrix, position_variance
 from adjpos.models import ModelConfig, build_model, load_model
-from adjpos.models.checkpoint import write_json, write_text
 from adjpos.pretrained import HERE as PRETRAINED
 from adjpos.pretrained import load_pretrained, pretrained_info
 from adjpos.probes import ProbeResult, probe_positions, reconstruct_order, sequences_of_length
+from adjpos.runs import write_json, write_text
+from adjpos.scoring import adjacency_score
+from adjpos.study.sweep import sweep
 from adjpos.tasks import TASKS, Task, get_task
 from adjpos.tasks.vocab import EOS
 from adjpos.theory import compare_first_layer, predicted_adjacency
@@ -273,7 +273,7 @@ def run_theory(results: Path, sizes: dict[str, Any], device: str) -> None:
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows with the same keys to CSV, atomically (None is written as an empty cell); read
-    them back with `adjpos.experiments.sweep.read_sweep_csv`."""
+    them back with `adjpos.study.sweep.read_sweep_csv`."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()

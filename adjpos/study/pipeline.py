@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adjpos.models.checkpoint import write_json
+from adjpos.runs import write_json
 
 STAGES = ("models", "cosine", "adjacency", "variance", "probing", "sweep", "theory")
 DEVICES = ("auto", "cpu", "cuda")
@@ -144,7 +144,7 @@ class ReproduceConfig:
     @property
     def sizes(self) -> dict[str, Any]:
         """Every size of the run: sequences, seeds, folds, the sweep grid, init scales."""
-        from adjpos.experiments.sweep import DEFAULT_GRID
+        from adjpos.study.sweep import DEFAULT_GRID
 
         return {**_FULL, "grid": DEFAULT_GRID, **_SMALLER.get(self.size, {})}
 
@@ -188,8 +188,8 @@ def reproduce(
         ValueError: `out_dir` holds a run with other settings (it is never mixed).
         OSError: `out_dir` cannot be written (before anything runs).
     """
-    from adjpos.experiments import stages
-    from adjpos.experiments.report import write_report
+    from adjpos.study import stages
+    from adjpos.study.report import write_report
 
     start = time.perf_counter()
     out = Path(out_dir)

@@ -18,8 +18,6 @@ from typing import Any
 import plotly.graph_objects as go
 import torch
 
-from adjpos.experiments import stages
-from adjpos.experiments.sweep import read_sweep_csv, rows_of_subgrid
 from adjpos.figures import (
     plot_adjacency_by_layer,
     plot_cosine_heatmaps,
@@ -34,8 +32,10 @@ from adjpos.figures import (
 from adjpos.figures.sweep import last_layer_scores
 from adjpos.metrics import adjacency_probability
 from adjpos.models import ModelConfig
-from adjpos.models.checkpoint import write_text
 from adjpos.probes import ProbeResult
+from adjpos.runs import write_text
+from adjpos.study import stages
+from adjpos.study.sweep import read_sweep_csv, rows_of_subgrid
 
 Block = tuple  # ("h2", text) | ("p", text) | ("table", header, rows) | ("figure", stem, caption)
 

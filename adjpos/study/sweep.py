@@ -28,7 +28,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from adjpos.models import ModelConfig
-from adjpos.models.checkpoint import atomic_write, write_json
+from adjpos.runs import atomic_write, write_json
 
 Grid = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]]
 COLUMNS_AFTER_PARAMS = ("seed", "layer", "adjacency", "variance_slope", "seconds")

@@ -1,0 +1,79 @@
+"""Checks of user input shared across adjpos: each raises an error naming the value and what is
+allowed, before any work starts. Checks that belong to one package (token ids in `capture`,
+lengths and similarity matrices in `metrics`) live there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def help_field(text: str, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field whose ``help`` metadata doubles as the command line's ``--help``."""
+    return dataclasses.field(default=default, metadata={"help": text})
+
+
+def is_int(value: Any) -> bool:
+    """True for an int that is not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """Return `value`, or raise `ValueError` unless it is an int >= 1."""
+    if not is_int(value) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
+    """Return `value`, or raise `ValueError` listing `allowed` when it is not one of them."""
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not allowed; choose one of {allowed}")
+    return value
+
+
+def check_int_list(name: str, values: Any) -> list[int]:
+    """A non-empty list of ints (such as seeds), or `ValueError`."""
+    values = list(values) if isinstance(values, Iterable) and not isinstance(values, str) else None
+    if not values or not all(is_int(v) for v in values):
+        raise ValueError(f"{name} must be a non-empty list of ints, got {values!r}")
+    return values
+
+
+def check_generator(generator: Any) -> None:
+    """Raise `TypeError` unless `generator` is a CPU `torch.Generator` (adjpos never uses the
+    global RNG: randomness is always passed in)."""
+    import torch
+
+    if not isinstance(generator, torch.Generator) or generator.device.type != "cpu":
+        raise TypeError(
+            "generator must be a CPU torch.Generator (e.g. torch.Generator().manual_seed(0)), "
+            f"got {generator!r}"
+        )
+
+
+def resolve_device(device: Any) -> Any:
+    """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU.
+
+    Raises:
+        ValueError: the name is not a device torch knows, or CUDA is asked for and absent.
+    """
+    import torch
+
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"device={device!r} is not a device; choose one of {list(DEVICES)} "
+            "(or a torch device such as 'cuda:1')"
+        ) from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was asked for but CUDA is not available; use 'cpu'")
+    return resolved
