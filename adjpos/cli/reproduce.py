@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from adjpos.study.pipeline import DEVICES, STAGES, ReproduceConfig
+from adjpos.study.pipeline import STAGES, ReproduceConfig
+from adjpos.validation import DEVICES
 
 
 def add_reproduce_parser(commands: Any) -> None:
@@ -23,7 +24,9 @@ def add_reproduce_parser(commands: Any) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="small sizes: minutes on a CPU")
     parser.add_argument("--out", type=Path, default=Path("adjpos-reproduce"), help="output folder")
-    parser.add_argument("--device", default="auto", help=f"one of {', '.join(DEVICES)}")
+    parser.add_argument(
+        "--device", choices=DEVICES, default="auto", help="where the models run (auto: cuda if any)"
+    )
     parser.add_argument(
         "--workers", type=int, default=None, help="sweep processes (default: CPU cores)"
     )

@@ -7,11 +7,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from adjpos.cli._options import (
-    add_config_args,
-    config_values,
-    parse_for,
-)
+from adjpos.cli._options import add_config_args, comma_ints, config_values, parse_for
+from adjpos.validation import DEVICES
 
 
 def add_sweep_parser(commands: Any) -> None:
@@ -20,9 +17,9 @@ def add_sweep_parser(commands: Any) -> None:
         help="adjacency score of random-init models over a grid of hyperparameters",
         description="Score random-init models for every combination of the grid x seeds, in "
         "worker processes; re-running the same command resumes. Writes DIR/sweep.csv, "
-        "DIR/sweep.json and figures (HTML, and PNG when static export works). With neither "
-        "--grid nor --param, runs the default grid (init scale x width, depth x "
-        "normalization, positional scheme x init scale).",
+        "DIR/run.json and figures (HTML sharing one plotly.min.js, and PNG when static export "
+        "works). With neither --grid nor --param, runs the default grid (init scale x width, "
+        "depth x normalization, positional scheme x init scale).",
     )
     sweep.add_argument("--grid", type=Path, help="a JSON file: {field: [values]} or a list of them")
     sweep.add_argument(
@@ -33,7 +30,12 @@ def add_sweep_parser(commands: Any) -> None:
         help="one grid axis, a ModelConfig field (repeatable; axes combine)",
     )
     sweep.add_argument("--out", required=True, type=Path, help="results folder")
-    sweep.add_argument("--seeds", default="0,1,2", help="model seeds, comma-separated")
+    sweep.add_argument(
+        "--seeds", type=comma_ints, default=[0, 1, 2], help="model seeds, comma-separated"
+    )
+    sweep.add_argument(
+        "--device", choices=DEVICES, default="cpu", help="where the models run (auto: cuda if any)"
+    )
     sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
     sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
     sweep.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
@@ -56,10 +58,9 @@ def add_sweep_parser(commands: Any) -> None:
 def _run_sweep(args: argparse.Namespace) -> int:
     import json
 
-    from adjpos.figures import save_figure, sweep_heatmap, sweep_histogram, sweep_layer_lines
-    from adjpos.figures.sweep import last_layer_scores
+    from adjpos.figures import save_figures, sweep_heatmap, sweep_histogram, sweep_layer_lines
     from adjpos.models import ModelConfig
-    from adjpos.study.sweep import DEFAULT_GRID, read_sweep_csv, rows_of_subgrid, sweep
+    from adjpos.study.sweep import DEFAULT_GRID, last_layer_rows, rows_of_subgrid, sweep
 
     if args.grid is not None and args.param:
         raise ValueError("give --grid FILE or --param NAME=..., not both")
@@ -67,50 +68,45 @@ def _run_sweep(args: argparse.Namespace) -> int:
         try:
             grid = json.loads(args.grid.read_text())
         except json.JSONDecodeError as err:
-            raise ValueError(f"{args.grid} is not valid JSON: {err}") from None
+            raise ValueError(f"--grid {args.grid} is not valid JSON: {err}") from None
     else:
-        grid = _grid_from_params(args.param) if args.param else DEFAULT_GRID
-    seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        grid = _grid_from_params(args.param) if args.param else list(DEFAULT_GRID)
     base = ModelConfig(**config_values(args))
     result = sweep(
         grid,
-        seeds=seeds,
+        seeds=args.seeds,
         n_sequences=args.n_sequences,
         seq_len=args.seq_len,
         out_dir=args.out,
         workers=args.workers,
         base=base,
+        device=args.device,
         progress=True,
     )
-    rows = read_sweep_csv(args.out / "sweep.csv")
-    subgrids = [grid] if isinstance(grid, dict) else grid
-    figures = {"sweep_histogram": sweep_histogram(rows, layer=args.layer)}
-    for sub in subgrids:
-        names, sub_rows = list(sub), rows_of_subgrid(rows, sub, base)
+    table = result.table
+    figures = {"sweep_histogram": sweep_histogram(table, layer=args.layer)}
+    for sub in [grid] if isinstance(grid, dict) else grid:
+        names, rows = list(sub), rows_of_subgrid(table, sub, base)
         if len(names) >= 2:
             figures[f"sweep_{names[0]}_by_{names[1]}"] = sweep_heatmap(
-                sub_rows, names[0], names[1], layer=args.layer
+                rows, names[0], names[1], layer=args.layer
             )
         for name in names:
-            figures[f"sweep_layers_by_{name}"] = sweep_layer_lines(sub_rows, name)
-    skipped = None
-    for stem, fig in figures.items():
-        skipped = save_figure(fig, args.out / stem, png=args.png).png_skipped or skipped
-    if skipped and args.png:
-        print(skipped)
-    scores = sorted(
-        last_layer_scores(rows)
-        if args.layer is None
-        else [r["adjacency"] for r in rows if r["layer"] == args.layer]
-    )
-    last = "each model's last layer" if args.layer is None else f"layer {args.layer}"
+            figures[f"sweep_layers_by_{name}"] = sweep_layer_lines(rows, name)
+    saved = save_figures(figures, args.out, png=args.png)
+    if saved.png_skipped and args.png:
+        print(saved.png_skipped)
+    if args.layer is None:
+        scores, last = last_layer_rows(table)["adjacency"], "each model's last layer"
+    else:
+        scores, last = table.loc[table["layer"] == args.layer, "adjacency"], f"layer {args.layer}"
     print(
-        f"{len(rows)} rows ({result.ran} cells x seeds computed now) in {args.out}/sweep.csv; "
+        f"{len(table)} rows ({result.ran} cells x seeds computed now) in {args.out}/sweep.csv; "
         f"{len(figures)} figures"
     )
     print(
-        f"adjacency at {last} over {len(scores)} models: min {scores[0]:.3f}, "
-        f"median {scores[len(scores) // 2]:.3f}, max {scores[-1]:.3f}"
+        f"adjacency at {last} over {len(scores)} models: min {scores.min():.3f}, "
+        f"median {scores.median():.3f}, max {scores.max():.3f}"
     )
     return 0
 

@@ -9,20 +9,18 @@ colour in every panel and has one legend entry.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from adjpos.figures.style import CHANCE, apply_style, color
 
-Rows = Sequence[dict[str, Any]]
-# panel value -> line value -> x -> the y of every row at that point
-Groups = dict[Any, dict[Any, dict[Any, list[float]]]]
+Rows = pd.DataFrame | Sequence[dict[str, Any]]
 # At most this many panels per row; more wrap into balanced rows (4 panels -> 2 x 2).
 MAX_COLUMNS = 3
 # Layers are ordered, so their lines run light (shallow) to dark (deep) along this scale,
@@ -47,14 +45,16 @@ def plot_adjacency_by_layer(
         line: the key that splits lines.
         title: figure title (default: says what is averaged).
     """
-    groups = group_rows(rows, panel, line, x="layer", y="adjacency")
-    fig = _draw_panels(groups, panel, line, _colours(groups, line), shared_y=True, errors=True)
+    stats = summarise_rows(rows, panel, line, x="layer", y="adjacency")
+    fig = _draw_panels(stats, panel, line, "layer", shared_y=True, errors=True)
     fig.update_xaxes(title_text="layer", dtick=1, tickformat="d")
     fig.update_yaxes(range=[0.0, 1.05], dtick=0.25)
     fig.update_yaxes(title_text="adjacency score", col=1)
     fig.add_hline(y=0.5, line=CHANCE, row="all", col="all")
     default = "Adjacency score by layer (mean over seeds; bars: std)"
-    return apply_style(fig, title=title or default, rows=_grid(len(groups))[0])
+    return apply_style(
+        fig, title=title or default, rows=_grid(stats["_panel"].nunique(dropna=False))[0]
+    )
 
 
 def plot_variance_by_position(
@@ -74,74 +74,64 @@ def plot_variance_by_position(
         line: the key that splits lines.
         title: figure title.
     """
-    groups = group_rows(rows, panel, line, x="position", y="variance")
-    fig = _draw_panels(groups, panel, line, _colours(groups, line), shared_y=False, errors=False)
+    stats = summarise_rows(rows, panel, line, x="position", y="variance")
+    fig = _draw_panels(stats, panel, line, "position", shared_y=False, errors=False)
     fig.update_xaxes(title_text="position", tickformat="d")
     fig.update_yaxes(title_text="variance of hidden state over d_model", col=1)
     default = "Variance of the hidden state by position (mean over sequences and seeds)"
-    return apply_style(fig, title=title or default, rows=_grid(len(groups))[0])
+    return apply_style(
+        fig, title=title or default, rows=_grid(stats["_panel"].nunique(dropna=False))[0]
+    )
 
 
-def group_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) -> Groups:
-    """Collect the `y` of every row by (panel value, line value, `x`), panels in first-seen
-    order; a None `panel` puts every row in one panel (key None)."""
-    check_columns(rows, [name for name in (x, y, panel, line) if name is not None])
-    groups: Groups = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    for row in rows:
-        key = None if panel is None else row[panel]
-        groups[key][row[line]][row[x]].append(float(row[y]))
-    return groups
-
-
-def check_columns(rows: Rows, names: Sequence[str]) -> None:
-    """Raise `ValueError` naming the columns a row lacks (or saying there are no rows)."""
-    if not rows:
+def summarise_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) -> pd.DataFrame:
+    """Mean, sample std (n - 1; 0 for a single row) and count of `y` at every (panel, line,
+    `x`), panels and lines in first-seen order; a None `panel` puts every row in one panel
+    (key "")."""
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    names = [name for name in (x, y, panel, line) if name is not None]
+    if table.empty:
         raise ValueError("no rows to draw")
-    for index, row in enumerate(rows):
-        missing = [name for name in names if name not in row]
-        if missing:
-            raise ValueError(
-                f"row {index} lacks column(s) {missing}; it has {sorted(row)}; "
-                f"every row needs {list(names)}"
-            )
-
-
-def summarise(points: dict[Any, list[float]]) -> tuple[list, list[float], list[float]]:
-    """Sorted x values, the mean y at each, and the sample std (n - 1; 0 for a single row)."""
-    xs = sorted(points)
-    means = [float(np.mean(points[x])) for x in xs]
-    spread = [float(np.std(points[x], ddof=1)) if len(points[x]) > 1 else 0.0 for x in xs]
-    return xs, means, spread
+    missing = [name for name in names if name not in table.columns]
+    if missing:
+        raise ValueError(
+            f"the rows lack column(s) {missing}; they have {sorted(table.columns)}; "
+            f"every row needs {names}"
+        )
+    table = table.assign(_panel="" if panel is None else table[panel], _line=table[line])
+    table["_y"] = table[y].astype(float)
+    keys = ["_panel", "_line", x]
+    stats = table.groupby(keys, sort=False, dropna=False)["_y"].agg(["mean", "std", "size"])
+    return stats.fillna({"std": 0.0}).reset_index().sort_values(x, kind="stable")
 
 
 def _draw_panels(
-    groups: Groups,
-    panel: str | None,
-    line: str,
-    colours: dict[Any, str],
-    *,
-    shared_y: bool,
-    errors: bool,
+    stats: pd.DataFrame, panel: str | None, line: str, x: str, *, shared_y: bool, errors: bool
 ) -> go.Figure:
-    n_rows, columns = _grid(len(groups))
+    panels = list(dict.fromkeys(stats["_panel"]))
+    colours = _colours(list(dict.fromkeys(stats["_line"])), line)
+    n_rows, columns = _grid(len(panels))
     fig = make_subplots(
         rows=n_rows,
         cols=columns,
-        subplot_titles=None if panel is None else [_label(panel, key) for key in groups],
+        subplot_titles=None if panel is None else [_label(panel, key) for key in panels],
         shared_yaxes=shared_y,
         horizontal_spacing=0.04 if shared_y else 0.08,
         vertical_spacing=0.35 / n_rows,
     )
     shown: set[Hashable] = set()
-    for index, key in enumerate(groups):
+    for index, key in enumerate(panels):
         where = dict(row=index // columns + 1, col=index % columns + 1)
-        for value in (v for v in colours if v in groups[key]):
-            xs, means, spread = summarise(groups[key][value])
-            bars = errors and any(len(ys) > 1 for ys in groups[key][value].values())
+        mine = stats[stats["_panel"] == key]
+        for value in (v for v in colours if v in set(mine["_line"])):
+            points = mine[mine["_line"] == value]
+            bars = errors and bool((points["size"] > 1).any())
             trace = go.Scatter(
-                x=xs,
-                y=means,
-                error_y=dict(type="data", array=spread, thickness=1, width=3) if bars else None,
+                x=points[x].tolist(),
+                y=points["mean"].tolist(),
+                error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
+                if bars
+                else None,
                 mode="lines+markers",
                 name=_label(line, value),
                 legendgroup=str(value),
@@ -154,13 +144,12 @@ def _draw_panels(
     return fig
 
 
-def _colours(groups: Groups, line: str) -> dict[Any, str]:
+def _colours(values: list[Any], line: str) -> dict[Any, str]:
     """One colour per line value, in drawing (and legend) order: layers light to dark along
     `LAYER_SCALE` in numeric order, anything else the palette in first-seen order."""
-    values = list(dict.fromkeys(v for lines in groups.values() for v in lines))
     if line != "layer":
         return {value: color(i) for i, value in enumerate(values)}
-    values.sort()
+    values = sorted(values)
     steps = np.linspace(1.0, LAYER_SCALE_START, len(values))[::-1]  # one layer: the darkest
     return dict(zip(values, sample_colorscale(LAYER_SCALE, steps.tolist()), strict=True))
 

@@ -1,44 +1,42 @@
-"""Figures of a random-init sweep, drawn from the rows of ``sweep.csv`` (no recomputation)."""
+"""Figures of a random-init sweep, drawn from its tidy table (``sweep.csv``; no recomputation)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import numbers
 from collections.abc import Sequence
-from statistics import mean
 from typing import Any
 
+import pandas as pd
+import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.figures.style import CHANCE, COLORS, apply_style, color
 
-Rows = Sequence[dict[str, Any]]
+Rows = pd.DataFrame | Sequence[dict[str, Any]]
 # Columns that describe a measurement rather than the model measured.
-_METRICS = ("layer", "adjacency", "variance_slope", "seconds")
+MEASUREMENTS = ("layer", "adjacency", "variance_slope", "seconds")
 
 
 def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go.Figure:
     """Mean adjacency score (over seeds and any other parameters) at one layer, over x and y.
 
     Args:
-        rows: rows of ``sweep.csv`` (`adjpos.study.sweep.read_sweep_csv`).
-        x, y: two grid parameters (columns of the CSV).
+        rows: the sweep's table (`adjpos.study.sweep.read_sweep`) or its rows as dicts.
+        x, y: two grid parameters (columns of the table).
         layer: which layer (default: the deepest in the rows).
     """
-    _check_columns(rows, [x, y])
-    layer = _last_layer(rows) if layer is None else layer
-    cells: dict[tuple, list[float]] = defaultdict(list)
-    for row in rows:
-        if row["layer"] == layer and row[x] is not None and row[y] is not None:
-            cells[(row[x], row[y])].append(row["adjacency"])
-    if not cells:
+    table = _table(rows, [x, y])
+    layer = int(table["layer"].max()) if layer is None else layer
+    at = table[(table["layer"] == layer) & table[x].notna() & table[y].notna()]
+    if at.empty:
         raise ValueError(f"no rows vary both {x!r} and {y!r} at layer {layer}")
-    xs = sorted({k[0] for k in cells}, key=_order)
-    ys = sorted({k[1] for k in cells}, key=_order)
-    z = [[mean(cells[(a, b)]) if (a, b) in cells else None for a in xs] for b in ys]
+    means = at.groupby([y, x])["adjacency"].mean().unstack(x)
+    means = means.loc[_sorted(means.index), _sorted(means.columns)]
+    z = [[None if pd.isna(v) else float(v) for v in row] for row in means.to_numpy()]
     fig = go.Figure(
         go.Heatmap(
-            x=[str(v) for v in xs],
-            y=[str(v) for v in ys],
+            x=[str(v) for v in means.columns],
+            y=[str(v) for v in means.index],
             z=z,
             zmin=0.0,
             zmax=1.0,
@@ -55,26 +53,26 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
 
 def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
     """Adjacency score against layer, one line per value of grid parameter `by`."""
-    _check_columns(rows, [by])
-    groups: dict[Any, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        if row[by] is not None:
-            groups[row[by]][row["layer"]].append(row["adjacency"])
-    fig = go.Figure()
-    for value in sorted(groups, key=_order):
-        layers = sorted(groups[value])
-        fig.add_trace(
-            go.Scatter(
-                x=layers,
-                y=[mean(groups[value][k]) for k in layers],
-                mode="lines+markers",
-                name=f"{by}={value}",
-                line={"color": color(len(fig.data))},
-            )
-        )
+    table = _table(rows, [by])
+    means = table[table[by].notna()].groupby([by, "layer"], as_index=False)["adjacency"].mean()
+    means[by] = [f"{by}={v}" for v in means[by]]
+    order = [f"{by}={v}" for v in _sorted(table[by].dropna().unique())]
+    fig = px.line(
+        means,
+        x="layer",
+        y="adjacency",
+        color=by,
+        markers=True,
+        category_orders={by: order},
+        color_discrete_sequence=COLORS,
+    )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(
-        xaxis_title="layer", yaxis_title="adjacency score", yaxis_range=[0.4, 1.0], xaxis_dtick=1
+        xaxis_title="layer",
+        yaxis_title="adjacency score",
+        yaxis_range=[0.4, 1.0],
+        xaxis_dtick=1,
+        legend_title_text="",
     )
     return apply_style(
         fig, title=f"Adjacency score by layer, by {by} (mean over seeds and the other grid values)"
@@ -85,19 +83,24 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     """Histogram of the adjacency scores of every model (cell x seed) of the sweep.
 
     Args:
-        rows: rows of ``sweep.csv``.
+        rows: the sweep's table or its rows as dicts.
         layer: which layer (default: each model's own last layer, so grids that vary depth
             compare like with like).
     """
+    table = _table(rows, [])
     if layer is None:
-        values, where = last_layer_scores(rows), "each model's last layer"
+        models = [c for c in table.columns if c not in MEASUREMENTS]
+        deepest = table.groupby(models, dropna=False)["layer"].transform("max")
+        values, where = table.loc[table["layer"] == deepest, "adjacency"], "each model's last layer"
     else:
-        values, where = [r["adjacency"] for r in rows if r["layer"] == layer], f"layer {layer}"
-    if not values:
+        values, where = table.loc[table["layer"] == layer, "adjacency"], f"layer {layer}"
+    if values.empty:
         raise ValueError(f"no rows at layer {layer}")
     fig = go.Figure(
         go.Histogram(
-            x=values, xbins={"start": 0.0, "end": 1.0, "size": 0.025}, marker_color=color(0)
+            x=values.tolist(),
+            xbins={"start": 0.0, "end": 1.0, "size": 0.025},
+            marker_color=color(0),
         )
     )
     fig.add_vline(x=0.5, line=CHANCE, annotation_text="chance")
@@ -107,35 +110,22 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     )
 
 
-def last_layer_scores(rows: Rows) -> list[float]:
-    """Each model's (every column but the metrics and the layer) score at its deepest layer."""
-    deepest: dict[tuple, tuple[int, float]] = {}
-    for row in rows:
-        key = tuple((k, v) for k, v in row.items() if k not in _METRICS)
-        if key not in deepest or row["layer"] > deepest[key][0]:
-            deepest[key] = (row["layer"], row["adjacency"])
-    return [score for _, score in deepest.values()]
-
-
-def _check_columns(rows: Rows, names: list[str]) -> None:
-    if not rows:
+def _table(rows: Rows, names: list[str]) -> pd.DataFrame:
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if table.empty:
         raise ValueError("no sweep rows to draw")
-    missing = [n for n in names if n not in rows[0]]
+    missing = [n for n in [*names, "layer", "adjacency"] if n not in table.columns]
     if missing:
-        params = [
-            k
-            for k in rows[0]
-            if k not in ("seed", "layer", "adjacency", "variance_slope", "seconds")
-        ]
+        params = [k for k in table.columns if k not in (*MEASUREMENTS, "seed")]
         raise ValueError(f"{missing} are not grid parameters of this sweep; it has {params}")
+    return table
 
 
-def _last_layer(rows: Rows) -> int:
-    return max(row["layer"] for row in rows)
+def _sorted(values: Any) -> list:
+    # Numbers in numeric order, then strings.
+    def key(value: Any) -> tuple:
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            return (0, value, "")
+        return (1, 0, str(value))
 
-
-def _order(value: Any) -> tuple:
-    # Numbers in numeric order, then strings; None (not varied) last.
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, value, "")
-    return (1, 0, str(value))
+    return sorted(values, key=key)

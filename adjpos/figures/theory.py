@@ -7,13 +7,11 @@ is, as its entropy over the k + 1 visible positions divided by the uniform entro
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any
-
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.layers import Rows, check_columns, summarise
+from adjpos.figures.layers import Rows, summarise_rows
 from adjpos.figures.style import CHANCE, apply_style, color
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
@@ -38,8 +36,12 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
             optionally ``site``.
         title: figure title.
     """
-    check_columns(rows, COLUMNS)
-    bad = sorted({row["init_range"] for row in rows if not row["init_range"] > 0})
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if "site" not in table.columns:
+        table = table.assign(site="")
+    for column in COLUMNS:
+        summarise_rows(table, None, "site", x="init_range", y=column)  # names missing columns
+    bad = sorted(float(v) for v in table.loc[~(table["init_range"] > 0), "init_range"].unique())
     if bad:
         raise ValueError(f"init_range must be > 0 for the log axis; got {bad}")
     fig = make_subplots(
@@ -48,20 +50,22 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         subplot_titles=("adjacency score at the first layer", "attention entropy H / log(k+1)"),
         horizontal_spacing=0.1,
     )
-    sites = list(dict.fromkeys(row.get("site") for row in rows))
-    for index, site in enumerate(sites):
-        points = _points([row for row in rows if row.get("site") == site], "measured_adjacency")
-        predicted = _points([row for row in rows if row.get("site") == site], "predicted_adjacency")
-        where = "" if site is None else f" ({site})"
+    measured = summarise_rows(table, None, "site", x="init_range", y="measured_adjacency")
+    predicted = summarise_rows(table, None, "site", x="init_range", y="predicted_adjacency")
+    for index, site in enumerate(dict.fromkeys(measured["_line"])):
+        points, prediction = (s[s["_line"] == site] for s in (measured, predicted))
+        where = "" if site == "" else f" ({site})"
         fig.add_trace(
             _line(points, f"measured{where}", dict(color=color(index)), errors=True), row=1, col=1
         )
         fig.add_trace(
-            _line(predicted, f"predicted{where}", dict(color=color(index), dash="dash")),
+            _line(prediction, f"predicted{where}", dict(color=color(index), dash="dash")),
             row=1,
             col=1,
         )
-    entropy = _points(rows, "entropy_ratio")
+    entropy = summarise_rows(
+        table.assign(site="all"), None, "site", x="init_range", y="entropy_ratio"
+    )
     fig.add_trace(_line(entropy, "entropy ratio", THEORY), row=1, col=2)
     fig.add_hline(
         y=0.5,
@@ -79,7 +83,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         row=1,
         col=2,
     )
-    lowest = min(min(row["measured_adjacency"], row["predicted_adjacency"]) for row in rows)
+    lowest = float(table[["measured_adjacency", "predicted_adjacency"]].min().min())
     fig.update_xaxes(type="log", title_text="init_range")
     fig.update_yaxes(title_text="adjacency score", range=[min(0.4, lowest - 0.05), 1.05], col=1)
     fig.update_yaxes(title_text="H / log(k+1)", range=[0.0, 1.05], col=2)
@@ -87,20 +91,14 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
     return apply_style(fig, title=title or default)
 
 
-def _points(rows: Rows, column: str) -> dict[Any, list[float]]:
-    points: dict[Any, list[float]] = defaultdict(list)
-    for row in rows:
-        points[row["init_range"]].append(float(row[column]))
-    return points
-
-
-def _line(points, name: str, line: dict, *, errors: bool = False) -> go.Scatter:
-    xs, means, spread = summarise(points)
-    bars = errors and any(len(ys) > 1 for ys in points.values())
+def _line(points: pd.DataFrame, name: str, line: dict, *, errors: bool = False) -> go.Scatter:
+    bars = errors and bool((points["size"] > 1).any())
     return go.Scatter(
-        x=xs,
-        y=means,
-        error_y=dict(type="data", array=spread, thickness=1, width=3) if bars else None,
+        x=points["init_range"].tolist(),
+        y=points["mean"].tolist(),
+        error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
+        if bars
+        else None,
         mode="lines+markers" if line.get("dash") is None else "lines",
         name=name,
         line=line,

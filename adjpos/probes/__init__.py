@@ -24,7 +24,7 @@ from adjpos.probes.order import (
     variance_order,
 )
 from adjpos.probes.positions import DEFAULT_FEATURES, probe_positions
-from adjpos.probes.result import ProbeResult, ProbeScore
+from adjpos.probes.result import PROBE_TABLE, ProbeResult, ProbeScore
 
 __all__ = [
     "BASE_FEATURE_SETS",
@@ -32,6 +32,7 @@ __all__ = [
     "FEATURE_SETS",
     "METRICS",
     "PROBES",
+    "PROBE_TABLE",
     "ProbeResult",
     "ProbeScore",
     "check_feature_sets",

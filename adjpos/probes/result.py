@@ -1,14 +1,12 @@
 """`ProbeResult`: scores per layer x feature set x probe x metric, each beside its baseline.
 
-Plain Python and the standard library only (no torch, no pandas at import), so figures and
-readers of saved results need nothing heavy.
+No torch, and pandas only when a table is asked for, so figures and readers of saved results
+need nothing heavy.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import os
 from collections.abc import Iterable
@@ -16,7 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CSV_COLUMNS = ("model", "layer", "features", "probe", "metric", "value", "baseline")
+from adjpos.tables import Table
+
+# The columns of a probe table: one row per score (``std`` is over seeds, or sequences).
+PROBE_TABLE = Table(
+    model="string",
+    layer="int64",
+    features="string",
+    probe="string",
+    metric="string",
+    value="float64",
+    baseline="float64",
+    std="float64",
+)
 # Metrics where a smaller value is better; every other metric is better when larger.
 LOWER_IS_BETTER = ("mae", "mean_abs_distance")
 
@@ -55,8 +65,8 @@ class ProbeResult:
         >>> result.value(1, "variance", "ridge", "r2")
         0.5
         >>> print(result.to_csv(), end="")
-        model,layer,features,probe,metric,value,baseline
-        demo,1,variance,ridge,r2,0.5,0.0
+        model,layer,features,probe,metric,value,baseline,std
+        demo,1,variance,ridge,r2,0.5,0.0,0.01
     """
 
     model: str = field(metadata={"help": "label of the model (the CSV's `model` column)"})
@@ -113,27 +123,14 @@ class ProbeResult:
         return [{"model": self.model, **dataclasses.asdict(s)} for s in self.scores]
 
     def to_frame(self) -> Any:
-        """The records as a pandas DataFrame (pandas is imported only here)."""
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError(
-                "ProbeResult.to_frame needs pandas (pip install pandas); "
-                "to_csv, to_json and records() work without it"
-            ) from None
-        return pd.DataFrame(self.records(), columns=[*CSV_COLUMNS, "std"])
+        """The records as a typed pandas DataFrame (the columns of `PROBE_TABLE`)."""
+        return PROBE_TABLE.frame(self.records())
 
     def to_csv(self, path: str | os.PathLike | None = None) -> str:
-        """CSV with columns model, layer, features, probe, metric, value, baseline.
-
-        Returns the text, and writes it to `path` when one is given.
-        """
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
-        for record in self.records():
-            writer.writerow([record[c] for c in CSV_COLUMNS])
-        return _maybe_write(path, out.getvalue())
+        """CSV with the columns of `PROBE_TABLE`: model, layer, features, probe, metric,
+        value, baseline, std. Returns the text, and writes it to `path` when one is given."""
+        text = self.to_frame().to_csv(index=False, lineterminator="\n")
+        return _maybe_write(path, text)
 
     def to_json(self, path: str | os.PathLike | None = None) -> str:
         """Everything, settings included, as JSON; `from_json` reads it back."""

@@ -3,14 +3,19 @@
 """
 
 from adjpos.study.pipeline import ReproduceConfig, ReproduceResult, reproduce
-from adjpos.study.sweep import DEFAULT_GRID, SweepResult, read_sweep_csv, rows_of_subgrid, sweep
+from adjpos.study.sizes import FULL, QUICK, TINY, StudySizes
+from adjpos.study.sweep import DEFAULT_GRID, SweepResult, read_sweep, rows_of_subgrid, sweep
 
 __all__ = [
     "DEFAULT_GRID",
+    "FULL",
+    "QUICK",
+    "TINY",
     "ReproduceConfig",
     "ReproduceResult",
+    "StudySizes",
     "SweepResult",
-    "read_sweep_csv",
+    "read_sweep",
     "reproduce",
     "rows_of_subgrid",
     "sweep",

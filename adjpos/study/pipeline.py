@@ -1,152 +1,64 @@
 """`reproduce`: the whole study in one call, resumable stage by stage.
 
-Stages run in order; each writes its numbers under ``DIR/results/`` and then a marker
-``DIR/results/<stage>.done.json``, so a re-run skips finished stages (the sweep and training
-also resume inside a stage). The figures and ``report.md``/``report.html`` are drawn afresh
-from the result files at the end of every run, never from memory.
+The run's folder is an `adjpos.runs.RunFolder`: its spec is the settings and every size, each
+stage is a unit (probing also one unit per probed model, the sweep one per cell), and a re-run
+skips finished units. A stage writes its tidy tables under ``results/`` and the numbers its
+claim needs under ``results/numbers/``; the figures and ``report.md``/``report.html`` are drawn
+afresh from those files at the end of every run, never from memory.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adjpos.runs import write_json
+from adjpos.runs import RunFolder, write_json
+from adjpos.study.sizes import SIZES, StudySizes
+from adjpos.validation import DEVICES, check_choice, help_field, is_int, resolve_device
 
 STAGES = ("models", "cosine", "adjacency", "variance", "probing", "sweep", "theory")
-DEVICES = ("auto", "cpu", "cuda")
-SIZES = ("tiny", "quick", "full")
-QUICK_GRID = [
-    {"init_range": [0.02, 0.1, 0.5], "d_model": [32, 64]},
-    {"positional": ["none", "learned", "rotary", "alibi"]},
-]
-_CARRIERS = ["variance", "norm", "cosine_profile", "cosine_first", "cosine_previous", "resid"]
-_CONTROLS = ["shuffled:cosine_profile", "shuffled:resid"]
-
-_FULL: dict[str, Any] = {
-    "n_eval": 2000,
-    "n_sequences": 256,
-    "control_seeds": [0, 1, 2],
-    "n_probe_sequences": 64,
-    "features": _CARRIERS + _CONTROLS,
-    # The logistic probe costs most of the run (one multinomial fit per fold, seed, layer and
-    # set): it reads the three main carriers once.
-    "logistic_features": ["variance", "cosine_profile", "resid"],
-    "logistic_repeats": 1,
-    "cv": 5,
-    "repeats": 3,
-    "sweep_seeds": [0, 1, 2],
-    "sweep_sequences": 32,
-    "sweep_len": 32,
-    "sweep_layers": 4,
-    "theory_scales": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0],
-    "theory_seeds": [0, 1, 2],
-    "theory_sequences": 256,
-    "theory_samples": 512,
-    "theory_heatmap_scale": 0.1,
-    "train_steps": None,  # the shipped recipe
-}
-_QUICK: dict[str, Any] = {
-    "n_eval": 200,
-    "n_sequences": 64,
-    "control_seeds": [0],
-    "n_probe_sequences": 32,
-    "features": ["variance", "cosine_profile", "resid", "shuffled:cosine_profile"],
-    "logistic_features": [],
-    "cv": 4,
-    "repeats": 1,
-    "grid": QUICK_GRID,
-    "sweep_seeds": [0],
-    "sweep_sequences": 8,
-    "sweep_len": 16,
-    "sweep_layers": 2,
-    "theory_scales": [0.02, 0.1, 0.5],
-    "theory_seeds": [0],
-    "theory_sequences": 64,
-    "theory_samples": 128,
-    "train_steps": 40,
-}
-_TINY: dict[str, Any] = {
-    **_QUICK,
-    "n_eval": 8,
-    "n_sequences": 8,
-    "n_probe_sequences": 8,
-    "features": ["variance", "cosine_profile", "shuffled:cosine_profile"],
-    "cv": 2,
-    "grid": [{"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}],
-    "sweep_sequences": 2,
-    "sweep_len": 6,
-    "sweep_layers": 1,
-    "theory_scales": [0.1],
-    "theory_sequences": 8,
-    "theory_samples": 8,
-    "train_steps": 2,
-}
-_SMALLER = {"quick": _QUICK, "tiny": _TINY}
 
 
 @dataclass(frozen=True)
 class ReproduceConfig:
     """How `reproduce` runs. Sizes follow from `size` (see `sizes`)."""
 
-    size: str = dataclasses.field(
-        default="full",
-        metadata={
-            "help": "'full' (the study's sizes), 'quick' (minutes on a 2-core CPU) or 'tiny' "
-            "(seconds; only checks that the pipeline runs, the numbers mean little)"
-        },
+    size: str = help_field(
+        "'full' (the study's sizes), 'quick' (minutes on a 2-core CPU) or 'tiny' (seconds; only "
+        "checks that the pipeline runs, the numbers mean little)",
+        "full",
     )
-    device: str = dataclasses.field(
-        default="auto", metadata={"help": f"one of {DEVICES}; auto = cuda when available"}
-    )
-    workers: int | None = dataclasses.field(
-        default=None, metadata={"help": "sweep worker processes (default: the CPU cores)"}
-    )
-    train: bool = dataclasses.field(
-        default=False,
-        metadata={
-            "help": "train the four task models with the shipped recipes instead of "
-            "loading the shipped ones (hours on a CPU; a few steps with quick)"
-        },
+    device: str = help_field(f"one of {DEVICES}; auto = cuda when available", "auto")
+    workers: int | None = help_field("sweep worker processes (default: the CPU cores)", None)
+    train: bool = help_field(
+        "train the four task models with the shipped recipes instead of loading the shipped "
+        "ones (hours on a CPU; a few steps with quick)",
+        False,
     )
 
     def __post_init__(self) -> None:
-        import torch
-
-        if self.size not in SIZES:
-            raise ValueError(f"size={self.size!r} is not allowed; choose one of {SIZES}")
-        if self.device not in DEVICES:
-            raise ValueError(f"device={self.device!r} is not allowed; choose one of {DEVICES}")
-        if self.device == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' was asked for but CUDA is not available; use 'cpu'")
-        if self.workers is not None and (
-            not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 0
-        ):
+        check_choice("size", self.size, SIZES)
+        check_choice("device", self.device, DEVICES)
+        resolve_device(self.device)  # an unavailable device fails here, before any work
+        if self.workers is not None and (not is_int(self.workers) or self.workers < 0):
             raise ValueError(
                 f"workers must be an int >= 0 (0 runs in-process), got {self.workers!r}"
             )
 
     @property
     def resolved_device(self) -> str:
-        import torch
-
-        if self.device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        return self.device
+        """The device the run uses: `device`, with auto resolved."""
+        return str(resolve_device(self.device))
 
     @property
-    def sizes(self) -> dict[str, Any]:
+    def sizes(self) -> StudySizes:
         """Every size of the run: sequences, seeds, folds, the sweep grid, init scales."""
-        from adjpos.study.sweep import DEFAULT_GRID
-
-        return {**_FULL, "grid": DEFAULT_GRID, **_SMALLER.get(self.size, {})}
+        return SIZES[self.size]
 
     def to_dict(self) -> dict[str, Any]:
         """What decides the results (not `workers`, which only changes the speed)."""
@@ -157,17 +69,15 @@ class ReproduceConfig:
 class ReproduceResult:
     """What a `reproduce` run did and wrote."""
 
-    out_dir: Path = dataclasses.field(metadata={"help": "the run's folder"})
-    report: Path = dataclasses.field(metadata={"help": "``report.md`` (``report.html`` beside it)"})
-    ran: tuple[str, ...] = dataclasses.field(metadata={"help": "stages measured by this call"})
-    skipped: tuple[str, ...] = dataclasses.field(
-        metadata={"help": "stages finished by an earlier call, not measured again"}
+    out_dir: Path = help_field("the run's folder")
+    report: Path = help_field("``report.md`` (``report.html`` beside it)")
+    ran: tuple[str, ...] = help_field("stages measured by this call")
+    skipped: tuple[str, ...] = help_field("stages finished by an earlier call, not measured again")
+    figures: tuple[Path, ...] = help_field("figure files written")
+    png_skipped: str | None = help_field(
+        "why there are no PNGs and how to enable them (None when written)"
     )
-    figures: tuple[Path, ...] = dataclasses.field(metadata={"help": "figure files written"})
-    png_skipped: str | None = dataclasses.field(
-        metadata={"help": "why there are no PNGs and how to enable them (None when written)"}
-    )
-    seconds: float = dataclasses.field(metadata={"help": "wall time of this call"})
+    seconds: float = help_field("wall time of this call")
 
 
 def reproduce(
@@ -185,40 +95,34 @@ def reproduce(
         on_stage: called as ``on_stage(name, index, total, skipped)`` before each stage.
 
     Raises:
-        ValueError: `out_dir` holds a run with other settings (it is never mixed).
+        ValueError: `out_dir` holds a run with other settings or sizes (it is never mixed).
         OSError: `out_dir` cannot be written (before anything runs).
     """
     from adjpos.study import stages
-    from adjpos.study.report import write_report
 
     start = time.perf_counter()
-    out = Path(out_dir)
-    results = out / "results"
-    _claim_folder(out, cfg)
-    sizes = cfg.sizes
-    models = stages.Models(out, cfg.resolved_device, cfg.train, sizes["train_steps"])
-    work: dict[str, Callable[[], None]] = {
-        "models": lambda: stages.run_models(models, results, sizes),
-        "cosine": lambda: stages.run_cosine(models, results),
-        "adjacency": lambda: stages.run_adjacency(models, results, sizes),
-        "variance": lambda: stages.run_variance(models, results, sizes),
-        "probing": lambda: stages.run_probing(models, results, sizes),
-        "sweep": lambda: stages.run_sweep(results, sizes, cfg.workers),
-        "theory": lambda: stages.run_theory(results, sizes, cfg.resolved_device),
-    }
+    device = cfg.resolved_device
+    spec = {"settings": cfg.to_dict(), "sizes": cfg.sizes.to_dict()}
+    folder = RunFolder.open(out_dir, kind="reproduce", spec=spec, device=device)
+    out = folder.path
+    models = stages.Models(
+        device=device,
+        train_dir=out / "models" if cfg.train else None,
+        train_steps=cfg.sizes.train_steps,
+    )
     ran, skipped = [], []
     for index, name in enumerate(STAGES):
-        marker = results / f"{name}.done.json"
+        done = folder.is_done(name)
         if on_stage is not None:
-            on_stage(name, index, len(STAGES), marker.is_file())
-        if marker.is_file():
+            on_stage(name, index, len(STAGES), done)
+        if done:
             skipped.append(name)
             continue
         began = time.perf_counter()
-        work[name]()
-        write_json(marker, {"stage": name, "seconds": round(time.perf_counter() - began, 1)})
+        STAGE_RUNNERS[name](folder, models, cfg)
+        folder.mark_done(name, {"seconds": round(time.perf_counter() - began, 1)})
         ran.append(name)
-    figures, png_skipped = write_report(out)
+    figures, png_skipped = write_outputs(out)
     return ReproduceResult(
         out,
         out / "report.md",
@@ -230,37 +134,113 @@ def reproduce(
     )
 
 
-def _claim_folder(out: Path, cfg: ReproduceConfig) -> None:
-    """Create `out` and record the settings, or refuse a folder made with other settings."""
-    results = out / "results"
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-        probe = results / ".writable"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as err:
-        raise OSError(f"cannot write to the output folder {str(out)!r}: {err.strerror}") from None
-    path = results / "run.json"
-    if path.is_file():
-        earlier = json.loads(path.read_text())
-        if earlier["settings"] != cfg.to_dict():
-            raise ValueError(
-                f"{str(out)!r} holds a reproduce run with other settings "
-                f"({earlier['settings']}); these are {cfg.to_dict()}: use another --out, or "
-                "delete the folder to start over"
-            )
-        if earlier["sizes"] != json.loads(json.dumps(cfg.sizes)):
-            raise ValueError(
-                f"{str(out)!r} holds a reproduce run made with other sizes (another version of "
-                "adjpos): use another --out, or delete the folder to start over"
-            )
-        return
-    write_json(path, {"settings": cfg.to_dict(), "sizes": cfg.sizes, "versions": versions()})
+def write_outputs(out: str | Path) -> tuple[tuple[Path, ...], str | None]:
+    """Draw every figure of the run in `out` from its result files, then write the report.
+
+    Returns the figure files written and, when PNG export does not work, why (once).
+    """
+    from adjpos.figures import save_figures
+    from adjpos.study.figures import run_figures
+    from adjpos.study.report import write_report
+
+    drawn = run_figures(out)
+    saved = save_figures({stem: fig for stem, (fig, _) in drawn.items()}, Path(out) / "figures")
+    pngs = {p.stem for p in saved.written if p.suffix == ".png"}
+    write_report(out, {stem: caption for stem, (_, caption) in drawn.items()}, pngs)
+    return saved.written, saved.png_skipped
 
 
-def versions() -> dict[str, str]:
-    """Versions of Python, adjpos and the libraries that produced the numbers."""
-    from importlib.metadata import version
+def _models(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
 
-    names = ("adjpos", "torch", "transformer-lens", "scikit-learn", "numpy", "plotly")
-    return {"python": platform.python_version(), **{n: version(n) for n in names}}
+    table = stages.MODELS.write(
+        _results(folder) / "models.csv", stages.measure_models(models, cfg.sizes)
+    )
+    _numbers(folder, "models", {"models": numbers.records(table)})
+
+
+def _cosine(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
+
+    scores, panels = stages.measure_cosine(models)
+    stages.COSINE_SCORES.write(_results(folder) / "cosine_scores.csv", scores)
+    write_json(_results(folder) / "cosine_heatmaps.json", panels)
+    _numbers(folder, "cosine", numbers.cosine_numbers(scores))
+
+
+def _adjacency(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
+
+    table = stages.measure_adjacency(models, cfg.sizes)
+    stages.ADJACENCY.write(_results(folder) / "adjacency_by_layer.csv", table)
+    _numbers(folder, "adjacency", numbers.adjacency_numbers(table))
+
+
+def _variance(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
+
+    table = stages.measure_variance(models, cfg.sizes)
+    stages.VARIANCE.write(_results(folder) / "variance_by_position.csv", table)
+    _numbers(folder, "variance", numbers.variance_numbers(table))
+
+
+def _probing(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    """One unit per probed model (the longest stage), then the combined table."""
+    from adjpos.probes import PROBE_TABLE, ProbeResult
+    from adjpos.study import numbers, stages
+
+    results = []
+    for label, model, tokens in stages.probe_subjects(models, cfg.sizes):
+        path = _results(folder) / f"probes_{slug(label)}.json"
+        if not folder.is_done(f"probing {label}"):
+            stages.measure_probes(model, tokens, label, cfg.sizes).to_json(path)
+            folder.mark_done(f"probing {label}")
+        results.append(ProbeResult.from_json(path))
+    records = [record for result in results for record in result.records()]
+    PROBE_TABLE.write(_results(folder) / "probes.csv", records)
+    _numbers(folder, "probing", numbers.probe_numbers(results))
+
+
+def _sweep(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
+    from adjpos.study.sweep import rows_of_subgrid
+
+    sizes = cfg.sizes
+    result = stages.measure_sweep(
+        _results(folder) / "sweep", sizes, workers=cfg.workers, device=models.device
+    )
+    first = rows_of_subgrid(result.table, sizes.grid[0], stages.sweep_base(sizes))
+    _numbers(folder, "sweep", numbers.sweep_numbers(result.table, first))
+
+
+def _theory(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    from adjpos.study import numbers, stages
+
+    table, matrices = stages.measure_theory(cfg.sizes, models.device)
+    stages.THEORY.write(_results(folder) / "theory.csv", table)
+    write_json(_results(folder) / "theory_matrices.json", matrices)
+    _numbers(folder, "theory", numbers.theory_numbers(table))
+
+
+STAGE_RUNNERS: dict[str, Callable[[RunFolder, Any, ReproduceConfig], None]] = {
+    "models": _models,
+    "cosine": _cosine,
+    "adjacency": _adjacency,
+    "variance": _variance,
+    "probing": _probing,
+    "sweep": _sweep,
+    "theory": _theory,
+}
+
+
+def slug(label: str) -> str:
+    """A file-name-safe form of a model label."""
+    return "".join(c if c.isalnum() else "_" for c in label).strip("_").replace("__", "_")
+
+
+def _results(folder: RunFolder) -> Path:
+    return folder.path / "results"
+
+
+def _numbers(folder: RunFolder, stage: str, data: dict[str, Any]) -> None:
+    write_json(_results(folder) / "numbers" / f"{stage}.json", json.loads(json.dumps(data)))

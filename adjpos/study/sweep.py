@@ -3,42 +3,41 @@
 A grid maps `ModelConfig` field names to lists of values; every combination is a cell (a list
 of such dicts is the union of their products). Each cell x seed builds a random-init model,
 scores random tokens at every layer, and records the variance slope. Cells run in worker
-processes; each finished cell is written atomically to ``DIR/cells/`` and ``DIR/sweep.csv`` is
-rebuilt from them, so an interrupted sweep resumes where it stopped and gives the same rows.
+processes; each finished cell x seed is one unit of an `adjpos.runs.RunFolder`, so an
+interrupted sweep resumes where it stopped and gives the same rows. ``DIR/sweep.csv`` is
+written once, at the end, from the units.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
-import csv
 import dataclasses
 import hashlib
-import io
 import itertools
 import json
 import multiprocessing
 import os
-import platform
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from tqdm.auto import tqdm
 
 from adjpos.models import ModelConfig
-from adjpos.runs import atomic_write, write_json
+from adjpos.runs import RunFolder, read_run
+from adjpos.study.sizes import DEFAULT_GRID
+from adjpos.tables import Table, config_table
+from adjpos.validation import check_int_list, check_positive_int, resolve_device
 
 Grid = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]]
-COLUMNS_AFTER_PARAMS = ("seed", "layer", "adjacency", "variance_slope", "seconds")
-# The default grid answers: which band of init scale and width shows the pattern, how depth
-# and normalization placement matter, and how NoPE compares with positional schemes.
-DEFAULT_GRID: list[dict[str, list[Any]]] = [
-    {"init_range": [0.02, 0.05, 0.1, 0.2, 0.5], "d_model": [32, 64, 128]},
-    {"n_layers": [1, 2, 4, 8], "normalization_type": ["LN", "LNPre", "RMS", None]},
-    {"positional": ["none", "learned", "rotary", "alibi"], "init_range": [0.05, 0.1, 0.2]},
-]
+# The columns after the grid parameters: what each cell x seed x layer measured.
+MEASURED = Table(
+    seed="int64", layer="int64", adjacency="float64", variance_slope="float64", seconds="float64"
+)
+__all__ = ["DEFAULT_GRID", "MEASURED", "SweepResult", "read_sweep", "rows_of_subgrid", "sweep"]
 
 
 @dataclass(frozen=True)
@@ -46,13 +45,13 @@ class SweepResult:
     """What `sweep` wrote.
 
     Attributes:
-        rows: one dict per (cell, seed, layer), the rows of ``sweep.csv``.
+        table: one row per (cell, seed, layer), the rows of ``sweep.csv``.
         params: the grid parameters, in column order.
         out_dir: the results folder.
-        ran: cells computed by this call (the rest were already on disk).
+        ran: cells x seeds computed by this call (the rest were already on disk).
     """
 
-    rows: list[dict[str, Any]]
+    table: pd.DataFrame
     params: list[str]
     out_dir: Path
     ran: int
@@ -67,6 +66,7 @@ def sweep(
     out_dir: str | os.PathLike,
     workers: int | None = None,
     base: ModelConfig | None = None,
+    device: str | None = "cpu",
     progress: bool | None = None,
 ) -> SweepResult:
     """Score random-init models over every grid cell and seed; resumable.
@@ -76,20 +76,22 @@ def sweep(
         seeds: model seeds; the random tokens of a seed are the same in every cell.
         n_sequences: random sequences per cell.
         seq_len: tokens per sequence.
-        out_dir: results folder (``sweep.csv``, ``sweep.json``, ``cells/``).
+        out_dir: results folder (``sweep.csv``, ``run.json``, ``done/``).
         workers: worker processes (default: the number of CPU cores; 0 runs in-process).
         base: the config every cell starts from (default `ModelConfig()`).
+        device: where the models run ("cpu", "cuda", or "auto"/None: CUDA when present).
         progress: show a progress bar (default: only on a terminal).
 
     Raises:
         ValueError: an unknown parameter, a bad value or combination, an empty grid, or an
-            `out_dir` holding a sweep with another grid (before any cell runs).
+            `out_dir` holding a run with other settings (before any cell runs).
     """
     base = base if base is not None else ModelConfig()
     subgrids, params = _check_grid(grid)
-    seeds = _check_seeds(seeds)
-    _check_positive("n_sequences", n_sequences)
-    _check_positive("seq_len", seq_len)
+    seeds = check_int_list("seeds", seeds)
+    check_positive_int("n_sequences", n_sequences)
+    check_positive_int("seq_len", seq_len)
+    device = str(resolve_device(device))
     cells = _cells(subgrids, base, params)
     for cell in cells:
         if seq_len > cell["config"].n_ctx:
@@ -97,32 +99,47 @@ def sweep(
                 f"seq_len={seq_len} exceeds n_ctx={cell['config'].n_ctx} of cell "
                 f"{cell['params']}; raise n_ctx in the grid or base"
             )
-    folder = Path(out_dir)
     spec = {
         "grid": [dict(g) for g in subgrids],
+        "params": params,
         "seeds": seeds,
         "n_sequences": n_sequences,
         "seq_len": seq_len,
         "base": base.to_dict(),
     }
-    _claim_folder(folder, spec)
+    folder = RunFolder.open(out_dir, kind="sweep", spec=spec, seed=seeds[0], device=device)
     jobs = [(cell, seed) for cell in cells for seed in seeds]
-    todo = [job for job in jobs if not _cell_path(folder, *job).is_file()]
+    todo = [job for job in jobs if not folder.is_done(_unit(*job))]
     bar = tqdm(
         total=len(jobs),
         initial=len(jobs) - len(todo),
         desc="sweep",
         disable=None if progress is None else not progress,
     )
-    for cell, seed, rows in _run_all(todo, n_sequences, seq_len, workers):
-        write_json(_cell_path(folder, cell, seed), rows)
-        _write_csv(folder, jobs, params)
+    for cell, seed, rows in _run_all(todo, n_sequences, seq_len, workers, device):
+        folder.mark_done(_unit(cell, seed), rows)
         bar.update(1)
     bar.close()
-    return SweepResult(_write_csv(folder, jobs, params), params, folder, len(todo))
+    rows = [row for job in jobs for row in folder.result(_unit(*job))]
+    table = sweep_table(params).write(folder.path / "sweep.csv", rows)
+    return SweepResult(table, params, folder.path, len(todo))
 
 
-def score_cell(cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int) -> list[dict]:
+def sweep_table(params: Sequence[str]) -> Table:
+    """The columns of a sweep over `params`: the parameters (typed as `ModelConfig` fields),
+    then `MEASURED`."""
+    return config_table(ModelConfig, params) + MEASURED
+
+
+def read_sweep(out_dir: str | os.PathLike) -> pd.DataFrame:
+    """The rows of the sweep in `out_dir` (its ``sweep.csv``), typed from its grid."""
+    params = read_run(out_dir)["spec"]["params"]
+    return sweep_table(params).read(Path(out_dir) / "sweep.csv")
+
+
+def score_cell(
+    cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int, *, device: str = "cpu"
+) -> list[dict]:
     """Adjacency and variance slope at every layer of one random-init model (one cell x seed).
 
     The variance slope is the least-squares slope of the mean (over sequences) variance at
@@ -136,14 +153,14 @@ def score_cell(cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int) -> l
     from adjpos.models import build_model
 
     start = time.perf_counter()
-    model = build_model(dataclasses.replace(cfg, seed=seed), device="cpu")
+    model = build_model(dataclasses.replace(cfg, seed=seed), device=device)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, cfg.d_vocab, (n_sequences, seq_len), generator=gen)
     k = torch.arange(seq_len, dtype=torch.float64)
     rows = []
     for layer, acts in iter_residuals(model, tokens, progress=False):
         adjacency = float(adjacency_probability(cosine_matrix(acts)).double().mean())
-        variance = position_variance(acts).double().mean(0)
+        variance = position_variance(acts).double().mean(0).cpu()
         slope = float(
             ((k - k.mean()) * (variance - variance.mean())).sum()
             / ((k - k.mean()) ** 2).sum()
@@ -155,8 +172,8 @@ def score_cell(cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int) -> l
 
 
 def rows_of_subgrid(
-    rows: Sequence[dict[str, Any]], subgrid: Mapping[str, Sequence[Any]], base: ModelConfig
-) -> list[dict[str, Any]]:
+    table: pd.DataFrame, subgrid: Mapping[str, Sequence[Any]], base: ModelConfig
+) -> pd.DataFrame:
     """The rows of one sub-grid of a union grid: its own parameters at its values, every other
     parameter at its base value.
 
@@ -164,35 +181,38 @@ def rows_of_subgrid(
     not mix in cells of another (a rotary model at init 0.1 is not a point of the init x
     width heatmap).
     """
-    if not rows:
-        return []
-    others = [k for k in rows[0] if k not in subgrid and k not in COLUMNS_AFTER_PARAMS]
-    return [
-        row
-        for row in rows
-        if all(row[k] in subgrid[k] for k in subgrid)
-        and all(row[k] == getattr(base, k) for k in others)
+    keep = pd.Series(True, index=table.index)
+    for name in table.columns:
+        if name in MEASURED.columns:
+            continue
+        allowed = list(subgrid[name]) if name in subgrid else [getattr(base, name)]
+        column = table[name].astype(object).where(table[name].notna(), None)
+        keep &= column.isin(allowed) | (column.isna() & any(v is None for v in allowed))
+    return table[keep].reset_index(drop=True)
+
+
+def last_layer_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Each model's (cell x seed) row at its own deepest layer, so grids that vary depth
+    compare like with like."""
+    models = [
+        c for c in table.columns if c not in ("layer", "adjacency", "variance_slope", "seconds")
     ]
+    deepest = table.groupby(models, dropna=False)["layer"].transform("max")
+    return table[table["layer"] == deepest].reset_index(drop=True)
 
 
-def read_sweep_csv(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Rows of a ``sweep.csv``, numbers parsed (None stays None), for figures and reports."""
-    rows = list(csv.DictReader(io.StringIO(Path(path).read_text())))
-    return [{k: _parse(v) for k, v in row.items()} for row in rows]
-
-
-def _run_all(todo, n_sequences, seq_len, workers):
+def _run_all(todo, n_sequences, seq_len, workers, device):
     if not todo:
         return
     workers = os.cpu_count() or 1 if workers is None else workers
     if workers == 0:
         for cell, seed in todo:
-            yield cell, seed, _rows(cell, seed, n_sequences, seq_len)
+            yield cell, seed, _rows(cell, seed, n_sequences, seq_len, device)
         return
     context = multiprocessing.get_context("spawn")  # fork is unsafe once torch threads exist
     with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread) as pool:
         pending = {
-            pool.submit(_rows, cell, seed, n_sequences, seq_len): (cell, seed)
+            pool.submit(_rows, cell, seed, n_sequences, seq_len, device): (cell, seed)
             for cell, seed in todo
         }
         for done in futures.as_completed(pending):
@@ -200,7 +220,7 @@ def _run_all(todo, n_sequences, seq_len, workers):
             yield cell, seed, done.result()
 
 
-def _rows(cell, seed, n_sequences, seq_len):
+def _rows(cell, seed, n_sequences, seq_len, device):
     rows = score_cell(cell["config"], seed, n_sequences, seq_len)
     return [{**cell["params"], "seed": seed, **row} for row in rows]
 
@@ -252,65 +272,6 @@ def _cells(subgrids, base, params) -> list[dict[str, Any]]:
     return cells
 
 
-def _cell_path(folder: Path, cell: dict, seed: int) -> Path:
+def _unit(cell: dict, seed: int) -> str:
     digest = hashlib.sha256(f"{cell['key']}|{seed}".encode()).hexdigest()[:16]
-    return folder / "cells" / f"{digest}.json"
-
-
-def _claim_folder(folder: Path, spec: dict) -> None:
-    meta = folder / "sweep.json"
-    if meta.is_file():
-        saved = json.loads(meta.read_text())
-        if {k: saved.get(k) for k in spec} != json.loads(json.dumps(spec)):
-            raise ValueError(
-                f"{folder} holds a sweep with a different grid or settings "
-                f"({saved.get('grid')}); use another --out folder"
-            )
-    elif folder.exists() and any(folder.iterdir()):
-        raise ValueError(f"{folder} is not empty and holds no sweep.json; choose another folder")
-    (folder / "cells").mkdir(parents=True, exist_ok=True)
-    write_json(meta, {**spec, "versions": _versions()})
-
-
-def _write_csv(folder: Path, jobs, params) -> list[dict[str, Any]]:
-    rows = []
-    for cell, seed in jobs:
-        path = _cell_path(folder, cell, seed)
-        if path.is_file():
-            rows.extend(json.loads(path.read_text()))
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[*params, *COLUMNS_AFTER_PARAMS], lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write(folder / "sweep.csv", lambda tmp: Path(tmp).write_text(out.getvalue()))
-    return rows
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    names = ("adjpos", "torch", "transformer-lens", "numpy", "numba")
-    return {"python": platform.python_version(), **{n: version(n) for n in names}}
-
-
-def _check_seeds(seeds: Sequence[int]) -> list[int]:
-    seeds = list(seeds)
-    if not seeds or any(not isinstance(s, int) or isinstance(s, bool) for s in seeds):
-        raise ValueError(f"seeds must be a non-empty list of ints, got {seeds!r}")
-    return seeds
-
-
-def _check_positive(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-
-def _parse(text: str) -> Any:
-    if text in ("", "None"):
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"True": True, "False": False}.get(text, text)
+    return f"cell-{digest}"

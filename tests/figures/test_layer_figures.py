@@ -56,7 +56,7 @@ def test_adjacency_single_rows_have_no_error_bars_and_panel_none_is_one_panel():
 
 def test_adjacency_missing_column():
     rows = [{"task": "addition", "layer": 0, "adjacency": 0.5}]
-    with pytest.raises(ValueError, match=r"row 0 lacks column\(s\) \['model'\]"):
+    with pytest.raises(ValueError, match=r"rows lack column\(s\) \['model'\]"):
         plot_adjacency_by_layer(rows)
     with pytest.raises(ValueError, match="no rows"):
         plot_adjacency_by_layer([])
@@ -100,7 +100,7 @@ def test_variance_other_line_key_uses_the_palette_and_missing_columns_raise():
     fig = plot_variance_by_position(rows, panel="layer", line="model")
     assert [a.text for a in fig.layout.annotations] == ["layer=2", "layer=0", "layer=1"]
     assert {t.line.color for t in fig.data} == {"#0072B2"}
-    with pytest.raises(ValueError, match=r"lacks column\(s\) \['variance'\]"):
+    with pytest.raises(ValueError, match=r"rows lack column\(s\) \['variance'\]"):
         plot_variance_by_position([{"task": "a", "layer": 0, "position": 0, "var": 1.0}])
 
 

@@ -57,7 +57,7 @@ def test_one_measured_and_one_predicted_line_per_site():
 
 def test_missing_columns_and_bad_init_range():
     rows = [{k: v for k, v in r.items() if k != "entropy_ratio"} for r in _rows()]
-    with pytest.raises(ValueError, match=r"row 0 lacks column\(s\) \['entropy_ratio'\]"):
+    with pytest.raises(ValueError, match=r"rows lack column\(s\) \['entropy_ratio'\]"):
         plot_first_layer_theory(rows)
     rows = [dict(r, init_range=0.0) for r in _rows()]
     with pytest.raises(ValueError, match=r"init_range must be > 0 for the log axis; got \[0.0\]"):

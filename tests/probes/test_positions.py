@@ -105,16 +105,17 @@ def test_mixed_lengths_for_the_sets_that_allow_them():
 
 def test_result_round_trips_and_exports(tmp_path):
     from adjpos import ProbeResult
+    from adjpos.probes import PROBE_TABLE
 
     result = probe_positions(_model(), _tokens(n_seq=6, n_pos=6), features="norm", cv=2)
     path = tmp_path / "r.json"
     result.to_json(path)
     assert ProbeResult.from_json(path) == result == ProbeResult.from_json(path.read_text())
     lines = result.to_csv(tmp_path / "r.csv").splitlines()
-    assert lines[0] == "model,layer,features,probe,metric,value,baseline"
+    assert lines[0] == "model,layer,features,probe,metric,value,baseline,std"
     assert len(lines) == 1 + 3 * 2 and lines[1].startswith("model,0,norm,ridge,r2,")
-    pytest.importorskip("pandas")
-    frame = result.to_frame()
+    frame = PROBE_TABLE.read(tmp_path / "r.csv")
+    assert frame.equals(result.to_frame())  # every number round-trips exactly
     assert list(frame.columns)[-1] == "std" and len(frame) == 6
     assert len((result + result).scores) == 12
     with pytest.raises(KeyError, match="this result has layers"):

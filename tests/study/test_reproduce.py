@@ -1,17 +1,17 @@
 """`reproduce` end to end on tiny settings: files, numbers behind the report, resume, bad input."""
 
-import csv
+import dataclasses
 import json
 import shutil
 import sys
-from statistics import mean
 
 import pytest
 
 from adjpos.cli import main
-from adjpos.study import pipeline as reproduce_module
-from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce
-from adjpos.study.report import write_report
+from adjpos.study import TINY as TINY_SIZES
+from adjpos.study import pipeline, sizes
+from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
+from adjpos.study.stages import ADJACENCY
 
 TINY = ReproduceConfig(size="tiny", device="cpu", workers=0)
 
@@ -22,30 +22,22 @@ def tiny_run(tmp_path_factory):
     return out, reproduce(out, TINY)
 
 
-def _rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     out, result = tiny_run
     assert result.ran == STAGES and result.skipped == ()
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "reproduce" and run["spec"]["settings"] == TINY.to_dict()
+    assert run["spec"]["sizes"]["n_eval"] == TINY_SIZES.n_eval
+    assert (
+        run["provenance"]["device"] == "cpu" and "transformer-lens" in run["provenance"]["versions"]
+    )
     results = out / "results"
+    adjacency = ADJACENCY.read(results / "adjacency_by_layer.csv")
+    assert set(adjacency["task"]) == {"addition", "reversal", "indexing", "ordering"}
+    assert set(adjacency["model"]) == {"trained", "random-init", "random-init, learned positions"}
+    assert (adjacency["sem"] > 0).all()
     for stage in STAGES:
-        assert json.loads((results / f"{stage}.done.json").read_text())["stage"] == stage
-    run = json.loads((results / "run.json").read_text())
-    assert run["settings"] == TINY.to_dict() and "transformer-lens" in run["versions"]
-    adjacency = _rows(results / "adjacency_by_layer.csv")
-    assert set(adjacency[0]) == {"task", "model", "seed", "layer", "adjacency"}
-    assert {r["task"] for r in adjacency} == {"addition", "reversal", "indexing", "ordering"}
-    assert {r["model"] for r in adjacency} == {
-        "trained",
-        "random-init",
-        "random-init, learned positions",
-    }
-    probes = _rows(results / "probes.csv")
-    assert set(probes[0]) == {"model", "layer", "features", "probe", "metric", "value", "baseline"}
-    assert (results / "sweep" / "sweep.csv").is_file() and (results / "theory.csv").is_file()
+        assert (results / "numbers" / f"{stage}.json").is_file()
     report = (out / "report.md").read_text()
     for stem in (
         "adjacency_by_layer",
@@ -58,34 +50,43 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         assert (out / "figures" / f"{stem}.html").is_file()
         assert f"(figures/{stem}.html)" in report
     assert report.count("What it shows:") == 6
+    assert "device used: cpu" in report and "| n_eval | 8 |" in report
     html = (out / "report.html").read_text()
-    assert html.count("<figure>") == len(list((out / "figures").glob("*.html")))
-    assert "figures/plotly.min.js" in html and (out / "figures" / "plotly.min.js").is_file()
+    assert html.count("<iframe") == len(list((out / "figures").glob("*.html")))
+    assert (out / "figures" / "plotly.min.js").is_file()
+
+
+def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
+    out, _ = tiny_run
+    report = (out / "report.md").read_text()
+    claims = report.split("## The claims at a glance")[1].split("##")[0]
+    rows = [line for line in claims.splitlines() if line.startswith("| ") and "verdict" not in line]
+    assert len(rows) == 7
+    numbers = json.loads((out / "results" / "numbers" / "adjacency.json").read_text())
+    above = sum(t["trained_vs_layer0"] == "above" for t in numbers["per_task"])
+    verdict = "supported" if above == 4 else "partly supported" if above else "not supported"
+    assert rows[0].split(" | ")[1] == verdict and f"in {above} of 4 tasks" in rows[0]
+    assert "[0." not in report and "np.float64" not in report  # no Python reprs in prose
 
 
 def test_report_tables_are_the_means_of_the_csv(tiny_run):
     out, _ = tiny_run
-    rows = _rows(out / "results" / "adjacency_by_layer.csv")
+    table = ADJACENCY.read(out / "results" / "adjacency_by_layer.csv")
+    means = table.groupby(["task", "model", "layer"])["adjacency"].mean()
     for task, model in (("addition", "trained"), ("ordering", "random-init")):
-        values = [
-            mean(
-                float(r["adjacency"])
-                for r in rows
-                if (r["task"], r["model"], r["layer"]) == (task, model, str(layer))
-            )
-            for layer in range(5)
-        ]
+        values = [means[(task, model, layer)] for layer in range(5)]
         line = f"| {task} | {model} | " + " | ".join(f"{v:.3f}" for v in values) + " |"
         assert line in (out / "report.md").read_text()
 
 
-def test_a_rerun_skips_finished_stages_and_gives_the_same_report(tiny_run, tmp_path):
+def test_a_rerun_skips_finished_units_and_gives_the_same_report(tiny_run, tmp_path):
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     # An interrupted run: the probing stage never finished (no marker, a stale partial file,
-    # one model's probes not yet written).
-    (copy / "results" / "probing.done.json").unlink()
+    # one model's probes not yet done).
+    (copy / "done" / "probing.json").unlink()
+    (copy / "done" / "probing_trained_indexing.json").unlink()
     (copy / "results" / "probes.csv").write_text("model,layer\npartial")
     (copy / "results" / "probes_trained_indexing.json").unlink()
     again = reproduce(copy, TINY)
@@ -102,12 +103,12 @@ def test_a_rerun_skips_finished_stages_and_gives_the_same_report(tiny_run, tmp_p
 def test_a_folder_with_other_settings_or_sizes_is_refused(tiny_run, tmp_path, monkeypatch):
     out, _ = tiny_run
     copy = tmp_path / "copy"
-    shutil.copytree(out / "results", copy / "results")
-    with pytest.raises(ValueError, match="other settings.*use another --out"):
+    shutil.copytree(out, copy)
+    with pytest.raises(ValueError, match="other settings.*settings.*use another folder"):
         reproduce(copy, ReproduceConfig(size="quick", device="cpu"))
-    bigger = {**TINY.sizes, "n_sequences": TINY.sizes["n_sequences"] + 1}
-    monkeypatch.setattr(reproduce_module.ReproduceConfig, "sizes", property(lambda s: bigger))
-    with pytest.raises(ValueError, match="other sizes.*use another --out"):
+    bigger = dataclasses.replace(TINY_SIZES, n_sequences=TINY_SIZES.n_sequences + 1)
+    monkeypatch.setitem(sizes.SIZES, "tiny", bigger)
+    with pytest.raises(ValueError, match="other settings.*sizes"):
         reproduce(copy, TINY)
 
 
@@ -116,11 +117,20 @@ def test_without_static_export_the_report_links_html_and_says_why(tiny_run, tmp_
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
-    figures, reason = write_report(copy)
+    figures, reason = write_outputs(copy)
     assert "kaleido is not installed" in reason and "apt-get install -y chromium" in reason
     assert figures and all(p.suffix in (".html",) or p.name == "plotly.min.js" for p in figures)
     assert not list((copy / "figures").glob("*.png"))  # no PNG left from an earlier run
     assert "![" not in (copy / "report.md").read_text()
+
+
+def test_study_sizes_name_every_change_and_refuse_bad_values():
+    assert TINY_SIZES.logistic_features == () and sizes.QUICK.sweep_layers == 2
+    assert sizes.FULL.grid == sizes.DEFAULT_GRID and TINY_SIZES.grid != sizes.FULL.grid
+    with pytest.raises(ValueError, match="cv must be a positive int"):
+        dataclasses.replace(TINY_SIZES, cv=0)
+    with pytest.raises(ValueError, match="theory_heatmap_scale"):
+        dataclasses.replace(TINY_SIZES, theory_heatmap_scale=0.3)
 
 
 def test_bad_settings_are_named(tmp_path):
@@ -137,8 +147,9 @@ def test_bad_settings_are_named(tmp_path):
 
 
 def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
-    assert main(["reproduce", "--device", "tpu", "--out", str(tmp_path / "r")]) == 2
-    assert "device='tpu' is not allowed" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--device", "tpu", "--out", str(tmp_path / "r")])
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     assert main(["reproduce", "--quick", "--out", str(blocker / "r")]) == 2
@@ -152,9 +163,9 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     # The folder holds a tiny run: let --quick resume it.
-    settings, sizes = TINY.to_dict(), TINY.sizes
-    monkeypatch.setattr(reproduce_module.ReproduceConfig, "to_dict", lambda self: settings)
-    monkeypatch.setattr(reproduce_module.ReproduceConfig, "sizes", property(lambda s: sizes))
+    settings = TINY.to_dict()
+    monkeypatch.setattr(pipeline.ReproduceConfig, "to_dict", lambda self: settings)
+    monkeypatch.setitem(sizes.SIZES, "quick", TINY_SIZES)
     assert main(["reproduce", "--quick", "--device", "cpu", "--out", str(copy)]) == 0
     captured = capsys.readouterr()
     assert captured.err.count("(done earlier, skipped)") == len(STAGES)
@@ -165,14 +176,15 @@ def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
     from adjpos.pretrained import load_pretrained
     from adjpos.study.stages import Models
 
-    first = Models(tmp_path, "cpu", train=True, train_steps=2)
+    first = Models(device="cpu", train_dir=tmp_path / "models", train_steps=2)
     model, task = first.trained("addition")
     shipped, shipped_task = load_pretrained("addition", device="cpu")
     assert model.adjpos_config == shipped.adjpos_config and task == shipped_task
     metrics = json.loads((tmp_path / "models" / "addition" / "metrics.json").read_text())
     assert metrics["step"] == 2 and metrics["train"]["lr"] == 0.001  # the shipped lr
     weights = (tmp_path / "models" / "addition" / "model.safetensors").read_bytes()
-    again, _ = Models(tmp_path, "cpu", train=True, train_steps=2).trained("addition")
+    again = Models(device="cpu", train_dir=tmp_path / "models", train_steps=2)
+    again_model, _ = again.trained("addition")
     assert (tmp_path / "models" / "addition" / "model.safetensors").read_bytes() == weights
-    for a, b in zip(model.parameters(), again.parameters(), strict=True):
+    for a, b in zip(model.parameters(), again_model.parameters(), strict=True):
         assert (a == b).all()

@@ -4,50 +4,50 @@ import subprocess
 import sys
 import time
 
+import pandas as pd
 import pytest
 import torch
 
 from adjpos import adjacency_score, build_model
 from adjpos.models import ModelConfig
-from adjpos.study.sweep import read_sweep_csv, sweep
+from adjpos.study.sweep import read_sweep, sweep
 
 BASE = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=20, n_ctx=16)
 GRID = {"init_range": [0.05, 0.2], "normalization_type": ["LN", None]}
 SMALL = dict(seeds=[0, 1], n_sequences=4, seq_len=8, base=BASE, progress=False)
 
 
-def _without_seconds(rows):
-    return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+def _without_seconds(table):
+    return table.drop(columns="seconds")
 
 
 def test_rows_columns_and_values(tmp_path):
     result = sweep(GRID, out_dir=tmp_path / "s", workers=0, **SMALL)
-    assert result.ran == 8 and len(result.rows) == 8 * 3
+    assert result.ran == 8 and len(result.table) == 8 * 3
     header = (tmp_path / "s" / "sweep.csv").read_text().splitlines()[0]
     assert header == "init_range,normalization_type,seed,layer,adjacency,variance_slope,seconds"
-    rows = read_sweep_csv(tmp_path / "s" / "sweep.csv")
-    assert _without_seconds(rows) == _without_seconds(result.rows)  # floats round-trip exactly
-    cell = [
-        r
-        for r in rows
-        if r["init_range"] == 0.2 and r["normalization_type"] is None and r["seed"] == 1
+    rows = read_sweep(tmp_path / "s")
+    assert rows.equals(result.table)  # types and floats round-trip exactly
+    assert str(rows["normalization_type"].dtype) == "string" and rows["seed"].dtype == "int64"
+    cell = rows[
+        (rows["init_range"] == 0.2) & rows["normalization_type"].isna() & (rows["seed"] == 1)
     ]
     model = build_model(
         ModelConfig(**{**BASE.to_dict(), "init_range": 0.2, "normalization_type": None, "seed": 1})
     )
     tokens = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(1))
     expected = adjacency_score(model, tokens)
-    assert [r["adjacency"] for r in cell] == pytest.approx(expected.tolist())
-    meta = json.loads((tmp_path / "s" / "sweep.json").read_text())
-    assert meta["grid"] == [GRID] and "torch" in meta["versions"]
+    assert cell["adjacency"].tolist() == pytest.approx(expected.tolist())
+    meta = json.loads((tmp_path / "s" / "run.json").read_text())
+    assert meta["spec"]["grid"] == [GRID] and "torch" in meta["provenance"]["versions"]
 
 
 def test_workers_give_the_same_rows_and_rerun_skips(tmp_path):
     serial = sweep(GRID, out_dir=tmp_path / "a", workers=0, **SMALL)
     parallel = sweep(GRID, out_dir=tmp_path / "b", workers=2, **SMALL)
-    assert _without_seconds(parallel.rows) == _without_seconds(serial.rows)
+    assert _without_seconds(parallel.table).equals(_without_seconds(serial.table))
     again = sweep(GRID, out_dir=tmp_path / "b", workers=2, **SMALL)
-    assert again.ran == 0 and again.rows == parallel.rows
+    assert again.ran == 0 and again.table.equals(parallel.table)
 
 
 def test_killed_run_resumes_to_the_same_rows(tmp_path):
@@ -61,7 +61,7 @@ def test_killed_run_resumes_to_the_same_rows(tmp_path):
         "import time; time.sleep(60)\n"  # never reached before the kill when cells are slow
     )
     proc = subprocess.Popen([sys.executable, "-c", script])
-    cells = tmp_path / "cut" / "cells"
+    cells = tmp_path / "cut" / "done"
     deadline = time.time() + 120
     while time.time() < deadline and len(list(cells.glob("*.json")) if cells.exists() else []) < 2:
         time.sleep(0.05)
@@ -71,12 +71,12 @@ def test_killed_run_resumes_to_the_same_rows(tmp_path):
     assert 2 <= done_before
     resumed = sweep(GRID, out_dir=tmp_path / "cut", workers=0, **SMALL)
     assert resumed.ran == 8 - done_before
-    assert _without_seconds(resumed.rows) == _without_seconds(whole.rows)
+    assert _without_seconds(resumed.table).equals(_without_seconds(whole.table))
 
 
 def test_width_changes_rederive_head_and_mlp_widths(tmp_path):
-    rows = sweep({"d_model": [32]}, out_dir=tmp_path / "w", workers=0, **SMALL).rows
-    assert rows and all(r["d_model"] == 32 for r in rows)
+    rows = sweep({"d_model": [32]}, out_dir=tmp_path / "w", workers=0, **SMALL).table
+    assert len(rows) and (rows["d_model"] == 32).all()
     cfg = BASE.with_changes(d_model=32)
     assert (cfg.d_head, cfg.d_mlp) == (16, 128)
     assert BASE.with_changes(d_model=32, d_head=4).d_head == 4
@@ -84,8 +84,9 @@ def test_width_changes_rederive_head_and_mlp_widths(tmp_path):
 
 def test_union_of_subgrids_fills_every_column(tmp_path):
     grid = [{"init_range": [0.1]}, {"n_layers": [1]}]
-    rows = sweep(grid, out_dir=tmp_path / "u", workers=0, **SMALL).rows
-    assert {(r["init_range"], r["n_layers"]) for r in rows} == {(0.1, 2), (None, 1)}
+    rows = sweep(grid, out_dir=tmp_path / "u", workers=0, **SMALL).table
+    pairs = {(None if pd.isna(i) else i, n) for i, n in rows[["init_range", "n_layers"]].values}
+    assert pairs == {(0.1, 2), (None, 1)}
 
 
 @pytest.mark.usefixtures("user_errors")
@@ -112,7 +113,7 @@ def test_bad_grids_fail_before_any_cell(tmp_path, grid, match):
 @pytest.mark.usefixtures("user_errors")
 def test_other_grid_in_the_folder_is_refused(tmp_path):
     sweep({"init_range": [0.1]}, out_dir=tmp_path / "s", workers=0, **SMALL)
-    with pytest.raises(ValueError, match="different grid"):
+    with pytest.raises(ValueError, match="other settings.*grid"):
         sweep({"init_range": [0.2]}, out_dir=tmp_path / "s", workers=0, **SMALL)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "mine.txt").write_text("x")
@@ -128,8 +129,8 @@ def test_rows_of_subgrid_keep_other_parameters_at_base(tmp_path):
     from adjpos.study import rows_of_subgrid
 
     grid = [{"init_range": [0.05, 0.2]}, {"positional": ["rotary"], "init_range": [0.05]}]
-    rows = sweep(grid, out_dir=tmp_path / "g", workers=0, **SMALL).rows
+    rows = sweep(grid, out_dir=tmp_path / "g", workers=0, **SMALL).table
     first = rows_of_subgrid(rows, grid[0], BASE)
-    assert {r["positional"] for r in first} == {"none"} and len(first) == 2 * 2 * 3
+    assert set(first["positional"]) == {"none"} and len(first) == 2 * 2 * 3
     second = rows_of_subgrid(rows, grid[1], BASE)
-    assert {(r["positional"], r["init_range"]) for r in second} == {("rotary", 0.05)}
+    assert {tuple(r) for r in second[["positional", "init_range"]].values} == {("rotary", 0.05)}

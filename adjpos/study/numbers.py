@@ -1,0 +1,255 @@
+"""The numbers each claim of the study needs, computed from the stages' tidy tables.
+
+Pure pandas: no torch, no model. Each function takes the tables of one stage and returns plain
+JSON-able values (lists of records, counts, intervals), which the pipeline writes to
+``results/numbers.json`` and the report states. Every comparison carries its uncertainty: a
+standard error over sequences, a spread over seeds, or a std over probe seeds; a difference
+inside twice its standard error is reported as a tie, never as a win.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from adjpos.probes import ProbeResult
+
+TRAINED, RANDOM = "trained", "random-init"
+# A difference counts when it exceeds this many standard errors.
+Z = 2.0
+ORDER_METHODS = ("spectral_seriation", "variance_sort")
+
+
+def adjacency_numbers(table: pd.DataFrame) -> dict[str, Any]:
+    """Per task: the trained model's best layer >= 1 against its layer 0, and against the
+    random-init NoPE controls (their seed range, and the standard errors over sequences)."""
+    mean = table.groupby(["task", "model", "layer"], sort=False).agg(
+        adjacency=("adjacency", "mean"),
+        low=("adjacency", "min"),
+        high=("adjacency", "max"),
+        sem=("sem", "max"),
+        seeds=("adjacency", "size"),
+    )
+    layers = sorted(table["layer"].unique())
+    per_task, by_layer = [], []
+    for task in table["task"].unique():
+        trained = mean.loc[(task, TRAINED)]
+        control = mean.loc[(task, RANDOM)]
+        best = int(trained.loc[layers[1:], "adjacency"].idxmax())
+        above_layer0 = _compare(trained.loc[best], trained.loc[layers[0]])
+        deepest = layers[-1]
+        per_task.append(
+            {
+                "task": task,
+                "best_layer": best,
+                "trained_best": float(trained.loc[best, "adjacency"]),
+                "trained_layer0": float(trained.loc[layers[0], "adjacency"]),
+                "trained_vs_layer0": above_layer0,
+                "control_deepest": float(control.loc[deepest, "adjacency"]),
+                "control_layer0": float(control.loc[layers[0], "adjacency"]),
+                "control_vs_layer0": _compare(control.loc[deepest], control.loc[layers[0]]),
+                "control_min_above_0": float(control.loc[layers[1:], "adjacency"].min()),
+            }
+        )
+        for layer in layers[1:]:
+            by_layer.append(
+                {
+                    "task": task,
+                    "layer": int(layer),
+                    "trained": float(trained.loc[layer, "adjacency"]),
+                    "control_low": float(control.loc[layer, "low"]),
+                    "control_high": float(control.loc[layer, "high"]),
+                    "control_seeds": int(control.loc[layer, "seeds"]),
+                    "trained_vs_control": _against_range(trained.loc[layer], control.loc[layer]),
+                }
+            )
+    return {
+        "per_task": per_task,
+        "trained_vs_control": by_layer,
+        "layers": [int(x) for x in layers],
+        "means": records(mean["adjacency"].reset_index()),
+    }
+
+
+def cosine_numbers(scores: pd.DataFrame) -> dict[str, Any]:
+    """The adjacency score of each example matrix, by task, model and layer."""
+    return {"scores": records(scores)}
+
+
+def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
+    """Variance over the last third of the positions divided by the first third, for every
+    task, model and layer (below 1: the shrinkage Chi et al. describe)."""
+    ratios = []
+    for (task, model, layer), rows in table.groupby(["task", "model", "layer"], sort=False):
+        values = rows.sort_values("position")["variance"].to_numpy()
+        third = max(1, len(values) // 3)
+        ratio = float(values[-third:].mean() / values[:third].mean())
+        ratios.append(
+            {
+                "task": task,
+                "model": model,
+                "layer": int(layer),
+                "positions": len(values),
+                "ratio": ratio,
+            }
+        )
+    frame = pd.DataFrame(ratios)
+    deepest = frame[frame["layer"] == frame["layer"].max()]
+    inner = frame[(frame["layer"] >= 1) & (frame["layer"] < frame["layer"].max())]
+    return {
+        "ratios": ratios,
+        "deepest_falls": {m: int((g["ratio"] < 1).sum()) for m, g in deepest.groupby("model")},
+        "inner_falls": {m: int((g["ratio"] < 1).sum()) for m, g in inner.groupby("model")},
+        "inner_cells": {m: len(g) for m, g in inner.groupby("model")},
+        "models": {m: int(g["task"].nunique()) for m, g in frame.groupby("model")},
+    }
+
+
+def probe_numbers(results: list[ProbeResult]) -> dict[str, Any]:
+    """Per probed model: the best ridge R^2 at layers >= 1 of the variance, the cosine profile
+    and the raw residual (with their std over seeds), the shuffled controls, and order
+    reconstruction by seriation of the cosine matrix against the variance sort."""
+    rows = []
+    for result in results:
+        best = {n: _best(result, "r2", features=n) for n in ("variance", "cosine_profile", "resid")}
+        order = {m: _best(result, "abs_kendall_tau", probe=m) for m in ORDER_METHODS}
+        controls = [
+            s.value
+            for s in result.scores
+            if s.features.startswith("shuffled:") and s.metric == "r2"
+        ]
+        rows.append(
+            {
+                "model": result.model,
+                **{f"{k}_r2": v for k, v in best.items()},
+                "cosine_vs_variance": _compare_scores(best["cosine_profile"], best["variance"]),
+                "shuffled_max_r2": max(controls) if controls else None,
+                "seriation_tau": order["spectral_seriation"],
+                "variance_sort_tau": order["variance_sort"],
+                "seriation_vs_variance_sort": _compare_scores(
+                    order["spectral_seriation"], order["variance_sort"]
+                ),
+                "seeds": len(result.seeds),
+            }
+        )
+    return {"models": rows}
+
+
+def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:
+    """How many random-init models score above chance at their deepest layer (NoPE and all),
+    and the mean score by init scale in the first sub-grid, with its std over cells x seeds."""
+    models = [
+        c for c in table.columns if c not in ("layer", "adjacency", "variance_slope", "seconds")
+    ]
+    deepest = table[table["layer"] == table.groupby(models, dropna=False)["layer"].transform("max")]
+    nope = deepest[deepest["positional"] == "none"] if "positional" in deepest else deepest
+    last = first_subgrid[first_subgrid["layer"] == first_subgrid["layer"].max()]
+    by_init = last.groupby("init_range")["adjacency"].agg(["mean", "std", "size"]).reset_index()
+    return {
+        "models": len(deepest),
+        "above_chance": int((deepest["adjacency"] > 0.5).sum()),
+        "nope_models": len(nope),
+        "nope_above_chance": int((nope["adjacency"] > 0.5).sum()),
+        "deepest_layer": int(last["layer"].max()),
+        "by_init": [
+            {
+                "init_range": float(r["init_range"]),
+                "mean": float(r["mean"]),
+                "std": _float(r["std"]),
+                "n": int(r["size"]),
+            }
+            for _, r in by_init.iterrows()
+        ],
+    }
+
+
+def theory_numbers(table: pd.DataFrame) -> dict[str, Any]:
+    """Measured first-layer adjacency against the prediction by init scale and site (mean and
+    std over seeds), and how uniform attention is."""
+    grouped = table.groupby(["init_range", "site"]).agg(
+        entropy_ratio=("entropy_ratio", "mean"),
+        measured=("measured_adjacency", "mean"),
+        measured_std=("measured_adjacency", "std"),
+        predicted=("predicted_adjacency", "mean"),
+        seeds=("seed", "size"),
+    )
+    rows = [
+        {"init_range": float(i), "site": s, **{k: _float(v) for k, v in r.items()}}
+        for (i, s), r in grouped.iterrows()
+    ]
+    close = [
+        r["init_range"]
+        for r in rows
+        if r["site"] == "attn_out" and abs(r["measured"] - r["predicted"]) < 0.05
+    ]
+    return {
+        "rows": rows,
+        "attn_out_within_0.05": close,
+        "scales": len({r["init_range"] for r in rows}),
+    }
+
+
+def _compare(a: pd.Series, b: pd.Series) -> str:
+    """'above', 'below' or 'tie': a's mean against b's, by Z combined standard errors."""
+    gap = float(a["adjacency"] - b["adjacency"])
+    return _verdict(gap, math.hypot(float(a["sem"]), float(b["sem"])))
+
+
+def _against_range(trained: pd.Series, control: pd.Series) -> str:
+    """'above', 'below' or 'within': the trained score against the controls' seed range,
+    widened by Z standard errors of both."""
+    margin = Z * math.hypot(float(trained["sem"]), float(control["sem"]))
+    if trained["adjacency"] > control["high"] + margin:
+        return "above"
+    if trained["adjacency"] < control["low"] - margin:
+        return "below"
+    return "within"
+
+
+def _compare_scores(a: dict | None, b: dict | None) -> str:
+    """'above', 'below', 'tie' or 'unknown' (one seed: no spread to judge by)."""
+    if a is None or b is None:
+        return "unknown"
+    spread = (
+        math.hypot(a["std"], b["std"])
+        if not any(math.isnan(s) for s in (a["std"], b["std"]))
+        else None
+    )
+    if spread is None:
+        return "above (one seed)" if a["value"] > b["value"] else "below (one seed)"
+    return _verdict(a["value"] - b["value"], spread)
+
+
+def _verdict(gap: float, error: float) -> str:
+    if abs(gap) <= Z * error:
+        return "tie"
+    return "above" if gap > 0 else "below"
+
+
+def _best(result: ProbeResult, metric: str, *, features: str | None = None, probe: str = "ridge"):
+    """The best score at layers >= 1 (value, std, layer, chance), or None if not measured."""
+    scores = [
+        s
+        for s in result.scores
+        if (s.metric, s.probe) == (metric, probe)
+        and s.layer >= 1
+        and (features is None or s.features == features)
+    ]
+    if not scores:
+        return None
+    top = max(scores, key=lambda s: s.value)
+    return {"value": top.value, "std": top.std, "layer": top.layer, "chance": top.baseline}
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain JSON-able dicts (numpy and pandas scalars become Python ones)."""
+    return [
+        {k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in frame.to_dict(orient="records")
+    ]
+
+
+def _float(value: Any) -> float | None:
+    return None if pd.isna(value) else float(value)

@@ -1,0 +1,128 @@
+"""`StudySizes`: every size of the study in one frozen dataclass, and its three presets.
+
+`FULL` is the study's size; `QUICK` (minutes on a 2-core CPU) and `TINY` (seconds: it only
+proves the pipeline runs, its numbers mean little) name each change they make to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from adjpos.validation import check_int_list, check_positive_int, help_field
+
+Grid = tuple[dict[str, list[Any]], ...]
+
+# The default sweep grid answers: which band of init scale and width shows the pattern, how
+# depth and normalization placement matter, and how NoPE compares with positional schemes.
+DEFAULT_GRID: Grid = (
+    {"init_range": [0.02, 0.05, 0.1, 0.2, 0.5], "d_model": [32, 64, 128]},
+    {"n_layers": [1, 2, 4, 8], "normalization_type": ["LN", "LNPre", "RMS", None]},
+    {"positional": ["none", "learned", "rotary", "alibi"], "init_range": [0.05, 0.1, 0.2]},
+)
+QUICK_GRID: Grid = (
+    {"init_range": [0.02, 0.1, 0.5], "d_model": [32, 64]},
+    {"positional": ["none", "learned", "rotary", "alibi"]},
+)
+CARRIERS = ("variance", "norm", "cosine_profile", "cosine_first", "cosine_previous", "resid")
+CONTROLS = ("shuffled:cosine_profile", "shuffled:resid")
+
+
+@dataclass(frozen=True)
+class StudySizes:
+    """How much data, how many seeds and which grid each stage of the study uses."""
+
+    n_eval: int = help_field("held-out prompts per task for exact-match accuracy", 2000)
+    n_sequences: int = help_field(
+        "held-out task sequences for the adjacency and variance stages", 256
+    )
+    control_seeds: tuple[int, ...] = help_field(
+        "seeds of the random-init controls of each trained architecture", (0, 1, 2)
+    )
+    n_probe_sequences: int = help_field("sequences of one length per probed model", 64)
+    features: tuple[str, ...] = help_field(
+        "feature sets probed with ridge regression", CARRIERS + CONTROLS
+    )
+    logistic_features: tuple[str, ...] = help_field(
+        "feature sets also probed with logistic regression (its fits cost most of the run)",
+        ("variance", "cosine_profile", "resid"),
+    )
+    logistic_repeats: int = help_field("seeds of the logistic probes", 1)
+    cv: int = help_field("folds, grouped by sequence", 5)
+    repeats: int = help_field("seeds of the ridge probes", 3)
+    grid: Grid = help_field("the random-init sweep's grid (a union of sub-grids)", DEFAULT_GRID)
+    sweep_seeds: tuple[int, ...] = help_field("model seeds of each sweep cell", (0, 1, 2))
+    sweep_sequences: int = help_field("random sequences per sweep cell", 32)
+    sweep_len: int = help_field("tokens per sweep sequence", 32)
+    sweep_layers: int = help_field("blocks of the sweep's base model", 4)
+    theory_scales: tuple[float, ...] = help_field(
+        "init scales of the first-layer models", (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+    )
+    theory_seeds: tuple[int, ...] = help_field("seeds of each first-layer model", (0, 1, 2))
+    theory_sequences: int = help_field("sequences of distinct tokens per first-layer model", 256)
+    theory_samples: int = help_field("Monte Carlo draws of the first-layer prediction", 512)
+    theory_heatmap_scale: float = help_field("init scale of the first-layer heatmaps", 0.1)
+    train_steps: int | None = help_field(
+        "steps when the study trains its models (None: the shipped recipe's)", None
+    )
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int":
+                check_positive_int(f.name, value)
+            elif f.name.endswith("seeds"):
+                check_int_list(f.name, value)
+        if self.train_steps is not None:
+            check_positive_int("train_steps", self.train_steps)
+        if self.theory_heatmap_scale not in self.theory_scales:
+            raise ValueError(
+                f"theory_heatmap_scale={self.theory_heatmap_scale} must be one of "
+                f"theory_scales {list(self.theory_scales)}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every size as plain JSON-able values."""
+        return dataclasses.asdict(self)
+
+
+FULL = StudySizes()
+QUICK = dataclasses.replace(
+    FULL,
+    n_eval=200,
+    n_sequences=64,
+    control_seeds=(0,),
+    n_probe_sequences=32,
+    features=("variance", "cosine_profile", "resid", "shuffled:cosine_profile"),
+    logistic_features=(),
+    cv=4,
+    repeats=1,
+    grid=QUICK_GRID,
+    sweep_seeds=(0,),
+    sweep_sequences=8,
+    sweep_len=16,
+    sweep_layers=2,
+    theory_scales=(0.02, 0.1, 0.5),
+    theory_seeds=(0,),
+    theory_sequences=64,
+    theory_samples=128,
+    train_steps=40,
+)
+TINY = dataclasses.replace(
+    QUICK,
+    n_eval=8,
+    n_sequences=8,
+    n_probe_sequences=8,
+    features=("variance", "cosine_profile", "shuffled:cosine_profile"),
+    cv=2,
+    grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
+    sweep_sequences=2,
+    sweep_len=6,
+    sweep_layers=1,
+    theory_scales=(0.1,),
+    theory_sequences=8,
+    theory_samples=8,
+    train_steps=2,
+)
+SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}
