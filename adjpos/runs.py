@@ -213,9 +213,21 @@ def read_run(path: str | os.PathLike) -> dict[str, Any]:
 def _difference(there: Any, here: Any, same_kind: bool) -> str:
     if not same_kind or not isinstance(there, dict):
         return "another kind of job"
+    there, here = _flatten(there), _flatten(here)
     keys = sorted(k for k in set(there) | set(here) if there.get(k) != here.get(k))
     shown = [f"{k}: {_short(there.get(k))} there, {_short(here.get(k))} here" for k in keys[:3]]
     return "; ".join(shown) + ("; ..." if len(keys) > 3 else "")
+
+
+def _flatten(spec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys, so a difference names the setting."""
+    flat: dict[str, Any] = {}
+    for key, value in spec.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
 
 
 def _short(value: Any) -> str:

@@ -69,11 +69,15 @@ class Table:
                 f"expected {self.names}"
             )
         try:
-            return data[self.names].astype(self.columns).reset_index(drop=True)
+            frame = data[self.names].astype(self.columns).reset_index(drop=True)
         except (TypeError, ValueError) as err:
             raise ValueError(
                 f"a value does not fit its column type {self.columns}: {err}"
             ) from None
+        for name in (n for n, kind in self.columns.items() if kind == "string"):
+            # CSV cannot tell an empty string from a missing one: both are missing here.
+            frame[name] = frame[name].mask(frame[name] == "")
+        return frame
 
     def write(self, path: str | os.PathLike, rows: Any) -> pd.DataFrame:
         """Write `rows` as CSV to `path` atomically; returns the typed frame."""

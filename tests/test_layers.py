@@ -63,6 +63,7 @@ def test_a_layer_never_imports_what_sits_beside_or_above_it(package, prefixes):
         "pretrained",
         "scoring",
         "runs",
+        "tables",
         "validation",
         "types",
     ],

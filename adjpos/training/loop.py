@@ -3,13 +3,14 @@ callback and `logging`.
 
 Every batch is drawn from a generator seeded by (seed, step), and the learning rate is a pure
 function of the step, so a run resumed from its last checkpoint replays exactly the batches and
-updates of an uninterrupted one. A checkpoint is one safetensors file (model, optimiser state,
-and the run's state as metadata), replaced atomically.
+updates of an uninterrupted one. The output folder is an `adjpos.runs.RunFolder` (its spec:
+model, task and every setting that decides the trajectory); the checkpoint is one file of plain
+state dicts (model, optimiser, run state) written with `torch.save` and read back with
+``weights_only=True`` (nothing is unpickled), replaced atomically.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -19,17 +20,16 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, safe_open, save_file
 from tqdm.auto import tqdm
 
 from adjpos.models import is_position_free, save_model
-from adjpos.runs import atomic_write, write_json
+from adjpos.runs import RunFolder, atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.training.config import TrainConfig, TrainResult
 from adjpos.training.decode import evaluate
 
 log = logging.getLogger(__name__)
-RESUME = "resume.safetensors"
+CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
 _EVAL_SEED_OFFSET = 1_000_003
 
@@ -52,7 +52,7 @@ def train(
         task: from `adjpos.get_task`.
         cfg: the run's settings.
         out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
-            `adjpos.load_model`), ``metrics.json``, and ``resume.safetensors``.
+            `adjpos.load_model`), ``metrics.json``, ``run.json`` and ``checkpoint.pt``.
         resume: continue the run saved in `out_dir` (same config and task required).
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
@@ -176,31 +176,33 @@ def _resolve_device(name: str) -> torch.device:
 
 
 def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
-    path = folder / RESUME
-    if not path.is_file():
-        if resume or not folder.exists() or not any(folder.iterdir()):
-            folder.mkdir(parents=True, exist_ok=True)
-            return run
-        raise ValueError(
-            f"{folder} is not empty; pass resume=True to continue a run there, "
-            "or choose an empty folder"
-        )
-    if not resume:
+    if RunFolder.exists(folder) and not resume:
         raise ValueError(
             f"{folder} already holds a training run; pass resume=True "
             "(--resume) to continue it, or choose another folder"
         )
-    with safe_open(path, framework="pt") as f:
-        meta = f.metadata()
-    saved = json.loads(meta["identity"])
-    if _trajectory(saved) != _trajectory(json.loads(json.dumps(identity))):
-        raise ValueError(f"{folder} holds a run with a different config or task: {saved}")
-    tensors = load_file(path, device=str(next(model.parameters()).device))
-    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    opt.load_state_dict(_optimizer_state(opt, tensors, json.loads(meta["optimizer"])))
-    run = json.loads(meta["run"])
+    if not resume and folder.exists() and any(folder.iterdir()):
+        raise ValueError(
+            f"{folder} is not empty; pass resume=True to continue a run there, "
+            "or choose an empty folder"
+        )
+    train_cfg = identity["train"]
+    RunFolder.open(
+        folder,
+        kind="train",
+        spec=_trajectory(identity),
+        seed=train_cfg["seed"],
+        device=train_cfg["device"],
+    )
+    path = folder / CHECKPOINT
+    if not path.is_file():
+        return run
+    state = torch.load(path, map_location=next(model.parameters()).device, weights_only=True)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    run = state["run"]
     # A new target only decides where the same trajectory stops: a higher one continues it.
-    target = identity["train"]["target_accuracy"]
+    target = train_cfg["target_accuracy"]
     last = run["history"][-1]["accuracy"] if run["history"] else float("nan")
     run["stopped_early"] = target is not None and last >= target
     return run
@@ -215,27 +217,9 @@ def _trajectory(identity: dict) -> dict:
 
 
 def _save(folder, identity, model, opt, run) -> None:
-    tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    state = opt.state_dict()
-    for index, values in state["state"].items():
-        for name, value in values.items():
-            tensors[f"optim.{index}.{name}"] = value.detach().contiguous().cpu()
-    meta = {
-        "identity": json.dumps(identity),
-        "optimizer": json.dumps(state["param_groups"]),
-        "run": json.dumps(run),
-    }
-    atomic_write(folder / RESUME, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "run": run}
+    atomic_write(folder / CHECKPOINT, lambda tmp: torch.save(state, tmp))
     save_model(model, folder)
     metrics = {k: run[k] for k in ("step", "seconds", "history", "stopped_early")}
     metrics["per_length_accuracy"] = run["per_length"]
     write_json(folder / METRICS, {**identity, **metrics})
-
-
-def _optimizer_state(opt, tensors, groups) -> dict:
-    state: dict[int, dict[str, torch.Tensor]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, index, name = key.split(".", 2)
-            state.setdefault(int(index), {})[name] = value
-    return {"state": state, "param_groups": groups}
