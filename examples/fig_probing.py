@@ -1,62 +1,46 @@
-"""The probing figure: position read from variance, cosine similarity and the raw residual,
-layer by layer, with order reconstruction, for one trained model and one random-init model.
+"""The probing figures: position read from variance, cosine similarity and the raw residual,
+layer by layer, with order reconstruction, for each trained model and one random-init model.
 
-Ridge probes with folds grouped by sequence, each score beside its chance level; shuffled
-controls must sit at chance. For the full table over every model see
-``examples/layerwise_probing.py``. Uses only the public API; ``--quick`` is the smoke run.
+The study's own stage (`adjpos.study.stages.measure_probes` on `probe_subjects`): ridge probes
+with folds grouped by sequence, each score beside its chance level; shuffled controls must sit
+at chance. ``--only`` picks models by a word of their label (e.g. ``reversal``); ``--quick``
+runs the study's tiny sizes on one model (the test suite's smoke run).
 
-    python examples/fig_probing.py [--quick] [--task reversal] [--out figures]
+    python examples/fig_probing.py [--quick] [--only reversal] [--out figures]
 """
 
 import argparse
 from pathlib import Path
 
-import torch
+import pandas as pd
 
-import adjpos
 import adjpos.figures
+import adjpos.study
+from adjpos.study.pipeline import slug
 
-FEATURES = ["variance", "cosine_profile", "cosine_first", "resid", "shuffled:cosine_profile"]
 
-
-def main(quick: bool, task_name: str, out: Path) -> None:
-    n_sequences, settings = (16, dict(cv=2, repeats=1)) if quick else (64, dict(cv=5, repeats=3))
-    trained, task = adjpos.load_pretrained(task_name, device="cpu")
-    gen = torch.Generator().manual_seed(4)
-    cfg = adjpos.ModelConfig(n_layers=4, d_model=64, n_heads=4)  # the README's random model
-    subjects = [
-        (
-            f"trained {task_name}",
-            trained,
-            adjpos.sequences_of_length(task, n_sequences, generator=gen),
-        ),
-        (
-            "random-init",
-            adjpos.build_model(cfg, device="cpu"),
-            torch.randint(0, cfg.d_vocab, (n_sequences, 32), generator=gen),
-        ),
-    ]
+def main(quick: bool, only: str | None, out: Path) -> None:
+    sizes = adjpos.study.TINY if quick else adjpos.study.FULL
+    subjects = adjpos.study.stages.probe_subjects(adjpos.study.Models(device="cpu"), sizes)
+    results = []
     for label, model, tokens in subjects:
-        result = adjpos.probe_positions(
-            model, tokens, features=FEATURES, model_name=label, progress=False, **settings
-        )
-        result = result + adjpos.reconstruct_order(model, tokens, model_name=label)
-        for name in ("variance", "cosine_profile", "resid"):
-            best = max(
-                (s for s in result.scores if (s.features, s.metric) == (name, "r2")),
-                key=lambda s: s.value,
-            )
-            print(f"{label:<18} {name:<15} best R^2 {best.value:5.2f} at layer {best.layer}")
-        stem = out / f"probes_{label.replace(' ', '_')}"
+        if (only or ("addition" if quick else "")) not in label:
+            continue
+        result = adjpos.study.stages.measure_probes(model, tokens, label, sizes)
+        results.append(result)
         fig = adjpos.figures.plot_probe_scores(result)
-        saved = adjpos.figures.save_figure(fig, stem, png=not quick)
+        saved = adjpos.figures.save_figure(fig, out / f"probes_{slug(label)}", png=not quick)
         print("wrote", ", ".join(str(p) for p in saved.written))
+    rows = pd.DataFrame(adjpos.study.numbers.probe_numbers(results)["models"])
+    for name in ("variance_r2", "cosine_profile_r2", "resid_r2"):
+        rows[name] = [f"{s['value']:.2f} (layer {s['layer']})" if s else "" for s in rows[name]]
+    print(rows[["model", "variance_r2", "cosine_profile_r2", "resid_r2"]].to_string(index=False))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="few sequences and folds, no PNG")
-    parser.add_argument("--task", default="reversal", help="which shipped model")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, one model, no PNG")
+    parser.add_argument("--only", default=None, help="probe only models whose label has this")
     parser.add_argument("--out", type=Path, default=Path("figures"))
     args = parser.parse_args()
-    main(args.quick, args.task, args.out)
+    main(args.quick, args.only, args.out)

@@ -176,7 +176,12 @@ def theory_numbers(table: pd.DataFrame) -> dict[str, Any]:
         seeds=("seed", "size"),
     )
     rows = [
-        {"init_range": float(i), "site": s, **{k: _float(v) for k, v in r.items()}}
+        {
+            "init_range": float(i),
+            "site": s,
+            **{k: _float(v) for k, v in r.items()},
+            "seeds": int(r["seeds"]),
+        }
         for (i, s), r in grouped.iterrows()
     ]
     close = [
