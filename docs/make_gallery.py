@@ -9,24 +9,24 @@ Chrome (``pip install -e ".[png]"``, ``apt-get install -y chromium``).
 """
 
 import argparse
-import json
 from pathlib import Path
 
 import plotly.io as pio
 
-from adjpos.study.report import build_report
+from adjpos.study.figures import run_figures
+from adjpos.study.report import render
 
 DOCS = Path(__file__).resolve().parent
 FOLDER = "figures/gallery"
 
 
 def main(run: Path) -> None:
-    report = build_report(run)
+    drawn = run_figures(run)
     out = DOCS / FOLDER
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.png"):
         old.unlink()
-    stems, figures = list(report.figures), list(report.figures.values())
+    stems, figures = list(drawn), [fig for fig, _ in drawn.values()]
     pio.write_images(
         figures,
         [out / f"{s}.png" for s in stems],
@@ -35,16 +35,17 @@ def main(run: Path) -> None:
         width=[f.layout.width for f in figures],  # kaleido's batch ignores the layout's size
         height=[f.layout.height for f in figures],
     )
-    settings = json.loads((run / "results" / "run.json").read_text())["settings"]
-    intro = (
-        "Every figure and table below was drawn by `adjpos reproduce` "
-        f"({settings['size']} sizes) and is rebuilt with `python docs/make_gallery.py DIR` from "
-        "the run's folder; `report.md` in that folder holds the same text, with links to the "
-        "interactive figures. Numbers come from that one run (see the first section for its "
-        "settings and versions)."
+    captions = {stem: caption for stem, (_, caption) in drawn.items()}
+    text = render(
+        run, captions, set(stems), html=False, folder=FOLDER, links=False, title="Gallery"
     )
-    text = report.markdown(set(stems), folder=FOLDER, links=False, title="Gallery")
     head, rest = text.split("\n\n", 1)
+    intro = (
+        "Every figure and table below was drawn by `adjpos reproduce` and is rebuilt with "
+        "`python docs/make_gallery.py DIR` from the run's folder; `report.md` in that folder "
+        "holds the same text, with links to the interactive figures. Numbers come from that one "
+        "run (its sizes, device and versions are stated below)."
+    )
     (DOCS / "gallery.md").write_text(f"{head}\n\n{intro}\n\n{rest}")
     print(f"wrote {len(stems)} PNGs to {out} and {DOCS / 'gallery.md'}")
 

@@ -124,8 +124,20 @@ def write_report(out: str | Path, captions: Mapping[str, str], pngs: set[str]) -
     return out / "report.md", out / "report.html"
 
 
-def render(out: Path, captions: Mapping[str, str], pngs: set[str], *, html: bool) -> str:
-    """The report as markdown; with `html`, figures are embedded instead of linked."""
+def render(
+    out: Path,
+    captions: Mapping[str, str],
+    pngs: set[str],
+    *,
+    html: bool,
+    folder: str = "figures",
+    links: bool = True,
+    title: str = TITLE,
+) -> str:
+    """The report as markdown; with `html`, figures are embedded instead of linked.
+
+    `folder` is where the figures are, relative to the report; `links` adds a link to each
+    figure's interactive HTML there (off for a copy of the report without them)."""
     record = json.loads((out / "run.json").read_text())
     numbers = {
         p.stem: json.loads(p.read_text()) for p in (out / "results" / "numbers").glob("*.json")
@@ -133,12 +145,14 @@ def render(out: Path, captions: Mapping[str, str], pngs: set[str], *, html: bool
 
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
-        return "\n\n".join(_figure(s, captions[s], s in pngs, html) for s in stems)
+        return "\n\n".join(
+            _figure(f"{folder}/{s}", captions[s], s in pngs, html=html, links=links) for s in stems
+        )
 
     models = numbers["models"]["models"]
     worst = min(models, key=lambda m: m["accuracy"])
     fields = {
-        "title": TITLE,
+        "title": title,
         "setup": _setup(record),
         "claims": _table(["claim", "verdict", "evidence"], claims(numbers)),
         "models": _models_table(models),
@@ -423,14 +437,15 @@ def _theory_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _figure(stem: str, caption: str, png: bool, html: bool) -> str:
+def _figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> str:
     if html:
         return (
-            f'<figure><iframe src="figures/{stem}.html" width="1040" height="560" '
+            f'<figure><iframe src="{path}.html" width="1040" height="560" '
             f'style="border:0"></iframe><figcaption>{caption}</figcaption></figure>'
         )
-    image = f"![{caption}](figures/{stem}.png)\n\n" if png else ""
-    return f"{image}*{caption}* ([interactive figure](figures/{stem}.html))"
+    image = f"![{caption}]({path}.png)\n\n" if png else ""
+    link = f" ([interactive figure]({path}.html))" if links else ""
+    return f"{image}*{caption}*{link}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
