@@ -43,6 +43,11 @@ def _forbidden(package: str, prefixes: tuple[str, ...]) -> list[str]:
         ("metrics", ("transformer_lens", "sklearn", "plotly", "adjpos.capture", "adjpos.models")),
         ("figures", ("torch", "transformer_lens", "adjpos.metrics", "adjpos.capture")),
         ("capture", ("adjpos.metrics",)),
+        (
+            "study/report.py",
+            ("torch", "plotly", "adjpos.metrics", "adjpos.figures", "adjpos.capture"),
+        ),
+        ("study/numbers.py", ("torch", "plotly", "adjpos.metrics", "adjpos.capture")),
     ],
 )
 def test_a_layer_never_imports_what_sits_beside_or_above_it(package, prefixes):

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from adjpos.probes import ProbeResult
+from adjpos.study.sweep import last_layer_rows
 
 TRAINED, RANDOM = "trained", "random-init"
 # A difference counts when it exceeds this many standard errors.
@@ -140,10 +141,7 @@ def probe_numbers(results: list[ProbeResult]) -> dict[str, Any]:
 def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:
     """How many random-init models score above chance at their deepest layer (NoPE and all),
     and the mean score by init scale in the first sub-grid, with its std over cells x seeds."""
-    models = [
-        c for c in table.columns if c not in ("layer", "adjacency", "variance_slope", "seconds")
-    ]
-    deepest = table[table["layer"] == table.groupby(models, dropna=False)["layer"].transform("max")]
+    deepest = last_layer_rows(table)
     nope = deepest[deepest["positional"] == "none"] if "positional" in deepest else deepest
     last = first_subgrid[first_subgrid["layer"] == first_subgrid["layer"].max()]
     by_init = last.groupby("init_range")["adjacency"].agg(["mean", "std", "size"]).reset_index()
