@@ -1,22 +1,24 @@
-"""Model-level scores: capture each layer, then apply the pure metrics."""
+"""Model-level scores: capture each layer (or read it from a cache), then apply the pure metrics."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.capture import check_tokens, iter_residuals, n_capture_layers
+from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_capture_layers
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable
 from adjpos.types import TokenInput
 
 
 def adjacency_score(
-    model: Any,
-    tokens: TokenInput,
+    model_or_cache: Any,
+    tokens: TokenInput | None = None,
     *,
     lengths: Int[Tensor, " batch"] | None = None,
     site: str = "resid_post",
@@ -25,34 +27,97 @@ def adjacency_score(
 ) -> Float[Tensor, " layer"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
-    Works on any TransformerLens model. Layers are streamed, so memory does not grow with
-    depth. With ``site="resid_post"`` there are n_layers + 1 values (layer 0 = embeddings).
+    Works on any TransformerLens model, or on the `ActivationCache` of a run you already
+    made: ``adjacency_score(model.run_with_cache(tokens)[1])`` equals
+    ``adjacency_score(model, tokens)``. A model's layers are streamed, so memory does not
+    grow with depth. With ``site="resid_post"`` there are n_layers + 1 values (layer 0 =
+    embeddings: ``blocks.0.hook_resid_pre``, then ``blocks.{l}.hook_resid_post``); the other
+    sites have one value per block (``blocks.{l}.hook_{site}``).
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos], right-padded when `lengths` is given.
+        model_or_cache: a TransformerLens model, or an `ActivationCache` holding every layer
+            of `site` (a cache whose model was dropped is scored on the blocks it holds).
+        tokens: token ids [batch, pos], right-padded when `lengths` is given; with a model
+            only (a cache already holds its run).
         lengths: true length of each sequence; the result equals scoring each truncated
             sequence alone (causal attention never lets padding reach earlier positions).
         site: which hook site to score (see `adjpos.capture_residuals`).
-        batch_size: sequences per forward pass (default: all at once).
+        batch_size: sequences per forward pass (default: all at once); with a model only.
         progress: show a progress bar (default: only on a terminal).
 
     Returns:
         Float tensor [layer] on the CPU.
 
     Raises:
-        ValueError: a sequence is shorter than 3 tokens, bad tokens or lengths, or
-            non-finite activations.
+        ValueError: a sequence is shorter than 3 tokens, bad tokens or lengths, non-finite
+            activations, or a cache without the hooks of `site` (the message names them).
+        TypeError: a model without tokens, or a cache with tokens or a batch_size.
     """
-    tokens = check_tokens(model, tokens)
-    lens = check_lengths(lengths, (tokens.shape[0],), tokens.shape[1])
+    if _is_cache(model_or_cache):
+        if tokens is not None or batch_size is not None:
+            raise TypeError(
+                "adjacency_score(cache) reads the activations from the cache: pass no tokens "
+                "and no batch_size (the run that made the cache decided them)"
+            )
+        layers = _cached_layers(model_or_cache, site)
+        batch, n = layers[0][1].shape[:2]
+        stream: Iterable[tuple[int, Tensor]] = iter(layers)
+    else:
+        if tokens is None:
+            raise TypeError(
+                "adjacency_score(model) needs tokens: adjacency_score(model, tokens), or pass "
+                "the ActivationCache of model.run_with_cache(tokens) alone"
+            )
+        model = model_or_cache
+        tokens = check_tokens(model, tokens)
+        n_capture_layers(model, site)  # checks the site before any forward pass
+        batch, n = tokens.shape
+        stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
+    lens = check_lengths(lengths, (batch,), n)
     check_scorable(lens)
-    scores = torch.full((n_capture_layers(model, site),), torch.nan, dtype=torch.float64)
-    stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
+    return _score_layers(stream, lens, site)
+
+
+def _score_layers(stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str) -> Tensor:
+    scores = {}
     for layer, acts in stream:
         try:
             sim = cosine_matrix(acts)
         except ValueError as err:
             raise ValueError(f"layer {layer} ({site}): {err}") from None
         scores[layer] = adjacency_probability(sim, lengths=lens.to(sim.device)).double().mean()
-    return scores
+    return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
+
+
+def _is_cache(obj: Any) -> bool:
+    from transformer_lens import ActivationCache
+
+    return isinstance(obj, ActivationCache)
+
+
+def _cached_layers(cache: Any, site: str) -> list[tuple[int, Tensor]]:
+    """``(layer, activations[batch, pos, d_model])`` of every layer of `site` in `cache`."""
+    model = getattr(cache, "model", None)
+    if getattr(model, "cfg", None) is not None:
+        n = n_capture_layers(model, site)
+    else:  # the cache's model was dropped: score the blocks the cache holds
+        if site not in SITES:
+            raise ValueError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+        n = _blocks_in(cache.cache_dict) + (site == "resid_post")
+    names = [hook_name(site, layer) for layer in range(n)]
+    missing = [name for name in names if name not in cache.cache_dict]
+    if missing or not names:
+        raise ValueError(
+            f"the cache lacks the hooks of site={site!r}: missing {missing or names}; run "
+            "model.run_with_cache(tokens) without a names_filter or stop_at_layer that drops "
+            "them (or score the model itself)"
+        )
+    acts = [cache.cache_dict[name].detach() for name in names]
+    if not cache.has_batch_dim:
+        acts = [a[None] for a in acts]
+    return list(enumerate(acts))
+
+
+def _blocks_in(keys: Iterable[str]) -> int:
+    found = [int(m.group(1)) for k in keys if (m := re.match(r"blocks\.(\d+)\.", k))]
+    return max(found) + 1 if found else 0

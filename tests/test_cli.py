@@ -1,68 +1,87 @@
+"""The command line called in-process: score, train and sweep, and what every command shares
+(--model, --device, output checks, help). ``adjpos probe`` is in tests/probes/test_probe_cli.py."""
+
+import csv
+import re
+
 import pytest
+import torch
 
-from adjpos import build_model, save_model
+from adjpos import adjacency_score, build_model, get_task, load_model, save_model
 from adjpos.cli import main
+from adjpos.tasks import VOCAB_SIZE
+from factories import tiny_config
 
-SMALL = [
-    "score",
-    "--n-layers",
-    "2",
-    "--d-model",
-    "16",
-    "--n-heads",
-    "2",
-    "--n-sequences",
-    "4",
-    "--seq-len",
-    "10",
-]
+# Every task ships a trained model; listed here so that a deleted one fails a test.
+SHIPPED = ("addition", "reversal", "indexing", "ordering")
+TINY = ["--n-layers", "2", "--d-model", "16", "--n-heads", "2", "--d-vocab", "20", "--n-ctx", "24"]
+SMALL = ["score", *TINY, "--n-sequences", "4", "--seq-len", "10"]
 
 
-def _table(text):
-    rows = [line.split() for line in text.splitlines()[2:]]
-    return {int(layer): float(value) for layer, value in rows}
+def _csv_scores(path):
+    with open(path) as handle:
+        return torch.tensor([float(row["adjacency"]) for row in csv.DictReader(handle)])
 
 
-def test_score_prints_one_row_per_layer(capsys, tmp_path):
+def _tokens(d_vocab, n_sequences, seq_len, seed=0):
+    """The tokens `adjpos score` draws."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(0, d_vocab, (n_sequences, seq_len), generator=gen)
+
+
+def _no_model_built(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was built or loaded before the options were checked")
+
+    monkeypatch.setattr("adjpos.models.build_model", refuse)
+    monkeypatch.setattr("adjpos.models.load_model", refuse)
+
+
+# score
+
+
+def test_score_writes_the_scores_of_the_model_it_describes(tmp_path):
     assert main([*SMALL, "--csv", str(tmp_path / "s.csv")]) == 0
-    out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith("adjacency score per layer (NoPE model, 4 x 10 tokens)")
-    table = _table(out)
-    assert sorted(table) == [0, 1, 2] and all(0 <= v <= 1 for v in table.values())
-    csv = (tmp_path / "s.csv").read_text().splitlines()
-    assert csv[0] == "layer,adjacency" and len(csv) == 4
-    assert abs(float(csv[1].split(",")[1]) - table[0]) < 1e-4
+    model = build_model(tiny_config(), device="cpu")
+    expected = adjacency_score(model, _tokens(20, 4, 10)).float()
+    torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
 
-def test_score_options_reach_the_model(capsys):
-    assert (
-        main(
-            [
-                *SMALL,
-                "--positional",
-                "learned",
-                "--normalization-type",
-                "None",
-                "--attn-only",
-                "--site",
-                "attn_out",
-            ]
-        )
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "learned-position model" in out and sorted(_table(out)) == [0, 1]
+def test_score_options_reach_the_model(capsys, tmp_path):
+    args = ["--positional", "learned", "--attn-only", "--site", "attn_out", "--seed", "3"]
+    assert main([*SMALL, *args, "--csv", str(tmp_path / "s.csv")]) == 0
+    assert "learned-position model" in capsys.readouterr().out
+    model = build_model(tiny_config(positional="learned", attn_only=True, seed=3), device="cpu")
+    expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out").float()
+    torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
 
-def test_score_a_checkpoint(capsys, tmp_path):
-    from factories import tiny_config
+def test_score_a_checkpoint(tmp_path):
+    save_model(build_model(tiny_config(n_layers=3, seed=5)), tmp_path / "m")
+    args = ["--model", str(tmp_path / "m"), "--n-sequences", "3", "--seq-len", "8"]
+    assert main(["score", *args, "--csv", str(tmp_path / "s.csv")]) == 0
+    expected = adjacency_score(load_model(tmp_path / "m", device="cpu"), _tokens(20, 3, 8))
+    torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
 
-    model = build_model(tiny_config(n_layers=3))
-    save_model(model, tmp_path / "m")
-    assert (
-        main(["score", "--model", str(tmp_path / "m"), "--n-sequences", "3", "--seq-len", "8"]) == 0
-    )
-    assert sorted(_table(capsys.readouterr().out)) == [0, 1, 2, 3]
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_score_each_shipped_model_on_random_tokens(name, tmp_path):
+    from adjpos.pretrained import load_pretrained
+
+    args = ["--model", f"pretrained:{name}", "--n-sequences", "2", "--seq-len", "8"]
+    assert main(["score", *args, "--device", "cpu", "--csv", str(tmp_path / "s.csv")]) == 0
+    model, _ = load_pretrained(name, device="cpu")
+    expected = adjacency_score(model, _tokens(model.cfg.d_vocab, 2, 8)).float()
+    torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
+
+
+def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
+    folder = save_model(build_model(tiny_config()), tmp_path / "m")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert main(["score", "--model", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adjpos score: error:") and str(weights) in err and "truncated" in err
 
 
 @pytest.mark.usefixtures("user_errors")
@@ -74,7 +93,7 @@ def test_score_a_checkpoint(capsys, tmp_path):
         (["--seq-len", "2"], "shorter than 3"),
         (["--seq-len", "500"], "n_ctx"),
         (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
-        (["--site", "resid_pre"], "choose one of"),
+        (["--model", "pretrained:division"], "unknown task; choose one of ['pretrained:addition'"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(capsys, args, message):
@@ -82,6 +101,77 @@ def test_bad_input_exits_2_with_a_message(capsys, args, message):
     err = capsys.readouterr().err
     assert err.startswith("adjpos score: error:") and message in err
 
+
+def test_an_unwritable_csv_path_stops_score_before_any_work(capsys, tmp_path, monkeypatch):
+    _no_model_built(monkeypatch)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for path in (tmp_path, blocker / "s.csv"):
+        assert main([*SMALL, "--csv", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("adjpos score: error: --csv") and str(path) in err
+
+
+# what the commands share
+
+
+def _command(name, tmp_path):
+    out = ["--out", str(tmp_path / "out")]
+    return {"score": ["score"], "probe": ["probe", *out], "train": [*TRAIN, *out]}[name]
+
+
+@pytest.mark.parametrize("command", ["score", "probe", "train"])
+def test_device_cuda_without_cuda_exits_2_before_any_work(command, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    _no_model_built(monkeypatch)
+    assert main([*_command(command, tmp_path), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"adjpos {command}: error: device='cuda' was asked for but CUDA is not")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "probe", "train"])
+def test_a_bad_choice_is_refused_by_the_parser(command, capsys, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        main([*_command(command, tmp_path), "--device", "tpu"])
+    assert stopped.value.code == 2
+    assert "argument --device: invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def _help(command, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main([command, "--help"])
+    assert stopped.value.code == 0
+    return capsys.readouterr().out
+
+
+def _option_entries(text):
+    """Each option's help entry, its wrapped lines joined, by its first flag."""
+    indented = "\n".join(line for line in text.splitlines() if line.startswith("  "))
+    joined = [" ".join(entry.split()) for entry in re.split(r"\n(?=  -)", indented)]
+    return {entry.split()[0].rstrip(","): entry for entry in joined}
+
+
+def test_help_lists_choices_and_shows_each_default_once(capsys):
+    score = _option_entries(_help("score", capsys))
+    assert score["--site"].startswith("--site {resid_post,resid_mid,attn_out,mlp_out} ")
+    assert score["--site"].endswith(" (default: resid_post)")
+    assert score["--n-sequences"].endswith("random sequences to score (default: 64)")
+    assert score["--attn-only"].endswith("(no MLPs) (default: False)")
+    assert score["--d-head"].endswith("(default: d_model // n_heads)")
+    for command in ("score", "probe", "train"):
+        device = _option_entries(_help(command, capsys))["--device"]
+        assert device.startswith("--device {auto,cpu,cuda} ") and device.endswith("(default: auto)")
+
+
+@pytest.mark.parametrize("command", ["score", "train", "probe", "sweep", "reproduce"])
+def test_no_help_entry_states_its_default_twice(command, capsys):
+    for entry in _option_entries(_help(command, capsys)).values():
+        assert entry.count("default") <= 1, entry
+        assert "(default: None)" not in entry and "(default: [])" not in entry, entry
+
+
+# train
 
 TRAIN = [
     "train",
@@ -111,7 +201,7 @@ TRAIN = [
 def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
     import json
 
-    from adjpos import get_task, is_position_free, load_model
+    from adjpos import is_position_free
 
     out = tmp_path / "run"
     assert main([*TRAIN, "--out", str(out)]) == 0
@@ -127,6 +217,20 @@ def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
     assert main([*TRAIN, "--out", str(out), "--resume"]) == 0  # already finished: no-op
 
 
+def test_train_starts_from_the_weights_model_names(tmp_path):
+    """With lr 0 and no weight decay, training leaves the starting weights as they were; the
+    checkpoint's architecture wins over the random-model options (--n-layers 1 here)."""
+    start = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=32, n_layers=2, seed=7))
+    save_model(start, tmp_path / "start")
+    frozen = ["--lr", "0", "--weight-decay", "0", "--device", "cpu"]
+    args = [*TRAIN, *frozen, "--model", str(tmp_path / "start"), "--out", str(tmp_path / "run")]
+    assert main(args) == 0
+    trained = load_model(tmp_path / "run", device="cpu")
+    assert trained.cfg.n_layers == 2
+    for name, value in start.state_dict().items():
+        torch.testing.assert_close(trained.state_dict()[name], value, msg=name)
+
+
 @pytest.mark.usefixtures("user_errors")
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -134,13 +238,15 @@ def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
         (["--task-param", "max_digits"], "NAME=VALUE"),
         (["--task-param", "width=3"], "unknown parameters ['width']"),
         (["--n-ctx", "5"], "n_ctx=5 is below"),
-        (["--device", "tpu"], "choose one of"),
+        (["--model", "pretrained:division"], "unknown task; choose one of"),
     ],
 )
 def test_train_bad_input(capsys, tmp_path, args, message):
     assert main([*TRAIN, "--out", str(tmp_path / "r"), *args]) == 2
     assert message in capsys.readouterr().err
 
+
+# sweep
 
 SWEEP = [
     "sweep",
@@ -178,7 +284,6 @@ def test_sweep_writes_rows_and_figures_and_resumes(capsys, tmp_path):
     names = sorted(p.name for p in (tmp_path / "s").iterdir())
     assert {
         "sweep.csv",
-        "sweep.json",
         "sweep_histogram.html",
         "sweep_init_range_by_d_model.html",
         "sweep_layers_by_d_model.html",

@@ -59,3 +59,46 @@ def test_bad_input(tiny_model, tokens):
         tiny_model.blocks[1].attn.W_O.fill_(float("nan"))
     with pytest.raises(ValueError, match="layer 2 .*NaN or inf"):
         adjacency_score(tiny_model, tokens)
+
+
+# An ActivationCache in place of (model, tokens)
+
+
+@pytest.mark.parametrize("site", ["resid_post", "resid_mid", "attn_out", "mlp_out"])
+def test_a_cache_scores_like_the_model_on_its_tokens(site, tiny_model, tokens):
+    with torch.no_grad():
+        _, cache = tiny_model.run_with_cache(tokens)
+    lengths = torch.tensor([12, 3, 9, 12, 5, 7])
+    for kwargs in ({}, {"lengths": lengths}):
+        expected = adjacency_score(tiny_model, tokens, site=site, **kwargs)
+        torch.testing.assert_close(
+            adjacency_score(cache, site=site, **kwargs), expected, atol=1e-6, rtol=0
+        )
+
+
+def test_a_cache_without_its_model_or_batch_dimension(tiny_model, tokens):
+    with torch.no_grad():
+        _, cache = tiny_model.run_with_cache(tokens[:1])
+    expected = adjacency_score(tiny_model, tokens[:1])
+    cache.model = None  # as TransformerLens suggests, to free the model
+    torch.testing.assert_close(adjacency_score(cache), expected, atol=1e-6, rtol=0)
+    cache.remove_batch_dim()
+    torch.testing.assert_close(adjacency_score(cache), expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_cache_input(tiny_model, tokens):
+    with torch.no_grad():
+        _, partial = tiny_model.run_with_cache(tokens, names_filter=lambda n: "resid_pre" in n)
+        _, stopped = tiny_model.run_with_cache(tokens, stop_at_layer=1)
+    missing = r"missing \['blocks.0.hook_resid_post', 'blocks.1.hook_resid_post'\]"
+    with pytest.raises(ValueError, match=missing):
+        adjacency_score(partial)
+    with pytest.raises(ValueError, match=r"missing \['blocks.1.hook_resid_post'\]"):
+        adjacency_score(stopped)
+    with pytest.raises(TypeError, match="pass no tokens"):
+        adjacency_score(partial, tokens)
+    with pytest.raises(TypeError, match="needs tokens"):
+        adjacency_score(tiny_model)
+    with pytest.raises(ValueError, match="choose one of"):
+        adjacency_score(partial, site="resid_pre")

@@ -231,6 +231,20 @@ def test_large_init_gives_peaked_attention_far_from_the_prediction():
     assert cmp.mean_abs_error > 0.3
 
 
+def test_the_caller_may_vouch_for_a_model_adjpos_cannot_check(tokens):
+    """A rotary model counts as not position-free; position_free=True measures it anyway, the
+    same way as a NoPE model (here: the cosines of layer 1 as captured)."""
+    model = build_model(tiny_config(positional="rotary"), device="cpu")
+    with pytest.raises(ValueError, match="position_free=True"):
+        compare_first_layer(model, tokens)
+    cmp = compare_first_layer(model, tokens, position_free=True)
+    acts = capture_residuals(model, tokens, layers=[1])[0]
+    torch.testing.assert_close(cmp.measured, cosine_matrix(acts).mean(dim=0))
+    assert cmp.residual_ratio == pytest.approx(estimate_residual_ratio(model, tokens))
+    with pytest.raises(ValueError, match="position_free=False"):
+        compare_first_layer(build_model(tiny_config(), device="cpu"), tokens, position_free=False)
+
+
 # Bad input
 
 

@@ -1,12 +1,13 @@
 """The ``adjpos`` command line. Argument parsing, printing, files and exit codes live here only.
 
-    adjpos score   the adjacency score per layer of a random-init or saved model
+    adjpos score   the adjacency score per layer of a random-init, saved or shipped model
     adjpos train   train a model on a synthetic task (checkpoints, resume)
     adjpos probe   layer-wise position probes
     adjpos sweep   random-init sweeps over a grid of hyperparameters
     adjpos reproduce   the whole study: results, figures and a report
 
-One module per command; `_options` holds what they share.
+One module per command; `_options` holds what they share (``--model`` means the same in
+score, probe and train). Bad input exits with code 2 and ``adjpos COMMAND: error: ...``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from adjpos import __version__
+from adjpos.cli._options import HelpFormatter
 from adjpos.cli.probe import add_probe_parser
 from adjpos.cli.reproduce import add_reproduce_parser
 from adjpos.cli.score import add_score_parser
@@ -48,4 +50,6 @@ def _parser() -> argparse.ArgumentParser:
     add_probe_parser(commands)
     add_sweep_parser(commands)
     add_reproduce_parser(commands)
+    for command in commands.choices.values():
+        command.formatter_class = HelpFormatter  # one help style, set here for every command
     return parser

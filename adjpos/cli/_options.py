@@ -1,4 +1,5 @@
-"""Shared option helpers: one option per config field, small parsers, atomic text files."""
+"""What the commands share: one help style, one option per config field, the ``--model`` and
+``--device`` options and the one resolver behind them, small parsers and output-path checks."""
 
 from __future__ import annotations
 
@@ -6,6 +7,22 @@ import argparse
 import dataclasses
 from pathlib import Path
 from typing import Any
+
+from adjpos.validation import DEVICES
+
+PRETRAINED = "pretrained:"
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help in one style: each option's default shown once, as "(default: X)" at the end,
+    unless its help text already states it or there is none to show (None, a flag)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        flag = action.nargs == 0 and not isinstance(action, argparse.BooleanOptionalAction)
+        if "default" in text or flag or action.default in (None, argparse.SUPPRESS, []):
+            return text
+        return text + " (default: %(default)s)"
 
 
 def add_config_args(
@@ -15,30 +32,30 @@ def add_config_args(
     title: str = "model (ModelConfig fields)",
     overrides: dict[str, Any] | None = None,
     rename: dict[str, str] | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> None:
     """One option per field of a config dataclass; its help text is the field's own.
 
-    `overrides` changes defaults (None: decided later); `rename` maps field -> option name
-    (the parsed value lands under the new name).
+    `overrides` changes defaults (None: fitted to the task later); `rename`
+    maps field -> option name (the parsed value lands under the new name); fields in `exclude`
+    get no option (the command adds its own).
     """
     if cls is None:
         from adjpos.models import ModelConfig as cls
     overrides, rename = overrides or {}, rename or {}
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
+        if field.name in exclude:
+            continue
         name = rename.get(field.name, field.name)
         default = overrides.get(field.name, field.default)
-        shown = "fits the task" if field.name in overrides else default
-        help_text = f"{field.metadata.get('help', '')} (default: {shown})"
+        help_text = field.metadata.get("help", "")
+        if field.name in overrides:
+            help_text += f" (default: fits the task, else {field.default})"
         flag = "--" + name.replace("_", "-")
         if field.type in (bool, "bool"):
-            group.add_argument(
-                flag,
-                action=argparse.BooleanOptionalAction,
-                default=default,
-                help=help_text,
-                dest=name,
-            )
+            action: Any = argparse.BooleanOptionalAction
+            group.add_argument(flag, action=action, default=default, help=help_text, dest=name)
         else:
             group.add_argument(
                 flag, type=parse_for(field), default=default, help=help_text, dest=name
@@ -68,6 +85,98 @@ def config_values(
     return {f.name: getattr(args, rename.get(f.name, f.name)) for f in dataclasses.fields(cls)}
 
 
+def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
+    """``--model random|PATH|pretrained:TASK``: the same meaning in every command."""
+    from adjpos.tasks import TASKS
+
+    parser.add_argument(
+        "--model",
+        default="random",
+        metavar="random|PATH|pretrained:TASK",
+        help="'random' (default): a random-init model from the ModelConfig options below; "
+        "PATH: a checkpoint folder (from adjpos train or adjpos.save_model); pretrained:TASK: "
+        f"the trained model shipped for TASK, one of {', '.join(TASKS)}. {extra}".rstrip(),
+    )
+
+
+def add_device_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device", choices=DEVICES, default="auto", help="where to run; auto = cuda when available"
+    )
+
+
+def resolve_model(
+    spec: str,
+    *,
+    device: Any,
+    config_values: dict[str, Any] | None = None,
+    task: Any = None,
+) -> tuple[Any, Any]:
+    """The model that ``--model SPEC`` names, on `device`, and the task to run it on.
+
+    Args:
+        spec: ``"random"``: a fresh model built from `config_values` (ModelConfig fields;
+            d_vocab or n_ctx None fit `task`, or take ModelConfig's defaults without one);
+            ``"pretrained:TASK"``: the model shipped for TASK; anything else: a checkpoint
+            folder.
+        device: "auto", "cpu", "cuda" or a torch device (see `adjpos.validation.resolve_device`).
+        config_values: the ModelConfig fields of a random model.
+        task: the task the caller asked for, or None.
+
+    Returns:
+        ``(model, task)``: `task` as given, except that a pretrained model brings its own
+        when none was given; None means random tokens.
+
+    Raises:
+        ValueError: an unavailable device, an unknown pretrained task (the message lists the
+            tasks), a folder that is not a checkpoint, or a bad config.
+    """
+    from adjpos.validation import resolve_device
+
+    device = resolve_device(device)
+    if spec.startswith(PRETRAINED):
+        return _pretrained(spec.removeprefix(PRETRAINED), device, task)
+    if spec != "random":
+        from adjpos.models import load_model
+
+        return load_model(spec, device=device), task
+    from adjpos.models import ModelConfig, build_model
+    from adjpos.tasks import VOCAB_SIZE
+
+    values = dict(config_values or {})
+    if values.get("d_vocab") is None:
+        values["d_vocab"] = VOCAB_SIZE if task is not None else ModelConfig.d_vocab
+    if values.get("n_ctx") is None:
+        values["n_ctx"] = task.max_len if task is not None else ModelConfig.n_ctx
+    return build_model(ModelConfig(**values), device=device), task
+
+
+def _pretrained(name: str, device: Any, task: Any) -> tuple[Any, Any]:
+    from adjpos.pretrained import load_pretrained
+    from adjpos.tasks import TASKS
+
+    if name not in TASKS:
+        raise ValueError(
+            f"--model {PRETRAINED}{name}: unknown task; choose one of "
+            f"{[PRETRAINED + t for t in TASKS]}"
+        )
+    model, trained_on = load_pretrained(name, device=str(device))
+    return model, task if task is not None else trained_on
+
+
+def check_output_file(path: Path, option: str) -> Path:
+    """Raise naming `option` and `path` unless a file can be written there (before any work)."""
+    from adjpos.runs import check_writable
+
+    if path.is_dir():
+        raise ValueError(f"{option} {path}: is a folder; give the path of a file")
+    try:
+        check_writable(path.parent)
+    except OSError as err:
+        raise OSError(f"{option} {path}: {err}") from None
+    return path
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
@@ -87,10 +196,3 @@ def task_params(items: list[str]) -> dict[str, Any]:
             raise ValueError(f"--task-param takes NAME=VALUE, got {item!r}")
         params[name] = int(value) if value.lstrip("-").isdigit() else value
     return params
-
-
-def write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically, creating its folder."""
-    from adjpos.runs import write_text as write_atomically
-
-    write_atomically(path, text)

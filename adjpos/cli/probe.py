@@ -1,19 +1,26 @@
-"""``adjpos probe``: layer-wise position probes, written as CSV, JSON and a figure."""
+"""``adjpos probe``: layer-wise position probes, written as CSV, JSON and a figure into a run
+folder; re-running the same command reuses the results."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shlex
 from pathlib import Path
 from typing import Any
 
 from adjpos.cli._options import (
     add_config_args,
+    add_device_arg,
+    add_model_arg,
     comma_ints,
     comma_list,
     config_values,
+    resolve_model,
     task_params,
-    write_text,
 )
+
+UNIT = "probes"
 
 
 def add_probe_parser(commands: Any) -> None:
@@ -27,15 +34,16 @@ def add_probe_parser(commands: Any) -> None:
         "and recover the order of shuffled hidden states. Writes DIR/probes.csv (model, "
         "layer, features, probe, metric, value, baseline), DIR/probes.json (with the std over "
         "seeds and the settings) and a figure of score vs layer, DIR/probes.html (and "
-        "probes.png when static export works).",
+        "probes.png when static export works). DIR is a run folder: re-running the same "
+        "command prints the results again without refitting; other settings need another "
+        "folder.",
     )
-    probe.add_argument(
-        "--model",
-        default="random",
-        help="'random' (default): a random-init model from the options below, by default a "
-        "4-layer NoPE ModelConfig (d_model 64, 4 heads, init 0.8/sqrt(d_model)), probed on "
-        "--n-sequences uniformly random token sequences of --seq-len tokens; or a checkpoint "
-        "folder; or pretrained:TASK, a shipped trained model (probed on its task)",
+    add_model_arg(
+        probe,
+        "A random model is a 4-layer NoPE ModelConfig (d_model 64, 4 heads, init "
+        "0.8/sqrt(d_model)) unless the options below say otherwise, probed on --n-sequences "
+        "uniformly random token sequences of --seq-len tokens; a shipped model is probed on "
+        "its task.",
     )
     probe.add_argument(
         "--task",
@@ -46,40 +54,37 @@ def add_probe_parser(commands: Any) -> None:
     probe.add_argument(
         "--task-param", action="append", default=[], metavar="NAME=VALUE", help="a task parameter"
     )
-    probe.add_argument("--out", required=True, type=Path, help="output folder")
-    probe.add_argument("--n-sequences", type=int, default=64, help="sequences (default: 64)")
+    probe.add_argument("--out", required=True, type=Path, help="output (run) folder")
+    probe.add_argument("--n-sequences", type=int, default=64, help="sequences")
     probe.add_argument(
         "--seq-len",
         type=int,
         help="tokens per sequence (default: 32 for random tokens; for a task, the length with "
         "the most distinct sequences among the first draws)",
     )
-    probe.add_argument("--data-seed", type=int, default=0, help="seed of the data (default: 0)")
+    probe.add_argument("--data-seed", type=int, default=0, help="seed of the data")
     probe.add_argument(
         "--features",
         type=comma_list,
-        default=list(DEFAULT_FEATURES),
-        help=f"comma-separated feature sets from {list(FEATURE_SETS)} (default: "
-        f"{','.join(DEFAULT_FEATURES)})",
+        default=",".join(DEFAULT_FEATURES),
+        help=f"comma-separated feature sets from {list(FEATURE_SETS)}",
     )
     probe.add_argument(
         "--probe",
         type=comma_list,
-        default=list(PROBES),
-        help=f"comma-separated probes from {list(PROBES)} (default: both)",
+        default=",".join(PROBES),
+        help=f"comma-separated probes from {list(PROBES)}",
     )
     probe.add_argument(
         "--layers", type=comma_ints, help="comma-separated layers (default: all; 0 = embeddings)"
     )
-    probe.add_argument("--cv", type=int, default=5, help="folds, grouped by sequence (default: 5)")
+    probe.add_argument("--cv", type=int, default=5, help="folds, grouped by sequence")
+    probe.add_argument("--probe-seed", type=int, default=0, help="first seed of folds and shuffles")
+    probe.add_argument("--repeats", type=int, default=3, help="seeds per score")
     probe.add_argument(
-        "--probe-seed",
-        type=int,
-        default=0,
-        help="first seed of the folds and shuffles (default: 0)",
+        "--batch-size", type=int, help="sequences per forward pass (default: all at once)"
     )
-    probe.add_argument("--repeats", type=int, default=3, help="seeds per score (default: 3)")
-    probe.add_argument("--batch-size", type=int, default=None, help="sequences per forward pass")
+    add_device_arg(probe)
     add_config_args(
         probe,
         title="random model (ModelConfig fields; used with --model random only)",
@@ -89,54 +94,77 @@ def add_probe_parser(commands: Any) -> None:
 
 
 def _run_probe(args: argparse.Namespace) -> int:
-    from adjpos.figures import plot_probe_scores, save_figure
-    from adjpos.probes import check_feature_sets, check_probes, probe_positions, reconstruct_order
+    from adjpos.probes import ProbeResult, check_feature_sets, check_probes
+    from adjpos.runs import RunFolder
+    from adjpos.tasks import get_task
+    from adjpos.validation import resolve_device
 
-    features, probes = check_feature_sets(args.features), check_probes(args.probe)
-    model, task = _probe_model(args)
+    features = _for_option("--features", check_feature_sets, args.features)
+    probes = _for_option("--probe", check_probes, args.probe)
+    device = resolve_device(args.device)
+    task = get_task(args.task, **task_params(args.task_param)) if args.task else None
+    values = config_values(args)
+    model, task = resolve_model(args.model, device=device, config_values=values, task=task)
     tokens = _probe_tokens(args, model, task)
+    _check_probe_input(args, model, tokens)
+    spec = _probe_spec(args, model, task, tokens, features, probes)
+    command = "adjpos " + shlex.join(args.argv)
+    folder = RunFolder.open(
+        args.out, kind="probe", spec=spec, seed=args.probe_seed, device=str(device), command=command
+    )
+    data = f"task {task.name}" if task is not None else "random tokens"
+    print(f"{args.model}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens ({data})")
+    if folder.is_done(UNIT):
+        result = ProbeResult.from_json(args.out / "probes.json")
+        _print_probe_tables(result)
+        print(f"\nreused the results in {args.out} (same settings; a new folder recomputes)")
+        return 0
+    result = _compute_probes(args, model, tokens, features, probes)
+    _print_probe_tables(result)
+    _write_probes(args.out, result)
+    folder.mark_done(UNIT)
+    return 0
+
+
+def _compute_probes(args: argparse.Namespace, model: Any, tokens: Any, features, probes) -> Any:
+    from adjpos.probes import probe_positions, reconstruct_order
+
     common = dict(layers=args.layers, model_name=args.model, batch_size=args.batch_size)
     settings = dict(cv=args.cv, seed=args.probe_seed, repeats=args.repeats, progress=True)
     result = probe_positions(model, tokens, features=features, probe=probes, **settings, **common)
     order = reconstruct_order(model, tokens, seed=args.probe_seed, progress=False, **common)
-    result = result + order
-    args.out.mkdir(parents=True, exist_ok=True)
-    write_text(args.out / "probes.csv", result.to_csv())
-    write_text(args.out / "probes.json", result.to_json())
-    saved = save_figure(plot_probe_scores(result), args.out / "probes")
-    data = f"task {task.name}" if task is not None else "random tokens"
-    print(f"{args.model}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens ({data})")
-    _print_probe_tables(result)
+    return result + order
+
+
+def _write_probes(out: Path, result: Any) -> None:
+    from adjpos.figures import plot_probe_scores, save_figure
+    from adjpos.runs import write_text
+
+    write_text(out / "probes.csv", result.to_csv())
+    write_text(out / "probes.json", result.to_json())
+    saved = save_figure(plot_probe_scores(result), out / "probes")
     written = ["probes.csv", "probes.json", *(p.name for p in saved.written)]
-    print(f"wrote {', '.join(written)} to {args.out}")
+    print(f"\nwrote {', '.join(written)} to {out}")
     if saved.png_skipped:
         print(saved.png_skipped)
-    return 0
 
 
-def _probe_model(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The model named by --model, and the task to probe it on (None: random tokens)."""
-    from adjpos import build_model, load_model
-    from adjpos.models import ModelConfig
-    from adjpos.tasks import TASKS, VOCAB_SIZE, get_task
-
-    task = get_task(args.task, **task_params(args.task_param)) if args.task else None
-    if args.model.startswith("pretrained:"):
-        from adjpos.pretrained import load_pretrained
-
-        name = args.model.removeprefix("pretrained:")
-        if name not in TASKS:
-            raise ValueError(
-                f"--model pretrained:{name}: unknown task; choose one of {list(TASKS)}"
-            )
-        model, trained_on = load_pretrained(name, device="cpu")
-        return model, task if task is not None else trained_on
-    if args.model != "random":
-        return load_model(args.model, device="cpu"), task
-    values = config_values(args)
-    values["d_vocab"] = values["d_vocab"] or (VOCAB_SIZE if task else ModelConfig.d_vocab)
-    values["n_ctx"] = values["n_ctx"] or (task.max_len if task else ModelConfig.n_ctx)
-    return build_model(ModelConfig(**values), device="cpu"), task
+def _probe_spec(args: argparse.Namespace, model, task, tokens, features, probes) -> dict:
+    """Every setting that decides the results (the batch size and the device do not)."""
+    config = getattr(model, "adjpos_config", None)
+    return {
+        "model": args.model,
+        "model_config": config.to_dict() if config is not None else None,
+        "task": None if task is None else {"name": task.name, **dataclasses.asdict(task)},
+        "sequences": list(tokens.shape),
+        "data_seed": args.data_seed,
+        "features": features,
+        "probes": probes,
+        "layers": args.layers,
+        "cv": args.cv,
+        "probe_seed": args.probe_seed,
+        "repeats": args.repeats,
+    }
 
 
 def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
@@ -152,6 +180,34 @@ def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
         raise ValueError(f"--n-sequences must be positive, got {args.n_sequences}")
     shape = (args.n_sequences, args.seq_len or min(32, model.cfg.n_ctx))
     return torch.randint(0, model.cfg.d_vocab, shape, generator=gen)
+
+
+def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> None:
+    """What the probes would refuse, checked before the run folder is claimed: a typo must
+    not leave a folder that refuses the corrected command."""
+    from adjpos.capture import check_layers, check_tokens
+
+    check_tokens(model, tokens)
+    _for_option("--layers", lambda layers: check_layers(model, "resid_post", layers), args.layers)
+    if tokens.shape[1] < 3:
+        raise ValueError(f"--seq-len: probing needs at least 3 tokens, got {tokens.shape[1]}")
+    if args.cv < 2:
+        raise ValueError(f"--cv must be at least 2 folds, got {args.cv}")
+    if tokens.shape[0] < args.cv:
+        raise ValueError(
+            f"--n-sequences: {tokens.shape[0]} sequences are too few for --cv {args.cv} "
+            "(folds are grouped by sequence); give more sequences or fewer folds"
+        )
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
+
+
+def _for_option(option: str, check: Any, value: Any) -> Any:
+    """``check(value)``, its error prefixed with the option it came from."""
+    try:
+        return check(value)
+    except ValueError as err:
+        raise ValueError(f"{option}: {err}") from None
 
 
 def _print_probe_tables(result: Any) -> None:

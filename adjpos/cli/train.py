@@ -8,7 +8,10 @@ from typing import Any
 
 from adjpos.cli._options import (
     add_config_args,
+    add_device_arg,
+    add_model_arg,
     config_values,
+    resolve_model,
     task_params,
 )
 
@@ -20,9 +23,10 @@ def add_train_parser(commands: Any) -> None:
     train = commands.add_parser(
         "train",
         help="train a model on a synthetic task, with checkpoints and resume",
-        description="Train a model (NoPE by default) on one task. d_vocab and n_ctx default to "
-        "what the task needs. Writes DIR/model.safetensors, config.json, metrics.json, "
-        "train.json (the command and its result) and resume.safetensors.",
+        description="Train a model on one task: a fresh NoPE model by default, or the weights "
+        "that --model names. d_vocab and n_ctx default to what the task needs. Writes "
+        "DIR/model.safetensors, config.json, metrics.json, train.json (the command and its "
+        "result), run.json and checkpoint.pt (for --resume).",
     )
     train.add_argument("--task", required=True, choices=TASKS, help="the task")
     train.add_argument(
@@ -34,12 +38,19 @@ def add_train_parser(commands: Any) -> None:
     )
     train.add_argument("--out", required=True, type=Path, help="checkpoint folder")
     train.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    add_config_args(train, overrides={"d_vocab": None, "n_ctx": None})
+    add_model_arg(train, "PATH and pretrained:TASK start training from those weights.")
+    add_device_arg(train)
+    add_config_args(
+        train,
+        title="random model (ModelConfig fields; used with --model random only)",
+        overrides={"d_vocab": None, "n_ctx": None},
+    )
     add_config_args(
         train,
         TrainConfig,
         title="training (TrainConfig fields)",
-        rename={"seed": "data_seed", "device": "device"},
+        rename={"seed": "data_seed"},
+        exclude=("device",),
     )
     train.set_defaults(run=_run_train)
 
@@ -47,17 +58,15 @@ def add_train_parser(commands: Any) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import shlex
 
-    from adjpos import build_model
-    from adjpos.models import ModelConfig
-    from adjpos.tasks import VOCAB_SIZE, get_task
+    from adjpos.tasks import get_task
     from adjpos.training import TrainConfig, train
+    from adjpos.validation import resolve_device
 
+    device = resolve_device(args.device)
     task = get_task(args.task, **task_params(args.task_param))
-    values = config_values(args)
-    values["d_vocab"] = values["d_vocab"] or VOCAB_SIZE
-    values["n_ctx"] = values["n_ctx"] or task.max_len
-    model = build_model(ModelConfig(**values))
     cfg = TrainConfig(**config_values(args, TrainConfig, {"seed": "data_seed"}))
+    values = config_values(args)
+    model, _ = resolve_model(args.model, device=device, config_values=values, task=task)
     result = train(model, task, cfg, out_dir=args.out, resume=args.resume, progress=True)
     summary = {
         "command": "adjpos " + shlex.join(args.argv),

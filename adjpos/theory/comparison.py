@@ -90,7 +90,11 @@ class FirstLayerComparison:
 
 
 def compare_first_layer(
-    model: Any, tokens: TokenInput, *, site: str = "resid_post"
+    model: Any,
+    tokens: TokenInput,
+    *,
+    site: str = "resid_post",
+    position_free: bool | None = None,
 ) -> FirstLayerComparison:
     """Measure a NoPE model's first layer and compare it with the first-layer prediction.
 
@@ -120,25 +124,25 @@ def compare_first_layer(
     still looks near uniform (see docs/theory.md).
 
     Args:
-        model: a position-free TransformerLens HookedTransformer (see `adjpos.is_position_free`).
+        model: a position-free TransformerLens model (see `adjpos.is_position_free`).
         tokens: token ids [batch, pos] (or one sequence [pos]), pos >= 3.
         site: "resid_post" (default), "resid_mid" or "attn_out".
+        position_free: None (default) asks `adjpos.is_position_free`, which recognises the
+            models adjpos builds; True is the caller's word that no positional signal enters
+            the model (e.g. an all-NoPE Hugging Face model wrapped by TransformerLens's
+            bridge), and skips that check; False refuses.
 
     Returns:
         A `FirstLayerComparison`, tensors on the CPU.
 
     Raises:
-        ValueError: an unknown site or one the model lacks, a model with a positional signal,
-            sequences shorter than 3 tokens, or bad tokens.
+        ValueError: an unknown site or one the model lacks, a model with a positional signal
+            (unless `position_free=True`), sequences shorter than 3 tokens, or bad tokens.
     """
     if site not in THEORY_SITES:
         raise ValueError(f"site={site!r} is not allowed; choose one of {list(THEORY_SITES)}")
     check_site(model, site)
-    if not is_position_free(model):
-        raise ValueError(
-            "the first-layer prediction assumes no positional signal; build the model with "
-            "positional='none' (adjpos.is_position_free(model) is False)"
-        )
+    _check_position_free(model, position_free)
     tokens = check_tokens(model, tokens)
     check_scorable(torch.tensor([tokens.shape[1]]))
     name = hook_name(site, 1 if site == "resid_post" else 0)
@@ -162,6 +166,21 @@ def compare_first_layer(
         uniform_entropy=torch.arange(1, n + 1, dtype=entropy.dtype).log(),
         attention_logit_var=_logit_variance(cache[_SCORES]),
     )
+
+
+def _check_position_free(model: Any, position_free: bool | None) -> None:
+    if position_free is False:
+        raise ValueError(
+            "the first-layer prediction assumes no positional signal, and position_free=False "
+            "says the model has one"
+        )
+    if position_free is None and not is_position_free(model):
+        raise ValueError(
+            "the first-layer prediction assumes no positional signal; build the model with "
+            "positional='none', or pass position_free=True if you know none enters it (e.g. "
+            "an all-NoPE model wrapped by TransformerLens's bridge): "
+            "adjpos.is_position_free(model) is False"
+        )
 
 
 def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:

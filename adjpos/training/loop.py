@@ -209,10 +209,12 @@ def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
 
 
 def _trajectory(identity: dict) -> dict:
-    """What decides the weights step by step: everything but the early-stop target."""
+    """What decides the weights step by step: everything but the early-stop target and the
+    device (a run may be resumed on another device; the device is provenance)."""
+    ignored = ("target_accuracy", "device")
     return {
         **identity,
-        "train": {k: v for k, v in identity["train"].items() if k != "target_accuracy"},
+        "train": {k: v for k, v in identity["train"].items() if k not in ignored},
     }
 
 

@@ -54,6 +54,17 @@ def test_not_a_checkpoint(tmp_path, tiny_model):
         load_model(folder)
 
 
+@pytest.mark.parametrize("keep", [0.5, 0.0001])
+def test_a_truncated_weights_file_is_a_value_error_naming_it(tmp_path, tiny_model, keep):
+    folder = save_model(tiny_model, tmp_path / "m")
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: int(len(data) * keep)])  # cut in the tensors, or in the header
+    with pytest.raises(ValueError, match="truncated or corrupt") as err:
+        load_model(folder)
+    assert str(weights) in str(err.value)
+
+
 def test_save_needs_a_config(tmp_path, tiny_model):
     del tiny_model.adjpos_config
     with pytest.raises(ValueError, match="ModelConfig"):

@@ -1,20 +1,22 @@
 """``adjpos probe``, called in-process as a user would call it."""
 
 import csv
+import json
 
 import pytest
+import torch
 
-from adjpos import build_model, get_task, save_model
+from adjpos import build_model, get_task, probe_positions, reconstruct_order, save_model
 from adjpos.cli import main
-from adjpos.pretrained import available_pretrained
 from adjpos.tasks import VOCAB_SIZE
 from factories import tiny_config
 
 SMALL = ["--n-sequences", "8", "--cv", "2", "--repeats", "1"]
 RANDOM = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2", "--seq-len", "8", *SMALL]
+FAST = ["--features", "variance,cosine_profile", "--probe", "ridge"]
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def no_png(monkeypatch):
     """Skip the PNG export (seconds of Chromium per figure); tests/figures exports one."""
     monkeypatch.setattr("adjpos.figures.save._write_png", lambda fig, path: "PNG skipped: test")
@@ -25,29 +27,29 @@ def _rows(folder):
         return list(csv.DictReader(handle))
 
 
-@pytest.mark.usefixtures("no_png")
-def test_random_model_writes_csv_json_and_figure(capsys, tmp_path):
+def _values(rows):
+    return {(r["layer"], r["features"], r["probe"], r["metric"]): float(r["value"]) for r in rows}
+
+
+def test_random_model_scores_are_those_of_the_library(capsys, tmp_path):
     out = tmp_path / "run"
-    assert main(["probe", *RANDOM, "--out", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert text.startswith("random: 8 sequences x 8 tokens (random tokens)")
-    assert "ridge r2" in text and "spectral_seriation abs_kendall_tau" in text
-    rows = _rows(out)
-    assert list(rows[0]) == ["model", "layer", "features", "probe", "metric", "value", "baseline"]
-    assert {r["model"] for r in rows} == {"random"} and {r["layer"] for r in rows} == {"0", "1"}
-    assert {r["probe"] for r in rows} == {
-        "ridge",
-        "logistic",
-        "spectral_seriation",
-        "variance_sort",
-    }
-    assert (out / "probes.json").is_file() and (out / "probes.html").is_file()
-    assert text.rstrip().endswith(
-        f"wrote probes.csv, probes.json, probes.html to {out}\nPNG skipped: test"
-    )
+    assert main(["probe", *RANDOM, *FAST, "--out", str(out)]) == 0
+    assert "8 sequences x 8 tokens (random tokens)" in capsys.readouterr().out
+    # The same model, tokens and settings through the library
+    model = build_model(tiny_config(n_layers=1, d_vocab=64, n_ctx=128), device="cpu")
+    tokens = torch.randint(0, 64, (8, 8), generator=torch.Generator().manual_seed(0))
+    expected = probe_positions(
+        model, tokens, features=["variance", "cosine_profile"], probe=["ridge"], cv=2, repeats=1
+    ) + reconstruct_order(model, tokens)
+    got = _values(_rows(out))
+    assert got.keys() == {(str(s.layer), s.features, s.probe, s.metric) for s in expected.scores}
+    for s in expected.scores:
+        assert got[str(s.layer), s.features, s.probe, s.metric] == pytest.approx(s.value)
+    saved = json.loads((out / "probes.json").read_text())
+    assert [s["value"] for s in saved["scores"]] == [float(r["value"]) for r in _rows(out)]
+    assert (out / "probes.html").is_file()
 
 
-@pytest.mark.usefixtures("no_png")
 def test_options_reach_the_probes(tmp_path):
     out = tmp_path / "run"
     args = ["--features", "variance,shuffled:resid", "--probe", "logistic", "--layers", "1"]
@@ -60,43 +62,68 @@ def test_options_reach_the_probes(tmp_path):
     assert {r["metric"] for r in rows} == {"accuracy", "mean_abs_distance"}
 
 
-@pytest.mark.usefixtures("no_png")
+def test_a_rerun_reuses_the_results_and_other_settings_are_refused(capsys, tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    assert main(["probe", *RANDOM, *FAST, "--out", str(out)]) == 0
+    first = capsys.readouterr().out
+    run = json.loads((out / "run.json").read_text())
+    assert run["kind"] == "probe" and run["spec"]["cv"] == 2
+    assert run["spec"]["features"] == ["variance", "cosine_profile"]
+
+    def no_refit(*args, **kwargs):
+        raise AssertionError("refitted the probes of a finished run")
+
+    monkeypatch.setattr("adjpos.probes.probe_positions", no_refit)
+    assert main(["probe", *RANDOM, *FAST, "--out", str(out)]) == 0
+    again = capsys.readouterr().out
+    tables = first.split("\nwrote ")[0]
+    assert again.startswith(tables) and "reused the results" in again
+    assert main(["probe", *RANDOM, *FAST, "--data-seed", "1", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adjpos probe: error:") and "data_seed: 0 there, 1 here" in err
+
+
+def test_a_folder_that_is_not_a_run_is_refused_before_any_work(capsys, tmp_path, monkeypatch):
+    def no_probes(*args, **kwargs):
+        raise AssertionError("probed before checking --out")
+
+    monkeypatch.setattr("adjpos.probes.probe_positions", no_probes)
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "a-file").write_text("")
+    for out in (tmp_path, tmp_path / "a-file"):
+        assert main(["probe", *RANDOM, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("adjpos probe: error:") and str(out) in err
+
+
 def test_a_checkpoint_on_task_sequences(capsys, tmp_path):
     task = get_task("indexing", max_digits=4)
     model = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=task.max_len))
     save_model(model, tmp_path / "ckpt")
     args = ["--model", str(tmp_path / "ckpt"), "--task", "indexing", "--task-param", "max_digits=4"]
-    assert main(["probe", *args, *SMALL, "--out", str(tmp_path / "run")]) == 0
+    assert main(["probe", *args, *SMALL, *FAST, "--out", str(tmp_path / "run")]) == 0
     assert "(task indexing)" in capsys.readouterr().out
     assert {r["model"] for r in _rows(tmp_path / "run")} == {str(tmp_path / "ckpt")}
 
 
-@pytest.mark.usefixtures("no_png")
-def test_pretrained_model_is_probed_on_its_task(capsys, tmp_path, monkeypatch):
-    task = get_task("addition")
-    model = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=task.max_len))
-    monkeypatch.setattr(
-        "adjpos.pretrained.load_pretrained", lambda name, device=None: (model, task)
-    )
-    assert main(["probe", "--model", "pretrained:addition", *SMALL, "--out", str(tmp_path)]) == 0
-    assert capsys.readouterr().out.startswith("pretrained:addition: 8 sequences x ")
-
-
-@pytest.mark.usefixtures("no_png")
-@pytest.mark.parametrize("name", available_pretrained())
-def test_shipped_models(name, tmp_path):
-    assert main(["probe", "--model", f"pretrained:{name}", *SMALL, "--out", str(tmp_path)]) == 0
-    assert {r["model"] for r in _rows(tmp_path)} == {f"pretrained:{name}"}
+def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
+    args = ["--model", "pretrained:addition", *SMALL, "--features", "variance", "--probe", "ridge"]
+    assert main(["probe", *args, "--device", "cpu", "--out", str(tmp_path / "run")]) == 0
+    assert "(task addition)" in capsys.readouterr().out
+    assert {r["model"] for r in _rows(tmp_path / "run")} == {"pretrained:addition"}
 
 
 @pytest.mark.usefixtures("user_errors")
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--features", "variance,cosine"], "unknown feature sets ['cosine']; choose from"),
-        (["--probe", "svm"], "unknown probes ['svm']; choose from ['ridge', 'logistic']"),
-        (["--layers", "0,5"], "layers must be a non-empty list of ints in [0, 1]"),
-        (["--cv", "10"], "8 sequences are too few for cv=10"),
+        (["--features", "variance,cosine"], "--features: unknown feature sets ['cosine']"),
+        (["--probe", "svm"], "--probe: unknown probes ['svm']; choose from ['ridge', 'logistic']"),
+        (["--layers", "0,5"], "--layers: layers must be a non-empty list of ints in [0, 1]"),
+        (["--cv", "10"], "--n-sequences: 8 sequences are too few for --cv 10"),
+        (["--cv", "1"], "--cv must be at least 2"),
+        (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--seq-len", "2"], "--seq-len: probing needs at least 3 tokens"),
         (["--model", "/nonexistent/ckpt"], "is not an adjpos checkpoint"),
         (["--model", "pretrained:division"], "unknown task; choose one of"),
         (["--seq-len", "500"], "n_ctx"),
@@ -107,26 +134,22 @@ def test_bad_input_exits_2_before_any_work(capsys, tmp_path, monkeypatch, args, 
         raise AssertionError("probed before checking the input")
 
     monkeypatch.setattr("adjpos.probes.positions.iter_residuals", no_capture)
+    monkeypatch.setattr("adjpos.probes.order.iter_residuals", no_capture)
     assert main(["probe", *RANDOM, *args, "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("adjpos probe: error:") and message in err, err
-    assert not (tmp_path / "run").exists()
+    assert not (tmp_path / "run").exists()  # a corrected command may use the folder
 
 
-def test_missing_shipped_model_is_a_clear_error(capsys, tmp_path):
-    missing = [
-        n
-        for n in ("addition", "reversal", "indexing", "ordering")
-        if n not in available_pretrained()
-    ]
-    if not missing:
-        pytest.skip("every task has a shipped model")
-    assert main(["probe", "--model", f"pretrained:{missing[0]}", "--out", str(tmp_path)]) == 2
-    assert "no shipped model" in capsys.readouterr().err
+def test_a_list_option_that_does_not_parse_names_itself(capsys, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        main(["probe", *RANDOM, "--layers", "0,one", "--out", str(tmp_path / "run")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --layers: expected comma-separated ints, got '0,one'" in err
 
 
-def test_help_states_the_random_default(capsys):
-    with pytest.raises(SystemExit):
-        main(["probe", "--help"])
-    text = " ".join(capsys.readouterr().out.split())
-    assert "4-layer NoPE ModelConfig" in text and "uniformly random token sequences" in text
+def test_a_missing_shipped_model_is_a_clear_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)  # as if no model were shipped
+    assert main(["probe", "--model", "pretrained:ordering", "--out", str(tmp_path / "r")]) == 2
+    assert "no shipped model for 'ordering'" in capsys.readouterr().err
