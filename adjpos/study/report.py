@@ -10,6 +10,7 @@ markdown becomes ``report.html`` with Python-Markdown, each figure embedded inte
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -169,7 +170,7 @@ def render(
         ),
     }
     fields.update(_adjacency_fields(numbers["adjacency"]))
-    fields.update(_cosine_fields(numbers["cosine"]))
+    fields["cosine_table"] = _by_layer(numbers["cosine"]["scores"], "adjacency")
     fields.update(_variance_fields(numbers["variance"]))
     fields.update(_probe_fields(numbers["probing"]))
     fields.update(_sweep_fields(numbers["sweep"]))
@@ -182,7 +183,7 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
     adjacency, probes = numbers["adjacency"]["per_task"], numbers["probing"]["models"]
     trained_up = sum(t["trained_vs_layer0"] == "above" for t in adjacency)
     control_up = sum(t["control_vs_layer0"] == "above" for t in adjacency)
-    versus = _counts(r["trained_vs_control"] for r in numbers["adjacency"]["trained_vs_control"])
+    versus = Counter(r["trained_vs_control"] for r in numbers["adjacency"]["trained_vs_control"])
     variance = numbers["variance"]
     falls, inner = variance["deepest_falls"], variance["inner_falls"]
     cells = variance["inner_cells"]
@@ -272,9 +273,6 @@ def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _adjacency_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
-    layers = numbers["layers"]
-    means = {(r["task"], r["model"], r["layer"]): r["adjacency"] for r in numbers["means"]}
-    keys = list(dict.fromkeys((r["task"], r["model"]) for r in numbers["means"]))
     lines = [
         f"{t['task']}: trained {_n(t['trained_best'])} at layer {t['best_layer']} against "
         f"{_n(t['trained_layer0'])} at layer 0 ({t['trained_vs_layer0']}); random-init NoPE "
@@ -283,12 +281,9 @@ def _adjacency_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
         for t in numbers["per_task"]
     ]
     versus = numbers["trained_vs_control"]
-    counts = _counts(r["trained_vs_control"] for r in versus)
+    counts = Counter(r["trained_vs_control"] for r in versus)
     return {
-        "adjacency_table": _table(
-            ["task", "model", *[f"layer {x}" for x in layers]],
-            [[t, m, *[means.get((t, m, x)) for x in layers]] for t, m in keys],
-        ),
+        "adjacency_table": _by_layer(numbers["means"], "adjacency"),
         "adjacency_text": "; ".join(lines) + ".",
         "trained_vs_control_table": _table(
             ["task", "layer", "trained", "random-init seed range", "seeds", "trained is"],
@@ -312,30 +307,21 @@ def _adjacency_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _cosine_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
-    scores = numbers["scores"]
-    layers = sorted({r["layer"] for r in scores})
-    by = {(r["task"], r["model"], r["layer"]): r["adjacency"] for r in scores}
-    keys = list(dict.fromkeys((r["task"], r["model"]) for r in scores))
-    return {
-        "cosine_table": _table(
-            ["task", "model", *[f"layer {x}" for x in layers]],
-            [[t, m, *[by.get((t, m, x)) for x in layers]] for t, m in keys],
-        )
-    }
+def _by_layer(records: Sequence[Mapping[str, Any]], value: str) -> str:
+    """A table of `value` with one row per (task, model) and one column per layer."""
+    layers = sorted({r["layer"] for r in records})
+    by = {(r["task"], r["model"], r["layer"]): r[value] for r in records}
+    keys = dict.fromkeys((r["task"], r["model"]) for r in records)
+    return _table(
+        ["task", "model", *[f"layer {x}" for x in layers]],
+        [[t, m, *[by.get((t, m, x)) for x in layers]] for t, m in keys],
+    )
 
 
 def _variance_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
-    ratios = numbers["ratios"]
-    layers = sorted({r["layer"] for r in ratios})
-    by = {(r["task"], r["model"], r["layer"]): r["ratio"] for r in ratios}
-    keys = list(dict.fromkeys((r["task"], r["model"]) for r in ratios))
     falls, inner, cells = numbers["deepest_falls"], numbers["inner_falls"], numbers["inner_cells"]
     return {
-        "variance_table": _table(
-            ["task", "model", *[f"layer {x}" for x in layers]],
-            [[t, m, *[by.get((t, m, x)) for x in layers]] for t, m in keys],
-        ),
+        "variance_table": _by_layer(numbers["ratios"], "ratio"),
         "variance_text": f"At the deepest layer it holds in {falls.get('random-init', 0)} of "
         f"{_tasks(numbers, 'random-init')} random-init models and {falls.get('trained', 0)} of "
         f"{_tasks(numbers, 'trained')} trained ones; at the layers between the first and the "
@@ -491,13 +477,6 @@ def _wins(outcomes: Sequence[str]) -> int:
 
 def _one_seed(outcomes: Sequence[str]) -> str:
     return " (one seed: no spread to judge by)" if any("one seed" in o for o in outcomes) else ""
-
-
-def _counts(outcomes: Any) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for outcome in outcomes:
-        counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
 
 
 def _tasks(numbers: Mapping[str, Any], model: str) -> int:
