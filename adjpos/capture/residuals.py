@@ -21,7 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.types import TokenInput
-from adjpos.validation import check_positive_int
+from adjpos.validation import check_positive_int, is_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 
@@ -163,7 +163,7 @@ def check_layers(model: Any, site: str, layers: Sequence[int] | None) -> list[in
     if layers is None:
         return list(range(n))
     layers = [layers] if isinstance(layers, int) else list(layers)
-    bad = [x for x in layers if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < n]
+    bad = [x for x in layers if not is_int(x) or not 0 <= x < n]
     if bad or not layers:
         raise ValueError(
             f"layers must be a non-empty list of ints in [0, {n - 1}] for "

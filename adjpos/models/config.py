@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import check_choice, check_positive_int
+from adjpos.validation import check_choice, check_positive_int, is_int
 from adjpos.validation import help_field as _help
 
 POSITIONAL = ("none", "learned", "rotary", "alibi")
@@ -78,7 +78,7 @@ class ModelConfig:
             raise ValueError(
                 f"init_range must be a positive number or None, got {self.init_range!r}"
             )
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+        if not is_int(self.seed):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
 
     def with_changes(self, **changes: Any) -> ModelConfig:

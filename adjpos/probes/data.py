@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from adjpos.validation import check_positive_int
+from adjpos.validation import check_positive_int, is_int
 
 _STALE_ROUNDS = 3
 
@@ -50,9 +50,7 @@ def sequences_of_length(
         torch.Size([4, 29])
     """
     check_positive_int("n", n)
-    if length is not None and not (
-        isinstance(length, int) and not isinstance(length, bool) and 1 <= length <= task.max_len
-    ):
+    if length is not None and not (is_int(length) and 1 <= length <= task.max_len):
         raise ValueError(
             f"length must be an int in [1, {task.max_len}] for {task.name}, got {length!r}"
         )

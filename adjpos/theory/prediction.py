@@ -27,7 +27,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.validation import check_generator, check_positive_int
+from adjpos.validation import check_generator, check_positive_int, is_int
 
 
 def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "pos pos"]:
@@ -178,7 +178,7 @@ def _check_ratio(value: object) -> float:
 
 def _check_lengths(lengths: object) -> list[int]:
     lengths = [lengths] if isinstance(lengths, int) else list(lengths)
-    bad = [x for x in lengths if not isinstance(x, int) or isinstance(x, bool) or x < 3]
+    bad = [x for x in lengths if not is_int(x) or x < 3]
     if bad or not lengths:
         raise ValueError(
             "lengths must be one int or a non-empty list of ints, each >= 3 (the adjacency "
