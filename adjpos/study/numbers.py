@@ -99,7 +99,10 @@ def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
     frame = pd.DataFrame(ratios)
     deepest = frame[frame["layer"] == frame["layer"].max()]
     inner = frame[(frame["layer"] >= 1) & (frame["layer"] < frame["layer"].max())]
+    blocks = frame[frame["layer"] >= 1]
     return {
+        "falls": {m: int((g["ratio"] < 1).sum()) for m, g in blocks.groupby("model")},
+        "cells": {m: len(g) for m, g in blocks.groupby("model")},
         "ratios": ratios,
         "deepest_falls": {m: int((g["ratio"] < 1).sum()) for m, g in deepest.groupby("model")},
         "inner_falls": {m: int((g["ratio"] < 1).sum()) for m, g in inner.groupby("model")},

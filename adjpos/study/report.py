@@ -215,11 +215,12 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         ],
         [
             "Variance shrinks with position (Chi et al.)",
-            _verdict(falls.get("random-init", 0), _tasks(variance, "random-init")),
+            _verdict(sum(variance["falls"].values()), sum(variance["cells"].values())),
             f"deepest layer: random-init {falls.get('random-init', 0)} of "
             f"{_tasks(variance, 'random-init')}, trained {falls.get('trained', 0)} of "
             f"{_tasks(variance, 'trained')}; layers between: trained {inner.get('trained', 0)} "
-            f"of {cells.get('trained', 0)}",
+            f"of {cells.get('trained', 0)}; every layer >= 1: "
+            + ", ".join(f"{m} {n} of {variance['cells'][m]}" for m, n in variance["falls"].items()),
         ],
         [
             "Probes read position better from cosine similarities than from variance",
