@@ -284,10 +284,14 @@ def test_sweep_writes_rows_and_figures_and_resumes(capsys, tmp_path):
     names = sorted(p.name for p in (tmp_path / "s").iterdir())
     assert {
         "sweep.csv",
+        "run.json",
+        "plotly.min.js",
         "sweep_histogram.html",
         "sweep_init_range_by_d_model.html",
         "sweep_layers_by_d_model.html",
     } <= set(names)
+    # The figures share one plotly.js: each HTML file is small.
+    assert max((tmp_path / "s" / n).stat().st_size for n in names if n.endswith(".html")) < 500_000
     assert main(args) == 0
     assert "(0 cells x seeds computed now)" in capsys.readouterr().out
 
@@ -305,3 +309,10 @@ def test_sweep_writes_rows_and_figures_and_resumes(capsys, tmp_path):
 def test_sweep_bad_input(capsys, tmp_path, args, message):
     assert main([*SWEEP, *args, "--out", str(tmp_path / "x")]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_sweep_option_errors_name_the_option(capsys, tmp_path):
+    with pytest.raises(SystemExit):
+        main([*SWEEP, "--seeds", "x", "--out", str(tmp_path / "x")])
+    assert "argument --seeds: expected comma-separated ints, got 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
