@@ -75,6 +75,8 @@ class Table:
                 f"a value does not fit its column type {self.columns}: {err}"
             ) from None
         for name in (n for n, kind in self.columns.items() if kind == "string"):
+            if frame[name].str.contains(r"[\r\n]", regex=True).any():
+                raise ValueError(f"column {name!r} holds a line break; table strings are one line")
             # CSV cannot tell an empty string from a missing one: both are missing here.
             frame[name] = frame[name].mask(frame[name] == "")
         return frame

@@ -1,10 +1,28 @@
-"""Shared fixtures: tiny model configs, built fresh on the CPU."""
+"""Shared fixtures: tiny model configs, built fresh on the CPU; one thread per library."""
+
+import os
 
 import pytest
 import torch
+from hypothesis import settings
+from threadpoolctl import threadpool_limits
 
 from adjpos.models import build_model
 from factories import tiny_config
+
+# The models and probes here are tiny, so threads buy nothing, and on a busy machine OpenMP
+# and BLAS threads waiting for a free core made a small logistic fit 40x slower. The
+# variables reach the libraries loaded later (SciPy's BLAS, with scikit-learn) and the
+# subprocesses; the calls reach those already loaded. The adjacency kernel follows torch's
+# count; tests/metrics/test_adjacency.py runs it on more threads too.
+for _variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+torch.set_num_threads(1)
+threadpool_limits(1)
+
+# A busy machine must not turn a slow example into a failure; each test sets its own count.
+settings.register_profile("adjpos", deadline=None)
+settings.load_profile("adjpos")
 
 
 @pytest.fixture

@@ -3,11 +3,18 @@
 import pytest
 import torch
 
-from adjpos import TASKS, is_position_free, predict
+from adjpos import is_position_free, predict
 from adjpos.pretrained import available_pretrained, load_pretrained, pretrained_info
 
+# Written out, not read from disk or from TASKS: a deleted model must fail here, not vanish.
+SHIPPED = ("addition", "reversal", "indexing", "ordering")
 
-@pytest.mark.parametrize("name", available_pretrained())
+
+def test_every_task_has_a_shipped_model():
+    assert available_pretrained() == list(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_model_answers_fresh_held_out_prompts(name):
     model, task = load_pretrained(name, device="cpu")
     assert is_position_free(model)
@@ -19,10 +26,16 @@ def test_shipped_model_answers_fresh_held_out_prompts(name):
     assert correct >= 95  # a spot check; docs/pretrained.md has the 2,000-prompt measurement
 
 
-def test_unknown_or_missing_model_is_a_clear_error():
-    with pytest.raises(ValueError, match="available"):
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"no shipped model for 'division'; available: \["):
         load_pretrained("division")
-    missing = [name for name in TASKS if name not in available_pretrained()]
-    for name in missing:
-        with pytest.raises(ValueError, match="no shipped model"):
-            pretrained_info(name)
+
+
+def test_missing_weights_are_a_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "addition").mkdir()  # a model folder whose weights are gone
+    (tmp_path / "addition" / "train.json").write_text("{}")
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)
+    assert available_pretrained() == []
+    for lookup in (load_pretrained, pretrained_info):
+        with pytest.raises(ValueError, match=r"no shipped model for 'addition'; available: \[\]"):
+            lookup("addition")

@@ -15,7 +15,9 @@ SCORES = Table(name="string", layer="int64", seed="Int64", value="float64", flag
 rows = st.lists(
     st.fixed_dictionaries(
         {
-            "name": st.one_of(st.none(), st.text(max_size=8)),
+            "name": st.one_of(
+                st.none(), st.text(st.characters(exclude_characters="\r\n"), max_size=8)
+            ),
             "layer": st.integers(-(2**40), 2**40),
             "seed": st.one_of(st.none(), st.integers(0, 2**31)),
             "value": st.floats(allow_nan=False, width=64),
@@ -27,7 +29,7 @@ rows = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(rows)
 def test_every_value_and_type_round_trips(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("t") / "t.csv"
@@ -63,6 +65,8 @@ def test_wrong_columns_and_values_are_named(tmp_path):
         SCORES.read(tmp_path / "other.csv")
     with pytest.raises(ValueError, match="not allowed"):
         Table(x="object")
+    with pytest.raises(ValueError, match="'name' holds a line break"):
+        SCORES.frame([{"name": "a\rb", "layer": 1, "seed": 1, "value": 0.1, "flag": True}])
 
 
 def test_config_columns_take_the_types_of_the_config_fields():

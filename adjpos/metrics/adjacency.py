@@ -10,6 +10,8 @@ rows k = 2 .. len-1. Counting is exact: a compiled merge sort per row, O(n^2 log
 
 from __future__ import annotations
 
+import numba
+import numpy as np
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
@@ -46,7 +48,7 @@ def adjacency_rows(
     defined = (k >= 2) & (k < lens[..., None])  # [*batch, pos]
     prefix = torch.where(defined, k, 0)
     values = sim.detach().to("cpu", _numba_dtype(sim.dtype)).reshape(-1, n)
-    counts = count_ordered_pairs(values.contiguous().numpy(), prefix.reshape(-1).numpy())
+    counts = _count_pairs(values.contiguous().numpy(), prefix.reshape(-1).numpy())
     pairs = (k * (k - 1) // 2).clamp_min(1).double()
     rows = torch.from_numpy(counts).reshape(*batch, n).double() / pairs
     rows = torch.where(defined, rows, torch.nan)
@@ -79,3 +81,22 @@ def adjacency_probability(
 def _numba_dtype(dtype: torch.dtype) -> torch.dtype:
     # The compiled kernel handles float32/float64; half types are widened exactly.
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _count_pairs(values: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+    """The compiled count on no more threads than torch may use; both settings left as found.
+
+    `torch.set_num_threads` is the one knob: a sweep worker set to one thread must not start
+    more (on a busy machine each parallel call then waits ~10 ms for a core). And numba's
+    first parallel call starts an OpenMP pool in the libgomp torch shares, which resets
+    torch's thread count.
+    """
+    threads = torch.get_num_threads()
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, before))
+    try:
+        return count_ordered_pairs(values, prefix)
+    finally:
+        numba.set_num_threads(before)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)

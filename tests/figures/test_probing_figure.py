@@ -43,4 +43,3 @@ def test_one_panel_per_probe_metric_and_one_legend_entry_per_feature_set():
 def test_empty_result_is_an_error():
     with pytest.raises(ValueError, match="no scores"):
         plot_probe_scores(ProbeResult("demo", (), 1, 1, 2, (0,)))
-

@@ -4,10 +4,6 @@ import adjpos.tasks as tasks
 from adjpos.tasks import TASKS, Addition, Indexing, Ordering, Reversal, Task, get_task
 
 
-def test_task_names():
-    assert TASKS == ("addition", "reversal", "indexing", "ordering")
-
-
 @pytest.mark.parametrize(
     ("name", "cls", "defaults"),
     [
