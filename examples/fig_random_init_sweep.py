@@ -16,7 +16,7 @@ import adjpos.study
 
 def main(out: Path, quick: bool, workers: int | None) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
-    result = adjpos.study.stages.measure_sweep(out, sizes, workers=workers)
+    result = adjpos.study.stages.measure_sweep(out, sizes, workers=0 if quick else workers)
     base = adjpos.study.stages.sweep_base(sizes)
     figures = adjpos.study.figures.sweep_figures(result.table, sizes.grid, base)
     saved = adjpos.figures.save_figures(figures, out, png=not quick)
