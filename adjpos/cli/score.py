@@ -54,7 +54,7 @@ def _run_score(args: argparse.Namespace) -> int:
     import torch
 
     from adjpos import adjacency_score, is_position_free
-    from adjpos.runs import write_text
+    from adjpos.tables import Table
     from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
@@ -75,6 +75,6 @@ def _run_score(args: argparse.Namespace) -> int:
     for layer, value in enumerate(scores):
         print(f"{layer:>5}  {value:>9.4f}")
     if args.csv is not None:
-        rows = "".join(f"{layer},{value!r}\n" for layer, value in enumerate(scores))
-        write_text(args.csv, "layer,adjacency\n" + rows)
+        rows = [{"layer": layer, "adjacency": value} for layer, value in enumerate(scores)]
+        Table(layer="int64", adjacency="float64").write(args.csv, rows)
     return 0
