@@ -96,6 +96,12 @@ def bench_speed(sizes, ref_sizes, repeats: int, batch: int = 4) -> list[dict]:
 
 
 def _peak_mb() -> float:
+    """Peak RSS of this process. On Linux it is VmHWM, which `_reset_peak` resets; ru_maxrss
+    is not reset and, in a process started from a large one, begins at that one's size."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**10  # KiB
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
 
