@@ -224,7 +224,9 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         ],
         [
             "Probes read position better from cosine similarities than from variance",
-            _verdict(_wins(cosine_wins), n_probed) + _one_seed(cosine_wins),
+            _verdict(_wins(cosine_wins), n_probed)
+            + " by an unfair comparison (a profile against one number)"
+            + _one_seed(cosine_wins),
             f"cosine profile above variance (ridge R^2, best layer >= 1) in {_wins(cosine_wins)} "
             f"of {n_probed} models; the profile has one similarity per other position against one "
             "variance number, so this is not like against like",
