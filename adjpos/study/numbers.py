@@ -17,7 +17,8 @@ import pandas as pd
 from adjpos.probes import ProbeResult
 from adjpos.study.sweep import last_layer_rows
 
-TRAINED, RANDOM = "trained", "random-init"
+# The model labels of the stages' tables (defined here, the lighter module; stages uses them).
+TRAINED, RANDOM, LEARNED = "trained", "random-init", "random-init, learned positions"
 # A difference counts when it exceeds this many standard errors.
 Z = 2.0
 ORDER_METHODS = ("spectral_seriation", "variance_sort")

@@ -24,6 +24,7 @@ from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.pretrained import HERE as PRETRAINED
 from adjpos.pretrained import load_pretrained, pretrained_info
 from adjpos.probes import ProbeResult, probe_positions, reconstruct_order, sequences_of_length
+from adjpos.study.numbers import LEARNED, RANDOM, TRAINED
 from adjpos.study.sizes import StudySizes
 from adjpos.study.sweep import SweepResult, sweep
 from adjpos.tables import Table
@@ -39,7 +40,6 @@ EXAMPLE_PROMPTS = {
     "indexing": "wherex(134504392,4)=",
     "ordering": "ord(5831,3851)=",
 }
-TRAINED, RANDOM, LEARNED = "trained", "random-init", "random-init, learned positions"
 
 MODELS = Table(
     task="string",
