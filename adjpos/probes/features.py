@@ -14,7 +14,20 @@ name                 size     features of position k
 ``cosine_first``     1        C[k, 0], for k >= 1 (the similarity to the first token)
 ``cosine_previous``  1        C[k, k - 1], for k >= 1 (the similarity to the previous token)
 ``resid``            d_model  X_k itself (Haviv et al.'s per-position linear probe)
+``token_identity``   5 x V    one-hot ids of the tokens at k - 2 .. k + 2 (V = d_vocab), the
+                              neighbours taken around the sequence (mod n); no hidden state
 ===================  =======  ====================================================================
+
+``token_identity`` is the leak-aware baseline: what the prompt format alone gives away (in a task
+the same characters sit at the same places, so layer 0 already reads position there). It does
+not depend on the layer. Its neighbours wrap around the ends so that every position has five
+real tokens and none is marked by a missing neighbour: on uniformly random tokens it is at
+chance.
+
+*Backward-only* sets (variance, norm, cosine_first, cosine_previous, resid) use only what the
+model itself sees at position k: the state X_k, computed causally, and earlier states. The
+other cosine sets and ``token_identity`` also use later tokens; results and figures keep the two
+kinds apart (`backward_only`).
 
 No feature is the token's own position in disguise: there is no padding to count (the sets
 that relate a token to all the others need sequences of one length), every position has the
@@ -50,13 +63,18 @@ BASE_FEATURE_SETS = (
     "cosine_first",
     "cosine_previous",
     "resid",
+    "token_identity",
 )
+# The sets of one number per position: the ones the spline probe reads.
+ONE_NUMBER_SETS = ("variance", "norm", "cosine_mean", "cosine_first", "cosine_previous")
+BACKWARD_ONLY = ("variance", "norm", "cosine_first", "cosine_previous", "resid")
+TOKEN_WINDOW = 2  # token_identity: neighbours on each side
 SHUFFLED = "shuffled:"
 FEATURE_SETS = BASE_FEATURE_SETS + tuple(SHUFFLED + name for name in BASE_FEATURE_SETS)
 # Sets that relate a token to all the other tokens of its sequence: the set of "others" must
 # be the same size for every sequence, so they need sequences of one length. (cosine_first and
 # cosine_previous look only backwards, so right-padding never reaches them.)
-ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean")
+ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean", "token_identity")
 
 
 def check_feature_sets(names: str | tuple[str, ...] | list[str]) -> list[str]:
@@ -80,6 +98,11 @@ def base_name(name: str) -> str:
     return name.removeprefix(SHUFFLED)
 
 
+def backward_only(name: str) -> bool:
+    """True when feature set `name` uses only position k's state and earlier ones."""
+    return base_name(name) in BACKWARD_ONLY
+
+
 def needs_one_length(name: str) -> bool:
     """True when feature set `name` needs all sequences to have the same length: the cosine
     sets, and every ``shuffled:`` set (a shuffle must not move padding into a real slot)."""
@@ -87,7 +110,12 @@ def needs_one_length(name: str) -> bool:
 
 
 def position_features(
-    acts: Float[Tensor, "batch pos d_model"], name: str, *, seed: int = 0
+    acts: Float[Tensor, "batch pos d_model"],
+    name: str,
+    *,
+    seed: int = 0,
+    tokens: Int[Tensor, "batch pos"] | None = None,
+    d_vocab: int | None = None,
 ) -> Float[Tensor, "batch pos feature"]:
     """Features of every position of every sequence, from one layer's hidden states.
 
@@ -98,6 +126,8 @@ def position_features(
         acts: one layer's hidden states, sequences all `pos` tokens long (no padding).
         name: a feature set from `FEATURE_SETS`.
         seed: seed of the per-sequence permutations of a ``shuffled:`` set.
+        tokens: the token ids behind `acts` (needed by ``token_identity`` only).
+        d_vocab: the vocabulary size (``token_identity``; default: the largest id + 1).
 
     Returns:
         float tensor, one row of features per position (NaN where a position has none:
@@ -112,9 +142,30 @@ def position_features(
                  [0.0000, 0.7070]]])
     """
     check_feature_sets(name)
+    if base_name(name) == "token_identity":
+        if tokens is None:
+            raise ValueError("the token_identity feature set needs the tokens")
+        if name.startswith(SHUFFLED):  # the same permutations as shuffle_positions
+            order = random_orders(*tokens.shape, seed=seed).to(tokens.device)
+            tokens = tokens.gather(1, order)
+        return token_identity(tokens, d_vocab=d_vocab).to(acts.device)
     if name.startswith(SHUFFLED):
         acts = shuffle_positions(acts, seed=seed)
     return _FEATURES[base_name(name)](acts)
+
+
+def token_identity(
+    tokens: Int[Tensor, "batch pos"], *, d_vocab: int | None = None, window: int = TOKEN_WINDOW
+) -> Float[Tensor, "batch pos feature"]:
+    """One-hot ids of the tokens at k - window .. k + window (mod the length), side by side.
+
+    Example:
+        >>> token_identity(torch.tensor([[0, 1, 1]]), d_vocab=2, window=1)[0, 0]
+        tensor([0., 1., 1., 0., 0., 1.])
+    """
+    d_vocab = int(tokens.max()) + 1 if d_vocab is None else d_vocab
+    shifted = [tokens.roll(-offset, dims=1) for offset in range(-window, window + 1)]
+    return torch.cat([torch.nn.functional.one_hot(t, d_vocab) for t in shifted], dim=-1).float()
 
 
 def shuffle_positions(

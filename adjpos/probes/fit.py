@@ -1,12 +1,18 @@
-"""scikit-learn probes of token position, cross-validated by sequence, beside chance baselines.
+"""Probes of token position, cross-validated by sequence, beside chance baselines.
 
 - ``ridge``: standardise, then ridge regression of the position (alpha chosen inside each
   training fold by `RidgeCV` from 1e-3 to 1e3). Scored by R^2 and mean absolute error (MAE).
   Baseline: predicting the training folds' mean position (R^2 about 0, a little below).
+- ``spline``: for one-number feature sets only (variance, norm, cosine_mean, cosine_first,
+  cosine_previous): a cubic B-spline basis of the number (knots at quantiles), then the same
+  ridge. A line through one number can only read a position that grows or falls linearly
+  with it; the spline reads any smooth, monotone or not, relation, so two single numbers
+  are compared under one flexible probe. Scored and baselined as ridge.
 - ``logistic``: standardise, then multinomial logistic regression over the positions, with weak
   L2 regularisation (C = 100): a one-number feature (variance, norm) needs large weights to
   cut its line into n ordered intervals, and C = 1 would hold it back (on clean synthetic
-  data, accuracy 0.63 at C = 1 against 0.97 at C = 100). Scored by accuracy and the mean
+  data, accuracy 0.63 at C = 1 against 0.97 at C = 100). Fitted in torch, every fold of every
+  repeat as one batched problem (`adjpos.probes.logistic`). Scored by accuracy and the mean
   absolute distance |predicted - true| (Haviv et al.). Baseline: the same predictions paired
   with the true positions at random, i.e. the expected score of a guess drawn from the
   probe's own output frequencies, independent of the truth (computed exactly per fold). For
@@ -20,18 +26,31 @@ Folds are `GroupKFold` with the sequence as the group: no sequence is in both tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
+from torch import Tensor
+
+from adjpos.probes.logistic import LOGISTIC_C, fit_predict_logistic
 
 # scikit-learn is imported inside the functions: the command line imports this module for
 # its names (PROBES) and should not pay for scikit-learn on every command.
 
-PROBES = ("ridge", "logistic")
-METRICS = {"ridge": ("r2", "mae"), "logistic": ("accuracy", "mean_abs_distance")}
+PROBES = ("ridge", "logistic", "spline")
+METRICS = {
+    "ridge": ("r2", "mae"),
+    "logistic": ("accuracy", "mean_abs_distance"),
+    "spline": ("r2", "mae"),
+}
+# Probes that read one number only; other feature sets are not probed with them.
+ONE_NUMBER_PROBES = ("spline",)
 RIDGE_ALPHAS = tuple(10.0**k for k in range(-3, 4))
-LOGISTIC_C = 100.0
-LOGISTIC_MAX_ITER = 2000
+SPLINE_KNOTS = 8
+# A tuple (features, positions, groups) of one repeat: [samples, features], [samples] and the
+# sequence of each sample.
+Samples = tuple[Tensor, Tensor, Tensor]
 
 
 def check_probes(names: str | tuple[str, ...] | list[str]) -> list[str]:
@@ -47,54 +66,90 @@ def check_probes(names: str | tuple[str, ...] | list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def make_probe(name: str) -> Any:
-    """A fresh, unfitted scikit-learn pipeline for probe `name`."""
-    from sklearn.linear_model import LogisticRegression, RidgeCV
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+def probe_applies(probe: str, n_features: int) -> bool:
+    """Whether `probe` reads a feature set of `n_features` numbers (spline: one only)."""
+    return probe not in ONE_NUMBER_PROBES or n_features == 1
 
-    check_probes(name)
+
+def make_probe(name: str) -> Any:
+    """A fresh, unfitted scikit-learn pipeline for the regression probes (ridge, spline)."""
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import SplineTransformer, StandardScaler
+
     if name == "ridge":
         return make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS))
-    return make_pipeline(
-        StandardScaler(), LogisticRegression(C=LOGISTIC_C, max_iter=LOGISTIC_MAX_ITER)
-    )
+    if name == "spline":
+        basis = SplineTransformer(n_knots=SPLINE_KNOTS, knots="quantile", extrapolation="linear")
+        return make_pipeline(StandardScaler(), basis, RidgeCV(alphas=RIDGE_ALPHAS))
+    raise ValueError(f"make_probe builds 'ridge' or 'spline', got {name!r}")
 
 
 def cross_validate(
-    features: np.ndarray,
-    positions: np.ndarray,
-    groups: np.ndarray,
-    *,
-    probe: str,
-    cv: int,
-    seed: int,
-) -> dict[str, tuple[float, float]]:
-    """Mean over `cv` grouped folds of each metric of `probe`, and of its baseline.
+    samples: Sequence[Samples], *, probe: str, cv: int, seeds: Sequence[int]
+) -> list[dict[str, tuple[float, float]]]:
+    """Mean over `cv` grouped folds of each metric of `probe`, and of its baseline, per seed.
 
     Args:
-        features: [samples, features] probe inputs.
-        positions: [samples] the target position of each sample.
-        groups: [samples] the sequence each sample comes from.
-        probe: "ridge" or "logistic".
+        samples: per seed, ``(features, positions, groups)`` tensors: [samples, features]
+            probe inputs, [samples] the target position of each sample, [samples] the
+            sequence each sample comes from. One entry serves every seed.
+        probe: "ridge", "logistic" or "spline" (one-number features only).
         cv: number of folds.
-        seed: shuffles which sequences go to which fold.
+        seeds: one run per seed; a seed shuffles which sequences go to which fold.
 
     Returns:
-        ``{metric: (value, baseline)}`` for the probe's two metrics.
+        Per seed, ``{metric: (value, baseline)}`` for the probe's two metrics. The logistic
+        probe solves every fold of every seed at once.
     """
     from sklearn.model_selection import GroupKFold
 
-    folds = GroupKFold(n_splits=cv, shuffle=True, random_state=seed)
-    per_fold = []
-    for train, test in folds.split(features, positions, groups):
-        model = make_probe(probe).fit(features[train], positions[train])
-        predicted = model.predict(features[test])
-        per_fold.append(_SCORERS[probe](predicted, positions[train], positions[test]))
-    return {
-        metric: tuple(float(np.mean([fold[metric][i] for fold in per_fold])) for i in (0, 1))
-        for metric in METRICS[probe]
-    }
+    check_probes(probe)
+    samples = list(samples) * len(seeds) if len(samples) == 1 else list(samples)
+    if len(samples) != len(seeds):
+        raise ValueError(
+            f"give one sample set, or one per seed; got {len(samples)} for {len(seeds)}"
+        )
+    folds = []  # (seed index, x, y, train, test)
+    for index, ((x, y, groups), seed) in enumerate(zip(samples, seeds, strict=True)):
+        if not probe_applies(probe, x.shape[1]):
+            raise ValueError(f"the {probe} probe reads one number; got {x.shape[1]} features")
+        split = GroupKFold(n_splits=cv, shuffle=True, random_state=seed)
+        for train, test in split.split(x.cpu().numpy(), y.cpu().numpy(), groups.cpu().numpy()):
+            folds.append((index, x, y, torch.as_tensor(train), torch.as_tensor(test)))
+    predictions = _PREDICTORS[probe](probe, folds)
+    per_seed: list[list[dict]] = [[] for _ in seeds]
+    for (index, _, y, train, test), predicted in zip(folds, predictions, strict=True):
+        truth = y.cpu().numpy()
+        per_seed[index].append(_SCORERS[probe](predicted, truth[train], truth[test]))
+    return [
+        {m: tuple(float(np.mean([f[m][i] for f in runs])) for i in (0, 1)) for m in METRICS[probe]}
+        for runs in per_seed
+    ]
+
+
+def _regression_predictions(probe: str, folds: list) -> list[np.ndarray]:
+    out = []
+    for _, x, y, train, test in folds:
+        xs, ys = x.cpu().double().numpy(), y.cpu().numpy()
+        out.append(make_probe(probe).fit(xs[train], ys[train]).predict(xs[test]))
+    return out
+
+
+def _logistic_predictions(probe: str, folds: list) -> list[np.ndarray]:
+    classes = int(max(int(y.max()) for _, _, y, _, _ in folds)) + 1
+    on = [
+        (x[train.to(x.device)], y[train.to(y.device)], x[test.to(x.device)])
+        for _, x, y, train, test in folds
+    ]
+    predicted = fit_predict_logistic(
+        [a for a, _, _ in on],
+        [b for _, b, _ in on],
+        [c for _, _, c in on],
+        n_classes=classes,
+        C=LOGISTIC_C,
+    )
+    return [p.cpu().numpy() for p in predicted]
 
 
 def _ridge_scores(predicted, train_y, test_y) -> dict[str, tuple[float, float]]:
@@ -120,4 +175,9 @@ def _logistic_scores(predicted, train_y, test_y) -> dict[str, tuple[float, float
     }
 
 
-_SCORERS = {"ridge": _ridge_scores, "logistic": _logistic_scores}
+_PREDICTORS = {
+    "ridge": _regression_predictions,
+    "spline": _regression_predictions,
+    "logistic": _logistic_predictions,
+}
+_SCORERS = {"ridge": _ridge_scores, "spline": _ridge_scores, "logistic": _logistic_scores}

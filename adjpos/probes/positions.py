@@ -15,17 +15,22 @@ import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from adjpos.capture import check_layers, check_tokens, iter_residuals
 from adjpos.metrics.checks import check_finite, check_lengths
 from adjpos.probes.features import (
     BASE_FEATURE_SETS,
+    ONE_NUMBER_SETS,
+    SHUFFLED,
+    backward_only,
+    base_name,
     check_feature_sets,
     needs_one_length,
     position_features,
 )
-from adjpos.probes.fit import METRICS, check_probes, cross_validate
-from adjpos.probes.result import ProbeResult, ProbeScore
+from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_applies
+from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
 from adjpos.types import TokenInput
 from adjpos.validation import check_positive_int
 
@@ -47,13 +52,15 @@ def probe_positions(
     batch_size: int | None = None,
     progress: bool | None = None,
 ) -> ProbeResult:
-    """How well linear probes read each token's position from each layer's hidden states.
+    """How well probes read each token's position from each layer's hidden states.
 
     For every layer and feature set (see `adjpos.probes.features`: ``variance``, ``norm``,
     ``cosine_profile``, ``cosine_sorted``, ``cosine_mean``, ``cosine_first``,
-    ``cosine_previous``, ``resid`` and their ``shuffled:`` controls), each probe is
-    cross-validated with the sequences as groups, once per seed ``seed, seed + 1, ...,
-    seed + repeats - 1`` (the seed picks the folds and the shuffles).
+    ``cosine_previous``, ``resid``, ``token_identity`` and their ``shuffled:`` controls), each
+    probe is cross-validated with the sequences as groups, once per seed ``seed, seed + 1,
+    ..., seed + repeats - 1`` (the seed picks the folds and the shuffles). The ``spline``
+    probe reads only the one-number sets and skips the others; ``token_identity`` does not
+    depend on the layer and is probed once, reported at layer 0.
 
     Args:
         model: a TransformerLens model.
@@ -63,13 +70,13 @@ def probe_positions(
             resid; unshuffled); padding is never a sample.
         layers: residual-stream layers (default: all; 0 = token embeddings).
         features: one feature-set name or several.
-        probe: "ridge", "logistic", or both as a list.
+        probe: "ridge", "logistic", "spline", or several as a list.
         cv: folds (at least 2, at most the number of sequences).
         seed: first seed.
         repeats: how many seeds.
         model_name: the result's `model` label.
         batch_size: sequences per forward pass (default: all at once).
-        progress: show a progress bar (default: only on a terminal).
+        progress: show a progress bar counting the fits (default: only on a terminal).
 
     Returns:
         `ProbeResult`: per layer x feature set x probe x metric, the mean over seeds of the
@@ -88,44 +95,76 @@ def probe_positions(
     _check_lengths_fit(names, lens)
     tokens = tokens[:, : int(lens.max())]  # columns that are padding in every row
     seeds = tuple(range(seed, seed + repeats))
+    plan = _plan(names, probes, layers, tokens.shape[1])
+    total = sum(len(p) for p in plan.values()) * repeats * cv
+    bar = tqdm(
+        total=total, desc="fits", unit="fit", disable=None if progress is None else not progress
+    )
+    data = _Data(tokens, lens, model.cfg.d_vocab)
     scores: list[ProbeScore] = []
-    stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=progress)
+    stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=False)
     for layer, acts in stream:
         try:
             check_finite(acts, "activations")
         except ValueError as err:
             raise ValueError(f"layer {layer}: {err}") from None
         for name in names:
-            runs = [_probe_once(acts.cpu(), lens, name, probes, cv, s) for s in seeds]
-            scores += _summarise(layer, name, probes, runs)
+            todo = plan.get((layer, name), ())
+            samples = [
+                data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
+            ]
+            for p in todo:
+                runs = cross_validate(samples, probe=p, cv=cv, seeds=seeds)
+                scores += _summarise(0 if name == TOKENS else layer, name, p, runs)
+                bar.update(repeats * cv)
+    bar.close()
     return ProbeResult(model_name, tuple(scores), tokens.shape[0], tokens.shape[1], cv, seeds)
 
 
-def _probe_once(acts, lens, name, probes, cv, seed) -> dict[tuple[str, str], tuple[float, float]]:
-    feats = position_features(acts, name, seed=seed)
-    pos = torch.arange(acts.shape[1])
-    # Samples: real tokens (not padding) that have the feature (NaN rows: position 0 of
-    # cosine_first and cosine_previous).
-    real = (pos < lens[:, None]) & feats.isfinite().all(dim=-1)
-    x = feats[real].double().numpy()
-    y = pos.expand_as(real)[real].numpy()
-    groups = torch.arange(acts.shape[0])[:, None].expand_as(real)[real].numpy()
-    out = {}
-    for probe in probes:
-        for metric, pair in cross_validate(x, y, groups, probe=probe, cv=cv, seed=seed).items():
-            out[probe, metric] = pair
-    return out
+def _plan(names, probes, layers, n_pos) -> dict[tuple[int, str], list[str]]:
+    """Which probes run on which (layer, feature set): spline only on one-number sets, and
+    token_identity (the same at every layer) once, with the first layer streamed."""
+    plan = {}
+    for index, layer in enumerate(layers):
+        for name in names:
+            if base_name(name) == TOKENS and index > 0:
+                continue
+            width = 1 if base_name(name) in ONE_NUMBER_SETS else 2
+            plan[layer, name] = [p for p in probes if probe_applies(p, width)]
+    return plan
 
 
-def _summarise(layer, name, probes, runs) -> list[ProbeScore]:
+class _Data:
+    """Samples of one feature set: the features of every real token (not padding) that has
+    them, its position and its sequence."""
+
+    def __init__(self, tokens, lens, d_vocab):
+        self.tokens, self.lens, self.d_vocab = tokens, lens, d_vocab
+
+    def samples(self, acts, name, seed) -> tuple[Tensor, Tensor, Tensor]:
+        feats = position_features(acts, name, seed=seed, tokens=self.tokens, d_vocab=self.d_vocab)
+        pos = torch.arange(acts.shape[1], device=feats.device)
+        lens = self.lens.to(feats.device)
+        # NaN rows: position 0 of cosine_first and cosine_previous.
+        real = (pos < lens[:, None]) & feats.isfinite().all(dim=-1)
+        groups = torch.arange(acts.shape[0], device=feats.device)[:, None].expand_as(real)
+        return feats[real].double(), pos.expand_as(real)[real], groups[real]
+
+
+def _per_seed(name: str) -> bool:
+    """Shuffled sets differ from seed to seed; the others are computed once."""
+    return name.startswith(SHUFFLED)
+
+
+def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
     scores = []
-    for probe in probes:
-        for metric in METRICS[probe]:
-            values = np.array([run[probe, metric][0] for run in runs])
-            baselines = np.array([run[probe, metric][1] for run in runs])
-            std = float(values.std(ddof=1)) if len(runs) > 1 else math.nan
-            mean, chance = float(values.mean()), float(baselines.mean())
-            scores.append(ProbeScore(layer, name, probe, metric, mean, chance, std))
+    for metric in METRICS[probe]:
+        values = np.array([run[metric][0] for run in runs])
+        baselines = np.array([run[metric][1] for run in runs])
+        std = float(values.std(ddof=1)) if len(runs) > 1 else math.nan
+        mean, chance = float(values.mean()), float(baselines.mean())
+        backward = backward_only(name)
+        scores.append(ProbeScore(layer, name, probe, metric, mean, chance, std, backward))
     return scores
 
 

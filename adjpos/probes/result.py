@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,7 +27,12 @@ PROBE_TABLE = Table(
     value="float64",
     baseline="float64",
     std="float64",
+    backward_only="boolean",
+    gain_chance="float64",
+    gain_layer0="float64",
+    gain_token_identity="float64",
 )
+TOKENS = "token_identity"  # the leak-aware baseline set (see adjpos.probes.features)
 # Metrics where a smaller value is better; every other metric is better when larger.
 LOWER_IS_BETTER = ("mae", "mean_abs_distance")
 
@@ -47,6 +53,10 @@ class ProbeScore:
             "for order reconstruction"
         }
     )
+    backward_only: bool = field(
+        default=False,
+        metadata={"help": "the features use only the state at k and earlier ones"},
+    )
 
     @property
     def above_chance(self) -> float:
@@ -65,8 +75,8 @@ class ProbeResult:
         >>> result.value(1, "variance", "ridge", "r2")
         0.5
         >>> print(result.to_csv(), end="")
-        model,layer,features,probe,metric,value,baseline,std
-        demo,1,variance,ridge,r2,0.5,0.0,0.01
+        model,layer,features,probe,metric,value,baseline,std,backward_only,gain_chance,gain_layer0,gain_token_identity
+        demo,1,variance,ridge,r2,0.5,0.0,0.01,False,0.5,,
     """
 
     model: str = field(metadata={"help": "label of the model (the CSV's `model` column)"})
@@ -119,8 +129,28 @@ class ProbeResult:
         return _unique(s.metric for s in self.scores)
 
     def records(self) -> list[dict[str, Any]]:
-        """One dict per score: the CSV columns, then ``std``."""
-        return [{"model": self.model, **dataclasses.asdict(s)} for s in self.scores]
+        """One dict per score: its fields, then three gains, each signed so that positive is
+        better (errors sign-flipped): over its chance baseline (``gain_chance``), over the
+        same feature set, probe and metric at layer 0 of this model (``gain_layer0``; NaN
+        when layer 0 was not probed) and over ``token_identity`` with the same probe and
+        metric (``gain_token_identity``; NaN when it was not probed)."""
+        value = {(s.layer, s.features, s.probe, s.metric): s.value for s in self.scores}
+        identity = {(s.probe, s.metric): s.value for s in self.scores if s.features == TOKENS}
+        rows = []
+        for s in self.scores:
+            sign = -1.0 if s.metric in LOWER_IS_BETTER else 1.0
+            at_zero = value.get((0, s.features, s.probe, s.metric), math.nan)
+            rows.append(
+                {
+                    "model": self.model,
+                    **dataclasses.asdict(s),
+                    "gain_chance": s.above_chance,
+                    "gain_layer0": sign * (s.value - at_zero),
+                    "gain_token_identity": sign
+                    * (s.value - identity.get((s.probe, s.metric), math.nan)),
+                }
+            )
+        return rows
 
     def to_frame(self) -> Any:
         """The records as a typed pandas DataFrame (the columns of `PROBE_TABLE`)."""

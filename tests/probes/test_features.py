@@ -50,10 +50,12 @@ def test_position_free_states_give_every_position_the_same_features(name):
     """The leak check: when no hidden state depends on its position, nothing in the features
     may either. A diagonal set to a constant (instead of deleted) would fail here."""
     state = torch.randn(1, 1, 8, generator=torch.Generator().manual_seed(1))
-    feats = position_features(state.expand(2, 9, 8).clone(), name)
+    same_token = torch.full((2, 9), 2)
+    feats = position_features(state.expand(2, 9, 8).clone(), name, tokens=same_token, d_vocab=3)
     defined = feats[:, 1:] if name in ("cosine_first", "cosine_previous") else feats
     assert torch.equal(defined, defined[:, :1].expand_as(defined))
-    assert feats.shape[-1] == {"cosine_profile": 8, "cosine_sorted": 8, "resid": 8}.get(name, 1)
+    widths = {"cosine_profile": 8, "cosine_sorted": 8, "resid": 8, "token_identity": 5 * 3}
+    assert feats.shape[-1] == widths.get(name, 1)
 
 
 def test_position_zero_has_no_backward_feature():
@@ -78,10 +80,21 @@ def test_shuffle_moves_whole_states_and_leaves_the_global_rng_alone():
 @pytest.mark.parametrize("name", BASE_FEATURE_SETS)
 def test_shuffled_set_is_the_set_on_shuffled_states(name):
     acts = _acts()
-    got = position_features(acts, "shuffled:" + name, seed=3)
-    torch.testing.assert_close(
-        got, position_features(shuffle_positions(acts, seed=3), name), equal_nan=True
-    )
+    tokens = torch.randint(0, 7, acts.shape[:2], generator=torch.Generator().manual_seed(0))
+    got = position_features(acts, "shuffled:" + name, seed=3, tokens=tokens, d_vocab=7)
+    moved = shuffle_positions(tokens[..., None].float(), seed=3)[..., 0].long()
+    want = position_features(shuffle_positions(acts, seed=3), name, tokens=moved, d_vocab=7)
+    torch.testing.assert_close(got, want, equal_nan=True)
+
+
+def test_token_identity_reads_the_window_around_the_ends():
+    tokens = torch.tensor([[3, 1, 4, 1, 5]])
+    feats = position_features(torch.zeros(1, 5, 2), "token_identity", tokens=tokens, d_vocab=6)
+    blocks = feats.reshape(1, 5, 5, 6).argmax(dim=-1)  # the id in each of the 5 slots
+    assert blocks[0, 0].tolist() == [1, 5, 3, 1, 4]  # k-2, k-1 wrap to the last two tokens
+    assert blocks[0, 2].tolist() == [3, 1, 4, 1, 5]
+    with pytest.raises(ValueError, match="needs the tokens"):
+        position_features(torch.zeros(1, 5, 2), "token_identity")
 
 
 def test_which_sets_need_one_length():
@@ -89,6 +102,7 @@ def test_which_sets_need_one_length():
         "cosine_profile",
         "cosine_sorted",
         "cosine_mean",
+        "token_identity",
     ]
     assert all(needs_one_length(n) for n in FEATURE_SETS if n.startswith("shuffled:"))
 

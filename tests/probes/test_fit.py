@@ -1,7 +1,8 @@
-"""The scikit-learn probes: grouped folds, metrics and their chance baselines."""
+"""The probes: grouped folds, metrics and their chance baselines."""
 
 import numpy as np
 import pytest
+import torch
 
 from adjpos.probes import check_probes, cross_validate
 from adjpos.probes.fit import _logistic_scores, _ridge_scores
@@ -14,24 +15,57 @@ def _data(n_seq=30, n_pos=10, informative=True, seed=0):
     noise = rng.normal(size=(len(positions), 3))
     if informative:
         noise[:, 0] += 5 * positions
-    return noise, positions, groups
+    return torch.tensor(noise), torch.tensor(positions), torch.tensor(groups)
+
+
+def _cv(x, y, g, *, probe, cv=5, seed=0):
+    return cross_validate([(x, y, g)], probe=probe, cv=cv, seeds=[seed])[0]
 
 
 def test_an_informative_feature_is_read_perfectly():
     x, y, g = _data()
-    ridge = cross_validate(x, y, g, probe="ridge", cv=5, seed=0)
-    logistic = cross_validate(x, y, g, probe="logistic", cv=5, seed=0)
+    ridge = _cv(x, y, g, probe="ridge")
+    logistic = _cv(x, y, g, probe="logistic")
+    spline = _cv(x[:, :1], y, g, probe="spline")
     assert ridge["r2"][0] > 0.95 and abs(ridge["r2"][1]) < 1e-9
     assert logistic["accuracy"][0] > 0.95 and logistic["mean_abs_distance"][0] < 0.05
     assert ridge["mae"][1] == pytest.approx(2.5)  # |k - 4.5| averaged over k = 0..9
+    assert spline["r2"][0] > 0.95
+
+
+def test_the_spline_reads_a_bent_relation_the_line_misses():
+    """Position is an exact but bent, monotone function of one number (its exponential, as a
+    variance that grows fast with position): the line misses it, the spline does not."""
+    x, y, g = _data()
+    number = torch.exp(y.double())[:, None]
+    line, spline = _cv(number, y, g, probe="ridge"), _cv(number, y, g, probe="spline")
+    assert spline["r2"][0] > 0.99
+    assert line["r2"][0] < 0.8
+
+
+def test_repeats_batch_and_match_one_at_a_time():
+    x, y, g = _data(seed=3)
+    x[:, 0] = x[:, 0] / 10  # a noisy reading, so folds differ
+    together = cross_validate([(x, y, g)], probe="logistic", cv=3, seeds=[0, 1])
+    alone = [_cv(x, y, g, probe="logistic", cv=3, seed=s) for s in (0, 1)]
+    for a, b in zip(together, alone, strict=True):
+        assert a["accuracy"] == pytest.approx(b["accuracy"], abs=0.01)
 
 
 def test_noise_scores_at_its_baselines():
     x, y, g = _data(informative=False)
-    for probe in ("ridge", "logistic"):
-        for metric, (value, chance) in cross_validate(x, y, g, probe=probe, cv=5, seed=1).items():
+    for probe in ("ridge", "logistic", "spline"):
+        inputs = x[:, :1] if probe == "spline" else x
+        for metric, (value, chance) in _cv(inputs, y, g, probe=probe, seed=1).items():
             tolerance = {"r2": 0.05, "mae": 0.15, "accuracy": 0.05, "mean_abs_distance": 0.5}
             assert abs(value - chance) < tolerance[metric], (probe, metric, value, chance)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_spline_refuses_more_than_one_number():
+    x, y, g = _data()
+    with pytest.raises(ValueError, match="spline probe reads one number; got 3"):
+        _cv(x, y, g, probe="spline")
 
 
 def test_folds_are_grouped_by_sequence():
@@ -41,8 +75,8 @@ def test_folds_are_grouped_by_sequence():
     n_seq, per_seq = 40, 8
     groups = np.repeat(np.arange(n_seq), per_seq)
     labels = np.repeat(rng.integers(0, 8, n_seq), per_seq)
-    one_hot = np.eye(n_seq)[groups]
-    scores = cross_validate(one_hot, labels, groups, probe="logistic", cv=4, seed=0)
+    one_hot = torch.eye(n_seq, dtype=torch.float64)[groups]
+    scores = _cv(one_hot, torch.tensor(labels), torch.tensor(groups), probe="logistic", cv=4)
     value, chance = scores["accuracy"]
     assert value <= chance + 0.05
 
@@ -70,6 +104,6 @@ def test_ridge_baseline_predicts_the_training_mean():
 
 def test_unknown_probe_names_the_allowed_ones():
     with pytest.raises(
-        ValueError, match=r"unknown probes \['svm'\]; choose from \['ridge', 'logistic'\]"
+        ValueError, match=r"unknown probes \['svm'\]; choose from \['ridge', 'logistic', 'spline'\]"
     ):
         check_probes(["ridge", "svm"])

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from adjpos import FEATURE_SETS, build_model, capture_residuals, probe_positions
+from adjpos.probes.features import ONE_NUMBER_SETS
 from adjpos.probes.fit import make_probe
 from factories import tiny_config
 
@@ -27,11 +28,12 @@ def test_every_probe_is_at_chance_on_nope_embeddings():
         _tokens(),
         layers=[0],
         features=FEATURE_SETS,
-        probe=["ridge", "logistic"],
+        probe=["ridge", "logistic", "spline"],
         cv=4,
         repeats=1,
     )
-    assert len(result.scores) == len(FEATURE_SETS) * 4
+    one_number = [n for n in FEATURE_SETS if n.removeprefix("shuffled:") in ONE_NUMBER_SETS]
+    assert len(result.scores) == len(FEATURE_SETS) * 4 + len(one_number) * 2
     for score in result.scores:
         assert score.above_chance < TOLERANCE[score.metric], score
 
@@ -112,11 +114,17 @@ def test_result_round_trips_and_exports(tmp_path):
     result.to_json(path)
     assert ProbeResult.from_json(path) == result == ProbeResult.from_json(path.read_text())
     lines = result.to_csv(tmp_path / "r.csv").splitlines()
-    assert lines[0] == "model,layer,features,probe,metric,value,baseline,std"
+    assert lines[0] == (
+        "model,layer,features,probe,metric,value,baseline,std,backward_only,"
+        "gain_chance,gain_layer0,gain_token_identity"
+    )
     assert len(lines) == 1 + 3 * 2 and lines[1].startswith("model,0,norm,ridge,r2,")
     frame = PROBE_TABLE.read(tmp_path / "r.csv")
     assert frame.equals(result.to_frame())  # every number round-trips exactly
-    assert list(frame.columns)[-1] == "std" and len(frame) == 6
+    assert list(frame.columns)[7] == "std" and len(frame) == 6
+    assert frame["backward_only"].all()  # norm uses the state at k only
+    at_zero = frame[frame["layer"] == 0]
+    assert (at_zero["gain_layer0"] == 0).all() and frame["gain_token_identity"].isna().all()
     assert len((result + result).scores) == 12
     with pytest.raises(KeyError, match="this result has layers"):
         result.value(9, "norm", "ridge", "r2")
@@ -127,7 +135,10 @@ def test_result_round_trips_and_exports(tmp_path):
     ("kwargs", "message"),
     [
         (dict(features=["variance", "cosine"]), r"unknown feature sets \['cosine'\]"),
-        (dict(probe="svm"), r"unknown probes \['svm'\]; choose from \['ridge', 'logistic'\]"),
+        (
+            dict(probe="svm"),
+            r"unknown probes \['svm'\]; choose from \['ridge', 'logistic', 'spline'\]",
+        ),
         (dict(layers=[0, 3]), r"layers must be .* in \[0, 2\]"),
         (dict(cv=7), "6 sequences are too few for cv=7"),
         (dict(cv=1), "at least 2 folds"),
@@ -157,3 +168,31 @@ def test_result_files_are_written_into_new_folders(tmp_path):
     result.to_csv(tmp_path / "other" / "r.csv")
     assert ProbeResult.from_json(tmp_path / "new" / "deeper" / "r.json") == result
     assert (tmp_path / "other" / "r.csv").read_text().startswith("model,layer,features")
+
+
+def test_token_identity_sees_the_format_of_a_task_and_nothing_in_random_tokens():
+    """The leak-aware baseline: a task's format puts the same characters at the same places,
+    so the tokens alone name the position; uniformly random tokens name nothing."""
+    from adjpos.probes import sequences_of_length
+    from adjpos.tasks import VOCAB_SIZE, get_task
+
+    task = get_task("indexing")
+    model = build_model(tiny_config(d_model=32, d_vocab=VOCAB_SIZE, n_ctx=32), device="cpu")
+    tokens = sequences_of_length(task, 40, generator=torch.Generator().manual_seed(0))
+    random = torch.randint(0, VOCAB_SIZE, tokens.shape, generator=torch.Generator())
+    options = dict(layers=[0, 1], features=["token_identity", "norm"], probe="logistic", cv=4)
+    on_task = probe_positions(model, tokens, **options)
+    on_random = probe_positions(model, random, **options)
+    identity = on_task.find(0, "token_identity", "logistic", "accuracy")
+    assert identity.value > identity.baseline + 0.5
+    chance = on_random.find(0, "token_identity", "logistic", "accuracy")
+    assert chance.above_chance < TOLERANCE["accuracy"]
+    assert [s.layer for s in on_task.scores if s.features == "token_identity"] == [0, 0]
+    rows = on_task.to_frame().set_index(["layer", "features", "metric"])
+    norm = rows.loc[(1, "norm", "accuracy")]
+    assert norm["gain_token_identity"] == pytest.approx(norm["value"] - identity.value)
+    assert norm["gain_layer0"] == pytest.approx(
+        norm["value"] - on_task.value(0, "norm", "logistic", "accuracy")
+    )
+    distance = rows.loc[(1, "norm", "mean_abs_distance")]  # lower is better: the sign flips
+    assert distance["gain_chance"] == pytest.approx(distance["baseline"] - distance["value"])

@@ -118,7 +118,10 @@ def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
     ("args", "message"),
     [
         (["--features", "variance,cosine"], "--features: unknown feature sets ['cosine']"),
-        (["--probe", "svm"], "--probe: unknown probes ['svm']; choose from ['ridge', 'logistic']"),
+        (
+            ["--probe", "svm"],
+            "--probe: unknown probes ['svm']; choose from ['ridge', 'logistic', 'spline']",
+        ),
         (["--layers", "0,5"], "--layers: layers must be a non-empty list of ints in [0, 1]"),
         (["--cv", "10"], "--n-sequences: 8 sequences are too few for --cv 10"),
         (["--cv", "1"], "--cv must be at least 2"),

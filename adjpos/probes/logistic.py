@@ -1,0 +1,268 @@
+"""The ``logistic`` probe fitted in torch: every fold and repeat of one feature set at once.
+
+Each problem is scikit-learn's ``make_pipeline(StandardScaler(), LogisticRegression(C=C))`` on
+one training fold: standardise with the fold's mean and (population) std, then minimise the
+multinomial objective
+
+    f(W, b) = C * sum_i CE(softmax(W^T x_i + b), y_i) + ||W||^2 / 2         (b unpenalised)
+
+over the classes seen in that fold, and stop, as scikit-learn does, once the largest entry of
+the gradient of f / (C n) falls below `tol` (1e-4). The problems are stacked into one batch
+(padded to the largest fold with rows of weight 0; their objectives are independent) and
+solved on the tensors' device, in float64, by one of two methods:
+
+- **Newton-CG** for up to `WIDE` features: each Newton step is solved by conjugate gradients
+  preconditioned with the Hessian's per-class diagonal blocks (exact for one sample, up to
+  the direction that adds a constant to every class); about 10 to 20 steps.
+- **L-BFGS** in whitened coordinates for more features: the inputs are rotated onto the
+  eigenvectors of their covariance S and rescaled by (S + 1/(C n))^(-1/2), which leaves f
+  unchanged (the penalty is rewritten in the new coordinates) but lets L-BFGS take the
+  correlated directions of a residual stream at one pace. The stopping test is applied to
+  the gradient in the original coordinates.
+
+Both end with a backtracking (Armijo) line search, so each problem's objective only falls.
+``tests/probes/test_logistic.py`` checks the result against scikit-learn on random data and
+``benchmarks/bench_probes.py`` measures the speed.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+LOGISTIC_C = 100.0
+TOLERANCE = 1e-4  # scikit-learn's default `tol`, on the same scale of the gradient
+WIDE = 32  # more features than this: whitened L-BFGS instead of Newton-CG
+NEWTON_MAX_ITER = 100
+LBFGS_MAX_ITER = 2000
+_CG_MAX_ITER = 50
+_HISTORY = 10  # L-BFGS memory (scikit-learn's, through scipy, is 10)
+
+
+def fit_predict_logistic(
+    train_x: Sequence[Tensor],
+    train_y: Sequence[Tensor],
+    test_x: Sequence[Tensor],
+    *,
+    n_classes: int,
+    C: float = LOGISTIC_C,
+    tol: float = TOLERANCE,
+) -> list[Tensor]:
+    """Fit one standardised multinomial logistic regression per problem; predict its tests.
+
+    Args:
+        train_x: per problem, [samples, features] training inputs (same feature count).
+        train_y: per problem, [samples] classes in ``range(n_classes)``.
+        test_x: per problem, [samples, features] inputs to predict.
+        n_classes: number of classes; those absent from a problem's training labels are never
+            predicted for it (as scikit-learn, which knows only the classes it saw).
+        C: inverse strength of the L2 penalty, as in scikit-learn.
+        tol: largest gradient entry (of f / (C n)) at which a problem counts as solved.
+
+    Returns:
+        Per problem, the predicted class of each test row (a long tensor).
+
+    Example:
+        >>> x = torch.tensor([[0.0], [0.1], [1.0], [1.1]], dtype=torch.float64)
+        >>> y = torch.tensor([0, 0, 1, 1])
+        >>> fit_predict_logistic([x], [y], [torch.tensor([[0.05], [1.05]])], n_classes=2)
+        [tensor([0, 1])]
+    """
+    if not (len(train_x) == len(train_y) == len(test_x)) or not train_x:
+        raise ValueError("give one training set, label set and test set per problem")
+    x, yh, weight, mask, tests = _stack(train_x, train_y, test_x, n_classes)
+    width = x.shape[-1] - 1
+    solve = _newton_cg if width <= WIDE else _whitened_lbfgs
+    w, converged = solve(x, yh, weight, mask, C=C, tol=tol)
+    if not bool(converged.all()):
+        warnings.warn(
+            f"the logistic probe did not converge in {int((~converged).sum())} of "
+            f"{len(converged)} folds (tol {tol}); their scores use the last iterate",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return [(t @ w[b] + mask[b]).argmax(dim=-1) for b, t in enumerate(tests)]
+
+
+def _stack(train_x, train_y, test_x, n_classes):
+    """Standardised problems padded into one batch; a column of ones carries the bias."""
+    size = max(len(t) for t in train_x)
+    batch, width = len(train_x), train_x[0].shape[-1]
+    device, f64 = train_x[0].device, torch.float64
+    x = torch.zeros(batch, size, width + 1, dtype=f64, device=device)
+    yh = torch.zeros(batch, size, n_classes, dtype=f64, device=device)
+    weight = torch.zeros(batch, size, dtype=f64, device=device)
+    mask = torch.full((batch, 1, n_classes), -torch.inf, dtype=f64, device=device)
+    tests = []
+    for b, (xb, yb, tb) in enumerate(zip(train_x, train_y, test_x, strict=True)):
+        xb, n = xb.to(f64), len(xb)
+        mean, std = xb.mean(dim=0), xb.std(dim=0, correction=0)
+        # StandardScaler leaves a constant column unscaled rather than dividing by ~0.
+        std = torch.where(std < 10 * torch.finfo(f64).eps * mean.abs().clamp_min(1), 1.0, std)
+        x[b, :n, :width], x[b, :n, width] = (xb - mean) / std, 1.0
+        yh[b, torch.arange(n, device=device), yb.to(device)] = 1.0
+        weight[b, :n] = 1.0
+        mask[b, 0, yb.unique()] = 0.0
+        ones = torch.ones(len(tb), 1, dtype=f64, device=device)
+        tests.append(torch.cat([(tb.to(device, f64) - mean) / std, ones], dim=1))
+    return x, yh, weight, mask, tests
+
+
+class _Objective:
+    """f, its gradient and the class probabilities of every problem at once. `penalty` is the
+    L2 weight of each input row (0 for the bias row); `scale` = C n per problem."""
+
+    def __init__(self, x, yh, weight, mask, C, penalty):
+        self.x, self.xt, self.yh, self.weight, self.mask = x, x.transpose(1, 2), yh, weight, mask
+        self.C, self.penalty, self.scale = C, penalty, C * weight.sum(dim=1)
+
+    def __call__(self, w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        logp = torch.log_softmax(self.x @ w + self.mask, dim=-1).nan_to_num(neginf=0.0)
+        penalised = self.penalty * w
+        f = self.C * -(logp * self.yh).sum(dim=(1, 2)) + 0.5 * (w * penalised).sum(dim=(1, 2))
+        p = logp.exp() * (self.mask == 0)
+        grad = self.C * (self.xt @ (p * self.weight[..., None] - self.yh)) + penalised
+        return f / self.scale, grad / self.scale[:, None, None], p
+
+
+def _newton_cg(x, yh, weight, mask, *, C, tol):
+    width = x.shape[-1]
+    penalty = torch.ones(width, 1, dtype=x.dtype, device=x.device)
+    penalty[-1] = 0.0
+    objective = _Objective(x, yh, weight, mask, C, penalty)
+    w = torch.zeros(x.shape[0], width, yh.shape[-1], dtype=x.dtype, device=x.device)
+    f, g, p = objective(w)
+    active = _largest(g) > tol
+    for _ in range(NEWTON_MAX_ITER):
+        if not active.any():
+            break
+        step = _newton_step(objective, p, g * objective.scale[:, None, None], active)
+        w, f, g, p, stalled = _line_search(objective, w, f, g, p, step, active)
+        active &= (_largest(g) > tol) & ~stalled
+    return w, _largest(g) <= tol
+
+
+def _newton_step(objective: _Objective, p: Tensor, grad: Tensor, active: Tensor) -> Tensor:
+    """Preconditioned conjugate gradients on H s = -grad, to a relative residual of
+    min(0.5, sqrt(|grad| / (C n))) (inexact Newton: loose far from the optimum)."""
+    x, xt, C, penalty = objective.x, objective.xt, objective.C, objective.penalty
+    pw = p * objective.weight[..., None]
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    blocks = C * torch.einsum("bnk,bna,bnc->bkac", pw - p * pw, x, x)
+    inverse = torch.cholesky_inverse(torch.linalg.cholesky(blocks + eye * (penalty + 1e-6)))
+
+    def precondition(r: Tensor) -> Tensor:
+        return (inverse @ r.transpose(1, 2)[..., None])[..., 0].transpose(1, 2)
+
+    def hessian_times(v: Tensor) -> Tensor:
+        z = x @ v
+        return C * (xt @ (pw * (z - (p * z).sum(dim=-1, keepdim=True)))) + penalty * v
+
+    residual = -grad
+    target = _norm(grad) * (_largest(grad) / objective.scale).sqrt().clamp(max=0.5)
+    step, z = torch.zeros_like(grad), precondition(residual)
+    direction, rz = z, _dot(residual, z)
+    running = active.clone()
+    for _ in range(_CG_MAX_ITER):
+        h_dir = hessian_times(direction)
+        curvature = _dot(direction, h_dir)
+        alpha = torch.where(running & (curvature > 0), rz / curvature.clamp_min(1e-300), 0.0)
+        step = step + alpha[:, None, None] * direction
+        residual = residual - alpha[:, None, None] * h_dir
+        running &= _norm(residual) > target
+        if not running.any():
+            break
+        z = precondition(residual)
+        rz, previous = _dot(residual, z), rz
+        direction = z + (rz / previous.clamp_min(1e-300))[:, None, None] * direction
+    return step * active[:, None, None]
+
+
+def _whitened_lbfgs(x, yh, weight, mask, *, C, tol):
+    batch, width = x.shape[0], x.shape[-1] - 1
+    features = x[..., :width]
+    cov = features.transpose(1, 2) @ features / weight.sum(dim=1)[:, None, None]
+    eigenvalues, rotation = torch.linalg.eigh(cov)
+    shrink = (eigenvalues.clamp_min(0) + 1 / (C * weight.sum(dim=1, keepdim=True))).rsqrt()
+    to_white = rotation * shrink[:, None, :]  # W = to_white @ V
+    xw = torch.cat([features @ to_white, x[..., width:]], dim=-1)
+    zero = torch.zeros(batch, 1, dtype=x.dtype, device=x.device)
+    penalty = torch.cat([shrink**2, zero], dim=1)[..., None]
+    objective = _Objective(xw, yh, weight, mask, C, penalty)
+
+    def original_gradient(g: Tensor) -> Tensor:
+        return torch.cat([rotation @ (g[:, :width] / shrink[..., None]), g[:, width:]], dim=1)
+
+    v = torch.zeros(batch, width + 1, yh.shape[-1], dtype=x.dtype, device=x.device)
+    v, converged = _lbfgs(objective, v, tol=tol, gradient_of=original_gradient)
+    return torch.cat([to_white @ v[:, :width], v[:, width:]], dim=1), converged
+
+
+def _lbfgs(objective: _Objective, w: Tensor, *, tol: float, gradient_of: Callable):
+    """L-BFGS, one history per problem (the two-loop recursion on batched dot products)."""
+    f, g, p = objective(w)
+    active = _largest(gradient_of(g)) > tol
+    history: list[tuple[Tensor, Tensor, Tensor]] = []
+    for _ in range(LBFGS_MAX_ITER):
+        if not active.any():
+            break
+        q, alphas = -g, []
+        for s, y, rho in reversed(history):
+            alphas.append(rho * _dot(s, q))
+            q = q - alphas[-1][:, None, None] * y
+        if history:
+            s, y, _ = history[-1]
+            q = q * (_dot(s, y) / _dot(y, y).clamp_min(1e-300))[:, None, None]
+        else:
+            q = q / g.abs().sum(dim=(1, 2)).clamp_min(1.0)[:, None, None]
+        for (s, y, rho), alpha in zip(history, reversed(alphas), strict=True):
+            q = q + s * (alpha - rho * _dot(y, q))[:, None, None]
+        q = torch.where((_dot(g, q) < 0)[:, None, None], q, -g) * active[:, None, None]
+        w_new, f, g_new, p, stalled = _line_search(objective, w, f, g, p, q, active)
+        s, y = w_new - w, g_new - g
+        sy = _dot(s, y)
+        history = [*history[-_HISTORY + 1 :], (s, y, torch.where(sy > 1e-300, 1 / sy, 0.0))]
+        w, g = w_new, g_new
+        active &= (_largest(gradient_of(g)) > tol) & ~stalled
+    return w, _largest(gradient_of(g)) <= tol
+
+
+def _line_search(objective, w, f, g, p, step, active):
+    """Backtracking from the full step until f falls by the Armijo amount, per problem.
+    Returns the new point and which active problems could not lower f (stalled)."""
+    slope = _dot(g, step)
+    t = torch.ones_like(f)
+    todo = active.clone()
+    w, f, g, p = w.clone(), f.clone(), g.clone(), p.clone()
+    start_w, start_f = w.clone(), f.clone()
+    for _ in range(40):
+        trial = start_w + t[:, None, None] * step
+        f_t, g_t, p_t = objective(trial)
+        accept = todo & (f_t <= start_f + 1e-4 * t * slope)
+        w[accept], f[accept], g[accept], p[accept] = (
+            trial[accept],
+            f_t[accept],
+            g_t[accept],
+            p_t[accept],
+        )
+        todo &= ~accept
+        if not todo.any():
+            break
+        t = torch.where(todo, t / 2, t)
+    no_progress = (start_f - f).abs() <= 1e-14 * f.abs().clamp_min(1.0)
+    return w, f, g, p, active & (todo | no_progress)
+
+
+def _dot(a: Tensor, b: Tensor) -> Tensor:
+    return (a * b).sum(dim=(1, 2))
+
+
+def _norm(a: Tensor) -> Tensor:
+    return a.flatten(1).norm(dim=1)
+
+
+def _largest(a: Tensor) -> Tensor:
+    return a.abs().amax(dim=(1, 2))
