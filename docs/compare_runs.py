@@ -30,7 +30,9 @@ def _models(results: Path) -> pd.DataFrame:
 
 
 def _matrices(path: Path) -> list:
-    return [p.get("matrix", p.get("measured", p.get("predicted"))) for p in json.loads(path.read_text())]
+    return [
+        p.get("matrix", p.get("measured", p.get("predicted"))) for p in json.loads(path.read_text())
+    ]
 
 
 def compare(a: Path, b: Path) -> bool:
@@ -45,8 +47,10 @@ def compare(a: Path, b: Path) -> bool:
             continue
         equal = left[shared].astype(str).equals(right[shared].astype(str))
         extra = sorted(set(left.columns) ^ set(right.columns))
-        print(f"{name}: {len(left)} rows, columns {shared} {'equal' if equal else 'DIFFER'}"
-              + (f" (only in one run: {extra})" if extra else ""))
+        print(
+            f"{name}: {len(left)} rows, columns {shared} {'equal' if equal else 'DIFFER'}"
+            + (f" (only in one run: {extra})" if extra else "")
+        )
         same &= equal
     for name in ("cosine_heatmaps.json", "theory_matrices.json"):
         equal = _matrices(a / name) == _matrices(b / name)

@@ -82,6 +82,16 @@ def add_probe_parser(commands: Any) -> None:
     probe.add_argument("--probe-seed", type=int, default=0, help="first seed of folds and shuffles")
     probe.add_argument("--repeats", type=int, default=3, help="seeds per score")
     probe.add_argument(
+        "--controls",
+        type=int,
+        default=0,
+        help="also probe N random-init copies of the model's own architecture on the very "
+        "same sequences: seeds S, S + 1, ..., where S is the seed the model was initialised "
+        "from (so a shipped model's first control is its own starting weights). Labelled "
+        "'random-init (seed S)' in the model column; each gets DIR/probes_control_seedS.json "
+        "and a figure.",
+    )
+    probe.add_argument(
         "--batch-size", type=int, help="sequences per forward pass (default: all at once)"
     )
     add_device_arg(probe)
@@ -114,39 +124,60 @@ def _run_probe(args: argparse.Namespace) -> int:
     )
     data = f"task {task.name}" if task is not None else "random tokens"
     print(f"{args.model}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens ({data})")
+    subjects = _subjects(args, model, device)
     if folder.is_done(UNIT):
-        result = ProbeResult.from_json(args.out / "probes.json")
-        _print_probe_tables(result)
+        for stem, _, _ in subjects:
+            _print_probe_tables(ProbeResult.from_json(args.out / f"{stem}.json"))
         print(f"\nreused the results in {args.out} (same settings; a new folder recomputes)")
         return 0
-    result = _compute_probes(args, model, tokens, features, probes)
-    _print_probe_tables(result)
-    _write_probes(args.out, result)
+    results = {}
+    for stem, label, subject in subjects:
+        results[stem] = _compute_probes(args, subject, label, tokens, features, probes)
+        _print_probe_tables(results[stem])
+    _write_probes(args.out, results)
     folder.mark_done(UNIT)
     return 0
 
 
-def _compute_probes(args: argparse.Namespace, model: Any, tokens: Any, features, probes) -> Any:
+def _subjects(args: argparse.Namespace, model: Any, device: Any) -> list[tuple[str, str, Any]]:
+    """(file stem, model label, model) of the model and of each random-init control."""
+    from adjpos.models import build_model
+
+    subjects = [("probes", args.model, model)]
+    if args.controls:
+        config = model.adjpos_config
+        for seed in range(config.seed, config.seed + args.controls):
+            copy = build_model(config.with_changes(seed=seed), device=device)
+            subjects.append((f"probes_control_seed{seed}", f"random-init (seed {seed})", copy))
+    return subjects
+
+
+def _compute_probes(args: argparse.Namespace, model, label, tokens, features, probes) -> Any:
     from adjpos.probes import probe_positions, reconstruct_order
 
-    common = dict(layers=args.layers, model_name=args.model, batch_size=args.batch_size)
+    common = dict(layers=args.layers, model_name=label, batch_size=args.batch_size)
     settings = dict(cv=args.cv, seed=args.probe_seed, repeats=args.repeats, progress=True)
     result = probe_positions(model, tokens, features=features, probe=probes, **settings, **common)
     order = reconstruct_order(model, tokens, seed=args.probe_seed, progress=False, **common)
     return result + order
 
 
-def _write_probes(out: Path, result: Any) -> None:
+def _write_probes(out: Path, results: dict[str, Any]) -> None:
+    """probes.csv holds every model's rows; one JSON and one figure per model."""
     from adjpos.figures import plot_probe_scores, save_figure
+    from adjpos.probes import PROBE_TABLE
     from adjpos.runs import write_text
 
-    write_text(out / "probes.csv", result.to_csv())
-    write_text(out / "probes.json", result.to_json())
-    saved = save_figure(plot_probe_scores(result), out / "probes")
-    written = ["probes.csv", "probes.json", *(p.name for p in saved.written)]
+    PROBE_TABLE.write(out / "probes.csv", [r for res in results.values() for r in res.records()])
+    written, skipped = ["probes.csv"], None
+    for stem, result in results.items():
+        write_text(out / f"{stem}.json", result.to_json())
+        saved = save_figure(plot_probe_scores(result), out / stem)
+        written += [f"{stem}.json", *(p.name for p in saved.written)]
+        skipped = skipped or saved.png_skipped
     print(f"\nwrote {', '.join(written)} to {out}")
-    if saved.png_skipped:
-        print(saved.png_skipped)
+    if skipped:
+        print(skipped)
 
 
 def _probe_spec(args: argparse.Namespace, model, task, tokens, features, probes) -> dict:
@@ -164,6 +195,7 @@ def _probe_spec(args: argparse.Namespace, model, task, tokens, features, probes)
         "cv": args.cv,
         "probe_seed": args.probe_seed,
         "repeats": args.repeats,
+        "controls": args.controls,
     }
 
 
@@ -200,6 +232,12 @@ def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> Non
         )
     if args.repeats < 1:
         raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.controls < 0:
+        raise ValueError(f"--controls must be 0 or more, got {args.controls}")
+    if args.controls and getattr(model, "adjpos_config", None) is None:
+        raise ValueError(
+            "--controls needs an adjpos model (random, a run folder or pretrained:TASK)"
+        )
 
 
 def _for_option(option: str, check: Any, value: Any) -> Any:

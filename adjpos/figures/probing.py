@@ -1,4 +1,9 @@
-"""Probe scores against layer: one line per feature set, one panel per probe and metric."""
+"""Probe scores against layer, in panels that each hold one kind of feature set.
+
+A panel is one probe and metric for one group of feature sets: the *backward-only* sets (what
+the model itself sees at position k), the sets that also use later tokens, and the shuffled
+controls. Panels without scores are never drawn.
+"""
 
 from __future__ import annotations
 
@@ -20,19 +25,29 @@ METRIC_TITLES = {
     "mean_abs_distance": "mean abs. distance (lower is better)",
     "abs_kendall_tau": "|Kendall's tau|",
 }
-# Order reconstruction methods share one panel, so cosine and variance sit side by side.
+# Order reconstruction methods share one panel per group, so cosine and variance sit side by
+# side.
 ORDER_METRIC, ORDER_PANEL = "abs_kendall_tau", "order from shuffled states"
+GROUPS = {
+    "backward": "backward-only sets",
+    "later": "sets using later tokens",
+    "control": "shuffled controls",
+}
+# The one set that does not depend on the layer: drawn as a level line across the layers.
+LAYER_FREE = "token_identity"
 
 
 def plot_probe_scores(
     result: ProbeResult, *, title: str | None = None, columns: int = 2
 ) -> go.Figure:
-    """Score vs layer for every feature set, one panel per (probe, metric) in `result`.
+    """Score vs layer for every feature set, one panel per (probe, metric, group of sets).
 
-    Order reconstruction (metric ``abs_kendall_tau``) gets one panel for all its methods. Each
-    feature set keeps one colour in every panel; its chance baseline is the thin dashed
-    line of the same colour, and ``shuffled:`` controls are dotted. Error bars are the std in
-    the result (over seeds, or over sequences for order reconstruction).
+    Groups keep apart the backward-only sets (solid lines), the sets that also read later
+    tokens (long dashes) and the ``shuffled:`` controls (dotted). Each feature set keeps one
+    colour in every panel; its chance baseline is the thin dashed line of the same colour,
+    named "chance: SET" in the legend. ``token_identity``, which does not depend on the layer,
+    is a level line. Error bars are the std in the result (over seeds, or over sequences
+    for order reconstruction).
 
     Args:
         result: a `ProbeResult` (from `adjpos.probe_positions`, `adjpos.reconstruct_order`,
@@ -40,61 +55,76 @@ def plot_probe_scores(
         title: figure title (default: names the model and the data).
         columns: panels per row.
     """
-    panels = list(dict.fromkeys(_panel(s) for s in result.scores))
-    if not panels:
+    if not result.scores:
         raise ValueError("the result holds no scores to plot")
-    rows = math.ceil(len(panels) / columns)
+    panels: dict[tuple[str, str, str], list] = {}
+    for score in result.scores:
+        panels.setdefault(_panel(score), []).append(score)
+    keys = list(panels)
+    rows = math.ceil(len(keys) / columns)
+    specs = [
+        [{} if r * columns + c < len(keys) else None for c in range(columns)] for r in range(rows)
+    ]
     fig = make_subplots(
         rows=rows,
         cols=columns,
-        subplot_titles=[f"{probe}: {METRIC_TITLES.get(m, m)}" for probe, m in panels],
+        specs=specs,
+        subplot_titles=[f"{p}: {METRIC_TITLES.get(m, m)}, {GROUPS[g]}" for p, m, g in keys],
         horizontal_spacing=0.1,
         vertical_spacing=min(0.5 / rows, 0.22),
     )
     colours = {name: color(i) for i, name in enumerate(result.feature_sets)}
+    layers = result.layers
     shown: set[str] = set()
-    for index, (probe, metric) in enumerate(panels):
+    for index, key in enumerate(keys):
         where = dict(row=index // columns + 1, col=index % columns + 1)
         for name in colours:
-            scores = [s for s in result.scores if (*_panel(s), s.features) == (probe, metric, name)]
-            if not scores:
-                continue
-            for trace in _traces(name, scores, colours[name], first=name not in shown):
-                fig.add_trace(trace, **where)
-            shown.add(name)
+            scores = [s for s in panels[key] if s.features == name]
+            if scores:
+                for trace in _traces(name, scores, colours[name], key[2], layers, shown):
+                    fig.add_trace(trace, **where)
         fig.update_xaxes(title_text="layer", dtick=1, **where)
     data = f"{result.n_sequences} sequences x {result.seq_len} tokens"
     default = f"Where is position? {result.model}: {data}"
     return apply_style(fig, title=title or default, rows=rows)
 
 
-def _panel(score) -> tuple[str, str]:
-    return (ORDER_PANEL if score.metric == ORDER_METRIC else score.probe), score.metric
+def _panel(score) -> tuple[str, str, str]:
+    probe = ORDER_PANEL if score.metric == ORDER_METRIC else score.probe
+    if score.features.startswith("shuffled:"):
+        group = "control"
+    else:
+        group = "backward" if score.backward_only else "later"
+    return probe, score.metric, group
 
 
-def _traces(name, scores, colour, *, first: bool) -> list[go.Scatter]:
+def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Scatter]:
     scores = sorted(scores, key=lambda s: s.layer)
-    layers = [s.layer for s in scores]
+    x = [s.layer for s in scores]
+    values, baselines = [s.value for s in scores], [s.baseline for s in scores]
     spread = [0.0 if math.isnan(s.std) else s.std for s in scores]
-    dash = CONTROL_DASH if name.startswith("shuffled:") else "solid"
+    if name == LAYER_FREE and len(scores) == 1:  # the same at every layer
+        x, values, baselines, spread = layers, values * len(layers), baselines * len(layers), []
+    dash = {"control": CONTROL_DASH, "later": "longdash"}.get(group, "solid")
     line = go.Scatter(
-        x=layers,
-        y=[s.value for s in scores],
+        x=x,
+        y=values,
         error_y=dict(type="data", array=spread, thickness=1, width=3),
         mode="lines+markers",
         name=name,
         legendgroup=name,
-        showlegend=first,
+        showlegend=name not in shown,
         line=dict(color=colour, dash=dash),
     )
     chance = go.Scatter(
-        x=layers,
-        y=[s.baseline for s in scores],
+        x=x,
+        y=baselines,
         mode="lines",
-        name=f"{name} chance",
+        name=f"chance: {name}",
         legendgroup=name,
-        showlegend=False,
+        showlegend=name not in shown,
         hoverinfo="name+y",
         line={**CHANCE, "color": colour, "width": 1},
     )
+    shown.add(name)
     return [line, chance]

@@ -10,6 +10,13 @@ index, not even to break a tie), then ranked by
   exact when W is a Robinson matrix (similarity falls away from the diagonal). The diagonal of
   W cancels in D - W, so the self-similarity 1.0 is never used.
 - ``variance_sort``: the states sorted by their variance over d_model (Chi et al.).
+- ``first_similarity_sort``: the states sorted by their cosine similarity to the first token's
+  state, the backward-only variant of the seriation: the state at k is compared only with a
+  state the model itself sees at k (the first), not with later ones. The first state is the
+  anchor, so it is scored over the other n - 1 states (chance E|tau| for n - 1 items).
+
+The seriation uses all pairs, later tokens included; the two sorts use one number per state,
+computed from that state and earlier ones (``backward_only``).
 
 Both give an order up to reversal (a symmetric similarity matrix cannot tell first from last,
 and we do not assume which way variance runs), so the score is |tau|, Kendall's tau between the
@@ -34,7 +41,12 @@ from adjpos.probes.features import random_orders, shuffle_positions
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
 
-ORDER_METHODS = {"spectral_seriation": "cosine_matrix", "variance_sort": "variance"}
+ORDER_METHODS = {
+    "spectral_seriation": "cosine_matrix",
+    "variance_sort": "variance",
+    "first_similarity_sort": "cosine_first",
+}
+BACKWARD_METHODS = ("variance_sort", "first_similarity_sort")
 ORDER_METRIC = "abs_kendall_tau"
 
 
@@ -118,9 +130,10 @@ def reconstruct_order(
         progress: show a progress bar (default: only on a terminal).
 
     Returns:
-        A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation") and
-        "variance" (probe "variance_sort"), metric "abs_kendall_tau"; value = mean over the
-        sequences, std = their standard deviation, baseline = `expected_abs_tau(pos)`.
+        A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation"),
+        "variance" (probe "variance_sort") and "cosine_first" (probe
+        "first_similarity_sort"), metric "abs_kendall_tau"; value = mean over the sequences,
+        std = their standard deviation, baseline = `expected_abs_tau` of the items ranked.
     """
     tokens = check_tokens(model, tokens)
     layers = check_layers(model, "resid_post", layers)
@@ -128,19 +141,30 @@ def reconstruct_order(
     if n < 3:
         raise ValueError(f"order reconstruction needs sequences of at least 3 tokens, got {n}")
     truth = random_orders(batch, n, seed=seed)
-    baseline, scores = expected_abs_tau(n), []
+    # The first-similarity sort ranks the n - 1 states that are not the first one.
+    # Their slots, in slot order (random), so a tie is not broken by the true position.
+    others = (truth == 0).int().argsort(dim=1, stable=True)[:, :-1]
+    baselines = {
+        m: expected_abs_tau(n - 1 if m == "first_similarity_sort" else n) for m in ORDER_METHODS
+    }
+    scores = []
     stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=progress)
     for layer, acts in stream:
         shuffled = shuffle_positions(acts.cpu(), seed=seed)  # slot s holds position truth[s]
+        sim = cosine_matrix(shuffled)
+        first = truth.argmin(dim=1)  # the slot holding position 0
+        to_first = sim[torch.arange(batch), first].gather(1, others)
         ranks = {
-            "spectral_seriation": spectral_order(cosine_matrix(shuffled)),
-            "variance_sort": variance_order(shuffled),
+            "spectral_seriation": (spectral_order(sim), truth),
+            "variance_sort": (variance_order(shuffled), truth),
+            "first_similarity_sort": (_ranks(-to_first.double()), truth.gather(1, others)),
         }
-        for method, rank in ranks.items():
-            tau = kendall_tau(rank, truth).abs()
+        for method, (rank, true_rank) in ranks.items():
+            tau = kendall_tau(rank, true_rank).abs()
             std = float(tau.std()) if batch > 1 else math.nan
             keys = (layer, ORDER_METHODS[method], method, ORDER_METRIC)
-            scores.append(ProbeScore(*keys, float(tau.mean()), baseline, std))
+            backward = method in BACKWARD_METHODS
+            scores.append(ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward))
     return ProbeResult(model_name, tuple(scores), batch, n, cv=0, seeds=(seed,))
 
 

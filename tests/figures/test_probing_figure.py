@@ -4,40 +4,78 @@ import plotly.graph_objects as go
 import pytest
 
 from adjpos.figures import plot_probe_scores
-from adjpos.probes import ProbeResult, ProbeScore
+from adjpos.probes import DEFAULT_FEATURES, ProbeResult, ProbeScore
+from adjpos.probes.features import ONE_NUMBER_SETS, backward_only
 
 
-def _result():
+def _result(features=("variance", "cosine_profile", "shuffled:resid"), layers=3):
     scores = []
-    for layer in range(3):
-        for features in ("variance", "cosine_profile", "shuffled:resid"):
-            for probe, metric in (("ridge", "r2"), ("logistic", "accuracy")):
-                scores.append(ProbeScore(layer, features, probe, metric, 0.1 * layer, 0.0, 0.01))
-        for features, method in (
-            ("cosine_matrix", "spectral_seriation"),
-            ("variance", "variance_sort"),
+    for layer in range(layers):
+        for name in features:
+            pairs = [("ridge", "r2"), ("logistic", "accuracy")]
+            pairs += [("spline", "r2")] if name in ONE_NUMBER_SETS else []
+            for probe, metric in pairs:
+                value = 0.1 * layer
+                scores.append(
+                    ProbeScore(layer, name, probe, metric, value, 0.0, 0.01, backward_only(name))
+                )
+        for name, method, backward in (
+            ("cosine_matrix", "spectral_seriation", False),
+            ("variance", "variance_sort", True),
         ):
-            scores.append(ProbeScore(layer, features, method, "abs_kendall_tau", 0.3, 0.1, 0.2))
+            scores.append(
+                ProbeScore(layer, name, method, "abs_kendall_tau", 0.3, 0.1, 0.2, backward)
+            )
+    scores = [s for s in scores if s.features != "token_identity" or s.layer == 0]
     return ProbeResult("demo", tuple(scores), n_sequences=8, seq_len=16, cv=2, seeds=(0,))
 
 
-def test_one_panel_per_probe_metric_and_one_legend_entry_per_feature_set():
+def test_panels_split_by_probe_metric_and_group():
     fig = plot_probe_scores(_result())
     assert isinstance(fig, go.Figure)
     titles = [a.text for a in fig.layout.annotations]
     assert titles == [
-        "ridge: R^2",
-        "logistic: accuracy",
-        "order from shuffled states: |Kendall's tau|",
+        "ridge: R^2, backward-only sets",
+        "logistic: accuracy, backward-only sets",
+        "spline: R^2, backward-only sets",
+        "ridge: R^2, sets using later tokens",
+        "logistic: accuracy, sets using later tokens",
+        "ridge: R^2, shuffled controls",
+        "logistic: accuracy, shuffled controls",
+        "order from shuffled states: |Kendall's tau|, sets using later tokens",
+        "order from shuffled states: |Kendall's tau|, backward-only sets",
     ]
     legend = [t.name for t in fig.data if t.showlegend]
-    assert legend == ["variance", "cosine_profile", "shuffled:resid", "cosine_matrix"]
+    assert legend == [
+        "variance",
+        "chance: variance",
+        "cosine_profile",
+        "chance: cosine_profile",
+        "shuffled:resid",
+        "chance: shuffled:resid",
+        "cosine_matrix",
+        "chance: cosine_matrix",
+    ]
     lines = [t for t in fig.data if t.name == "variance"]
-    assert len(lines) == 3 and len({t.line.color for t in lines}) == 1  # one colour everywhere
+    assert len(lines) == 4 and len({t.line.color for t in lines}) == 1  # one colour everywhere
     assert all(t.line.dash == "dot" for t in fig.data if t.name == "shuffled:resid")
-    chance = [t for t in fig.data if t.name == "cosine_matrix chance"]
+    assert all(t.line.dash == "longdash" for t in fig.data if t.name == "cosine_profile")
+    chance = [t for t in fig.data if t.name == "chance: cosine_matrix"]
     assert list(chance[0].y) == [0.1, 0.1, 0.1]
     assert "demo: 8 sequences x 16 tokens" in fig.layout.title.text
+
+
+def test_no_empty_panels_and_few_series_per_panel():
+    fig = plot_probe_scores(_result(DEFAULT_FEATURES), columns=3)
+    panels = len(fig.layout.annotations)
+    used = {t.xaxis for t in fig.data}
+    axes = [key for key in fig.layout.to_plotly_json() if key.startswith("xaxis")]
+    assert len(used) == len(axes) == panels and panels % 3 != 0  # unused cells get no axes
+    for axis in used:
+        names = {t.name for t in fig.data if t.xaxis == axis and not t.name.startswith("chance")}
+        assert len(names) <= 6, (axis, names)
+    level = [t for t in fig.data if t.name == "token_identity"]
+    assert level and all(list(t.x) == [0, 1, 2] and len(set(t.y)) == 1 for t in level)
 
 
 def test_empty_result_is_an_error():

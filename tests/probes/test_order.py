@@ -44,12 +44,14 @@ def test_embeddings_are_at_chance_and_later_layers_above_it():
     model = build_model(tiny_config(d_model=32, n_heads=2, d_vocab=48, n_ctx=32), device="cpu")
     tokens = torch.randint(0, 48, (200, 16), generator=torch.Generator().manual_seed(0))
     result = reconstruct_order(model, tokens, model_name="tiny")
-    chance = expected_abs_tau(16)
-    for method in ("spectral_seriation", "variance_sort"):
+    for method in ("spectral_seriation", "variance_sort", "first_similarity_sort"):
+        chance = expected_abs_tau(15 if method == "first_similarity_sort" else 16)
         scores = [s for s in result.scores if s.probe == method]
         assert [s.layer for s in scores] == [0, 1, 2]
         assert all(s.baseline == chance for s in scores)
+        assert all(s.backward_only == (method != "spectral_seriation") for s in scores)
         assert abs(scores[0].value - chance) < 0.03  # 200 sequences: standard error about 0.01
+    chance = expected_abs_tau(16)
     assert result.value(2, "cosine_matrix", "spectral_seriation", "abs_kendall_tau") > 2 * chance
 
 
