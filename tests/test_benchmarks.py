@@ -55,3 +55,24 @@ def test_bench_training_quick_prints_both_loops_and_the_ratio(monkeypatch, capsy
     }
     assert set(rates) == {"bare PyTorch", "adjpos.train"} and min(rates.values()) > 0
     assert "ratio adjpos/bare:" in stdout
+
+
+def test_bench_probes_quick_compares_with_scikit_learn():
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_probes.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    rows = {
+        line.split()[0]: line.split()
+        for line in lines[2:]
+        if line.split()[0] in ("variance", "cosine_profile")
+    }
+    assert set(rows) == {"variance", "cosine_profile"}, proc.stdout
+    for row in rows.values():
+        accuracy_sk, accuracy_ours = float(row[4]), float(row[5])
+        assert abs(accuracy_sk - accuracy_ours) <= 0.02  # same folds, same objective
+    assert any(line.startswith("total: scikit-learn") and "ratio" in line for line in lines)
