@@ -1,10 +1,12 @@
 """The probing figures: position read from variance, cosine similarity and the raw residual,
-layer by layer, with order reconstruction, for each trained model and one random-init model.
+layer by layer, with order reconstruction, for each trained model and the random-init copies
+of its architecture on the same sequences.
 
-The study's own stage (`adjpos.study.stages.measure_probes` on `probe_subjects`): ridge probes
-with folds grouped by sequence, each score beside its chance level; shuffled controls must sit
-at chance. ``--only`` picks models by a word of their label (e.g. ``reversal``); ``--quick``
-runs the study's tiny sizes on one model (the test suite's smoke run).
+The study's own stage (`adjpos.study.stages.measure_probes` on `probe_subjects`): ridge,
+logistic and spline probes with folds grouped by sequence, each score beside its chance level
+and its gains over layer 0 and over token_identity; shuffled controls must sit at chance.
+``--only`` picks models by a word of their label (e.g. ``reversal``); ``--quick`` runs the
+study's tiny sizes on one task (the test suite's smoke run).
 
     python examples/fig_probing.py [--quick] [--only reversal] [--out figures]
 """
@@ -22,19 +24,25 @@ from adjpos.study.pipeline import slug
 def main(quick: bool, only: str | None, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
     subjects = adjpos.study.stages.probe_subjects(adjpos.study.Models(device="cpu"), sizes)
-    results = []
-    for label, model, tokens in subjects:
-        if (only or ("addition" if quick else "")) not in label:
+    results, kept = [], []
+    for subject in subjects:
+        if (only or ("addition" if quick else "")) not in subject.label:
             continue
-        result = adjpos.study.stages.measure_probes(model, tokens, label, sizes)
+        result = adjpos.study.stages.measure_probes(subject, sizes)
         results.append(result)
+        kept.append({"task": subject.task, "kind": subject.kind, "seed": subject.seed})
         fig = adjpos.figures.plot_probe_scores(result)
-        saved = adjpos.figures.save_figure(fig, out / f"probes_{slug(label)}", png=not quick)
+        saved = adjpos.figures.save_figure(
+            fig, out / f"probes_{slug(subject.label)}", png=not quick
+        )
         print("wrote", ", ".join(str(p) for p in saved.written))
-    rows = pd.DataFrame(adjpos.study.numbers.probe_numbers(results)["models"])
-    for name in ("variance_r2", "cosine_profile_r2", "resid_r2"):
+    numbers = adjpos.study.numbers.probe_numbers(results, kept)
+    rows = pd.DataFrame(numbers["tasks"])
+    columns = ["variance_spline", "cosine_first_spline", "resid_accuracy"]
+    for name in columns:
         rows[name] = [f"{s['value']:.2f} (layer {s['layer']})" if s else "" for s in rows[name]]
-    print(rows[["model", "variance_r2", "cosine_profile_r2", "resid_r2"]].to_string(index=False))
+    print(rows[["task", *columns, "cosine_vs_variance"]].to_string(index=False))
+    print(pd.DataFrame(numbers["trained_vs_control"]).to_string(index=False))
 
 
 if __name__ == "__main__":

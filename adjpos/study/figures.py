@@ -25,6 +25,7 @@ from adjpos.figures import (
 from adjpos.models import ModelConfig
 from adjpos.probes import ProbeResult
 from adjpos.study import stages
+from adjpos.study.numbers import TRAINED
 from adjpos.study.sweep import read_sweep, rows_of_subgrid
 
 CAPTIONS = {
@@ -126,6 +127,8 @@ def run_figures(out: str | Path) -> dict[str, tuple[go.Figure, str]]:
     figures["variance_by_position"] = (variance_figure(table), CAPTIONS["variance_by_position"])
     for path in sorted(results.glob("probes_*.json")):
         result = ProbeResult.from_json(path)
+        if not result.model.startswith(TRAINED):  # the copies are in the report's tables
+            continue
         caption = CAPTIONS["probes"].format(model=result.model)
         figures[path.stem] = (plot_probe_scores(result), caption)
     base = ModelConfig(n_layers=sizes["sweep_layers"])

@@ -21,7 +21,8 @@ from adjpos.study.sweep import last_layer_rows
 TRAINED, RANDOM, LEARNED = "trained", "random-init", "random-init, learned positions"
 # A difference counts when it exceeds this many standard errors.
 Z = 2.0
-ORDER_METHODS = ("spectral_seriation", "variance_sort")
+ORDER_METHODS = ("spectral_seriation", "variance_sort", "first_similarity_sort")
+ONE_NUMBER = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
 
 
 def adjacency_numbers(table: pd.DataFrame) -> dict[str, Any]:
@@ -112,34 +113,108 @@ def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def probe_numbers(results: list[ProbeResult]) -> dict[str, Any]:
-    """Per probed model: the best ridge R^2 at layers >= 1 of the variance, the cosine profile
-    and the raw residual (with their std over seeds), the shuffled controls, and order
-    reconstruction by seriation of the cosine matrix against the variance sort."""
-    rows = []
-    for result in results:
-        best = {n: _best(result, "r2", features=n) for n in ("variance", "cosine_profile", "resid")}
-        order = {m: _best(result, "abs_kendall_tau", probe=m) for m in ORDER_METHODS}
-        controls = [
-            s.value
-            for s in result.scores
-            if s.features.startswith("shuffled:") and s.metric == "r2"
-        ]
-        rows.append(
-            {
-                "model": result.model,
-                **{f"{k}_r2": v for k, v in best.items()},
-                "cosine_vs_variance": _compare_scores(best["cosine_profile"], best["variance"]),
-                "shuffled_max_r2": max(controls) if controls else None,
-                "seriation_tau": order["spectral_seriation"],
-                "variance_sort_tau": order["variance_sort"],
-                "seriation_vs_variance_sort": _compare_scores(
-                    order["spectral_seriation"], order["variance_sort"]
-                ),
-                "seeds": len(result.seeds),
-            }
-        )
-    return {"models": rows}
+def probe_numbers(results: list[ProbeResult], subjects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The probing claim, like against like, per task (`subjects` gives each result's task,
+    kind and seed):
+
+    - one number against one under the same flexible probe (spline R^2, best layer >= 1):
+      the variance, and the best backward-only cosine number (cosine_first or
+      cosine_previous), compared by Z std over probe seeds; the many-number profile against
+      the variance under ridge is kept, marked as not like against like;
+    - what the format gives away: token_identity (ridge R^2, logistic accuracy) and the raw
+      residual's gain over layer 0;
+    - trained against the random-init copies of its architecture on the same sequences:
+      each carrier's best score against the copies' range;
+    - order reconstruction: seriation (all pairs), the first-similarity sort (backward-only)
+      and the variance sort.
+    """
+    tasks: dict[str, dict[str, Any]] = {}
+    for result, subject in zip(results, subjects, strict=True):
+        entry = tasks.setdefault(subject["task"], {"trained": None, "controls": []})
+        if subject["kind"] == TRAINED:
+            entry["trained"] = result
+        else:
+            entry["controls"].append(result)
+    rows, versus = [], []
+    for task, entry in tasks.items():
+        trained = entry["trained"]
+        rows.append({"task": task, **_carriers(trained), "controls": len(entry["controls"])})
+        for key, (features, probe, metric) in CONTROL_CARRIERS.items():
+            mine = _best(trained, metric, features=features, probe=probe)
+            theirs = [_best(c, metric, features=features, probe=probe) for c in entry["controls"]]
+            theirs = [t for t in theirs if t is not None]
+            if mine is not None and theirs:
+                versus.append({"task": task, "carrier": key, **_against_controls(mine, theirs)})
+    return {"tasks": rows, "trained_vs_control": versus}
+
+
+# The carriers compared between a trained model and its random-init copies.
+CONTROL_CARRIERS = {
+    "variance (spline R^2)": ("variance", "spline", "r2"),
+    "cosine_first (spline R^2)": ("cosine_first", "spline", "r2"),
+    "cosine_previous (spline R^2)": ("cosine_previous", "spline", "r2"),
+    "resid (logistic accuracy)": ("resid", "logistic", "accuracy"),
+}
+
+
+def _carriers(result: ProbeResult) -> dict[str, Any]:
+    """One trained model's numbers for the probing claim."""
+    spline = {n: _best(result, "r2", features=n, probe="spline") for n in ONE_NUMBER}
+    backward = [spline[n] for n in ("cosine_first", "cosine_previous") if spline[n] is not None]
+    cosine = max(backward, key=lambda s: s["value"]) if backward else None
+    variance, profile = spline["variance"], _best(result, "r2", features="cosine_profile")
+    ridge_variance = _best(result, "r2", features="variance")
+    order = {m: _best(result, "abs_kendall_tau", probe=m) for m in ORDER_METHODS}
+    resid = _best(result, "accuracy", features="resid", probe="logistic")
+    return {
+        **{f"{n}_spline": v for n, v in spline.items()},
+        "cosine_backward_spline": cosine,
+        "cosine_vs_variance": _compare_scores(cosine, variance),
+        "cosine_mean_vs_variance": _compare_scores(spline["cosine_mean"], variance),
+        "profile_ridge": profile,
+        "variance_ridge": ridge_variance,
+        "profile_vs_variance_ridge": _compare_scores(profile, ridge_variance),
+        "token_identity_r2": _at(result, "token_identity", "ridge", "r2"),
+        "token_identity_accuracy": _at(result, "token_identity", "logistic", "accuracy"),
+        "resid_accuracy": resid,
+        "resid_accuracy_layer0": _at(result, "resid", "logistic", "accuracy"),
+        **{f"{m}_tau": v for m, v in order.items()},
+        "seriation_vs_variance_sort": _compare_scores(
+            order["spectral_seriation"], order["variance_sort"]
+        ),
+        "first_sort_vs_variance_sort": _compare_scores(
+            order["first_similarity_sort"], order["variance_sort"]
+        ),
+        "seeds": len(result.seeds),
+    }
+
+
+def _at(result: ProbeResult, features: str, probe: str, metric: str, layer: int = 0) -> Any:
+    """The score at one layer (default 0) as {value, std, layer, chance}, or None."""
+    for s in result.scores:
+        if (s.layer, s.features, s.probe, s.metric) == (layer, features, probe, metric):
+            return {"value": s.value, "std": s.std, "layer": s.layer, "chance": s.baseline}
+    return None
+
+
+def _against_controls(mine: dict, theirs: list[dict]) -> dict[str, Any]:
+    """The trained score against the copies' range of scores, widened by Z std over probe
+    seeds: 'above', 'below' or 'within'."""
+    low, high = min(t["value"] for t in theirs), max(t["value"] for t in theirs)
+    stds = [x["std"] for x in (mine, *theirs) if not math.isnan(x["std"])]
+    margin = Z * max(stds) if stds else 0.0
+    verdict = "within"
+    if mine["value"] > high + margin:
+        verdict = "above"
+    elif mine["value"] < low - margin:
+        verdict = "below"
+    return {
+        "trained": mine["value"],
+        "layer": mine["layer"],
+        "control_low": low,
+        "control_high": high,
+        "versus": verdict,
+    }
 
 
 def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:

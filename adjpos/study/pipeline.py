@@ -189,16 +189,17 @@ def _probing(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
     from adjpos.probes import PROBE_TABLE, ProbeResult
     from adjpos.study import numbers, stages
 
-    results = []
-    for label, model, tokens in stages.probe_subjects(models, cfg.sizes):
-        path = _results(folder) / f"probes_{slug(label)}.json"
-        if not folder.is_done(f"probing {label}"):
-            stages.measure_probes(model, tokens, label, cfg.sizes).to_json(path)
-            folder.mark_done(f"probing {label}")
+    results, subjects = [], []
+    for subject in stages.probe_subjects(models, cfg.sizes):
+        path = _results(folder) / f"probes_{slug(subject.label)}.json"
+        if not folder.is_done(f"probing {subject.label}"):
+            stages.measure_probes(subject, cfg.sizes).to_json(path)
+            folder.mark_done(f"probing {subject.label}")
         results.append(ProbeResult.from_json(path))
+        subjects.append({"task": subject.task, "kind": subject.kind, "seed": subject.seed})
     records = [record for result in results for record in result.records()]
     PROBE_TABLE.write(_results(folder) / "probes.csv", records)
-    _numbers(folder, "probing", numbers.probe_numbers(results))
+    _numbers(folder, "probing", numbers.probe_numbers(results, subjects))
 
 
 def _sweep(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:

@@ -25,8 +25,18 @@ QUICK_GRID: Grid = (
     {"init_range": [0.02, 0.1, 0.5], "d_model": [32, 64]},
     {"positional": ["none", "learned", "rotary", "alibi"]},
 )
-CARRIERS = ("variance", "norm", "cosine_profile", "cosine_first", "cosine_previous", "resid")
-CONTROLS = ("shuffled:cosine_profile", "shuffled:resid")
+# The probing stage's feature sets: every carrier, the format baseline and two controls.
+CARRIERS = (
+    "variance",
+    "norm",
+    "cosine_first",
+    "cosine_previous",
+    "cosine_mean",
+    "cosine_profile",
+    "cosine_sorted",
+    "resid",
+)
+CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
 
 
 @dataclass(frozen=True)
@@ -41,16 +51,17 @@ class StudySizes:
         "seeds of the random-init controls of each trained architecture", (0, 1, 2)
     )
     n_probe_sequences: int = help_field("sequences of one length per probed model", 64)
-    features: tuple[str, ...] = help_field(
-        "feature sets probed with ridge regression", CARRIERS + CONTROLS
+    features: tuple[str, ...] = help_field("feature sets probed", CARRIERS + CONTROLS)
+    probes: tuple[str, ...] = help_field(
+        "probes (spline reads the one-number sets only)", ("ridge", "logistic", "spline")
     )
-    logistic_features: tuple[str, ...] = help_field(
-        "feature sets also probed with logistic regression (its fits cost most of the run)",
-        ("variance", "cosine_profile", "resid"),
+    probe_controls: tuple[int, ...] = help_field(
+        "seeds of the random-init copies of each trained model probed on its very sequences "
+        "(seed 0 is its own starting weights)",
+        (0, 1, 2),
     )
-    logistic_repeats: int = help_field("seeds of the logistic probes", 1)
     cv: int = help_field("folds, grouped by sequence", 5)
-    repeats: int = help_field("seeds of the ridge probes", 3)
+    repeats: int = help_field("seeds (folds and shuffles) of each probe", 3)
     grid: Grid = help_field("the random-init sweep's grid (a union of sub-grids)", DEFAULT_GRID)
     sweep_seeds: tuple[int, ...] = help_field("model seeds of each sweep cell", (0, 1, 2))
     sweep_sequences: int = help_field("random sequences per sweep cell", 32)
@@ -94,8 +105,8 @@ QUICK = dataclasses.replace(
     n_sequences=64,
     control_seeds=(0,),
     n_probe_sequences=32,
-    features=("variance", "cosine_profile", "resid", "shuffled:cosine_profile"),
-    logistic_features=(),
+    features=("variance", "cosine_first", "cosine_profile", "resid", "token_identity"),
+    probe_controls=(0,),
     cv=4,
     repeats=1,
     grid=QUICK_GRID,
@@ -114,7 +125,8 @@ TINY = dataclasses.replace(
     n_eval=8,
     n_sequences=8,
     n_probe_sequences=8,
-    features=("variance", "cosine_profile", "shuffled:cosine_profile"),
+    features=("variance", "cosine_first", "cosine_profile", "token_identity"),
+    probes=("ridge", "spline"),
     cv=2,
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     sweep_sequences=2,

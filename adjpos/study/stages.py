@@ -212,33 +212,44 @@ def measure_variance(models: Models, sizes: StudySizes) -> pd.DataFrame:
     return VARIANCE.frame(rows)
 
 
-def probe_subjects(models: Models, sizes: StudySizes) -> Iterator[tuple[str, Any, torch.Tensor]]:
-    """(label, model, tokens) of each probed model: held-out task sequences of one length per
-    trained model, then the README's random-init model on random tokens."""
+@dataclass(frozen=True)
+class ProbeSubject:
+    """One probed model: a trained model or a random-init copy of its architecture, and the
+    held-out sequences of its task (the same for the copies)."""
+
+    label: str
+    task: str
+    kind: str  # TRAINED or RANDOM
+    seed: int | None  # the copy's initialisation seed (None: the trained model)
+    model: Any
+    tokens: torch.Tensor
+
+
+def probe_subjects(models: Models, sizes: StudySizes) -> Iterator[ProbeSubject]:
+    """Each trained model on held-out sequences of its task (one length), then random-init
+    copies of its architecture (`sizes.probe_controls` seeds) on the very same sequences."""
     for name in TASKS:
         model, task = models.trained(name)
         tokens = sequences_of_length(task, sizes.n_probe_sequences, generator=_gen(4))
-        yield f"{TRAINED} {name}", model, tokens
-    cfg = ModelConfig(n_layers=4, d_model=64, n_heads=4)
-    tokens = torch.randint(0, cfg.d_vocab, (sizes.n_probe_sequences, 32), generator=_gen(5))
-    yield f"{RANDOM} (random tokens)", build_model(cfg, device=models.device), tokens
+        yield ProbeSubject(f"{TRAINED} {name}", name, TRAINED, None, model, tokens)
+        for seed in sizes.probe_controls:
+            copy = models.control(name, seed)
+            yield ProbeSubject(f"{RANDOM} {name} (seed {seed})", name, RANDOM, seed, copy, tokens)
 
 
-def measure_probes(model: Any, tokens: torch.Tensor, label: str, sizes: StudySizes) -> ProbeResult:
-    """Ridge probes of every feature set, logistic probes of some, and order reconstruction."""
-    common = {"model_name": label, "cv": sizes.cv, "progress": False}
-    features = list(sizes.features)
-    result = probe_positions(model, tokens, features=features, repeats=sizes.repeats, **common)
-    if sizes.logistic_features:
-        result = result + probe_positions(
-            model,
-            tokens,
-            features=list(sizes.logistic_features),
-            probe="logistic",
-            repeats=sizes.logistic_repeats,
-            **common,
-        )
-    return result + reconstruct_order(model, tokens, model_name=label, progress=False)
+def measure_probes(subject: ProbeSubject, sizes: StudySizes) -> ProbeResult:
+    """Every feature set with every probe, and order reconstruction."""
+    common = {"model_name": subject.label, "progress": False}
+    result = probe_positions(
+        subject.model,
+        subject.tokens,
+        features=list(sizes.features),
+        probe=list(sizes.probes),
+        cv=sizes.cv,
+        repeats=sizes.repeats,
+        **common,
+    )
+    return result + reconstruct_order(subject.model, subject.tokens, **common)
 
 
 def measure_sweep(

@@ -61,12 +61,19 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     report = (out / "report.md").read_text()
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "verdict" not in line]
-    assert len(rows) == 7
+    assert len(rows) == 8
     numbers = json.loads((out / "results" / "numbers" / "adjacency.json").read_text())
     above = sum(t["trained_vs_layer0"] == "above" for t in numbers["per_task"])
     verdict = "supported" if above == 4 else "partly supported" if above else "not supported"
     assert rows[0].split(" | ")[1] == verdict and f"in {above} of 4 tasks" in rows[0]
     assert "[0." not in report and "np.float64" not in report  # no Python reprs in prose
+    probing = json.loads((out / "results" / "numbers" / "probing.json").read_text())
+    wins = sum(t["cosine_vs_variance"].startswith("above") for t in probing["tasks"])
+    (row,) = [r for r in rows if r.startswith("| Probes read position")]
+    assert f"above the variance in {wins}, tied in" in row
+    versus = probing["trained_vs_control"]
+    assert {v["task"] for v in versus} == {"addition", "reversal", "indexing", "ordering"}
+    assert all(v["control_low"] <= v["control_high"] for v in versus)
 
 
 def test_report_tables_are_the_means_of_the_csv(tiny_run):
@@ -125,7 +132,7 @@ def test_without_static_export_the_report_links_html_and_says_why(tiny_run, tmp_
 
 
 def test_study_sizes_name_every_change_and_refuse_bad_values():
-    assert TINY_SIZES.logistic_features == () and sizes.QUICK.sweep_layers == 2
+    assert TINY_SIZES.probes == ("ridge", "spline") and sizes.QUICK.sweep_layers == 2
     assert sizes.FULL.grid == sizes.DEFAULT_GRID and TINY_SIZES.grid != sizes.FULL.grid
     with pytest.raises(ValueError, match="cv must be a positive int"):
         dataclasses.replace(TINY_SIZES, cv=0)
