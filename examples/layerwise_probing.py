@@ -49,28 +49,31 @@ def models(quick: bool, only: str | None = None):
         yield f"trained {name}", model, adjpos.sequences_of_length(task, n_seq, generator=gen)
 
 
-def best(result, features, metric):
+def best(result, features, metric, probe=None):
     """'value (layer)' at the best layer for one feature set and metric, and its chance."""
     scores = [s for s in result.scores if (s.features, s.metric) == (features, metric)]
+    scores = [s for s in scores if probe is None or s.probe == probe]
     top = max(scores, key=lambda s: s.value)
     return f"{top.value:.2f} ({top.layer})", top.baseline
 
 
-def print_table(results, title, features, metric):
+def print_table(results, title, features, metric, probe=None):
     print(f"\n{title}: best over layers, 'value (layer)'")
     print(f"{'model':<18}" + "".join(f"{name:>24}" for name in features) + f"{'chance':>8}")
     for label, result in results:
-        cells = [best(result, name, metric) for name in features]
+        cells = [best(result, name, metric, probe) for name in features]
         chance = sum(c for _, c in cells) / len(cells)
         print(f"{label:<18}" + "".join(f"{text:>24}" for text, _ in cells) + f"{chance:>8.2f}")
 
 
 def main(quick: bool = False, out: Path | None = None, only: str | None = None) -> None:
     settings = dict(cv=2, repeats=1) if quick else dict(cv=5, repeats=3)
-    probes = dict(features=CARRIERS + CONTROLS, probe=["ridge", "logistic"], progress=False)
+    probes = dict(features=CARRIERS + CONTROLS, probe=["ridge", "logistic", "spline"])
     results = []
     for label, model, tokens in models(quick, only):
-        result = adjpos.probe_positions(model, tokens, model_name=label, **probes, **settings)
+        result = adjpos.probe_positions(
+            model, tokens, model_name=label, progress=False, **probes, **settings
+        )
         result = result + adjpos.reconstruct_order(model, tokens, model_name=label)
         results.append((label, result))
         print(f"{label}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens")
@@ -81,13 +84,16 @@ def main(quick: bool = False, out: Path | None = None, only: str | None = None) 
             fig = adjpos.figures.plot_probe_scores(result)
             adjpos.figures.save_figure(fig, out / f"probes_{slug}")
     print(f"cv={settings['cv']} folds grouped by sequence, {settings['repeats']} seeds")
-    print_table(results, "ridge R^2", ["variance", "norm", "cosine_profile", "resid"], "r2")
+    ridge = ["variance", "norm", "cosine_profile", "resid"]
+    print_table(results, "ridge R^2", ridge, "r2", probe="ridge")
     backward = ["cosine_first", "cosine_previous", "cosine_mean", "cosine_sorted"]
-    print_table(results, "ridge R^2, other cosine sets", backward, "r2")
-    print_table(results, "ridge R^2, shuffled controls", CONTROLS, "r2")
+    print_table(results, "ridge R^2, other cosine sets", backward, "r2", probe="ridge")
+    print_table(results, "ridge R^2, shuffled controls", CONTROLS, "r2", probe="ridge")
+    one_number = ["variance", "norm", "cosine_first", "cosine_previous", "cosine_mean"]
+    print_table(results, "spline R^2, one number against one", one_number, "r2", probe="spline")
     accuracy = ["variance", "cosine_profile", "cosine_first", "resid"]
     print_table(results, "logistic accuracy", accuracy, "accuracy")
-    order = ["cosine_matrix", "variance"]
+    order = ["cosine_matrix", "cosine_first", "variance"]
     print_table(results, "order from shuffled states, |Kendall's tau|", order, "abs_kendall_tau")
     if out is not None:
         header, *_ = results[0][1].to_csv().splitlines(keepends=True)
