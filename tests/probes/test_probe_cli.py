@@ -130,6 +130,7 @@ def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
         (["--model", "/nonexistent/ckpt"], "is not an adjpos checkpoint"),
         (["--model", "pretrained:division"], "unknown task; choose one of"),
         (["--seq-len", "500"], "n_ctx"),
+        (["--controls", "-1"], "--controls must be 0 or more"),
     ],
 )
 def test_bad_input_exits_2_before_any_work(capsys, tmp_path, monkeypatch, args, message):
@@ -156,3 +157,23 @@ def test_a_missing_shipped_model_is_a_clear_error(capsys, tmp_path, monkeypatch)
     monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)  # as if no model were shipped
     assert main(["probe", "--model", "pretrained:ordering", "--out", str(tmp_path / "r")]) == 2
     assert "no shipped model for 'ordering'" in capsys.readouterr().err
+
+
+def test_controls_are_copies_of_the_architecture_on_the_same_sequences(tmp_path):
+    out = tmp_path / "run"
+    args = ["--seed", "3", "--controls", "2"]
+    assert main(["probe", *RANDOM, *FAST, *args, "--out", str(out)]) == 0
+    rows = _rows(out)
+    assert list(dict.fromkeys(r["model"] for r in rows)) == [
+        "random",
+        "random-init (seed 3)",
+        "random-init (seed 4)",
+    ]
+    by_model = {
+        m: _values([r for r in rows if r["model"] == m]) for m in ("random", "random-init (seed 3)")
+    }
+    assert by_model["random"] == by_model["random-init (seed 3)"]  # its own starting weights
+    for stem in ("probes", "probes_control_seed3", "probes_control_seed4"):
+        assert (out / f"{stem}.json").is_file() and (out / f"{stem}.html").is_file()
+    seed4 = json.loads((out / "probes_control_seed4.json").read_text())
+    assert seed4["model"] == "random-init (seed 4)" and seed4["n_sequences"] == 8
