@@ -87,7 +87,7 @@ def make_probe(name: str) -> Any:
 
 def cross_validate(
     samples: Sequence[Samples], *, probe: str, cv: int, seeds: Sequence[int]
-) -> list[dict[str, tuple[float, float]]]:
+) -> list[dict[str, tuple[float, float, float]]]:
     """Mean over `cv` grouped folds of each metric of `probe`, and of its baseline, per seed.
 
     Args:
@@ -99,7 +99,9 @@ def cross_validate(
         seeds: one run per seed; a seed shuffles which sequences go to which fold.
 
     Returns:
-        Per seed, ``{metric: (value, baseline)}`` for the probe's two metrics. The logistic
+        Per seed, ``{metric: (value, baseline, sem)}`` for the probe's two metrics: the mean
+        over the folds, its baseline, and the standard error of that mean over the folds
+        (their std / sqrt(cv); an approximation, as folds share training data). The logistic
         probe solves every fold of every seed at once.
     """
     from sklearn.model_selection import GroupKFold
@@ -122,10 +124,13 @@ def cross_validate(
     for (index, _, y, train, test), predicted in zip(folds, predictions, strict=True):
         truth = y.cpu().numpy()
         per_seed[index].append(_SCORERS[probe](predicted, truth[train], truth[test]))
-    return [
-        {m: tuple(float(np.mean([f[m][i] for f in runs])) for i in (0, 1)) for m in METRICS[probe]}
-        for runs in per_seed
-    ]
+    return [{m: _fold_summary([f[m] for f in runs]) for m in METRICS[probe]} for runs in per_seed]
+
+
+def _fold_summary(folds: list[tuple[float, float]]) -> tuple[float, float, float]:
+    values = np.array([value for value, _ in folds])
+    sem = float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
+    return float(values.mean()), float(np.mean([chance for _, chance in folds])), sem
 
 
 def _regression_predictions(probe: str, folds: list) -> list[np.ndarray]:

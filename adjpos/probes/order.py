@@ -133,7 +133,8 @@ def reconstruct_order(
         A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation"),
         "variance" (probe "variance_sort") and "cosine_first" (probe
         "first_similarity_sort"), metric "abs_kendall_tau"; value = mean over the sequences,
-        std = their standard deviation, baseline = `expected_abs_tau` of the items ranked.
+        std = their standard deviation, sem = std / sqrt(sequences), baseline =
+        `expected_abs_tau` of the items ranked.
     """
     tokens = check_tokens(model, tokens)
     layers = check_layers(model, "resid_post", layers)
@@ -163,8 +164,9 @@ def reconstruct_order(
             tau = kendall_tau(rank, true_rank).abs()
             std = float(tau.std()) if batch > 1 else math.nan
             keys = (layer, ORDER_METHODS[method], method, ORDER_METRIC)
-            backward = method in BACKWARD_METHODS
-            scores.append(ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward))
+            backward, sem = method in BACKWARD_METHODS, std / math.sqrt(batch)
+            score = ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward, sem)
+            scores.append(score)
     return ProbeResult(model_name, tuple(scores), batch, n, cv=0, seeds=(seed,))
 
 

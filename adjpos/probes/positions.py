@@ -163,8 +163,9 @@ def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
         baselines = np.array([run[metric][1] for run in runs])
         std = float(values.std(ddof=1)) if len(runs) > 1 else math.nan
         mean, chance = float(values.mean()), float(baselines.mean())
+        sem = float(np.mean([run[metric][2] for run in runs]))
         backward = backward_only(name)
-        scores.append(ProbeScore(layer, name, probe, metric, mean, chance, std, backward))
+        scores.append(ProbeScore(layer, name, probe, metric, mean, chance, std, backward, sem))
     return scores
 
 

@@ -27,6 +27,7 @@ PROBE_TABLE = Table(
     value="float64",
     baseline="float64",
     std="float64",
+    sem="float64",
     backward_only="boolean",
     gain_chance="float64",
     gain_layer0="float64",
@@ -57,6 +58,13 @@ class ProbeScore:
         default=False,
         metadata={"help": "the features use only the state at k and earlier ones"},
     )
+    sem: float = field(
+        default=math.nan,
+        metadata={
+            "help": "standard error of `value`: over the folds (their std / sqrt(folds), "
+            "averaged over seeds), or over the sequences for order reconstruction"
+        },
+    )
 
     @property
     def above_chance(self) -> float:
@@ -75,8 +83,8 @@ class ProbeResult:
         >>> result.value(1, "variance", "ridge", "r2")
         0.5
         >>> print(result.to_csv(), end="")
-        model,layer,features,probe,metric,value,baseline,std,backward_only,gain_chance,gain_layer0,gain_token_identity
-        demo,1,variance,ridge,r2,0.5,0.0,0.01,False,0.5,,
+        model,layer,features,probe,metric,value,baseline,std,sem,backward_only,gain_chance,gain_layer0,gain_token_identity
+        demo,1,variance,ridge,r2,0.5,0.0,0.01,,False,0.5,,
     """
 
     model: str = field(metadata={"help": "label of the model (the CSV's `model` column)"})

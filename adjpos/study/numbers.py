@@ -193,16 +193,18 @@ def _at(result: ProbeResult, features: str, probe: str, metric: str, layer: int 
     """The score at one layer (default 0) as {value, std, layer, chance}, or None."""
     for s in result.scores:
         if (s.layer, s.features, s.probe, s.metric) == (layer, features, probe, metric):
-            return {"value": s.value, "std": s.std, "layer": s.layer, "chance": s.baseline}
+            return _entry(s)
     return None
 
 
 def _against_controls(mine: dict, theirs: list[dict]) -> dict[str, Any]:
-    """The trained score against the copies' range of scores, widened by Z std over probe
-    seeds: 'above', 'below' or 'within'."""
+    """The trained score against the copies' range of scores, widened by Z combined standard
+    errors (over the folds) of the trained score and the largest of the copies':
+    'above', 'below' or 'within'."""
     low, high = min(t["value"] for t in theirs), max(t["value"] for t in theirs)
-    stds = [x["std"] for x in (mine, *theirs) if not math.isnan(x["std"])]
-    margin = Z * max(stds) if stds else 0.0
+    theirs_sem = [t["sem"] for t in theirs if not math.isnan(t.get("sem", math.nan))]
+    mine_sem = mine.get("sem", math.nan)
+    margin = Z * math.hypot(0.0 if math.isnan(mine_sem) else mine_sem, max(theirs_sem, default=0.0))
     verdict = "within"
     if mine["value"] > high + margin:
         verdict = "above"
@@ -291,17 +293,16 @@ def _against_range(trained: pd.Series, control: pd.Series) -> str:
 
 
 def _compare_scores(a: dict | None, b: dict | None) -> str:
-    """'above', 'below', 'tie' or 'unknown' (one seed: no spread to judge by)."""
+    """'above', 'below', 'tie' or 'unknown', by Z combined standard errors (over the folds,
+    or the sequences for order reconstruction); without them, by the std over probe seeds;
+    with neither (one seed, one fold), the bare difference, marked as such."""
     if a is None or b is None:
         return "unknown"
-    spread = (
-        math.hypot(a["std"], b["std"])
-        if not any(math.isnan(s) for s in (a["std"], b["std"]))
-        else None
-    )
-    if spread is None:
-        return "above (one seed)" if a["value"] > b["value"] else "below (one seed)"
-    return _verdict(a["value"] - b["value"], spread)
+    for key in ("sem", "std"):
+        errors = (a.get(key, math.nan), b.get(key, math.nan))
+        if not any(math.isnan(e) for e in errors):
+            return _verdict(a["value"] - b["value"], math.hypot(*errors))
+    return "above (one seed)" if a["value"] > b["value"] else "below (one seed)"
 
 
 def _verdict(gap: float, error: float) -> str:
@@ -322,7 +323,17 @@ def _best(result: ProbeResult, metric: str, *, features: str | None = None, prob
     if not scores:
         return None
     top = max(scores, key=lambda s: s.value)
-    return {"value": top.value, "std": top.std, "layer": top.layer, "chance": top.baseline}
+    return _entry(top)
+
+
+def _entry(score) -> dict[str, Any]:
+    return {
+        "value": score.value,
+        "std": score.std,
+        "sem": score.sem,
+        "layer": score.layer,
+        "chance": score.baseline,
+    }
 
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:

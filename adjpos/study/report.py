@@ -74,7 +74,8 @@ the first third) is the shrinkage Chi et al. describe. {variance_text}
 {fig_probes}
 
 One number against one, under the same flexible probe (spline R^2 at the best layer >= 1,
-layer in brackets, ± std over probe seeds), beside what the prompt format gives away:
+layer in brackets, ± its standard error over the folds), beside what the prompt format gives
+away:
 
 {probe_table}
 
@@ -83,8 +84,8 @@ sequences (best layer >= 1 of each):
 
 {probe_control_table}
 
-Order reconstruction from shuffled hidden states (|Kendall's tau|, best layer >= 1, ± std over
-sequences):
+Order reconstruction from shuffled hidden states (|Kendall's tau|, best layer >= 1, ± its
+standard error over sequences):
 
 {order_table}
 
@@ -241,18 +242,19 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         [
             "Probes read position better from cosine similarities than from variance",
             _verdict(_wins(cosine_wins), n_probed) + _one_seed(cosine_wins),
-            "one number against one under the spline probe (best layer >= 1, 2 std over probe "
-            f"seeds): the best backward cosine number above the variance in {_wins(cosine_wins)}, "
-            f"tied in {_ties(cosine_wins)}, below in {_below(cosine_wins)} of {n_probed} trained "
-            f"models; the many-number profile under ridge, not like against like, above in "
-            f"{_wins(profile_wins)} of {n_probed}",
+            "one number against one under the spline probe (best layer >= 1, 2 standard errors "
+            "over the folds): the best backward cosine number above the variance in "
+            f"{_wins(cosine_wins)}, tied in {_ties(cosine_wins)}, below in "
+            f"{_below(cosine_wins)} of {n_probed} trained models; the many-number profile "
+            f"under ridge, not like against like, above in {_wins(profile_wins)} of {n_probed}",
         ],
         [
             "The cosine matrix orders shuffled states better than the variances",
             _verdict(_wins(order_wins), n_probed),
             f"spectral seriation above the variance sort (|Kendall's tau|, best layer >= 1, 2 "
-            f"std over sequences) in {_wins(order_wins)} of {n_probed} trained models; the "
-            f"backward-only first-similarity sort above it in {_wins(first_wins)} of {n_probed}",
+            f"standard errors over sequences) in {_wins(order_wins)} of {n_probed} trained "
+            f"models; the backward-only first-similarity sort above it in {_wins(first_wins)} "
+            f"of {n_probed}",
         ],
         [
             "Training adds position information the random-init copies lack (control, not a "
@@ -445,10 +447,11 @@ def _probe_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
         f"Against the random-init copies of the same architecture on the same sequences the "
         f"trained models are above the copies' range in {counts.get('above', 0)}, within it in "
         f"{counts.get('within', 0)} and below it in {counts.get('below', 0)} of {len(versus)} "
-        "task x carrier cells (range widened by 2 std over probe seeds). Order reconstruction: "
+        "task x carrier cells (range widened by 2 standard errors over the folds). Order "
+        "reconstruction: "
         f"seriation of the whole cosine matrix is ahead of the variance sort in {_wins(orders)} "
         f"of {len(rows)} models, the backward-only first-similarity sort in {_wins(firsts)} "
-        "(ties within 2 std over sequences).",
+        "(ties within 2 standard errors over sequences).",
     }
 
 
@@ -535,10 +538,14 @@ def _list(values: Sequence[Any]) -> str:
 
 
 def _score(score: Mapping[str, Any] | None) -> str:
+    """'value ± standard error (layer)'; the std over seeds where there is no standard error."""
     if score is None:
         return "not probed"
-    spread = "" if score["std"] != score["std"] else f" ± {score['std']:.2f}"  # NaN: one seed
-    return f"{score['value']:.2f}{spread} ({score['layer']})"
+    for key in ("sem", "std"):
+        error = score.get(key)
+        if error is not None and error == error:  # NaN: not measured
+            return f"{score['value']:.2f} ± {error:.2f} ({score['layer']})"
+    return f"{score['value']:.2f} ({score['layer']})"
 
 
 def _verdict(hits: int, total: int) -> str:

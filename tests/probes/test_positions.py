@@ -115,7 +115,7 @@ def test_result_round_trips_and_exports(tmp_path):
     assert ProbeResult.from_json(path) == result == ProbeResult.from_json(path.read_text())
     lines = result.to_csv(tmp_path / "r.csv").splitlines()
     assert lines[0] == (
-        "model,layer,features,probe,metric,value,baseline,std,backward_only,"
+        "model,layer,features,probe,metric,value,baseline,std,sem,backward_only,"
         "gain_chance,gain_layer0,gain_token_identity"
     )
     assert len(lines) == 1 + 3 * 2 and lines[1].startswith("model,0,norm,ridge,r2,")
