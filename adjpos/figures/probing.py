@@ -27,7 +27,7 @@ METRIC_TITLES = {
 }
 # Order reconstruction methods share one panel per group, so cosine and variance sit side by
 # side.
-ORDER_METRIC, ORDER_PANEL = "abs_kendall_tau", "order from shuffled states"
+ORDER_METRIC, ORDER_PANEL = "abs_kendall_tau", "order of shuffled states"
 GROUPS = {
     "backward": "backward-only sets",
     "later": "sets using later tokens",
@@ -69,7 +69,7 @@ def plot_probe_scores(
         rows=rows,
         cols=columns,
         specs=specs,
-        subplot_titles=[f"{p}: {METRIC_TITLES.get(m, m)}, {GROUPS[g]}" for p, m, g in keys],
+        subplot_titles=[f"{p}: {METRIC_TITLES.get(m, m)}<br>{GROUPS[g]}" for p, m, g in keys],
         horizontal_spacing=0.1,
         vertical_spacing=min(0.5 / rows, 0.22),
     )

@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 TEMPLATE = "plotly_white"
 FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
-# Okabe and Ito's colour-blind-safe palette (yellow last: faint on white), then three of
+# Okabe and Ito's colour-blind-safe palette without its yellow (faint on white), then four of
 # Tol's muted colours, so a dozen lines stay distinct.
 COLORS = (
     "#0072B2",
@@ -20,7 +20,7 @@ COLORS = (
     "#999933",
     "#44AA99",
     "#332288",
-    "#F0E442",
+    "#AA4499",
 )
 CHANCE = dict(color="#888888", dash="dash", width=1.5)
 # Controls (shuffled positions) are drawn dotted so they never pass for a carrier.
@@ -42,6 +42,6 @@ def apply_style(fig: go.Figure, *, title: str, rows: int = 1) -> go.Figure:
         width=WIDTH,
         height=120 + HEIGHT_PER_ROW * rows,
         legend=dict(orientation="v", yanchor="top", y=1.0, x=1.02, xanchor="left"),
-        margin=dict(l=70, r=20, t=80, b=60),
+        margin=dict(l=70, r=20, t=100, b=60),
     )
     return fig

@@ -35,15 +35,15 @@ def test_panels_split_by_probe_metric_and_group():
     assert isinstance(fig, go.Figure)
     titles = [a.text for a in fig.layout.annotations]
     assert titles == [
-        "ridge: R^2, backward-only sets",
-        "logistic: accuracy, backward-only sets",
-        "spline: R^2, backward-only sets",
-        "ridge: R^2, sets using later tokens",
-        "logistic: accuracy, sets using later tokens",
-        "ridge: R^2, shuffled controls",
-        "logistic: accuracy, shuffled controls",
-        "order from shuffled states: |Kendall's tau|, sets using later tokens",
-        "order from shuffled states: |Kendall's tau|, backward-only sets",
+        "ridge: R^2<br>backward-only sets",
+        "logistic: accuracy<br>backward-only sets",
+        "spline: R^2<br>backward-only sets",
+        "ridge: R^2<br>sets using later tokens",
+        "logistic: accuracy<br>sets using later tokens",
+        "ridge: R^2<br>shuffled controls",
+        "logistic: accuracy<br>shuffled controls",
+        "order of shuffled states: |Kendall's tau|<br>sets using later tokens",
+        "order of shuffled states: |Kendall's tau|<br>backward-only sets",
     ]
     legend = [t.name for t in fig.data if t.showlegend]
     assert legend == [
