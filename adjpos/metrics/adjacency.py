@@ -5,7 +5,9 @@ Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
     s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j]} / C(k, 2),   k >= 2,
 
 with a strict `<` (ties are not ordered). The matrix score is the mean of s_k over the defined
-rows k = 2 .. len-1. Counting is exact: a compiled merge sort per row, O(n^2 log n) per matrix.
+rows k = 2 .. len-1. Counting is exact. On the CPU it is a compiled merge sort per row,
+O(n^2 log n) per matrix; on any other device (a GPU) the pairs are compared in torch where the
+matrices are, O(n^3) per matrix but in parallel and without a copy to the host.
 """
 
 from __future__ import annotations
@@ -46,11 +48,10 @@ def adjacency_rows(
     lens = check_lengths(lengths, tuple(batch), n)
     k = torch.arange(n)
     defined = (k >= 2) & (k < lens[..., None])  # [*batch, pos]
-    prefix = torch.where(defined, k, 0)
-    values = sim.detach().to("cpu", _numba_dtype(sim.dtype)).reshape(-1, n)
-    counts = _count_pairs(values.contiguous().numpy(), prefix.reshape(-1).numpy())
+    prefix = torch.where(defined, k, 0).reshape(-1)
+    counts = _count(sim.detach().to(_count_dtype(sim.dtype)).reshape(-1, n), prefix)
     pairs = (k * (k - 1) // 2).clamp_min(1).double()
-    rows = torch.from_numpy(counts).reshape(*batch, n).double() / pairs
+    rows = counts.reshape(*batch, n).double() / pairs
     rows = torch.where(defined, rows, torch.nan)
     return rows.to(device=sim.device, dtype=sim.dtype)
 
@@ -78,9 +79,42 @@ def adjacency_probability(
     return adjacency_rows(sim, lengths=lengths).nanmean(dim=-1)
 
 
-def _numba_dtype(dtype: torch.dtype) -> torch.dtype:
-    # The compiled kernel handles float32/float64; half types are widened exactly.
+def _count(values: Tensor, prefix: Tensor) -> Tensor:
+    """Ordered pairs per row prefix: compiled on the CPU, in torch where the values are
+    otherwise (only the counts, one integer per row, come back to the host)."""
+    if values.device.type == "cpu":
+        return torch.from_numpy(_count_pairs(values.contiguous().numpy(), prefix.numpy()))
+    return count_pairs_torch(values, prefix.to(values.device)).cpu()
+
+
+def _count_dtype(dtype: torch.dtype) -> torch.dtype:
+    # Both counts compare float32/float64; half types are widened exactly.
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def count_pairs_torch(
+    values: Float[Tensor, "rows n"], prefix: Int[Tensor, " rows"], *, chunk: int = 2**24
+) -> Int[Tensor, " rows"]:
+    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j]} per row, in torch.
+
+    The count behind `adjacency_rows` on a non-CPU device: every pair of the row is compared
+    at once, rows in groups of at most `chunk` comparisons (memory stays bounded), on the
+    values' own device. Strict `<`: ties, 0.0 against -0.0 included, are not ordered.
+
+    Example:
+        >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.2, 9.0]]), torch.tensor([3]))
+        tensor([2])
+    """
+    rows, n = values.shape
+    idx = torch.arange(n, device=values.device)
+    before = idx[:, None] < idx[None, :]  # i < j
+    step = max(1, chunk // max(n * n, 1))
+    counts = []
+    for start in range(0, rows, step):
+        v, m = values[start : start + step], prefix[start : start + step]
+        inside = before & (idx < m[:, None, None])  # j < m, so i < j < m
+        counts.append(((v[:, :, None] < v[:, None, :]) & inside).sum(dim=(1, 2)))
+    return torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=values.device)
 
 
 def _count_pairs(values: np.ndarray, prefix: np.ndarray) -> np.ndarray:

@@ -193,3 +193,66 @@ def test_the_kernel_uses_no_more_threads_than_torch_and_agrees_across_counts(mon
 def test_bad_input(sim, lengths, error, match):
     with pytest.raises(error, match=match):
         adjacency_probability(sim, lengths=lengths)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sim_and_lengths())
+def test_the_torch_count_gives_the_rows_of_the_slow_reference(case):
+    """The count used on non-CPU devices, run here on the CPU through adjacency_rows: the
+    compiled count is swapped for it, so ties, signed zeros and padding take the same path."""
+    from adjpos.metrics import adjacency
+
+    def torch_count(values, prefix):
+        return adjacency.count_pairs_torch(
+            torch.from_numpy(values), torch.from_numpy(prefix)
+        ).numpy()
+
+    sim, lengths = case
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(adjacency, "_count_pairs", torch_count)
+        rows = adjacency_rows(sim, lengths=lengths)
+    mats, lens = _flat(sim, lengths)
+    expected = torch.tensor(
+        [slow_adjacency_rows(m.tolist(), L) for m, L in zip(mats, lens, strict=True)],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(
+        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
+    )
+
+
+def test_the_torch_count_bounds_its_memory_by_chunks():
+    gen = torch.Generator().manual_seed(0)
+    values = torch.randint(0, 5, (37, 20), generator=gen).float()
+    prefix = torch.randint(0, 21, (37,), generator=gen)
+    from adjpos.metrics.adjacency import _count_pairs, count_pairs_torch
+
+    whole = count_pairs_torch(values, prefix)
+    assert torch.equal(count_pairs_torch(values, prefix, chunk=400), whole)  # one row at a time
+    assert torch.equal(whole, torch.from_numpy(_count_pairs(values.numpy(), prefix.numpy())))
+
+
+def test_a_tensor_off_the_cpu_is_counted_where_it_is():
+    """No copy to the host before counting: the torch count receives the device's tensor."""
+    from adjpos.metrics import adjacency
+
+    seen = []
+
+    def spy(values, prefix):
+        seen.append((values.device.type, prefix.device.type))
+        return torch.zeros(values.shape[0], dtype=torch.int64)
+
+    values = torch.empty(12, 6, device="meta")  # a device that is not the CPU
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(adjacency, "count_pairs_torch", spy)
+        counts = adjacency._count(values, torch.full((12,), 6))
+    assert seen == [("meta", "meta")] and counts.device.type == "cpu"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_rows_equal_cpu_rows():
+    sim = torch.randint(-3, 4, (4, 50, 50), generator=torch.Generator().manual_seed(0)).float()
+    lengths = torch.tensor([50, 3, 17, 40])
+    on_gpu = adjacency_rows(sim.cuda(), lengths=lengths.cuda())
+    assert on_gpu.device.type == "cuda"
+    torch.testing.assert_close(on_gpu.cpu(), adjacency_rows(sim, lengths=lengths), equal_nan=True)
