@@ -12,7 +12,7 @@ from torch import Tensor
 
 from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_capture_layers
 from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.metrics.checks import check_lengths, check_scorable
+from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
 
 
@@ -24,6 +24,7 @@ def adjacency_score(
     site: str = "resid_post",
     batch_size: int | None = None,
     progress: bool | None = None,
+    ties: str = "strict",
 ) -> Float[Tensor, " layer"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
@@ -44,6 +45,9 @@ def adjacency_score(
         site: which hook site to score (see `adjpos.capture_residuals`).
         batch_size: sequences per forward pass (default: all at once); with a model only.
         progress: show a progress bar (default: only on a terminal).
+        ties: "strict" (the study's definition: a tied pair is not ordered, so chance is
+            below 0.5 where tokens repeat) or "half" (a tied pair counts one half; chance 0.5
+            on any data). See `adjpos.adjacency_rows`.
 
     Returns:
         Float tensor [layer] on the CPU.
@@ -53,6 +57,7 @@ def adjacency_score(
             activations, or a cache without the hooks of `site` (the message names them).
         TypeError: a model without tokens, or a cache with tokens or a batch_size.
     """
+    check_ties(ties)
     if _is_cache(model_or_cache):
         if tokens is not None or batch_size is not None:
             raise TypeError(
@@ -75,17 +80,20 @@ def adjacency_score(
         stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
     lens = check_lengths(lengths, (batch,), n)
     check_scorable(lens)
-    return _score_layers(stream, lens, site)
+    return _score_layers(stream, lens, site, ties)
 
 
-def _score_layers(stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str) -> Tensor:
+def _score_layers(
+    stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str, ties: str
+) -> Tensor:
     scores = {}
     for layer, acts in stream:
         try:
             sim = cosine_matrix(acts)
         except ValueError as err:
             raise ValueError(f"layer {layer} ({site}): {err}") from None
-        scores[layer] = adjacency_probability(sim, lengths=lens.to(sim.device)).double().mean()
+        score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties)
+        scores[layer] = score.double().mean()
     return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
 
 

@@ -3,22 +3,25 @@
 import math
 
 
-def slow_adjacency_rows(sim, length):
-    """s_k for one [n, n] matrix (nested lists or tensor), NaN where undefined."""
+def slow_adjacency_rows(sim, length, ties="strict"):
+    """s_k for one [n, n] matrix (nested lists or tensor), NaN where undefined; with
+    ties="half" a tied pair counts one half."""
     n = len(sim)
     rows = [math.nan] * n
     for k in range(2, length):
-        ordered = 0
+        ordered = 0.0
         for j in range(k):
             for i in range(j):
                 if float(sim[k][i]) < float(sim[k][j]):
                     ordered += 1
+                elif ties == "half" and float(sim[k][i]) == float(sim[k][j]):
+                    ordered += 0.5
         rows[k] = ordered / (k * (k - 1) / 2)
     return rows
 
 
-def slow_adjacency_probability(sim, length):
-    defined = [s for s in slow_adjacency_rows(sim, length) if not math.isnan(s)]
+def slow_adjacency_probability(sim, length, ties="strict"):
+    defined = [s for s in slow_adjacency_rows(sim, length, ties) if not math.isnan(s)]
     return sum(defined) / len(defined)
 
 

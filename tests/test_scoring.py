@@ -6,7 +6,7 @@ from factories import tiny_config
 from reference import slow_adjacency_probability, slow_cosine
 
 
-def _slow_score(model, tokens, lengths):
+def _slow_score(model, tokens, lengths, ties="strict"):
     """Layer by layer from TL's own cache and the loop references, one sequence at a time."""
     scores = []
     names = ["blocks.0.hook_resid_pre"] + [
@@ -17,7 +17,8 @@ def _slow_score(model, tokens, lengths):
         for seq, n in zip(tokens, lengths, strict=True):
             with torch.no_grad():
                 _, cache = model.run_with_cache(seq[None, :n])
-            per_seq.append(slow_adjacency_probability(slow_cosine(cache[name][0].tolist()), n))
+            sim = slow_cosine(cache[name][0].tolist())
+            per_seq.append(slow_adjacency_probability(sim, n, ties))
         scores.append(sum(per_seq) / len(per_seq))
     return torch.tensor(scores, dtype=torch.float64)
 
@@ -102,3 +103,27 @@ def test_bad_cache_input(tiny_model, tokens):
         adjacency_score(tiny_model)
     with pytest.raises(ValueError, match="choose one of"):
         adjacency_score(partial, site="resid_pre")
+
+
+def test_ties_as_half_reach_the_model_score():
+    """Repeated tokens tie at layer 0 (identical embeddings): strict scores them below 0.5,
+    half at 0.5 exactly. At every layer the score is the slow count over the same cosine
+    matrices (exact ties depend on the last bit of the cosine, so both read the same one)."""
+    from adjpos import capture_residuals, cosine_matrix
+
+    model = build_model(tiny_config(dtype="float64"))
+    tokens = torch.randint(0, 3, (4, 10), generator=torch.Generator().manual_seed(0))
+    strict = adjacency_score(model, tokens)
+    half = adjacency_score(model, tokens, ties="half")
+    sims = cosine_matrix(capture_residuals(model, tokens))  # [layer, batch, pos, pos]
+    expected = [
+        sum(slow_adjacency_probability(m.tolist(), 10, "half") for m in layer) / len(layer)
+        for layer in sims
+    ]
+    torch.testing.assert_close(half, torch.tensor(expected, dtype=torch.float64))
+    # Chance: over many exchangeable sequences, half centres on 0.5 and strict falls below.
+    many = torch.randint(0, 3, (400, 10), generator=torch.Generator().manual_seed(1))
+    layer0 = adjacency_score(model, many, ties="half")[0]
+    assert abs(layer0 - 0.5) < 0.02 and strict[0] < 0.4
+    with pytest.raises(ValueError, match="ties='none' is not allowed"):
+        adjacency_score(model, tokens, ties="none")

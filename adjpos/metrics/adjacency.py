@@ -4,10 +4,13 @@ Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
 
     s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j]} / C(k, 2),   k >= 2,
 
-with a strict `<` (ties are not ordered). The matrix score is the mean of s_k over the defined
-rows k = 2 .. len-1. Counting is exact. On the CPU it is a compiled merge sort per row,
-O(n^2 log n) per matrix; on any other device (a GPU) the pairs are compared in torch where the
-matrices are, O(n^3) per matrix but in parallel and without a copy to the host.
+with a strict `<` (ties are not ordered), the study's definition. Where a row holds ties (a
+repeated token gives identical similarities) chance is then below 0.5; ``ties="half"`` counts
+each tied pair as half ordered, so that chance is 0.5 on any data. The matrix score is the
+mean of s_k over the defined rows k = 2 .. len-1. Counting is exact. On the CPU it is a
+compiled merge sort per row, O(n^2 log n) per matrix; on any other device (a GPU) the pairs
+are compared in torch where the matrices are, O(n^3) per matrix but in parallel and without a
+copy to the host.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.metrics._count import count_ordered_pairs
-from adjpos.metrics.checks import check_lengths, check_scorable, check_square
+from adjpos.metrics.checks import check_lengths, check_scorable, check_square, check_ties
 
 
 def adjacency_rows(
-    sim: Float[Tensor, "*batch pos pos"], *, lengths: Int[Tensor, "*batch"] | None = None
+    sim: Float[Tensor, "*batch pos pos"],
+    *,
+    lengths: Int[Tensor, "*batch"] | None = None,
+    ties: str = "strict",
 ) -> Float[Tensor, "*batch pos"]:
     """Row adjacency probabilities s_k of each similarity matrix.
 
@@ -31,6 +37,8 @@ def adjacency_rows(
         sim: square similarity matrices (any real values; usually `cosine_matrix` output).
         lengths: true length of each right-padded sequence (default: all `pos`). Positions at
             or beyond a sequence's length are ignored.
+        ties: "strict" (a tied pair is not ordered; the study's definition) or "half" (a tied
+            pair counts one half, so chance is 0.5 whatever the ties).
 
     Returns:
         s_k per row, NaN where undefined: rows 0 and 1 and rows k >= length.
@@ -42,26 +50,34 @@ def adjacency_rows(
         ...                     [0.2, 0.2, 0.7, 1.0]])
         >>> adjacency_rows(sim)
         tensor([   nan,    nan, 1.0000, 0.6667])
+        >>> adjacency_rows(sim, ties="half")  # row 3: the tie 0.2 = 0.2 counts 1/2
+        tensor([   nan,    nan, 1.0000, 0.8333])
     """
+    half = check_ties(ties) == "half"
     check_square(sim)
     *batch, n, _ = sim.shape
     lens = check_lengths(lengths, tuple(batch), n)
     k = torch.arange(n)
     defined = (k >= 2) & (k < lens[..., None])  # [*batch, pos]
     prefix = torch.where(defined, k, 0).reshape(-1)
-    counts = _count(sim.detach().to(_count_dtype(sim.dtype)).reshape(-1, n), prefix)
+    counts = _count(sim.detach().to(_count_dtype(sim.dtype)).reshape(-1, n), prefix).double()
+    ordered = counts[:, 0] + (0.5 * counts[:, 1] if half else 0.0)
     pairs = (k * (k - 1) // 2).clamp_min(1).double()
-    rows = counts.reshape(*batch, n).double() / pairs
+    rows = ordered.reshape(*batch, n) / pairs
     rows = torch.where(defined, rows, torch.nan)
     return rows.to(device=sim.device, dtype=sim.dtype)
 
 
 def adjacency_probability(
-    sim: Float[Tensor, "*batch pos pos"], *, lengths: Int[Tensor, "*batch"] | None = None
+    sim: Float[Tensor, "*batch pos pos"],
+    *,
+    lengths: Int[Tensor, "*batch"] | None = None,
+    ties: str = "strict",
 ) -> Float[Tensor, "*batch"]:
     """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
 
-    0.5 is chance; 1.0 means similarity to every token rises monotonically toward it.
+    0.5 is chance (below it where rows hold ties, unless ``ties="half"``; see
+    `adjacency_rows`); 1.0 means similarity to every token rises monotonically toward it.
 
     Raises:
         ValueError: a sequence is shorter than 3 tokens, so it has no defined row.
@@ -76,12 +92,12 @@ def adjacency_probability(
     check_square(sim)
     *batch, n, _ = sim.shape
     check_scorable(check_lengths(lengths, tuple(batch), n))
-    return adjacency_rows(sim, lengths=lengths).nanmean(dim=-1)
+    return adjacency_rows(sim, lengths=lengths, ties=ties).nanmean(dim=-1)
 
 
 def _count(values: Tensor, prefix: Tensor) -> Tensor:
-    """Ordered pairs per row prefix: compiled on the CPU, in torch where the values are
-    otherwise (only the counts, one integer per row, come back to the host)."""
+    """[rows, 2] ordered and tied pairs per row prefix: compiled on the CPU, in torch where the
+    values are otherwise (only the counts, two integers per row, come back to the host)."""
     if values.device.type == "cpu":
         return torch.from_numpy(_count_pairs(values.contiguous().numpy(), prefix.numpy()))
     return count_pairs_torch(values, prefix.to(values.device)).cpu()
@@ -94,16 +110,17 @@ def _count_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def count_pairs_torch(
     values: Float[Tensor, "rows n"], prefix: Int[Tensor, " rows"], *, chunk: int = 2**24
-) -> Int[Tensor, " rows"]:
-    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j]} per row, in torch.
+) -> Int[Tensor, "rows 2"]:
+    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j]} per row, in torch, and
+    beside it the tied pairs (values[r, i] == values[r, j]).
 
     The count behind `adjacency_rows` on a non-CPU device: every pair of the row is compared
     at once, rows in groups of at most `chunk` comparisons (memory stays bounded), on the
-    values' own device. Strict `<`: ties, 0.0 against -0.0 included, are not ordered.
+    values' own device. Strict `<` for the ordered pairs; 0.0 and -0.0 are a tie.
 
     Example:
-        >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.2, 9.0]]), torch.tensor([3]))
-        tensor([2])
+        >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.1, 9.0]]), torch.tensor([3]))
+        tensor([[1, 1]])
     """
     rows, n = values.shape
     idx = torch.arange(n, device=values.device)
@@ -113,8 +130,12 @@ def count_pairs_torch(
     for start in range(0, rows, step):
         v, m = values[start : start + step], prefix[start : start + step]
         inside = before & (idx < m[:, None, None])  # j < m, so i < j < m
-        counts.append(((v[:, :, None] < v[:, None, :]) & inside).sum(dim=(1, 2)))
-    return torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64, device=values.device)
+        ordered = ((v[:, :, None] < v[:, None, :]) & inside).sum(dim=(1, 2))
+        tied = ((v[:, :, None] == v[:, None, :]) & inside).sum(dim=(1, 2))
+        counts.append(torch.stack([ordered, tied], dim=-1))
+    if not counts:
+        return torch.zeros(0, 2, dtype=torch.int64, device=values.device)
+    return torch.cat(counts)
 
 
 def _count_pairs(values: np.ndarray, prefix: np.ndarray) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -62,3 +64,17 @@ def check_scorable(lengths: Tensor) -> None:
             f"(shortest: {int(lengths.min())}); the adjacency score needs at least 3 positions "
             "(rows k >= 2 compare two earlier positions)"
         )
+
+
+TIES = ("strict", "half")
+
+
+def check_ties(ties: Any) -> str:
+    """How the adjacency count treats tied pairs: "strict" (not ordered) or "half".
+
+    Raises:
+        ValueError: any other value (the message lists the allowed ones).
+    """
+    if ties not in TIES:
+        raise ValueError(f"ties={ties!r} is not allowed; choose from {list(TIES)}")
+    return ties

@@ -256,3 +256,35 @@ def test_cuda_rows_equal_cpu_rows():
     on_gpu = adjacency_rows(sim.cuda(), lengths=lengths.cuda())
     assert on_gpu.device.type == "cuda"
     torch.testing.assert_close(on_gpu.cpu(), adjacency_rows(sim, lengths=lengths), equal_nan=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sim_and_lengths())
+def test_ties_as_half_match_the_slow_reference(case):
+    sim, lengths = case
+    rows = adjacency_rows(sim, lengths=lengths, ties="half")
+    mats, lens = _flat(sim, lengths)
+    expected = torch.tensor(
+        [slow_adjacency_rows(m.tolist(), L, "half") for m, L in zip(mats, lens, strict=True)],
+        dtype=torch.float64,
+    )
+    # Counts of half-pairs are exact in float64 and in the input's dtype at these sizes.
+    torch.testing.assert_close(
+        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
+    )
+
+
+def test_ties_as_half_put_chance_at_one_half():
+    """All ties (every earlier token the same): strict scores 0, half scores exactly 0.5;
+    without ties the two agree."""
+    tied = torch.ones(12, 12)
+    assert adjacency_probability(tied) == 0.0
+    assert adjacency_probability(tied, ties="half") == 0.5
+    distinct = torch.rand(3, 12, 12, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(
+        adjacency_probability(distinct, ties="half"), adjacency_probability(distinct)
+    )
+    with pytest.raises(
+        ValueError, match=r"ties='loose' is not allowed; choose from \['strict', 'half'\]"
+    ):
+        adjacency_rows(tied, ties="loose")
