@@ -25,6 +25,7 @@ def adjacency_score(
     batch_size: int | None = None,
     progress: bool | None = None,
     ties: str = "strict",
+    center: bool = False,
 ) -> Float[Tensor, " layer"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
@@ -48,6 +49,9 @@ def adjacency_score(
         ties: "strict" (the study's definition: a tied pair is not ordered, so chance is
             below 0.5 where tokens repeat) or "half" (a tied pair counts one half; chance 0.5
             on any data). See `adjpos.adjacency_rows`.
+        center: subtract each sequence's mean hidden state (over its real positions) before
+            the cosine, so a direction every state shares (random-init states point nearly
+            the same way) does not enter the similarities.
 
     Returns:
         Float tensor [layer] on the CPU.
@@ -80,14 +84,18 @@ def adjacency_score(
         stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
     lens = check_lengths(lengths, (batch,), n)
     check_scorable(lens)
-    return _score_layers(stream, lens, site, ties)
+    if not isinstance(center, bool):
+        raise TypeError(f"center must be True or False, got {center!r}")
+    return _score_layers(stream, lens, site, ties, center)
 
 
 def _score_layers(
-    stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str, ties: str
+    stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str, ties: str, center: bool
 ) -> Tensor:
     scores = {}
     for layer, acts in stream:
+        if center:
+            acts = _centred(acts, lens.to(acts.device))
         try:
             sim = cosine_matrix(acts)
         except ValueError as err:
@@ -95,6 +103,13 @@ def _score_layers(
         score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties)
         scores[layer] = score.double().mean()
     return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
+
+
+def _centred(acts: Tensor, lens: Tensor) -> Tensor:
+    """Each sequence minus the mean of its real positions (padding is left out of the mean)."""
+    real = (torch.arange(acts.shape[1], device=acts.device) < lens[:, None])[..., None]
+    mean = (acts * real).sum(dim=1, keepdim=True) / lens[:, None, None].to(acts.dtype)
+    return acts - mean
 
 
 def _is_cache(obj: Any) -> bool:

@@ -127,3 +127,36 @@ def test_ties_as_half_reach_the_model_score():
     assert abs(layer0 - 0.5) < 0.02 and strict[0] < 0.4
     with pytest.raises(ValueError, match="ties='none' is not allowed"):
         adjacency_score(model, tokens, ties="none")
+
+
+def test_centring_matches_the_slow_reference_with_padding():
+    """center=True: each sequence minus the mean of its real positions, then the usual score."""
+    model = build_model(tiny_config(dtype="float64"))
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(0, 20, (4, 12), generator=gen)
+    lengths = torch.tensor([12, 4, 9, 7])
+    got = adjacency_score(model, tokens, lengths=lengths, center=True, batch_size=3)
+    names = ["blocks.0.hook_resid_pre"] + [
+        f"blocks.{i}.hook_resid_post" for i in range(model.cfg.n_layers)
+    ]
+    expected = []
+    for name in names:
+        per_seq = []
+        for seq, n in zip(tokens, lengths.tolist(), strict=True):
+            with torch.no_grad():
+                _, cache = model.run_with_cache(seq[None, :n])
+            states = cache[name][0].tolist()
+            mean = [sum(col) / n for col in zip(*states, strict=True)]
+            centred = [[x - m for x, m in zip(row, mean, strict=True)] for row in states]
+            per_seq.append(slow_adjacency_probability(slow_cosine(centred), n))
+        expected.append(sum(per_seq) / len(per_seq))
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
+    plain = adjacency_score(model, tokens, lengths=lengths)
+    assert not torch.allclose(got, plain)  # the shared direction did enter the plain score
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_center_takes_a_bool():
+    model = build_model(tiny_config())
+    with pytest.raises(TypeError, match="center must be True or False"):
+        adjacency_score(model, torch.zeros(2, 5, dtype=torch.long), center="yes")
