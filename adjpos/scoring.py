@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_capture_layers
@@ -26,6 +26,7 @@ def adjacency_score(
     progress: bool | None = None,
     ties: str = "strict",
     center: bool = False,
+    rows: Bool[Tensor, "batch pos"] | None = None,
 ) -> Float[Tensor, " layer"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
@@ -52,6 +53,9 @@ def adjacency_score(
         center: subtract each sequence's mean hidden state (over its real positions) before
             the cosine, so a direction every state shares (random-init states point nearly
             the same way) does not enter the similarities.
+        rows: [batch, pos] mask of the rows k to score, e.g. a task's prompt rows or its
+            answer rows (`TaskBatch.answer_rows`); each row still looks at every earlier
+            position. Sequences with no selected row are left out of the mean.
 
     Returns:
         Float tensor [layer] on the CPU.
@@ -84,13 +88,23 @@ def adjacency_score(
         stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
     lens = check_lengths(lengths, (batch,), n)
     check_scorable(lens)
+    if rows is not None and (rows.dtype != torch.bool or tuple(rows.shape) != (batch, n)):
+        raise ValueError(
+            f"rows must be a boolean mask of shape {(batch, n)} (one flag per token), got "
+            f"{rows.dtype} {tuple(rows.shape)}"
+        )
     if not isinstance(center, bool):
         raise TypeError(f"center must be True or False, got {center!r}")
-    return _score_layers(stream, lens, site, ties, center)
+    return _score_layers(stream, lens, site, ties, center, rows)
 
 
 def _score_layers(
-    stream: Iterable[tuple[int, Tensor]], lens: Tensor, site: str, ties: str, center: bool
+    stream: Iterable[tuple[int, Tensor]],
+    lens: Tensor,
+    site: str,
+    ties: str,
+    center: bool,
+    rows: Tensor | None,
 ) -> Tensor:
     scores = {}
     for layer, acts in stream:
@@ -100,8 +114,9 @@ def _score_layers(
             sim = cosine_matrix(acts)
         except ValueError as err:
             raise ValueError(f"layer {layer} ({site}): {err}") from None
-        score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties)
-        scores[layer] = score.double().mean()
+        mask = None if rows is None else rows.to(sim.device)
+        score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties, rows=mask)
+        scores[layer] = score.double().nanmean()
     return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
 
 

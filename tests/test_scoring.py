@@ -160,3 +160,43 @@ def test_center_takes_a_bool():
     model = build_model(tiny_config())
     with pytest.raises(TypeError, match="center must be True or False"):
         adjacency_score(model, torch.zeros(2, 5, dtype=torch.long), center="yes")
+
+
+def test_rows_score_the_prompt_and_the_answer_apart():
+    """rows=mask averages only the chosen rows of each matrix (each row still looks at every
+    earlier position), as the slow reference restricted to those rows; all rows = default."""
+    import math
+
+    from adjpos import capture_residuals, cosine_matrix, get_task
+    from reference import slow_adjacency_rows
+
+    task = get_task("addition")
+    batch = task.sample(6, generator=torch.Generator().manual_seed(0))
+    model = build_model(tiny_config(dtype="float64", d_vocab=25, n_ctx=32))
+    answer = batch.answer_rows
+    real = torch.arange(batch.tokens.shape[1]) < batch.lengths[:, None]
+    assert torch.equal(answer.sum(dim=1), torch.tensor([len(a) + 1 for a in batch.answers]))
+    kwargs = dict(lengths=batch.lengths)
+    everything = adjacency_score(model, batch.tokens, rows=real, **kwargs)
+    torch.testing.assert_close(everything, adjacency_score(model, batch.tokens, **kwargs))
+    got = adjacency_score(model, batch.tokens, rows=answer, **kwargs)
+    sims = cosine_matrix(capture_residuals(model, batch.tokens))
+    expected = []
+    for layer in sims:
+        per_seq = []
+        for sim, n, mask in zip(layer, batch.lengths.tolist(), answer, strict=True):
+            rows = slow_adjacency_rows(sim.tolist(), n)
+            picked = [r for r, keep in zip(rows, mask.tolist(), strict=True) if keep]
+            picked = [r for r in picked if not math.isnan(r)]
+            if picked:
+                per_seq.append(sum(picked) / len(picked))
+        expected.append(sum(per_seq) / len(per_seq))
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_rows_must_be_a_mask_of_the_tokens():
+    model = build_model(tiny_config())
+    tokens = torch.zeros(2, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"rows must be a boolean mask of shape \(2, 5\)"):
+        adjacency_score(model, tokens, rows=torch.ones(2, 4, dtype=torch.bool))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.metrics._count import count_ordered_pairs
@@ -73,14 +73,24 @@ def adjacency_probability(
     *,
     lengths: Int[Tensor, "*batch"] | None = None,
     ties: str = "strict",
+    rows: Bool[Tensor, "*batch pos"] | None = None,
 ) -> Float[Tensor, "*batch"]:
     """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
 
     0.5 is chance (below it where rows hold ties, unless ``ties="half"``; see
     `adjacency_rows`); 1.0 means similarity to every token rises monotonically toward it.
 
+    Args:
+        sim: square similarity matrices.
+        lengths: true length of each right-padded sequence (default: all `pos`).
+        ties: "strict" or "half" (see `adjacency_rows`).
+        rows: which rows k to average (e.g. a task's prompt rows or answer rows; each row
+            still looks at every earlier position). A matrix with no selected defined row
+            scores NaN.
+
     Raises:
-        ValueError: a sequence is shorter than 3 tokens, so it has no defined row.
+        ValueError: a sequence is shorter than 3 tokens, so it has no defined row; or `rows`
+            is not a boolean mask of the matrices' rows.
 
     Example:
         >>> sim = torch.tensor([[1.0, 0.0, 0.0],
@@ -92,7 +102,15 @@ def adjacency_probability(
     check_square(sim)
     *batch, n, _ = sim.shape
     check_scorable(check_lengths(lengths, tuple(batch), n))
-    return adjacency_rows(sim, lengths=lengths, ties=ties).nanmean(dim=-1)
+    scores = adjacency_rows(sim, lengths=lengths, ties=ties)
+    if rows is not None:
+        if rows.dtype != torch.bool or tuple(rows.shape) != tuple(scores.shape):
+            raise ValueError(
+                f"rows must be a boolean mask of shape {tuple(scores.shape)} (one flag per "
+                f"matrix row), got {rows.dtype} {tuple(rows.shape)}"
+            )
+        scores = torch.where(rows.to(scores.device), scores, torch.nan)
+    return scores.nanmean(dim=-1)
 
 
 def _count(values: Tensor, prefix: Tensor) -> Tensor:

@@ -57,6 +57,14 @@ class TaskBatch:
     prompts: tuple[str, ...]
     answers: tuple[str, ...]
 
+    @property
+    def answer_rows(self) -> Bool[Tensor, "batch pos"]:
+        """True at the answer characters and the EOS (the rows a model writes); the prompt
+        rows are ``~answer_rows`` within each length. For `adjacency_score(..., rows=...)`."""
+        rows = torch.zeros_like(self.loss_mask)
+        rows[:, 1:] = self.loss_mask[:, :-1]
+        return rows
+
     def show(self, row: int) -> str:
         """Characters, ids and loss mask of one row, padding left out (`vocab.show_tokens`)."""
         length = int(self.lengths[row])
