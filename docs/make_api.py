@@ -12,13 +12,15 @@ from pathlib import Path
 
 import adjpos
 import adjpos.figures  # noqa: F401  (the namespaces documented below)
+import adjpos.interventions  # noqa: F401
 import adjpos.study  # noqa: F401
 import adjpos.theory  # noqa: F401
 
 HEADER = """# API reference
 
 The first section is the top level (`import adjpos`); the others are namespaces, imported as
-`import adjpos.figures`, `import adjpos.theory` and `import adjpos.study`. Shapes use
+`import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions` and
+`import adjpos.study`. Shapes use
 TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
@@ -26,6 +28,7 @@ NAMESPACES = {
     "adjpos": "The core verbs",
     "adjpos.figures": "Figures: results in, plotly figures out",
     "adjpos.theory": "The first-layer argument",
+    "adjpos.interventions": "Interventions: change one carrier of position inside a model",
     "adjpos.study": "The paper's study: sweeps, reproduce, the report",
 }
 
