@@ -236,8 +236,8 @@ def _line_search(objective, w, f, g, p, step, active):
     slope = _dot(g, step)
     t = torch.ones_like(f)
     todo = active.clone()
+    start_w, start_f = w, f
     w, f, g, p = w.clone(), f.clone(), g.clone(), p.clone()
-    start_w, start_f = w.clone(), f.clone()
     for _ in range(40):
         trial = start_w + t[:, None, None] * step
         f_t, g_t, p_t = objective(trial)

@@ -110,6 +110,8 @@ def probe_positions(
             raise ValueError(f"layer {layer}: {err}") from None
         for name in names:
             todo = plan.get((layer, name), ())
+            if not todo:  # token_identity after the first layer: nothing to compute
+                continue
             samples = [
                 data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
             ]

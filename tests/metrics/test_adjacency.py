@@ -45,21 +45,25 @@ def _flat(sim, lengths):
     return mats, lens
 
 
+def _assert_rows_match_reference(rows, sim, lengths, ties="strict"):
+    """Both divide the same exact count by the same pair count, so they agree to the bit."""
+    mats, lens = _flat(sim, lengths)
+    expected = torch.tensor(
+        [slow_adjacency_rows(m.tolist(), L, ties) for m, L in zip(mats, lens, strict=True)],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(
+        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
+    )
+
+
 @settings(max_examples=100, deadline=None)
 @given(sim_and_lengths())
 def test_rows_match_slow_reference(case):
     sim, lengths = case
     rows = adjacency_rows(sim, lengths=lengths)
     assert rows.shape == sim.shape[:-1] and rows.dtype == sim.dtype
-    mats, lens = _flat(sim, lengths)
-    expected = torch.tensor(
-        [slow_adjacency_rows(m.tolist(), L) for m, L in zip(mats, lens, strict=True)],
-        dtype=torch.float64,
-    )
-    # Both divide the same exact count by the same pair count, so they agree to the bit.
-    torch.testing.assert_close(
-        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
-    )
+    _assert_rows_match_reference(rows, sim, lengths)
 
 
 @settings(max_examples=100, deadline=None)
@@ -208,17 +212,11 @@ def test_the_torch_count_gives_the_rows_of_the_slow_reference(case):
         ).numpy()
 
     sim, lengths = case
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(adjacency, "_count_pairs", torch_count)
-        rows = adjacency_rows(sim, lengths=lengths)
-    mats, lens = _flat(sim, lengths)
-    expected = torch.tensor(
-        [slow_adjacency_rows(m.tolist(), L) for m, L in zip(mats, lens, strict=True)],
-        dtype=torch.float64,
-    )
-    torch.testing.assert_close(
-        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
-    )
+    for ties in ("strict", "half"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(adjacency, "_count_pairs", torch_count)
+            rows = adjacency_rows(sim, lengths=lengths, ties=ties)
+        _assert_rows_match_reference(rows, sim, lengths, ties)
 
 
 def test_the_torch_count_bounds_its_memory_by_chunks():
@@ -262,15 +260,9 @@ def test_cuda_rows_equal_cpu_rows():
 @given(sim_and_lengths())
 def test_ties_as_half_match_the_slow_reference(case):
     sim, lengths = case
-    rows = adjacency_rows(sim, lengths=lengths, ties="half")
-    mats, lens = _flat(sim, lengths)
-    expected = torch.tensor(
-        [slow_adjacency_rows(m.tolist(), L, "half") for m, L in zip(mats, lens, strict=True)],
-        dtype=torch.float64,
-    )
     # Counts of half-pairs are exact in float64 and in the input's dtype at these sizes.
-    torch.testing.assert_close(
-        rows.reshape(expected.shape), expected.to(sim.dtype), rtol=0, atol=0, equal_nan=True
+    _assert_rows_match_reference(
+        adjacency_rows(sim, lengths=lengths, ties="half"), sim, lengths, "half"
     )
 
 
