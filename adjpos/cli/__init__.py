@@ -3,6 +3,7 @@
     adjpos score   the adjacency score per layer of a random-init, saved or shipped model
     adjpos train   train a model on a synthetic task (checkpoints, resume)
     adjpos probe   layer-wise position probes
+    adjpos intervene   causal tests: change one carrier of position, measure the task
     adjpos sweep   random-init sweeps over a grid of hyperparameters
     adjpos reproduce   the whole study: results, figures and a report
 
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from adjpos import __version__
 from adjpos.cli._options import HelpFormatter
+from adjpos.cli.intervene import add_intervene_parser
 from adjpos.cli.probe import add_probe_parser
 from adjpos.cli.reproduce import add_reproduce_parser
 from adjpos.cli.score import add_score_parser
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     add_score_parser(commands)
     add_train_parser(commands)
     add_probe_parser(commands)
+    add_intervene_parser(commands)
     add_sweep_parser(commands)
     add_reproduce_parser(commands)
     for command in commands.choices.values():

@@ -177,6 +177,14 @@ def check_output_file(path: Path, option: str) -> Path:
     return path
 
 
+def for_option(option: str, check: Any, value: Any) -> Any:
+    """``check(value)``, its error prefixed with the option it came from."""
+    try:
+        return check(value)
+    except ValueError as err:
+        raise ValueError(f"{option}: {err}") from None
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 

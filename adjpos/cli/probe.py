@@ -16,6 +16,7 @@ from adjpos.cli._options import (
     comma_ints,
     comma_list,
     config_values,
+    for_option,
     resolve_model,
     task_params,
 )
@@ -109,8 +110,8 @@ def _run_probe(args: argparse.Namespace) -> int:
     from adjpos.tasks import get_task
     from adjpos.validation import resolve_device
 
-    features = _for_option("--features", check_feature_sets, args.features)
-    probes = _for_option("--probe", check_probes, args.probe)
+    features = for_option("--features", check_feature_sets, args.features)
+    probes = for_option("--probe", check_probes, args.probe)
     device = resolve_device(args.device)
     task = get_task(args.task, **task_params(args.task_param)) if args.task else None
     values = config_values(args)
@@ -220,7 +221,7 @@ def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> Non
     from adjpos.capture import check_layers, check_tokens
 
     check_tokens(model, tokens)
-    _for_option("--layers", lambda layers: check_layers(model, "resid_post", layers), args.layers)
+    for_option("--layers", lambda layers: check_layers(model, "resid_post", layers), args.layers)
     if tokens.shape[1] < 3:
         raise ValueError(f"--seq-len: probing needs at least 3 tokens, got {tokens.shape[1]}")
     if args.cv < 2:
@@ -238,14 +239,6 @@ def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> Non
         raise ValueError(
             "--controls needs an adjpos model (random, a run folder or pretrained:TASK)"
         )
-
-
-def _for_option(option: str, check: Any, value: Any) -> Any:
-    """``check(value)``, its error prefixed with the option it came from."""
-    try:
-        return check(value)
-    except ValueError as err:
-        raise ValueError(f"{option}: {err}") from None
 
 
 def _print_probe_tables(result: Any) -> None:

@@ -12,27 +12,64 @@ as adjpos numbers residual layers: the hidden states entering block l
   Every cosine is unchanged.
 - `NormPermuteControl` ("norm_permute_control"): each state keeps its direction and takes the
   norm of the same position in another sequence of the batch (the next row, cyclically), a
-  change of norms that moves no position information between positions.
+  change of norms that moves no position information between positions (but a smaller one).
+- `NormScaleControl` ("norm_scale_control"): the size-matched control: the permutation's own
+  norm ratios, applied at random places.
+- `SubspaceSwap` ("subspace_swap"): each state's component in the position subspace (LDA of
+  position, rank r) replaced by that of another position of its sequence, the norm restored;
+  ``subspace_swap_random`` swaps in a random subspace of the same rank instead.
+- `LeaceErase` ("leace_position"): linear erasure of position with LEACE; ``leace_random``
+  erases a concept of the same rank fitted to shuffled position labels.
 - `UniformAttention` ("uniform_attention"): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
+
+`intervention_table` measures each on a model's task (exact match under greedy decoding,
+teacher-forced token accuracy, the adjacency score and variance ratio it leaves, the size of
+the change), with bootstrap intervals over prompts; ``adjpos intervene`` is its command.
 
 Each states in its tests what it preserves (`tests/interventions`).
 """
 
 from adjpos.interventions.hooks import (
     INTERVENTIONS,
+    LeaceErase,
     NoIntervention,
     NormPermute,
     NormPermuteControl,
+    NormScaleControl,
+    SubspaceSwap,
     UniformAttention,
     intervene,
 )
+from adjpos.interventions.measure import (
+    CONTROL_OF,
+    DEFAULT_INTERVENTIONS,
+    INTERVENTION_TABLE,
+    NAMES,
+    HeldOut,
+    build_intervention,
+    held_out_prompts,
+    intervention_table,
+    measure_intervention,
+)
 
 __all__ = [
+    "CONTROL_OF",
+    "DEFAULT_INTERVENTIONS",
     "INTERVENTIONS",
+    "INTERVENTION_TABLE",
+    "NAMES",
+    "HeldOut",
+    "LeaceErase",
     "NoIntervention",
     "NormPermute",
     "NormPermuteControl",
+    "NormScaleControl",
+    "SubspaceSwap",
     "UniformAttention",
+    "build_intervention",
+    "held_out_prompts",
     "intervene",
+    "intervention_table",
+    "measure_intervention",
 ]

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.validation import is_int
@@ -22,6 +22,7 @@ class NoIntervention:
 
     name = "none"
     site = "resid_pre"
+    label = name
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
         return resid
@@ -43,14 +44,13 @@ class NormPermute:
     site = "resid_pre"
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
-        batch, pos, _ = resid.shape
-        if self.mirrored:
-            order = torch.arange(pos - 1, -1, -1).expand(batch, pos)
-        else:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos)
-            order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
+        order = _partners(resid, self.seed, mirrored=self.mirrored)
         norms = resid.norm(dim=-1, keepdim=True)
-        return _with_norms(resid, norms.gather(1, order.to(resid.device)[..., None]))
+        return _with_norms(resid, norms.gather(1, order[..., None]))
+
+    @property
+    def label(self) -> str:
+        return "norm_permute_mirrored" if self.mirrored else "norm_permute"
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,7 @@ class NormPermuteControl:
 
     name = "norm_permute_control"
     site = "resid_pre"
+    label = name
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
         if resid.shape[0] < 2:
@@ -76,6 +77,7 @@ class UniformAttention:
     heads: tuple[int, ...] | None = None
     name = "uniform_attention"
     site = "pattern"
+    label = name
 
     def __call__(self, pattern: Float[Tensor, "batch head query key"]) -> Tensor:
         q, k = pattern.shape[-2:]
@@ -88,8 +90,173 @@ class UniformAttention:
         return out
 
 
+@dataclass(frozen=True)
+class NormScaleControl:
+    """The size-matched control of `NormPermute`: each state keeps its direction and its norm
+    is multiplied by a ratio drawn at random (without replacement, over every state of the
+    batch) from the ratios ||x_pi(k)|| / ||x_k|| that `NormPermute` with the same seed and
+    `mirrored` would apply to this batch. The log-norm changes are the permutation's, exactly
+    as a set, but no state takes the norm another position had; they land at random positions.
+    """
+
+    seed: int = 0
+    mirrored: bool = False
+    name = "norm_scale_control"
+    site = "resid_pre"
+
+    @property
+    def label(self) -> str:
+        return "norm_scale_control_mirrored" if self.mirrored else "norm_scale_control"
+
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+        batch, pos, _ = resid.shape
+        norms = resid.norm(dim=-1, keepdim=True)
+        order = _partners(resid, self.seed, mirrored=self.mirrored)
+        ratios = norms.gather(1, order[..., None]) / norms.clamp_min(_EPS)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 7)
+        shuffle = torch.randperm(batch * pos, generator=gen).to(resid.device)
+        ratios = ratios.reshape(-1)[shuffle].reshape(batch, pos, 1)
+        return _with_norms(resid, norms * ratios)
+
+
+@dataclass(frozen=True, eq=False)
+class SubspaceSwap:
+    """Each state's component in a rank-r subspace is replaced by that of another position of
+    its sequence (the seeded permutation `NormPermute` uses), then the state's own norm is
+    restored: the geometry moves along the subspace only, and no norm changes.
+
+    Build it with `SubspaceSwap.fit` (the position subspace: linear discriminant analysis of
+    position on held-out states) or `SubspaceSwap.random_subspace` (the control: a random
+    subspace of the same rank; labelled ``subspace_swap_random``).
+
+    Args:
+        basis: [d_model, r] orthonormal columns spanning the subspace.
+        seed: seed of the permutation of positions.
+        random: the basis is a random subspace (sets the label only).
+    """
+
+    basis: Tensor
+    seed: int = 0
+    random: bool = False
+    name = "subspace_swap"
+    site = "resid_pre"
+
+    @property
+    def label(self) -> str:
+        return "subspace_swap_random" if self.random else "subspace_swap"
+
+    @property
+    def rank(self) -> int:
+        return int(self.basis.shape[1])
+
+    @classmethod
+    def fit(
+        cls,
+        states: Float[Tensor, "n d_model"],
+        positions: Int[Tensor, " n"],
+        *,
+        rank: int,
+        seed: int = 0,
+    ) -> SubspaceSwap:
+        """The span of the first `rank` discriminant directions of position (scikit-learn's
+        LDA, eigen solver with Ledoit-Wolf shrinkage), orthonormalised.
+
+        Raises:
+            ValueError: `rank` is not in 1 .. min(positions - 1, d_model).
+        """
+        from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+        classes = int(positions.unique().numel())
+        _check_rank(rank, min(classes - 1, states.shape[1]), "distinct positions - 1")
+        lda = LinearDiscriminantAnalysis(solver="eigen", shrinkage="auto")
+        lda.fit(states.double().cpu().numpy(), positions.cpu().numpy())
+        scalings = torch.from_numpy(lda.scalings_[:, :rank].copy())
+        basis, _ = torch.linalg.qr(scalings)
+        return cls(basis=basis, seed=seed)
+
+    @classmethod
+    def random_subspace(cls, d_model: int, *, rank: int, seed: int = 0) -> SubspaceSwap:
+        """A uniformly random rank-`rank` subspace of R^d_model (QR of a Gaussian matrix)."""
+        _check_rank(rank, d_model, "d_model")
+        gen = torch.Generator().manual_seed(seed)
+        basis, _ = torch.linalg.qr(torch.randn(d_model, rank, generator=gen, dtype=torch.float64))
+        return cls(basis=basis, seed=seed, random=True)
+
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+        order = _partners(resid, self.seed)
+        basis = self.basis.to(device=resid.device, dtype=resid.dtype)
+        coords = resid @ basis
+        moved = coords.gather(1, order[..., None].expand_as(coords))
+        swapped = resid + (moved - coords) @ basis.T
+        return _with_norms(swapped, resid.norm(dim=-1, keepdim=True))
+
+
+@dataclass(frozen=True, eq=False)
+class LeaceErase:
+    """Linear erasure of position with LEACE (the `concept-erasure` package): after it, no
+    linear classifier reads position from the states it was fitted on better than a constant.
+    Build it with `LeaceErase.fit`; ``shuffled=True`` fits the same eraser to shuffled position
+    labels (the control: an erasure of the same rank that removes no position information),
+    labelled ``leace_random``.
+
+    Args:
+        eraser: a fitted ``concept_erasure.LeaceEraser``.
+        shuffled: fitted on shuffled labels (sets the label only).
+    """
+
+    eraser: Any
+    shuffled: bool = False
+    name = "leace_position"
+    site = "resid_pre"
+
+    @property
+    def label(self) -> str:
+        return "leace_random" if self.shuffled else "leace_position"
+
+    @property
+    def rank(self) -> int:
+        """Dimensions erased: the rank of the eraser's projection."""
+        return int(torch.linalg.matrix_rank(self.eraser.proj_left @ self.eraser.proj_right))
+
+    @classmethod
+    def fit(
+        cls,
+        states: Float[Tensor, "n d_model"],
+        positions: Int[Tensor, " n"],
+        *,
+        shuffled: bool = False,
+        seed: int = 0,
+    ) -> LeaceErase:
+        """Fit LEACE to one-hot position labels (shuffled with `seed` for the control).
+
+        Every singular direction of the whitened cross-covariance is erased (``svd_tol`` near 0), so
+        the position eraser and its shuffled control erase the same number of dimensions.
+        """
+        from concept_erasure import LeaceEraser
+
+        labels = positions.cpu().long()
+        if shuffled:
+            gen = torch.Generator().manual_seed(seed)
+            labels = labels[torch.randperm(labels.numel(), generator=gen)]
+        onehot = torch.nn.functional.one_hot(labels).double()
+        eraser = LeaceEraser.fit(states.double().cpu(), onehot, svd_tol=1e-12)
+        return cls(eraser=eraser, shuffled=shuffled)
+
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+        return self.eraser(resid.detach().double().cpu()).to(resid)
+
+
 INTERVENTIONS = {
-    cls.name: cls for cls in (NoIntervention, NormPermute, NormPermuteControl, UniformAttention)
+    cls.name: cls
+    for cls in (
+        NoIntervention,
+        NormPermute,
+        NormPermuteControl,
+        NormScaleControl,
+        SubspaceSwap,
+        LeaceErase,
+        UniformAttention,
+    )
 }
 
 
@@ -123,6 +290,23 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
         _check_heads(intervention.heads or (), model.cfg.n_heads)
     with model.hooks(fwd_hooks=[(name, lambda acts, hook: intervention(acts))]):
         yield model
+
+
+def _partners(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:
+    """[batch, pos] partner position of each state: a seeded random permutation of each
+    sequence's positions, fixed per (seed, length), or the mirror k -> n - 1 - k."""
+    batch, pos, _ = resid.shape
+    if mirrored:
+        order = torch.arange(pos - 1, -1, -1).expand(batch, pos)
+    else:
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + pos)
+        order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
+    return order.to(resid.device)
+
+
+def _check_rank(rank: Any, most: int, what: str) -> None:
+    if not is_int(rank) or not 1 <= rank <= most:
+        raise ValueError(f"rank must be an int in [1, {most}] ({what}), got {rank!r}")
 
 
 def _with_norms(resid: Tensor, norms: Tensor) -> Tensor:

@@ -40,9 +40,24 @@ def load_pretrained(
     if name not in available_pretrained():
         raise ValueError(f"no shipped model for {name!r}; available: {available_pretrained()}")
     folder = HERE / name
-    run = json.loads((folder / "metrics.json").read_text())
-    params = {k: v for k, v in run["task"].items() if k != "name"}
-    return load_model(folder, device=device, n_ctx=n_ctx), get_task(name, **params)
+    return load_model(folder, device=device, n_ctx=n_ctx), trained_task(folder)
+
+
+def trained_task(folder: str | Path) -> Task:
+    """The task (with its parameters) a model folder written by `adjpos train` was trained on.
+
+    Raises:
+        ValueError: the folder has no ``metrics.json`` naming a task.
+    """
+    path = Path(folder) / "metrics.json"
+    try:
+        record = json.loads(path.read_text())["task"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ValueError(
+            f"{str(folder)!r} has no metrics.json naming the task it was trained on (as "
+            "adjpos train writes); name the task with --task"
+        ) from None
+    return get_task(record["name"], **{k: v for k, v in record.items() if k != "name"})
 
 
 def pretrained_info(name: str) -> dict[str, Any]:

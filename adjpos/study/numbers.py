@@ -13,7 +13,9 @@ import math
 from typing import Any
 
 import pandas as pd
+import torch
 
+from adjpos.metrics import variance_ratio
 from adjpos.probes import ProbeResult
 from adjpos.study.sweep import last_layer_rows
 
@@ -87,8 +89,7 @@ def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
     ratios = []
     for (task, model, layer), rows in table.groupby(["task", "model", "layer"], sort=False):
         values = rows.sort_values("position")["variance"].to_numpy()
-        third = max(1, len(values) // 3)
-        ratio = float(values[-third:].mean() / values[:third].mean())
+        ratio = float(variance_ratio(torch.tensor(values, dtype=torch.float64)))
         ratios.append(
             {
                 "task": task,

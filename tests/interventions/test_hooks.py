@@ -5,9 +5,12 @@ import torch
 
 from adjpos import build_model, capture_residuals, cosine_matrix
 from adjpos.interventions import (
+    LeaceErase,
     NoIntervention,
     NormPermute,
     NormPermuteControl,
+    NormScaleControl,
+    SubspaceSwap,
     UniformAttention,
     intervene,
 )
@@ -115,3 +118,115 @@ def test_bad_layers_heads_and_objects_are_named():
     with pytest.raises(ValueError, match="unknown intervention 'shuffle'; choose from"):
         with intervene(model, "shuffle", layer=0):
             pass
+
+
+def _partner_reference(batch, pos, seed):
+    """The permutation rule spelled out: one seeded draw of [batch, pos] keys per length."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + pos)
+    return torch.rand(batch, pos, generator=gen).argsort(dim=1)
+
+
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_norm_scale_control_applies_the_permutations_ratios_elsewhere(mirrored):
+    resid = _resid(2)
+    norms = resid.norm(dim=-1)
+    permuted = NormPermute(seed=5, mirrored=mirrored)(resid).norm(dim=-1)
+    scaled_states = NormScaleControl(seed=5, mirrored=mirrored)(resid)
+    scaled = scaled_states.norm(dim=-1)
+    ratios = lambda new: (new / norms).flatten().sort().values  # noqa: E731
+    torch.testing.assert_close(ratios(scaled), ratios(permuted))  # the same ratios, as a set
+    assert not torch.allclose(scaled, permuted)  # but not at the same places
+    directions = torch.nn.functional.cosine_similarity(scaled_states, resid, dim=-1)
+    torch.testing.assert_close(directions, torch.ones_like(directions))
+
+
+def test_subspace_swap_matches_a_loop_reference_and_keeps_norms():
+    resid = _resid(3)
+    swap = SubspaceSwap.random_subspace(16, rank=3, seed=4)
+    out = swap(resid)
+    basis = swap.basis
+    proj = basis @ basis.T
+    order = _partner_reference(*resid.shape[:2], seed=swap.seed)
+    for b in range(resid.shape[0]):
+        for k in range(resid.shape[1]):
+            x, partner = resid[b, k], resid[b, order[b, k]]
+            expected = x - proj @ x + proj @ partner
+            expected = expected * x.norm() / expected.norm()
+            torch.testing.assert_close(out[b, k], expected)
+    torch.testing.assert_close(out.norm(dim=-1), resid.norm(dim=-1))
+    assert swap.label == "subspace_swap_random" and swap.rank == 3
+    torch.testing.assert_close(swap.basis.T @ swap.basis, torch.eye(3, dtype=torch.float64))
+    torch.testing.assert_close(SubspaceSwap.random_subspace(16, rank=3, seed=4).basis, basis)
+
+
+def _positional_states(n=3000, d=24, n_pos=8, seed=0):
+    """States whose position is written in the first two coordinates (plus noise elsewhere)."""
+    gen = torch.Generator().manual_seed(seed)
+    positions = torch.randint(0, n_pos, (n,), generator=gen)
+    states = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    angle = positions.double() * (2 * torch.pi / n_pos)
+    states[:, 0] += 6 * angle.cos()
+    states[:, 1] += 6 * angle.sin()
+    return states, positions
+
+
+def test_subspace_swap_fit_finds_the_position_subspace():
+    states, positions = _positional_states()
+    swap = SubspaceSwap.fit(states, positions, rank=2)
+    assert swap.label == "subspace_swap"
+    torch.testing.assert_close(swap.basis.T @ swap.basis, torch.eye(2, dtype=torch.float64))
+    # the planted plane: its projection onto the fitted plane keeps (nearly) all of it
+    plane = swap.basis[:2]
+    assert torch.linalg.svdvals(plane).min() > 0.95
+
+
+def _probe_accuracy(train_x, train_y, test_x, test_y):
+    from sklearn.linear_model import LogisticRegression
+
+    probe = LogisticRegression(max_iter=2000).fit(train_x.numpy(), train_y.numpy())
+    return probe.score(test_x.numpy(), test_y.numpy())
+
+
+def test_leace_position_leaves_a_linear_probe_at_chance():
+    states, positions = _positional_states(n=6000)
+    fit, test = slice(0, 4000), slice(4000, None)
+    erase = LeaceErase.fit(states[fit], positions[fit])
+    erased = erase(states[None])[0]
+    assert _probe_accuracy(states[fit], positions[fit], states[test], positions[test]) > 0.9
+    chance = 1 / 8
+    erased_accuracy = _probe_accuracy(erased[fit], positions[fit], erased[test], positions[test])
+    assert erased_accuracy < chance + 0.03
+    # on the states it was fitted on, no direction covaries with any position label
+    onehot = torch.nn.functional.one_hot(positions[fit]).double()
+    centred = erased[fit] - erased[fit].mean(dim=0)
+    cross = centred.T @ (onehot - onehot.mean(dim=0)) / len(onehot)
+    assert cross.abs().max() < 1e-8
+    control = LeaceErase.fit(states[fit], positions[fit], shuffled=True, seed=1)
+    assert (erase.label, control.label) == ("leace_position", "leace_random")
+    assert erase.rank == control.rank == 7
+    kept = control(states[None])[0]  # erases as many directions, but not position's
+    assert _probe_accuracy(kept[fit], positions[fit], kept[test], positions[test]) > 3 * chance
+
+
+def test_fitted_interventions_run_inside_a_model():
+    model, tokens = _model(), _tokens()
+    states = capture_residuals(model, tokens, layers=[1])[0].reshape(-1, 32)
+    positions = torch.arange(tokens.shape[1]).repeat(tokens.shape[0])
+    for iv in (
+        SubspaceSwap.fit(states, positions, rank=2),
+        LeaceErase.fit(states, positions),
+        NormScaleControl(seed=1),
+    ):
+        with intervene(model, iv, layer=1):
+            changed = model(tokens)
+        assert changed.shape == model(tokens).shape
+        assert not torch.allclose(changed, model(tokens))
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_ranks_are_named():
+    states, positions = _positional_states(n=200, n_pos=4)
+    with pytest.raises(ValueError, match=r"rank must be an int in \[1, 3\] \(distinct positions"):
+        SubspaceSwap.fit(states, positions, rank=4)
+    with pytest.raises(ValueError, match=r"rank must be an int in \[1, 16\] \(d_model\), got 0"):
+        SubspaceSwap.random_subspace(16, rank=0)

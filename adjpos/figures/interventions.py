@@ -1,0 +1,93 @@
+"""Causal tests: exact match by layer under each intervention, its control dashed beside it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from adjpos.figures.layers import Rows
+from adjpos.figures.style import apply_style, color
+
+NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
+BASELINE = dict(color="#000000", width=2.5)
+
+
+def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
+    """Exact match against the layer intervened at, one line per intervention with its 95%
+    interval; each control is dashed in the colour of the intervention it controls, and the
+    baseline ("none") is black. One panel per task (the ``task`` column, when there is one).
+
+    Args:
+        rows: the rows of `adjpos.interventions.intervention_table` (or dicts with at least
+            layer, intervention, control and exact_match with its _low and _high).
+        title: figure title.
+
+    Raises:
+        ValueError: a needed column is missing.
+    """
+    table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    missing = [c for c in NEEDED if c not in table.columns]
+    if missing:
+        raise ValueError(f"intervention rows lack columns {missing}; need {list(NEEDED)}")
+    if "task" not in table.columns:
+        table = table.assign(task="")
+    tasks = list(dict.fromkeys(table["task"]))
+    cols = min(2, len(tasks))
+    n_rows = -(-len(tasks) // cols)
+    fig = make_subplots(
+        rows=n_rows,
+        cols=cols,
+        subplot_titles=[t or "exact match" for t in tasks],
+        shared_yaxes=True,
+    )
+    styles = _styles(table)
+    shown: set[str] = set()
+    for index, task in enumerate(tasks):
+        rows_here = table[table["task"] == task]
+        for name, points in rows_here.groupby("intervention", sort=False):
+            points = points.sort_values("layer")
+            fig.add_trace(
+                go.Scatter(
+                    x=points["layer"].tolist(),
+                    y=points["exact_match"].tolist(),
+                    error_y=dict(
+                        type="data",
+                        symmetric=False,
+                        array=(points["exact_match_high"] - points["exact_match"]).tolist(),
+                        arrayminus=(points["exact_match"] - points["exact_match_low"]).tolist(),
+                        thickness=1,
+                        width=3,
+                    ),
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=name not in shown,
+                    line=styles[name],
+                ),
+                row=index // cols + 1,
+                col=index % cols + 1,
+            )
+            shown.add(name)
+    fig.update_xaxes(title_text="layer intervened at", dtick=1)
+    fig.update_yaxes(title_text="exact match", range=[-0.03, 1.03], col=1)
+    text = title or "Exact match with one carrier of position changed (controls dashed)"
+    return apply_style(fig, title=text, rows=max(n_rows, 2))  # room for a dozen legend lines
+
+
+def _styles(table: pd.DataFrame) -> dict[str, dict]:
+    """Each intervention gets a colour and its control the same, dashed; a control whose
+    intervention is not drawn (named ``*_control`` or ``*_random``) is dotted."""
+    pairs = table[["intervention", "control"]].drop_duplicates()
+    controls = dict(zip(pairs["intervention"], pairs["control"], strict=True))
+    tested = [n for n in controls if n != "none" and not n.endswith(("_control", "_random"))]
+    tested = [n for n in tested if "_control_" not in n]
+    styles: dict[str, dict] = {"none": BASELINE}
+    for index, name in enumerate(tested):
+        styles[name] = dict(color=color(index), width=2)
+        if controls[name] in controls and controls[name] != "none":
+            styles[controls[name]] = dict(color=color(index), width=2, dash="dash")
+    others = [n for n in controls if n not in styles]
+    for index, name in enumerate(others, start=len(tested)):
+        styles[name] = dict(color=color(index), width=2, dash="dot")
+    return styles

@@ -1,0 +1,104 @@
+"""``adjpos intervene``, called in-process as a user would call it, and its figure."""
+
+import json
+import re
+
+import pytest
+
+from adjpos import build_model, get_task, save_model
+from adjpos.cli import main
+from adjpos.figures import plot_interventions
+from adjpos.interventions import INTERVENTION_TABLE
+from factories import tiny_config
+
+FAST = ["--layers", "1", "--interventions", "none,norm_permute,norm_scale_control"]
+
+
+@pytest.fixture(autouse=True)
+def no_png(monkeypatch):
+    monkeypatch.setattr("adjpos.figures.save._write_png", lambda fig, path: "PNG skipped: test")
+
+
+def test_intervene_writes_its_files_and_resumes(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["intervene", "--model", "pretrained:addition", *FAST, "--n-prompts", "24"]
+    assert main([*args, "--out", str(out)]) == 0
+    table = INTERVENTION_TABLE.read(out / "interventions.csv")
+    assert table["intervention"].tolist() == ["none", "norm_permute", "norm_scale_control"]
+    assert set(table["task"]) == {"addition"} and set(table["layer"]) == {1}
+    assert (table["exact_match_low"] <= table["exact_match"]).all()
+    assert (table["exact_match"] <= table["exact_match_high"]).all()
+    settings = json.loads((out / "interventions.json").read_text())["settings"]
+    assert settings["n_prompts"] == 24 and settings["layers"] == [1]
+    assert (out / "interventions.html").is_file()
+    first = capsys.readouterr().out
+    assert "exact match [95% interval]" in first and "norm_scale_control" in first
+    assert main([*args, "--out", str(out)]) == 0
+    assert "resuming: 3 of 3 units" in capsys.readouterr().out
+    assert INTERVENTION_TABLE.read(out / "interventions.csv").equals(table)
+
+
+def test_a_trained_folder_brings_its_task(tmp_path, capsys):
+    """A folder without metrics.json needs --task; with it, the command runs."""
+    task = get_task("reversal", min_digits=2, max_digits=3)
+    folder = tmp_path / "model"
+    save_model(build_model(tiny_config(d_vocab=25, n_ctx=task.max_len)), folder)
+    args = ["intervene", "--model", str(folder), "--out", str(tmp_path / "a"), *FAST]
+    assert main([*args, "--n-prompts", "8"]) == 2
+    assert "no metrics.json naming the task" in capsys.readouterr().err
+    more = ["--task", "reversal", "--task-param", "min_digits=2", "--task-param", "max_digits=3"]
+    assert main([*args, "--n-prompts", "8", *more]) == 0
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--interventions", "none,shuffle"], "--interventions: interventions: unknown"),
+        (["--layers", "4"], r"--layers \[4\]: layers must be in \[0, 3\]"),
+        (["--n-prompts", "1"], "--n-prompts must be at least 2"),
+        (["--rank", "0"], r"--rank must be in \[1, 128\]"),
+    ],
+)
+def test_bad_options_are_named(tmp_path, capsys, extra, message):
+    args = ["intervene", "--model", "pretrained:addition", "--out", str(tmp_path / "x"), *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert not (tmp_path / "x").exists()  # refused before the folder is claimed
+
+
+def test_random_models_are_refused(tmp_path, capsys):
+    assert main(["intervene", "--model", "random", "--out", str(tmp_path / "r")]) == 2
+    assert "interventions need a trained model" in capsys.readouterr().err
+
+
+def test_the_figure_pairs_each_intervention_with_its_dashed_control():
+    rows = [
+        {
+            "task": t,
+            "layer": x,
+            "intervention": n,
+            "control": c,
+            "exact_match": 0.5,
+            "exact_match_low": 0.4,
+            "exact_match_high": 0.6,
+        }
+        for t in ("addition", "reversal")
+        for x in (0, 1)
+        for n, c in (
+            ("none", "none"),
+            ("norm_permute", "norm_scale_control"),
+            ("norm_scale_control", "none"),
+            ("uniform_attention", "none"),
+        )
+    ]
+    fig = plot_interventions(rows)
+    lines = {t.name: t.line for t in fig.data if t.showlegend}
+    assert len(fig.data) == 8 and len(lines) == 4
+    assert lines["norm_scale_control"].dash == "dash"
+    assert lines["norm_scale_control"].color == lines["norm_permute"].color
+    assert lines["none"].color == "#000000" and lines["none"].dash is None
+    assert lines["uniform_attention"].dash is None
+    assert [a.text for a in fig.layout.annotations] == ["addition", "reversal"]
+    with pytest.raises(ValueError, match=r"lack columns \['control'"):
+        plot_interventions([{k: v for k, v in rows[0].items() if k != "control"}])

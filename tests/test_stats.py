@@ -1,0 +1,56 @@
+"""The bootstrap interval: exact where it must be, close to the normal interval where that is
+known, and a clear error for bad input."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adjpos.stats import bootstrap_interval
+
+
+def test_constant_values_give_a_point():
+    assert bootstrap_interval([0.3] * 50) == pytest.approx((0.3, 0.3))
+
+
+def test_a_proportion_matches_the_normal_interval():
+    rng = np.random.default_rng(0)
+    hits = (rng.random(2000) < 0.3).astype(float)
+    low, high = bootstrap_interval(hits, n_boot=4000)
+    p = hits.mean()
+    half = 1.96 * math.sqrt(p * (1 - p) / hits.size)
+    assert low == pytest.approx(p - half, abs=0.004)
+    assert high == pytest.approx(p + half, abs=0.004)
+
+
+def test_weights_give_the_pooled_ratio():
+    """Per-prompt accuracies weighted by their token counts resample the pooled accuracy:
+    with one prompt per draw the interval is the range of the per-prompt values."""
+    low, high = bootstrap_interval([0.5, 1.0], [2, 6], n_boot=4000, level=0.5)
+    pooled = (0.5 * 2 + 1.0 * 6) / 8
+    assert low <= pooled <= high
+    assert 0.5 <= low <= high <= 1.0
+
+
+@given(st.lists(st.floats(-10, 10), min_size=1, max_size=30), st.integers(0, 5))
+def test_the_interval_lies_within_the_values_and_is_ordered(values, seed):
+    low, high = bootstrap_interval(values, n_boot=200, seed=seed)
+    assert min(values) - 1e-9 <= low <= high <= max(values) + 1e-9
+    assert bootstrap_interval(values, n_boot=200, seed=seed) == (low, high)  # seeded
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (([],), {}, "at least one value"),
+        (([1.0, 2.0], [1.0]), {}, "differ in length: 2 and 1"),
+        (([1.0, float("nan")],), {}, "finite"),
+        (([1.0],), {"level": 1.0}, r"level must be in \(0, 1\)"),
+        (([1.0],), {"n_boot": 0}, "n_boot must be a positive int"),
+    ],
+)
+def test_bad_input_is_named(args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        bootstrap_interval(*args, **kwargs)
