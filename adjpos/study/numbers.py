@@ -220,6 +220,83 @@ def _against_controls(mine: dict, theirs: list[dict]) -> dict[str, Any]:
     }
 
 
+# Interventions whose verdicts the report gives (each against its control, see CONTROL_OF);
+# a change this many times larger than its control's is not matched in size.
+TESTED = (
+    "norm_permute",
+    "norm_permute_mirrored",
+    "subspace_swap",
+    "leace_position",
+    "uniform_attention",
+)
+SIZE_SLACK = 1.25
+
+
+def causal_numbers(table: pd.DataFrame) -> dict[str, Any]:
+    """For every task, layer and tested intervention: exact match with its 95% interval
+    beside its control's and the baseline's, the sizes of the two changes, and a verdict:
+
+    - "not needed": the interval reaches the baseline's (no drop beyond sampling);
+    - "necessary": the interval lies below the control's, and the change is at most
+      SIZE_SLACK times the control's (so the drop is not a larger perturbation's);
+    - "beyond a smaller control": below the control's interval, but a larger change;
+    - "no more than its control": a drop, but the control drops as far (intervals overlap);
+    - for uniform attention (no matched control): "breaks the task" or "not needed".
+    """
+    rows = []
+    for (task, layer), group in table.groupby(["task", "layer"], sort=False):
+        by = group.set_index("intervention")
+        if "none" not in by.index:
+            continue
+        base = by.loc["none"]
+        for name in (n for n in TESTED if n in by.index):
+            mine, control_name = by.loc[name], by.loc[name, "control"]
+            control = by.loc[control_name] if control_name in by.index else None
+            rows.append(
+                {
+                    "task": task,
+                    "layer": int(layer),
+                    "intervention": name,
+                    "control": control_name if control is not None else None,
+                    "exact_match": _float(mine["exact_match"]),
+                    "low": _float(mine["exact_match_low"]),
+                    "high": _float(mine["exact_match_high"]),
+                    "control_exact_match": None
+                    if control is None
+                    else _float(control["exact_match"]),
+                    "control_low": None if control is None else _float(control["exact_match_low"]),
+                    "control_high": None
+                    if control is None
+                    else _float(control["exact_match_high"]),
+                    "baseline": _float(base["exact_match"]),
+                    "perturbation": _float(mine["perturbation"]),
+                    "control_perturbation": None
+                    if control is None
+                    else _float(control["perturbation"]),
+                    "verdict": _causal_verdict(mine, control, base),
+                }
+            )
+    necessary: dict[str, dict[str, list[int]]] = {}
+    for row in rows:
+        if row["verdict"] in ("necessary", "breaks the task"):
+            necessary.setdefault(row["task"], {}).setdefault(row["intervention"], []).append(
+                row["layer"]
+            )
+    return {"rows": rows, "necessary": necessary, "size_slack": SIZE_SLACK}
+
+
+def _causal_verdict(mine: pd.Series, control: pd.Series | None, base: pd.Series) -> str:
+    if mine["exact_match_high"] >= base["exact_match_low"]:
+        return "not needed"
+    if control is None or mine.name == "uniform_attention":
+        return "breaks the task"
+    if mine["exact_match_high"] >= control["exact_match_low"]:
+        return "no more than its control"
+    if mine["perturbation"] > SIZE_SLACK * control["perturbation"]:
+        return "beyond a smaller control"
+    return "necessary"
+
+
 def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:
     """How many random-init models score above chance at their deepest layer (NoPE and all),
     and the mean score by init scale in the first sub-grid, with its std over cells x seeds."""

@@ -21,7 +21,7 @@ from adjpos.runs import RunFolder, write_json
 from adjpos.study.sizes import SIZES, StudySizes
 from adjpos.validation import DEVICES, check_choice, help_field, is_int, resolve_device
 
-STAGES = ("models", "cosine", "adjacency", "variance", "probing", "sweep", "theory")
+STAGES = ("models", "cosine", "adjacency", "variance", "probing", "causal", "sweep", "theory")
 
 
 @dataclass(frozen=True)
@@ -202,6 +202,27 @@ def _probing(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
     _numbers(folder, "probing", numbers.probe_numbers(results, subjects))
 
 
+def _causal(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    """One unit per task model, then the combined table."""
+    import pandas as pd
+
+    from adjpos.interventions import INTERVENTION_TABLE
+    from adjpos.study import numbers, stages
+    from adjpos.tasks import TASKS
+
+    tables = []
+    for task in TASKS:
+        path = _results(folder) / f"interventions_{task}.csv"
+        if not folder.is_done(f"causal {task}"):
+            INTERVENTION_TABLE.write(path, stages.measure_interventions(models, cfg.sizes, task))
+            folder.mark_done(f"causal {task}")
+        tables.append(INTERVENTION_TABLE.read(path))
+    table = INTERVENTION_TABLE.write(
+        _results(folder) / "interventions.csv", pd.concat(tables, ignore_index=True)
+    )
+    _numbers(folder, "causal", numbers.causal_numbers(table))
+
+
 def _sweep(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
     from adjpos.study import numbers, stages
     from adjpos.study.sweep import rows_of_subgrid
@@ -229,6 +250,7 @@ STAGE_RUNNERS: dict[str, Callable[[RunFolder, Any, ReproduceConfig], None]] = {
     "adjacency": _adjacency,
     "variance": _variance,
     "probing": _probing,
+    "causal": _causal,
     "sweep": _sweep,
     "theory": _theory,
 }

@@ -37,6 +37,20 @@ CARRIERS = (
     "resid",
 )
 CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
+# The causal tests: each carrier moved, beside its matched control (see adjpos.interventions).
+CAUSAL = (
+    "none",
+    "norm_permute",
+    "norm_scale_control",
+    "norm_permute_mirrored",
+    "norm_scale_control_mirrored",
+    "norm_permute_control",
+    "subspace_swap",
+    "subspace_swap_random",
+    "leace_position",
+    "leace_random",
+    "uniform_attention",
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,15 @@ class StudySizes:
         "seeds of the random-init copies of each trained model probed on its very sequences "
         "(seed 0 is its own starting weights)",
         (0, 1, 2),
+    )
+    intervention_prompts: int = help_field(
+        "fresh held-out prompts per task for the causal tests (as many again fit them)", 500
+    )
+    intervention_layers: tuple[int, ...] | None = help_field(
+        "layers the causal tests intervene at (None: every block's input)", None
+    )
+    interventions: tuple[str, ...] = help_field(
+        "interventions of the causal tests, each with its control", CAUSAL
     )
     cv: int = help_field("folds, grouped by sequence", 5)
     repeats: int = help_field("seeds (folds and shuffles) of each probe", 3)
@@ -83,10 +106,15 @@ class StudySizes:
             value = getattr(self, f.name)
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif f.name.endswith("seeds"):
+            elif f.name.endswith("seeds") or (
+                f.name == "intervention_layers" and value is not None
+            ):
                 check_int_list(f.name, value)
         if self.train_steps is not None:
             check_positive_int("train_steps", self.train_steps)
+        from adjpos.interventions.measure import check_interventions
+
+        check_interventions(self.interventions)
         if self.theory_heatmap_scale not in self.theory_scales:
             raise ValueError(
                 f"theory_heatmap_scale={self.theory_heatmap_scale} must be one of "
@@ -107,6 +135,17 @@ QUICK = dataclasses.replace(
     n_probe_sequences=32,
     features=("variance", "cosine_first", "cosine_profile", "resid", "token_identity"),
     probe_controls=(0,),
+    intervention_prompts=100,
+    intervention_layers=(1, 2),
+    interventions=(
+        "none",
+        "norm_permute",
+        "norm_scale_control",
+        "subspace_swap",
+        "subspace_swap_random",
+        "leace_position",
+        "leace_random",
+    ),
     cv=4,
     repeats=1,
     grid=QUICK_GRID,
@@ -127,6 +166,9 @@ TINY = dataclasses.replace(
     n_probe_sequences=8,
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
     probes=("ridge", "spline"),
+    intervention_prompts=12,
+    intervention_layers=(1,),
+    interventions=("none", "norm_permute", "norm_scale_control"),
     cv=2,
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     sweep_sequences=2,

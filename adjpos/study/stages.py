@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from adjpos.capture import capture_residuals, iter_residuals
+from adjpos.interventions import intervention_table
 from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
 from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.pretrained import HERE as PRETRAINED
@@ -250,6 +251,21 @@ def measure_probes(subject: ProbeSubject, sizes: StudySizes) -> ProbeResult:
         **common,
     )
     return result + reconstruct_order(subject.model, subject.tokens, **common)
+
+
+def measure_interventions(models: Models, sizes: StudySizes, name: str) -> pd.DataFrame:
+    """The causal tests on the trained model of task `name` (`intervention_table`)."""
+    model, task = models.trained(name)
+    return intervention_table(
+        model,
+        task,
+        layers=sizes.intervention_layers,
+        interventions=sizes.interventions,
+        n_prompts=sizes.intervention_prompts,
+        model_name=TRAINED,
+        model_seed=model.adjpos_config.seed,
+        progress=False,
+    )
 
 
 def measure_sweep(

@@ -46,10 +46,11 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         "sweep_histogram",
         "theory_first_layer",
         "probes_trained_reversal",
+        "interventions",
     ):
         assert (out / "figures" / f"{stem}.html").is_file()
         assert f"(figures/{stem}.html)" in report
-    assert report.count("What it shows:") == 6
+    assert report.count("What it shows:") == 7
     assert "device used: cpu" in report and "| n_eval | 8 |" in report
     html = (out / "report.html").read_text()
     assert html.count("<iframe") == len(list((out / "figures").glob("*.html")))
@@ -61,7 +62,7 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     report = (out / "report.md").read_text()
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "verdict" not in line]
-    assert len(rows) == 8
+    assert len(rows) == 11
     numbers = json.loads((out / "results" / "numbers" / "adjacency.json").read_text())
     above = sum(t["trained_vs_layer0"] == "above" for t in numbers["per_task"])
     verdict = "supported" if above == 4 else "partly supported" if above else "not supported"
@@ -74,6 +75,13 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     versus = probing["trained_vs_control"]
     assert {v["task"] for v in versus} == {"addition", "reversal", "indexing", "ordering"}
     assert all(v["control_low"] <= v["control_high"] for v in versus)
+    causal = json.loads((out / "results" / "numbers" / "causal.json").read_text())["rows"]
+    norm = [r for r in causal if r["intervention"] == "norm_permute" and r["layer"] >= 1]
+    hits = sum(r["verdict"] == "necessary" for r in norm)
+    (row,) = [r for r in rows if r.startswith("| The model reads position from the norms")]
+    assert f"necessary at {hits} of {len(norm)} task x layer cells" in row
+    (row,) = [r for r in rows if r.startswith("| The model needs linear position")]
+    assert "| not measured |" in row  # tiny runs no LEACE
 
 
 def test_report_tables_are_the_means_of_the_csv(tiny_run):

@@ -1,0 +1,71 @@
+"""The causal verdicts follow from the intervals and the change sizes alone."""
+
+import pytest
+
+from adjpos.interventions import CONTROL_OF, INTERVENTION_TABLE
+from adjpos.study.numbers import causal_numbers
+
+
+def _row(name, layer, em, half=0.02, perturbation=0.5):
+    return {
+        "model": "trained",
+        "task": "addition",
+        "seed": 0,
+        "layer": layer,
+        "intervention": name,
+        "control": CONTROL_OF[name],
+        "rank": None,
+        "exact_match": em,
+        "exact_match_low": em - half,
+        "exact_match_high": em + half,
+        "token_accuracy": em,
+        "token_accuracy_low": em,
+        "token_accuracy_high": em,
+        "adjacency_at_layer": 0.6,
+        "adjacency_at_layer_low": 0.6,
+        "adjacency_at_layer_high": 0.6,
+        "adjacency_last": 0.6,
+        "variance_ratio_at_layer": 1.0,
+        "variance_ratio_last": 1.0,
+        "perturbation": perturbation,
+        "log_norm_change": 0.0,
+        "n_prompts": 100,
+    }
+
+
+@pytest.mark.parametrize(
+    ("em", "control_em", "size", "control_size", "verdict"),
+    [
+        (0.97, 0.9, 0.5, 0.5, "not needed"),  # reaches the baseline's interval
+        (0.10, 0.9, 0.5, 0.5, "necessary"),
+        (0.10, 0.9, 0.6, 0.5, "necessary"),  # within the size slack
+        (0.10, 0.9, 0.9, 0.2, "beyond a smaller control"),
+        (0.10, 0.12, 0.5, 0.5, "no more than its control"),
+    ],
+)
+def test_each_verdict(em, control_em, size, control_size, verdict):
+    table = INTERVENTION_TABLE.frame(
+        [
+            _row("none", 1, 0.99, perturbation=0.0),
+            _row("norm_permute", 1, em, perturbation=size),
+            _row("norm_scale_control", 1, control_em, perturbation=control_size),
+        ]
+    )
+    (row,) = causal_numbers(table)["rows"]
+    assert row["verdict"] == verdict
+    assert row["control"] == "norm_scale_control" and row["baseline"] == 0.99
+    necessary = causal_numbers(table)["necessary"]
+    assert (necessary == {"addition": {"norm_permute": [1]}}) == (verdict == "necessary")
+
+
+def test_uniform_attention_is_judged_against_the_baseline():
+    table = INTERVENTION_TABLE.frame(
+        [
+            _row("none", 2, 0.99, perturbation=0.0),
+            _row("uniform_attention", 2, 0.3),
+            _row("none", 3, 0.99, perturbation=0.0),
+            _row("uniform_attention", 3, 0.98),
+        ]
+    )
+    verdicts = [r["verdict"] for r in causal_numbers(table)["rows"]]
+    assert verdicts == ["breaks the task", "not needed"]
