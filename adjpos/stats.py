@@ -1,5 +1,5 @@
-"""Uncertainty of a mean: percentile bootstrap intervals over independent units (prompts,
-sequences, seeds)."""
+"""Small statistics on plain arrays: the percentile bootstrap interval of a mean over
+independent units (prompts, sequences, seeds), and the variance ratio of a profile."""
 
 from __future__ import annotations
 
@@ -53,3 +53,22 @@ def bootstrap_interval(
     tail = (1 - level) / 2
     low, high = np.nanquantile(means, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def variance_ratio(profile: ArrayLike) -> float:
+    """Mean over the last third of the positions divided by the mean over the first third (a
+    third is at least one position) of a per-position profile, such as the variance of the
+    hidden state: below 1, it shrinks with position.
+
+    Example:
+        >>> variance_ratio([4.0, 4.0, 3.0, 2.0, 1.0, 1.0])
+        0.25
+
+    Raises:
+        ValueError: fewer than 2 positions, or non-finite values.
+    """
+    values = np.asarray(profile, dtype=float).reshape(-1)
+    if values.size < 2 or not np.isfinite(values).all():
+        raise ValueError(f"variance_ratio needs at least 2 finite values, got {values.size}")
+    third = max(1, values.size // 3)
+    return float(values[-third:].mean() / values[:third].mean())

@@ -54,3 +54,13 @@ def test_the_interval_lies_within_the_values_and_is_ordered(values, seed):
 def test_bad_input_is_named(args, kwargs, message):
     with pytest.raises(ValueError, match=message):
         bootstrap_interval(*args, **kwargs)
+
+
+def test_variance_ratio_against_the_thirds_by_hand():
+    from adjpos.stats import variance_ratio
+
+    assert variance_ratio([2.0, 1.0]) == 0.5  # a third is at least one position
+    values = [6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.5]  # thirds of 2 positions
+    assert variance_ratio(values) == pytest.approx((1.0 + 0.5) / (6.0 + 5.0))
+    with pytest.raises(ValueError, match="at least 2 finite values, got 1"):
+        variance_ratio([1.0])

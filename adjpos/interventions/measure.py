@@ -31,8 +31,8 @@ from adjpos.interventions.hooks import (
     UniformAttention,
     intervene,
 )
-from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance, variance_ratio
-from adjpos.stats import bootstrap_interval
+from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
+from adjpos.stats import bootstrap_interval, variance_ratio
 from adjpos.tables import Table
 from adjpos.tasks import Task, TaskBatch
 from adjpos.validation import is_int
@@ -338,7 +338,7 @@ def intervention_table(
 def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:
     """Variance ratio of each length's mean profile, averaged with the sequences as weights."""
     weights = np.array([w for w, _ in profiles], dtype=float)
-    ratios = np.array([float(variance_ratio(p)) for _, p in profiles])
+    ratios = np.array([variance_ratio(p.numpy()) for _, p in profiles])
     return float((weights * ratios).sum() / weights.sum())
 
 

@@ -2,12 +2,11 @@
 
 from adjpos.metrics.adjacency import adjacency_probability, adjacency_rows
 from adjpos.metrics.cosine import cosine_matrix
-from adjpos.metrics.variance import position_variance, variance_ratio
+from adjpos.metrics.variance import position_variance
 
 __all__ = [
     "adjacency_probability",
     "adjacency_rows",
     "cosine_matrix",
     "position_variance",
-    "variance_ratio",
 ]

@@ -13,10 +13,9 @@ import math
 from typing import Any
 
 import pandas as pd
-import torch
 
-from adjpos.metrics import variance_ratio
 from adjpos.probes import ProbeResult
+from adjpos.stats import variance_ratio
 from adjpos.study.sweep import last_layer_rows
 
 # The model labels of the stages' tables (defined here, the lighter module; stages uses them).
@@ -89,7 +88,7 @@ def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
     ratios = []
     for (task, model, layer), rows in table.groupby(["task", "model", "layer"], sort=False):
         values = rows.sort_values("position")["variance"].to_numpy()
-        ratio = float(variance_ratio(torch.tensor(values, dtype=torch.float64)))
+        ratio = variance_ratio(values)
         ratios.append(
             {
                 "task": task,
@@ -230,6 +229,9 @@ TESTED = (
     "uniform_attention",
 )
 SIZE_SLACK = 1.25
+# ... and a drop must exceed its control's by this much exact match to count (two near-zero
+# scores with separate intervals are a floor, not a difference).
+MIN_GAP = 0.1
 
 
 def causal_numbers(table: pd.DataFrame) -> dict[str, Any]:
@@ -237,10 +239,12 @@ def causal_numbers(table: pd.DataFrame) -> dict[str, Any]:
     beside its control's and the baseline's, the sizes of the two changes, and a verdict:
 
     - "not needed": the interval reaches the baseline's (no drop beyond sampling);
-    - "necessary": the interval lies below the control's, and the change is at most
-      SIZE_SLACK times the control's (so the drop is not a larger perturbation's);
-    - "beyond a smaller control": below the control's interval, but a larger change;
-    - "no more than its control": a drop, but the control drops as far (intervals overlap);
+    - "necessary": the interval lies below the control's, exact match is at least MIN_GAP
+      below the control's, and the change is at most SIZE_SLACK times the control's (so the
+      drop is not a larger perturbation's);
+    - "beyond a smaller control": the same, but a larger change than the control's;
+    - "no more than its control": a drop, but the control drops about as far (intervals
+      overlap, or less than MIN_GAP apart);
     - for uniform attention (no matched control): "breaks the task" or "not needed".
     """
     rows = []
@@ -282,7 +286,7 @@ def causal_numbers(table: pd.DataFrame) -> dict[str, Any]:
             necessary.setdefault(row["task"], {}).setdefault(row["intervention"], []).append(
                 row["layer"]
             )
-    return {"rows": rows, "necessary": necessary, "size_slack": SIZE_SLACK}
+    return {"rows": rows, "necessary": necessary, "size_slack": SIZE_SLACK, "min_gap": MIN_GAP}
 
 
 def _causal_verdict(mine: pd.Series, control: pd.Series | None, base: pd.Series) -> str:
@@ -290,7 +294,8 @@ def _causal_verdict(mine: pd.Series, control: pd.Series | None, base: pd.Series)
         return "not needed"
     if control is None or mine.name == "uniform_attention":
         return "breaks the task"
-    if mine["exact_match_high"] >= control["exact_match_low"]:
+    apart = mine["exact_match_high"] < control["exact_match_low"]
+    if not apart or control["exact_match"] - mine["exact_match"] < MIN_GAP:
         return "no more than its control"
     if mine["perturbation"] > SIZE_SLACK * control["perturbation"]:
         return "beyond a smaller control"

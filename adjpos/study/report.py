@@ -474,12 +474,14 @@ def _probe_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
 
 # The causal claims: what each tested intervention would show if the model needed that carrier.
 CAUSAL_CLAIMS = {
-    "norm_permute": "The model reads position from the norms: moving them between positions, "
-    "every cosine kept, breaks the task beyond a size-matched control (causal test)",
-    "subspace_swap": "The model reads position from its position subspace: swapping it between "
-    "positions, norms kept, breaks the task beyond a random subspace of its rank (causal test)",
-    "leace_position": "The model needs linear position information: erasing it breaks the task "
-    "beyond erasing as many directions of shuffled labels (causal test)",
+    ("norm_permute", "norm_permute_mirrored"): "The model reads position from the norms: "
+    "moving them between positions, every cosine kept, breaks the task beyond a size-matched "
+    "control (causal test)",
+    ("subspace_swap",): "The model reads position from its position subspace: swapping it "
+    "between positions, norms kept, breaks the task beyond a random subspace of its rank "
+    "(causal test)",
+    ("leace_position",): "The model needs linear position information: erasing it breaks the "
+    "task beyond erasing as many directions of shuffled labels (causal test)",
 }
 CAUSAL_WORDS = {
     "norm_permute": "norms moved (random permutation)",
@@ -491,21 +493,25 @@ CAUSAL_WORDS = {
 
 
 def _causal_claims(numbers: Mapping[str, Any]) -> list[list[str]]:
+    """A cell where the change is no worse than its control is no evidence either way, so a
+    claim with no necessary cell is "not shown", not refuted."""
     rows = [r for r in numbers["rows"] if r["layer"] >= 1]
     claims_rows = []
-    for name, claim in CAUSAL_CLAIMS.items():
-        mine = [r for r in rows if r["intervention"] == name]
+    for names, claim in CAUSAL_CLAIMS.items():
+        mine = [r for r in rows if r["intervention"] in names]
         if not mine:
             claims_rows.append([claim, "not measured", "not in this run's interventions"])
             continue
         verdicts = Counter(r["verdict"] for r in mine)
         hits = verdicts.get("necessary", 0)
+        verdict = _verdict(hits, len(mine)) if hits else "not shown"
+        others = ", ".join(f"{v} at {n}" for v, n in verdicts.items() if v != "necessary")
         claims_rows.append(
             [
                 claim,
-                _verdict(hits, len(mine)),
-                f"necessary at {hits} of {len(mine)} task x layer cells (layers >= 1); "
-                + ", ".join(f"{v} at {n}" for v, n in verdicts.items() if v != "necessary"),
+                verdict,
+                f"necessary at {hits} of {len(mine)} task x layer x intervention cells "
+                f"(layers >= 1; {', '.join(names)}); {others}",
             ]
         )
     return claims_rows
@@ -550,32 +556,58 @@ def _causal_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
         ],
     )
     inner = [r for r in rows if r["layer"] >= 1]
-    norm = [r for r in inner if r["intervention"] in ("norm_permute", "norm_permute_mirrored")]
-    dropped = [r for r in norm if r["verdict"] != "not needed"]
-    beyond = [r for r in norm if r["verdict"] == "necessary"]
+    norm_lines, total_beyond = [], 0
+    for name, words in (
+        ("norm_permute", "a random permutation"),
+        ("norm_permute_mirrored", "the mirror"),
+    ):
+        mine = [r for r in inner if r["intervention"] == name]
+        if not mine:
+            continue
+        dropped = sum(r["verdict"] != "not needed" for r in mine)
+        beyond = [r for r in mine if r["verdict"] == "necessary"]
+        total_beyond += len(beyond)
+        where = ", ".join(f"{r['task']} {r['layer']}" for r in beyond) or "none"
+        norm_lines.append(
+            f"moved by {words}, below the baseline in {dropped} and beyond the size-matched "
+            f"control in {len(beyond)} of {len(mine)} cells (task and layer: {where})"
+        )
+    reading = (
+        "where the drop goes beyond the control, it is where the norms went, not only how much "
+        "they changed, that broke the task; elsewhere a change of norms this large breaks the "
+        "model wherever it lands, and the drop shows nothing about position"
+        if total_beyond
+        else "a change of norms this large breaks the model wherever it lands, so these drops "
+        "do not show that the model reads position from the norms"
+    )
     per_task = []
     for task in dict.fromkeys(r["task"] for r in rows):
         found = numbers["necessary"].get(task, {})
         named = [
-            f"{CAUSAL_WORDS.get(name, name)} at layers {_list([x for x in layers if x >= 1])}"
+            f"{CAUSAL_WORDS.get(name, name)} at {_layers([x for x in layers if x >= 1])}"
             for name, layers in found.items()
             if any(x >= 1 for x in layers)
         ]
         per_task.append(f"{task}: {'; '.join(named) or 'no carrier beyond its control'}")
     text = (
-        "Moving the norms between positions while keeping every cosine lowers exact match below "
-        f"the baseline in {len(dropped)} of {len(norm)} task x layer cells (layers >= 1), but "
-        f"beyond its size-matched control (the same norm ratios applied at random places) in "
-        f"{len(beyond)}: a change of norms this large breaks the model wherever it lands, so "
-        "these drops do not show that the model reads position from the norms. Carriers whose "
-        'change breaks the task beyond its control ("necessary"; uniform attention: below the '
-        f"baseline, it has no matched control): {'; '.join(per_task)}. At layer 0 the states "
-        'are the token embeddings, which carry no position: the "position" subspace and LEACE '
-        "there find the directions of the tokens the format puts at each place, so layer 0 is "
-        "shown but left out of the counts. A verdict is for one trained model per task and "
-        "the intervals are over prompts only."
+        "Every cosine kept and the norms moved (layers >= 1): "
+        + ("; ".join(norm_lines) or "not measured")
+        + f". The size-matched control applies the very same norm ratios at random places, so "
+        f'{reading}. Carriers whose change breaks the task beyond its control ("necessary": '
+        f"exact match below the control's interval and at least {_n(numbers['min_gap'])} below "
+        f"it, with a change at most {_n(numbers['size_slack'])} times the control's; uniform "
+        f"attention has no matched control and is judged against the baseline): "
+        f"{'; '.join(per_task)}. At layer 0 the states are the token embeddings, which carry "
+        'no position: the "position" subspace and LEACE there find the directions of the '
+        "tokens the format puts at each place, so layer 0 is shown but left out of the counts. "
+        "Each verdict is for one trained model per task, and the intervals are over prompts "
+        "only (not over training seeds)."
     )
     return {"causal_table": table, "causal_text": text}
+
+
+def _layers(layers: Sequence[int]) -> str:
+    return f"layer{'s' if len(layers) > 1 else ''} {_list(layers)}"
 
 
 def _sweep_fields(numbers: Mapping[str, Any]) -> dict[str, str]:

@@ -41,6 +41,7 @@ def _row(name, layer, em, half=0.02, perturbation=0.5):
         (0.10, 0.9, 0.6, 0.5, "necessary"),  # within the size slack
         (0.10, 0.9, 0.9, 0.2, "beyond a smaller control"),
         (0.10, 0.12, 0.5, 0.5, "no more than its control"),
+        (0.00, 0.06, 0.5, 0.5, "no more than its control"),  # apart, but both at the floor
     ],
 )
 def test_each_verdict(em, control_em, size, control_size, verdict):

@@ -79,7 +79,8 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     norm = [r for r in causal if r["intervention"] == "norm_permute" and r["layer"] >= 1]
     hits = sum(r["verdict"] == "necessary" for r in norm)
     (row,) = [r for r in rows if r.startswith("| The model reads position from the norms")]
-    assert f"necessary at {hits} of {len(norm)} task x layer cells" in row
+    assert f"necessary at {hits} of {len(norm)} task x layer x intervention cells" in row
+    assert ("| not shown |" in row) == (hits == 0)
     (row,) = [r for r in rows if r.startswith("| The model needs linear position")]
     assert "| not measured |" in row  # tiny runs no LEACE
 
