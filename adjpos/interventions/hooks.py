@@ -274,8 +274,9 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
         True
 
     Raises:
-        ValueError: a layer outside 0 .. n_layers - 1, an unknown intervention, or heads out
-            of range.
+        ValueError: a layer outside 0 .. n_layers - 1, an unknown intervention, heads out of
+            range, or an attention-pattern intervention on a model other than a
+            HookedTransformer (a TransformerBridge's pattern hook is read-only).
     """
     n_layers = model.cfg.n_layers
     if not is_int(layer) or not 0 <= layer < n_layers:
@@ -286,6 +287,14 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
         )
     name = f"blocks.{layer}.hook_resid_pre"
     if intervention.site == "pattern":
+        from transformer_lens import HookedTransformer
+
+        if not isinstance(model, HookedTransformer):
+            raise ValueError(
+                f"{intervention.name} needs a HookedTransformer: in {type(model).__name__} the "
+                "attention pattern hook does not feed back into the attention output, so "
+                "changing it would change nothing"
+            )
         name = f"blocks.{layer}.attn.hook_pattern"
         _check_heads(intervention.heads or (), model.cfg.n_heads)
     with model.hooks(fwd_hooks=[(name, lambda acts, hook: intervention(acts))]):

@@ -230,3 +230,37 @@ def test_bad_ranks_are_named():
         SubspaceSwap.fit(states, positions, rank=4)
     with pytest.raises(ValueError, match=r"rank must be an int in \[1, 16\] \(d_model\), got 0"):
         SubspaceSwap.random_subspace(16, rank=0)
+
+
+def test_interventions_work_on_a_transformer_bridge():
+    """The hooks are TransformerLens names, so a TransformerBridge takes them too."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    bridge = TransformerBridge.boot_native(
+        dict(
+            n_layers=2,
+            d_model=16,
+            n_heads=2,
+            d_head=8,
+            d_mlp=32,
+            d_vocab=20,
+            n_ctx=24,
+            act_fn="gelu",
+            seed=0,
+            positional_embedding_type="rotary",
+        )
+    )
+    tokens = _tokens(batch=3, pos=9)
+    with torch.no_grad():
+        plain = bridge(tokens)
+        with intervene(bridge, NoIntervention(), layer=1):
+            same = bridge(tokens)
+        torch.testing.assert_close(same, plain, rtol=0, atol=0)
+        with intervene(bridge, NormPermute(seed=0, mirrored=True), layer=1):
+            changed = bridge(tokens)
+        assert not torch.allclose(changed, plain)
+        torch.testing.assert_close(bridge(tokens), plain, rtol=0, atol=0)  # hooks removed
+    # its attention pattern hook is read-only: refused rather than silently doing nothing
+    with pytest.raises(ValueError, match="uniform_attention needs a HookedTransformer"):
+        with intervene(bridge, UniformAttention(), layer=1):
+            pass
