@@ -18,6 +18,7 @@ TABLES = (
     "adjacency_by_layer.csv",
     "variance_by_position.csv",
     "probes.csv",
+    "interventions.csv",
     "theory.csv",
     "sweep/sweep.csv",
 )

@@ -99,6 +99,24 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
     )
 
 
+def add_engine_args(parser: argparse.ArgumentParser) -> None:
+    """``--engine process|ray`` and ``--address``: where the units of a long job run."""
+    from adjpos.engines import ENGINES, RAY_EXTRA
+
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="process",
+        help="where the units of work run: a local process pool, or Ray tasks (a local Ray, "
+        f"or the cluster at --address; needs the ray extra: {RAY_EXTRA})",
+    )
+    parser.add_argument(
+        "--address",
+        help="an existing Ray cluster to run on (with --engine ray), e.g. auto or "
+        "ray://HOST:10001 (default: start a local Ray)",
+    )
+
+
 def add_device_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device", choices=DEVICES, default="auto", help="where to run; auto = cuda when available"

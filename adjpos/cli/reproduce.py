@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._options import add_engine_args
 from adjpos.study.pipeline import STAGES, ReproduceConfig
 from adjpos.validation import DEVICES
 
@@ -28,8 +29,13 @@ def add_reproduce_parser(commands: Any) -> None:
         "--device", choices=DEVICES, default="auto", help="where the models run (auto: cuda if any)"
     )
     parser.add_argument(
-        "--workers", type=int, default=None, help="sweep processes (default: CPU cores)"
+        "--workers",
+        type=int,
+        default=None,
+        help="processes, or CPUs of a local Ray, for the probing, causal and sweep stages "
+        "(default: CPU cores; 0 runs in-process)",
     )
+    add_engine_args(parser)
     parser.add_argument(
         "--train",
         action="store_true",
@@ -46,6 +52,8 @@ def _run_reproduce(args: argparse.Namespace) -> int:
         size="quick" if args.quick else "full",
         device=args.device,
         workers=args.workers,
+        engine=args.engine,
+        address=args.address,
         train=args.train,
     )
 

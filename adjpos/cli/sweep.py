@@ -7,7 +7,13 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from adjpos.cli._options import add_config_args, comma_ints, config_values, parse_for
+from adjpos.cli._options import (
+    add_config_args,
+    add_engine_args,
+    comma_ints,
+    config_values,
+    parse_for,
+)
 from adjpos.validation import DEVICES
 
 
@@ -38,7 +44,13 @@ def add_sweep_parser(commands: Any) -> None:
     )
     sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
     sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
-    sweep.add_argument("--workers", type=int, default=None, help="processes (default: cores)")
+    sweep.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes, or CPUs of a local Ray (default: cores; 0 runs in-process)",
+    )
+    add_engine_args(sweep)
     sweep.add_argument(
         "--layer",
         type=int,
@@ -82,6 +94,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
         base=base,
         device=args.device,
         progress=True,
+        engine=args.engine,
+        address=args.address,
     )
     table = result.table
     figures = {"sweep_histogram": sweep_histogram(table, layer=args.layer)}

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adjpos.engines import Resources, check_engine, run_units
 from adjpos.runs import RunFolder, write_json
 from adjpos.study.sizes import SIZES, StudySizes
-from adjpos.validation import DEVICES, check_choice, help_field, is_int, resolve_device
+from adjpos.validation import DEVICES, check_choice, help_field, resolve_device
 
 STAGES = ("models", "cosine", "adjacency", "variance", "probing", "causal", "sweep", "theory")
 
@@ -34,7 +35,15 @@ class ReproduceConfig:
         "full",
     )
     device: str = help_field(f"one of {DEVICES}; auto = cuda when available", "auto")
-    workers: int | None = help_field("sweep worker processes (default: the CPU cores)", None)
+    workers: int | None = help_field(
+        "worker processes, or CPUs of a local Ray, for the probing, causal and sweep stages "
+        "(default: the CPU cores; 0 runs in-process)",
+        None,
+    )
+    engine: str = help_field(
+        "'process' (a local process pool) or 'ray' (Ray tasks; see adjpos.engines)", "process"
+    )
+    address: str | None = help_field("an existing Ray cluster (engine 'ray')", None)
     train: bool = help_field(
         "train the four task models with the shipped recipes instead of loading the shipped "
         "ones (hours on a CPU; a few steps with quick)",
@@ -45,10 +54,7 @@ class ReproduceConfig:
         check_choice("size", self.size, SIZES)
         check_choice("device", self.device, DEVICES)
         resolve_device(self.device)  # an unavailable device fails here, before any work
-        if self.workers is not None and (not is_int(self.workers) or self.workers < 0):
-            raise ValueError(
-                f"workers must be an int >= 0 (0 runs in-process), got {self.workers!r}"
-            )
+        check_engine(self.engine, self.workers, self.address)
 
     @property
     def resolved_device(self) -> str:
@@ -61,7 +67,8 @@ class ReproduceConfig:
         return SIZES[self.size]
 
     def to_dict(self) -> dict[str, Any]:
-        """What decides the results (not `workers`, which only changes the speed)."""
+        """What decides the results (not the workers or the engine, which only change where
+        and how fast the units run)."""
         return {"size": self.size, "device": self.device, "train": self.train}
 
 
@@ -185,42 +192,59 @@ def _variance(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
 
 
 def _probing(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
-    """One unit per probed model (the longest stage), then the combined table."""
+    """One unit per probed model (the longest stage), run by the engine, then the combined
+    table."""
     from adjpos.probes import PROBE_TABLE, ProbeResult
     from adjpos.study import numbers, stages
 
-    results, subjects = [], []
-    for subject in stages.probe_subjects(models, cfg.sizes):
-        path = _results(folder) / f"probes_{slug(subject.label)}.json"
-        if not folder.is_done(f"probing {subject.label}"):
-            stages.measure_probes(subject, cfg.sizes).to_json(path)
-            folder.mark_done(f"probing {subject.label}")
-        results.append(ProbeResult.from_json(path))
-        subjects.append({"task": subject.task, "kind": subject.kind, "seed": subject.seed})
+    labels = stages.probe_labels(cfg.sizes)
+    paths = {label: _results(folder) / f"probes_{slug(label)}.json" for label, _, _ in labels}
+    todo = [(task, seed) for label, task, seed in labels if not folder.is_done(f"probing {label}")]
+    jobs = [(models.fresh(), cfg.sizes, task, seed) for task, seed in todo]
+    for _, text in _run(stages.probe_unit, jobs, cfg, models.device):
+        result = ProbeResult.from_json(text)
+        result.to_json(paths[result.model])
+        folder.mark_done(f"probing {result.model}")
+    results = [ProbeResult.from_json(paths[label]) for label, _, _ in labels]
+    subjects = [
+        {"task": task, "kind": stages.TRAINED if seed is None else stages.RANDOM, "seed": seed}
+        for _, task, seed in labels
+    ]
     records = [record for result in results for record in result.records()]
     PROBE_TABLE.write(_results(folder) / "probes.csv", records)
     _numbers(folder, "probing", numbers.probe_numbers(results, subjects))
 
 
 def _causal(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
-    """One unit per task model, then the combined table."""
+    """One unit per task model, run by the engine, then the combined table."""
     import pandas as pd
 
     from adjpos.interventions import INTERVENTION_TABLE
     from adjpos.study import numbers, stages
     from adjpos.tasks import TASKS
 
-    tables = []
-    for task in TASKS:
-        path = _results(folder) / f"interventions_{task}.csv"
-        if not folder.is_done(f"causal {task}"):
-            INTERVENTION_TABLE.write(path, stages.measure_interventions(models, cfg.sizes, task))
-            folder.mark_done(f"causal {task}")
-        tables.append(INTERVENTION_TABLE.read(path))
+    path = {task: _results(folder) / f"interventions_{task}.csv" for task in TASKS}
+    jobs = [(models.fresh(), cfg.sizes, t) for t in TASKS if not folder.is_done(f"causal {t}")]
+    for (_, _, task), records in _run(stages.causal_unit, jobs, cfg, models.device):
+        INTERVENTION_TABLE.write(path[task], records)
+        folder.mark_done(f"causal {task}")
+    tables = [INTERVENTION_TABLE.read(path[task]) for task in TASKS]
     table = INTERVENTION_TABLE.write(
         _results(folder) / "interventions.csv", pd.concat(tables, ignore_index=True)
     )
     _numbers(folder, "causal", numbers.causal_numbers(table))
+
+
+def _run(fn: Callable[..., Any], jobs: list[tuple], cfg: ReproduceConfig, device: str):
+    """The stage's units on the run's engine (see `adjpos.engines`)."""
+    return run_units(
+        fn,
+        jobs,
+        engine=cfg.engine,
+        workers=cfg.workers,
+        address=cfg.address,
+        resources=Resources.for_device(device),
+    )
 
 
 def _sweep(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
@@ -229,7 +253,12 @@ def _sweep(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
 
     sizes = cfg.sizes
     result = stages.measure_sweep(
-        _results(folder) / "sweep", sizes, workers=cfg.workers, device=models.device
+        _results(folder) / "sweep",
+        sizes,
+        workers=cfg.workers,
+        device=models.device,
+        engine=cfg.engine,
+        address=cfg.address,
     )
     first = rows_of_subgrid(result.table, sizes.grid[0], stages.sweep_base(sizes))
     _numbers(folder, "sweep", numbers.sweep_numbers(result.table, first))

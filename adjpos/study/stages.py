@@ -88,6 +88,10 @@ class Models:
     _trained: dict[str, tuple[Any, Task]] = field(default_factory=dict)
     _controls: dict[tuple[str, int, str], Any] = field(default_factory=dict)
 
+    def fresh(self) -> Models:
+        """The same models, none loaded yet: what a unit of work carries to another process."""
+        return Models(device=self.device, train_dir=self.train_dir, train_steps=self.train_steps)
+
     def trained(self, name: str) -> tuple[Any, Task]:
         """The trained NoPE model of task `name`, and its task."""
         if name not in self._trained:
@@ -229,13 +233,40 @@ class ProbeSubject:
 def probe_subjects(models: Models, sizes: StudySizes) -> Iterator[ProbeSubject]:
     """Each trained model on held-out sequences of its task (one length), then random-init
     copies of its architecture (`sizes.probe_controls` seeds) on the very same sequences."""
+    for _, task, seed in probe_labels(sizes):
+        yield probe_subject(models, sizes, task, seed)
+
+
+def probe_labels(sizes: StudySizes) -> list[tuple[str, str, int | None]]:
+    """(label, task, seed) of every probed model, in order: each trained model (seed None),
+    then its random-init copies (`sizes.probe_controls`)."""
+    labels = []
     for name in TASKS:
-        model, task = models.trained(name)
-        tokens = sequences_of_length(task, sizes.n_probe_sequences, generator=_gen(4))
-        yield ProbeSubject(f"{TRAINED} {name}", name, TRAINED, None, model, tokens)
-        for seed in sizes.probe_controls:
-            copy = models.control(name, seed)
-            yield ProbeSubject(f"{RANDOM} {name} (seed {seed})", name, RANDOM, seed, copy, tokens)
+        labels.append((f"{TRAINED} {name}", name, None))
+        labels += [(f"{RANDOM} {name} (seed {s})", name, s) for s in sizes.probe_controls]
+    return labels
+
+
+def probe_subject(models: Models, sizes: StudySizes, task: str, seed: int | None) -> ProbeSubject:
+    """The trained model of `task` (seed None) or its random-init copy with `seed`, on the
+    task's held-out sequences of one length (the same for all of them)."""
+    model, spec = models.trained(task)
+    tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=_gen(4))
+    if seed is None:
+        return ProbeSubject(f"{TRAINED} {task}", task, TRAINED, None, model, tokens)
+    label = f"{RANDOM} {task} (seed {seed})"
+    return ProbeSubject(label, task, RANDOM, seed, models.control(task, seed), tokens)
+
+
+def probe_unit(models: Models, sizes: StudySizes, task: str, seed: int | None) -> str:
+    """One unit of the probing stage, run wherever the engine puts it: its result as JSON
+    (`ProbeResult.from_json` reads it back exactly)."""
+    return measure_probes(probe_subject(models, sizes, task, seed), sizes).to_json()
+
+
+def causal_unit(models: Models, sizes: StudySizes, name: str) -> list[dict[str, Any]]:
+    """One unit of the causal stage: the causal tests of task `name`, as records."""
+    return measure_interventions(models, sizes, name).to_dict("records")
 
 
 def measure_probes(subject: ProbeSubject, sizes: StudySizes) -> ProbeResult:
@@ -269,7 +300,13 @@ def measure_interventions(models: Models, sizes: StudySizes, name: str) -> pd.Da
 
 
 def measure_sweep(
-    out_dir: Path, sizes: StudySizes, *, workers: int | None, device: str = "cpu"
+    out_dir: Path,
+    sizes: StudySizes,
+    *,
+    workers: int | None,
+    device: str = "cpu",
+    engine: str = "process",
+    address: str | None = None,
 ) -> SweepResult:
     """The random-init sweep (its own run folder, resumable cell by cell)."""
     return sweep(
@@ -281,6 +318,8 @@ def measure_sweep(
         workers=workers,
         base=sweep_base(sizes),
         device=device,
+        engine=engine,
+        address=address,
     )
 
 

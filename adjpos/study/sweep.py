@@ -10,12 +10,10 @@ written once, at the end, from the units.
 
 from __future__ import annotations
 
-import concurrent.futures as futures
 import dataclasses
 import hashlib
 import itertools
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +24,7 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
+from adjpos.engines import Resources, check_engine, run_units
 from adjpos.models import ModelConfig
 from adjpos.runs import RunFolder, read_run
 from adjpos.study.sizes import DEFAULT_GRID
@@ -68,6 +67,8 @@ def sweep(
     base: ModelConfig | None = None,
     device: str | None = "cpu",
     progress: bool | None = None,
+    engine: str = "process",
+    address: str | None = None,
 ) -> SweepResult:
     """Score random-init models over every grid cell and seed; resumable.
 
@@ -77,15 +78,22 @@ def sweep(
         n_sequences: random sequences per cell.
         seq_len: tokens per sequence.
         out_dir: results folder (``sweep.csv``, ``run.json``, ``done/``).
-        workers: worker processes (default: the number of CPU cores; 0 runs in-process).
+        workers: worker processes, or CPUs of a local Ray (default: the number of CPU cores;
+            0 runs in-process).
         base: the config every cell starts from (default `ModelConfig()`).
         device: where the models run ("cpu", "cuda", or "auto"/None: CUDA when present).
         progress: show a progress bar (default: only on a terminal).
+        engine: "process" (a local process pool) or "ray" (Ray tasks; see `adjpos.engines`).
+            The rows do not depend on it, so a run started on one engine can be finished on
+            the other.
+        address: an existing Ray cluster (engine "ray"; default: a local Ray).
 
     Raises:
-        ValueError: an unknown parameter, a bad value or combination, an empty grid, or an
-            `out_dir` holding a run with other settings (before any cell runs).
+        ValueError: an unknown parameter, a bad value or combination, an empty grid, an
+            `out_dir` holding a run with other settings, or an engine that cannot run (before
+            any cell runs).
     """
+    check_engine(engine, workers, address)
     base = base if base is not None else ModelConfig()
     subgrids, params = _check_grid(grid)
     seeds = check_int_list("seeds", seeds)
@@ -116,7 +124,15 @@ def sweep(
         desc="sweep",
         disable=None if progress is None else not progress,
     )
-    for cell, seed, rows in _run_all(todo, n_sequences, seq_len, workers, device):
+    units = run_units(
+        _rows,
+        [(cell, seed, n_sequences, seq_len, device) for cell, seed in todo],
+        engine=engine,
+        workers=workers,
+        address=address,
+        resources=Resources.for_device(device),
+    )
+    for (cell, seed, *_), rows in units:
         folder.mark_done(_unit(cell, seed), rows)
         bar.update(1)
     bar.close()
@@ -201,34 +217,9 @@ def last_layer_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["layer"] == deepest].reset_index(drop=True)
 
 
-def _run_all(todo, n_sequences, seq_len, workers, device):
-    if not todo:
-        return
-    workers = os.cpu_count() or 1 if workers is None else workers
-    if workers == 0:
-        for cell, seed in todo:
-            yield cell, seed, _rows(cell, seed, n_sequences, seq_len, device)
-        return
-    context = multiprocessing.get_context("spawn")  # fork is unsafe once torch threads exist
-    with futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_one_thread) as pool:
-        pending = {
-            pool.submit(_rows, cell, seed, n_sequences, seq_len, device): (cell, seed)
-            for cell, seed in todo
-        }
-        for done in futures.as_completed(pending):
-            cell, seed = pending[done]
-            yield cell, seed, done.result()
-
-
 def _rows(cell, seed, n_sequences, seq_len, device):
-    rows = score_cell(cell["config"], seed, n_sequences, seq_len)
+    rows = score_cell(cell["config"], seed, n_sequences, seq_len, device=device)
     return [{**cell["params"], "seed": seed, **row} for row in rows]
-
-
-def _one_thread() -> None:
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def _check_grid(grid: Grid) -> tuple[list[dict[str, list[Any]]], list[str]]:

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,8 @@ from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
 from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
 from adjpos.study.stages import ADJACENCY
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TINY = ReproduceConfig(size="tiny", device="cpu", workers=0)
 
@@ -83,6 +86,18 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     assert ("| not shown |" in row) == (hits == 0)
     (row,) = [r for r in rows if r.startswith("| The model needs linear position")]
     assert "| not measured |" in row  # tiny runs no LEACE
+
+
+def test_the_stages_give_the_same_numbers_on_ray(tiny_run, tmp_path):
+    """Probing, causal tests and the sweep as Ray tasks (a local Ray of 2 CPUs) against the
+    in-process run: every result file the same, timings aside."""
+    import runpy
+
+    out, _ = tiny_run
+    on_ray = tmp_path / "ray"
+    reproduce(on_ray, dataclasses.replace(TINY, workers=2, engine="ray"))
+    compare = runpy.run_path(str(ROOT / "docs" / "compare_runs.py"))["compare"]
+    assert compare(out / "results", on_ray / "results")
 
 
 def test_report_tables_are_the_means_of_the_csv(tiny_run):

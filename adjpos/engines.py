@@ -1,0 +1,156 @@
+"""Where the units of a long job run: in this process, in a local process pool, or as Ray tasks.
+
+A long job (a sweep, the study's probing and causal stages) is a list of independent units,
+each a call ``fn(*args)`` of a module-level function returning JSON-able results; the job
+records each result in its `adjpos.runs.RunFolder` as it arrives. `run_units` is the only
+place that decides where the calls run, so the science has one code path whatever the engine:
+
+- ``workers=0``: in this process, one after the other;
+- ``engine="process"`` (default): a local pool of spawned processes (default: one per core),
+  each limited to its share of the cores' threads so workers do not oversubscribe them;
+- ``engine="ray"``: Ray tasks, on a local Ray that adjpos starts (``workers`` CPUs) or on an
+  existing cluster (``address``, e.g. ``"auto"`` or ``"ray://host:10001"``). Each task asks
+  for `Resources` (CPUs, and a GPU when the job runs on CUDA), so Ray packs units onto a
+  cluster's machines and GPUs. Needs the ``ray`` extra: ``pip install -e ".[ray]"``.
+
+Results come back in completion order; the job writes them through its run folder, so a run
+is resumable whichever engine ran it, and one started on one engine can be finished on another.
+
+Example:
+    >>> from operator import add
+    >>> sorted(result for _, result in run_units(add, [(1, 2), (3, 4)], workers=0))
+    [3, 7]
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from adjpos.validation import check_choice, is_int
+
+ENGINES = ("process", "ray")
+RAY_EXTRA = 'pip install -e ".[ray]"'
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one unit needs: CPUs (its torch threads) and GPUs (a fraction shares one)."""
+
+    cpus: int = 1
+    gpus: float = 0.0
+
+    @classmethod
+    def for_device(cls, device: str | None, *, cpus: int = 1) -> Resources:
+        """One GPU per unit when `device` is CUDA, none otherwise."""
+        return cls(cpus=cpus, gpus=1.0 if str(device).startswith("cuda") else 0.0)
+
+
+def check_engine(engine: Any, workers: Any = None, address: Any = None) -> str:
+    """`engine`, checked with the options that go with it (before any work).
+
+    Raises:
+        ValueError: an unknown engine, a negative or non-int worker count, an address without
+            Ray, or Ray not installed (the message names the extra).
+    """
+    check_choice("engine", engine, ENGINES)
+    if workers is not None and (not is_int(workers) or workers < 0):
+        raise ValueError(f"workers must be an int >= 0 (0 runs in-process), got {workers!r}")
+    if address is not None and engine != "ray":
+        raise ValueError(f"an address is for engine 'ray', not {engine!r}")
+    if engine == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                f"engine 'ray' needs Ray, which is not installed: {RAY_EXTRA}"
+            ) from None
+    return engine
+
+
+def run_units(
+    fn: Callable[..., Any],
+    jobs: Sequence[tuple],
+    *,
+    engine: str = "process",
+    workers: int | None = None,
+    address: str | None = None,
+    resources: Resources = Resources(),
+) -> Iterator[tuple[tuple, Any]]:
+    """Call ``fn(*job)`` for every job and yield ``(job, result)`` as each finishes.
+
+    Args:
+        fn: a module-level function (it is sent to other processes by reference).
+        jobs: the argument tuples, one per unit.
+        engine: "process" or "ray" (see the module docstring).
+        workers: processes of the local pool, or CPUs of a local Ray that adjpos starts
+            (default: the machine's cores); 0 runs every unit in this process.
+        address: an existing Ray cluster to join (engine "ray" only).
+        resources: what each unit asks of Ray; the local pool gives each worker its share
+            of the cores as torch threads instead.
+    """
+    check_engine(engine, workers, address)
+    jobs = list(jobs)
+    if not jobs:
+        return
+    if workers == 0:
+        for job in jobs:
+            yield job, fn(*job)
+    elif engine == "ray":
+        yield from _ray(fn, jobs, workers, address, resources)
+    else:
+        yield from _pool(fn, jobs, workers)
+
+
+def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None) -> Iterator:
+    cores = os.cpu_count() or 1
+    workers = workers or cores
+    threads = max(1, cores // workers)
+    context = multiprocessing.get_context("spawn")  # fork is unsafe once torch threads exist
+    with futures.ProcessPoolExecutor(
+        workers, mp_context=context, initializer=set_threads, initargs=(threads,)
+    ) as pool:
+        pending = {pool.submit(fn, *job): job for job in jobs}
+        for done in futures.as_completed(pending):
+            yield pending[done], done.result()
+
+
+def _ray(fn, jobs, workers, address, resources: Resources) -> Iterator:
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        cpus = None if address is not None else (workers or os.cpu_count() or 1)
+        ray.init(address=address, num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(num_cpus=resources.cpus, num_gpus=resources.gpus)(_call)
+        pending = {task.remote(resources.cpus, fn, job): job for job in jobs}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            job = pending.pop(ready[0])
+            yield job, ray.get(ready[0])
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _call(threads: int, fn: Callable[..., Any], job: tuple) -> Any:
+    set_threads(threads)
+    return fn(*job)
+
+
+def set_threads(threads: int) -> None:
+    """Limit torch (and numba's parallel kernel) to `threads` threads in this process."""
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    except ImportError:  # pragma: no cover - numba is a dependency
+        pass
