@@ -5,16 +5,20 @@ each a call ``fn(*args)`` of a module-level function returning JSON-able results
 records each result in its `adjpos.runs.RunFolder` as it arrives. `run_units` is the only
 place that decides where the calls run, so the science has one code path whatever the engine:
 
-- ``workers=0``: in this process, one after the other;
+- ``workers=0``: in this process, one after the other, each with as many threads as a worker
+  would have (`Resources.cpus`);
 - ``engine="process"`` (default): a local pool of spawned processes (default: one per core),
-  each limited to its share of the cores' threads so workers do not oversubscribe them;
+  each limited to `Resources.cpus` threads (1), so workers do not oversubscribe the cores;
 - ``engine="ray"``: Ray tasks, on a local Ray that adjpos starts (``workers`` CPUs) or on an
   existing cluster (``address``, e.g. ``"auto"`` or ``"ray://host:10001"``). Each task asks
   for `Resources` (CPUs, and a GPU when the job runs on CUDA), so Ray packs units onto a
   cluster's machines and GPUs. Needs the ``ray`` extra: ``pip install -e ".[ray]"``.
 
-Results come back in completion order; the job writes them through its run folder, so a run
-is resumable whichever engine ran it, and one started on one engine can be finished on another.
+Every unit runs with `Resources.cpus` torch threads (1 by default) wherever it runs, so the
+results do not depend on the engine: a solver that stops at a tolerance (the logistic probe)
+would otherwise stop at a slightly different point with another thread count. Results come
+back in completion order; the job writes them through its run folder, so a run is resumable
+whichever engine ran it, and one started on one engine can be finished on another.
 
 Example:
     >>> from operator import add
@@ -28,10 +32,13 @@ import concurrent.futures as futures
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from adjpos.validation import check_choice, is_int
+
+__all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads"]
 
 ENGINES = ("process", "ray")
 RAY_EXTRA = 'pip install -e ".[ray]"'
@@ -90,8 +97,7 @@ def run_units(
         workers: processes of the local pool, or CPUs of a local Ray that adjpos starts
             (default: the machine's cores); 0 runs every unit in this process.
         address: an existing Ray cluster to join (engine "ray" only).
-        resources: what each unit asks of Ray; the local pool gives each worker its share
-            of the cores as torch threads instead.
+        resources: what each unit asks of Ray, and its torch threads on every engine.
     """
     check_engine(engine, workers, address)
     jobs = list(jobs)
@@ -99,17 +105,17 @@ def run_units(
         return
     if workers == 0:
         for job in jobs:
-            yield job, fn(*job)
+            with _threads(resources.cpus):
+                result = fn(*job)
+            yield job, result
     elif engine == "ray":
         yield from _ray(fn, jobs, workers, address, resources)
     else:
-        yield from _pool(fn, jobs, workers)
+        yield from _pool(fn, jobs, workers, resources.cpus)
 
 
-def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None) -> Iterator:
-    cores = os.cpu_count() or 1
-    workers = workers or cores
-    threads = max(1, cores // workers)
+def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None, threads: int) -> Iterator:
+    workers = workers or os.cpu_count() or 1
     context = multiprocessing.get_context("spawn")  # fork is unsafe once torch threads exist
     with futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=set_threads, initargs=(threads,)
@@ -138,19 +144,30 @@ def _ray(fn, jobs, workers, address, resources: Resources) -> Iterator:
             ray.shutdown()
 
 
+@contextmanager
+def _threads(threads: int) -> Iterator[None]:
+    """Run the block with `threads` torch threads, as a worker would, then restore them: the
+    solvers that stop at a tolerance (the logistic probe) stop where a worker's would."""
+    import torch
+
+    before = torch.get_num_threads()
+    set_threads(threads)
+    try:
+        yield
+    finally:
+        set_threads(before)
+
+
 def _call(threads: int, fn: Callable[..., Any], job: tuple) -> Any:
     set_threads(threads)
     return fn(*job)
 
 
 def set_threads(threads: int) -> None:
-    """Limit torch (and numba's parallel kernel) to `threads` threads in this process."""
+    """Limit numba's parallel kernel and torch to `threads` threads in this process (numba
+    first: starting its thread pool resets the OpenMP thread count torch reads)."""
+    import numba
     import torch
 
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     torch.set_num_threads(threads)
-    try:
-        import numba
-
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    except ImportError:  # pragma: no cover - numba is a dependency
-        pass

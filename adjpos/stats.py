@@ -8,6 +8,8 @@ from numpy.typing import ArrayLike
 
 from adjpos.validation import is_int
 
+__all__ = ["bootstrap_interval", "variance_ratio"]
+
 N_BOOT = 2000
 LEVEL = 0.95
 

@@ -11,16 +11,18 @@ import sys
 from pathlib import Path
 
 import adjpos
-import adjpos.figures  # noqa: F401  (the namespaces documented below)
+import adjpos.engines  # noqa: F401  (the namespaces documented below)
+import adjpos.figures  # noqa: F401
 import adjpos.interventions  # noqa: F401
+import adjpos.stats  # noqa: F401
 import adjpos.study  # noqa: F401
 import adjpos.theory  # noqa: F401
 
 HEADER = """# API reference
 
 The first section is the top level (`import adjpos`); the others are namespaces, imported as
-`import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions` and
-`import adjpos.study`. Shapes use
+`import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions`,
+`import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`. Shapes use
 TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
@@ -30,6 +32,8 @@ NAMESPACES = {
     "adjpos.theory": "The first-layer argument",
     "adjpos.interventions": "Interventions: change one carrier of position inside a model",
     "adjpos.study": "The paper's study: sweeps, reproduce, the report",
+    "adjpos.engines": "Engines: where the units of a long job run",
+    "adjpos.stats": "Statistics on plain arrays",
 }
 
 

@@ -76,3 +76,17 @@ def test_bench_probes_quick_compares_with_scikit_learn():
         accuracy_sk, accuracy_ours = float(row[4]), float(row[5])
         assert abs(accuracy_sk - accuracy_ours) <= 0.02  # same folds, same objective
     assert any(line.startswith("total: scikit-learn") and "ratio" in line for line in lines)
+
+
+def test_bench_engines_quick_runs_every_engine_to_the_same_rows():
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "bench_engines.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    engines = [line.split()[0] for line in lines[2:5]]
+    assert engines == ["in-process", "process", "ray"], proc.stdout
+    assert "same rows on every engine: True" in proc.stdout

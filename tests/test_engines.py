@@ -2,7 +2,6 @@
 real local Ray; a run interrupted on one engine finishes on the other."""
 
 import operator
-import os
 import sys
 
 import pytest
@@ -27,12 +26,14 @@ def test_every_engine_gives_the_same_results():
     assert list(run_units(operator.add, [], engine="ray")) == []
 
 
-def test_pool_workers_share_the_cores_threads():
-    cores = os.cpu_count() or 1
-    (_, threads), *_ = run_units(_threads, [()], workers=cores)
-    assert threads == 1
-    (_, threads), *_ = run_units(_threads, [()], workers=1)
-    assert threads == cores
+def test_every_unit_runs_with_the_threads_it_asked_for():
+    """So a solver that stops at a tolerance stops at the same point on every engine."""
+    before = torch.get_num_threads()
+    for kwargs in (dict(workers=0), dict(workers=2), dict(workers=1), dict(engine="ray")):
+        for cpus in (1, 2):
+            (_, threads), *_ = run_units(_threads, [()], resources=Resources(cpus=cpus), **kwargs)
+            assert threads == cpus, kwargs
+    assert torch.get_num_threads() == before  # in-process units leave the threads as they were
 
 
 def _table(result):

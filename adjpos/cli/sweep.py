@@ -9,12 +9,12 @@ from typing import Any
 
 from adjpos.cli._options import (
     add_config_args,
+    add_device_arg,
     add_engine_args,
     comma_ints,
     config_values,
     parse_for,
 )
-from adjpos.validation import DEVICES
 
 
 def add_sweep_parser(commands: Any) -> None:
@@ -39,9 +39,7 @@ def add_sweep_parser(commands: Any) -> None:
     sweep.add_argument(
         "--seeds", type=comma_ints, default=[0, 1, 2], help="model seeds, comma-separated"
     )
-    sweep.add_argument(
-        "--device", choices=DEVICES, default="cpu", help="where the models run (auto: cuda if any)"
-    )
+    add_device_arg(sweep)
     sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
     sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
     sweep.add_argument(

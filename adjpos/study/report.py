@@ -506,12 +506,13 @@ def _causal_claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         hits = verdicts.get("necessary", 0)
         verdict = _verdict(hits, len(mine)) if hits else "not shown"
         others = ", ".join(f"{v} at {n}" for v, n in verdicts.items() if v != "necessary")
+        measured = [n for n in names if any(r["intervention"] == n for r in mine)]
         claims_rows.append(
             [
                 claim,
                 verdict,
                 f"necessary at {hits} of {len(mine)} task x layer x intervention cells "
-                f"(layers >= 1; {', '.join(names)}); {others}",
+                f"(layers >= 1; {', '.join(measured)}); {others}",
             ]
         )
     return claims_rows

@@ -136,7 +136,7 @@ QUICK = dataclasses.replace(
     features=("variance", "cosine_first", "cosine_profile", "resid", "token_identity"),
     probe_controls=(0,),
     intervention_prompts=100,
-    intervention_layers=(1, 2),
+    intervention_layers=(1,),
     interventions=(
         "none",
         "norm_permute",
