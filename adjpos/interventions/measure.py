@@ -233,10 +233,10 @@ def measure_intervention(
         )
         logs = _log_norm(after) - _log_norm(before)
         changes["log_norm_change"].append(logs.abs().flatten())
-        for key, acts in (("at_layer", after), ("last", cache[last].double().cpu())):
+        final = cache[last].double().cpu()
+        for key, acts in (("at_layer", after), ("last", final)):
             profiles[key].append((len(rows), position_variance(acts).mean(dim=0)))
-        final = cosine_matrix(cache[last].double().cpu())
-        changes["adjacency_last"].append(adjacency_probability(final, ties="half"))
+        changes["adjacency_last"].append(adjacency_probability(cosine_matrix(final), ties="half"))
     em_low, em_high = bootstrap_interval(hits, seed=seed)
     tok_low, tok_high = bootstrap_interval(np.array(right) / np.array(total), total, seed=seed)
     adj_low, adj_high = bootstrap_interval(adjacency, seed=seed)

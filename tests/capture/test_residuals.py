@@ -4,7 +4,7 @@ import torch
 from adjpos.capture import SITES, capture_residuals, hook_name, iter_residuals
 from adjpos.capture import residuals as residuals_module
 from adjpos.models import build_model
-from factories import tiny_config
+from factories import tiny_bridge, tiny_config
 
 
 def _cache(model, tokens):
@@ -83,22 +83,7 @@ def test_one_sequence_and_device(tiny_model, tokens):
 
 
 def test_works_on_transformer_bridge():
-    from transformer_lens.model_bridge import TransformerBridge
-
-    bridge = TransformerBridge.boot_native(
-        dict(
-            n_layers=2,
-            d_model=16,
-            n_heads=2,
-            d_head=8,
-            d_mlp=32,
-            d_vocab=20,
-            n_ctx=24,
-            act_fn="gelu",
-            seed=0,
-            positional_embedding_type="rotary",
-        )
-    )
+    bridge = tiny_bridge()
     tokens = torch.randint(0, 20, (3, 9), generator=torch.Generator().manual_seed(0))
     whole = capture_residuals(bridge, tokens)
     with torch.no_grad():

@@ -14,7 +14,7 @@ from adjpos.interventions import (
     UniformAttention,
     intervene,
 )
-from factories import tiny_config
+from factories import tiny_bridge, tiny_config
 
 
 def _model():
@@ -234,22 +234,7 @@ def test_bad_ranks_are_named():
 
 def test_interventions_work_on_a_transformer_bridge():
     """The hooks are TransformerLens names, so a TransformerBridge takes them too."""
-    from transformer_lens.model_bridge import TransformerBridge
-
-    bridge = TransformerBridge.boot_native(
-        dict(
-            n_layers=2,
-            d_model=16,
-            n_heads=2,
-            d_head=8,
-            d_mlp=32,
-            d_vocab=20,
-            n_ctx=24,
-            act_fn="gelu",
-            seed=0,
-            positional_embedding_type="rotary",
-        )
-    )
+    bridge = tiny_bridge()
     tokens = _tokens(batch=3, pos=9)
     with torch.no_grad():
         plain = bridge(tokens)
