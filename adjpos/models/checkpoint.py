@@ -21,6 +21,7 @@ from adjpos.runs import atomic_write, write_json
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
 FORMAT = "adjpos.model"
+SNAPSHOTS = "snapshots"
 
 
 def save_model(model: Any, path: str | os.PathLike, *, cfg: ModelConfig | None = None) -> Path:
@@ -48,6 +49,7 @@ def load_model(
     *,
     device: str | torch.device | None = None,
     n_ctx: int | None = None,
+    step: int | None = None,
 ) -> Any:
     """Load a checkpoint folder written by `save_model`.
 
@@ -57,16 +59,25 @@ def load_model(
         n_ctx: a longer (or shorter) context than the model was built with. Without learned
             positions no trained weight depends on n_ctx, so a NoPE, rotary or ALiBi model can
             be run on sequences longer than it was trained on.
+        step: load the training snapshot of this step (see `snapshot_steps`) instead of the
+            final weights.
 
     Raises:
-        ValueError: `path` is not an adjpos checkpoint folder, or `n_ctx` is asked of a
-            learned-position model.
+        ValueError: `path` is not an adjpos checkpoint folder, it has no snapshot of `step`
+            (the message lists those it has), or `n_ctx` is asked of a learned-position model.
     """
     folder = Path(path)
     cfg = read_model_config(folder)
-    if not (folder / WEIGHTS).is_file():
-        raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
-    state = read_weights(folder / WEIGHTS)
+    if step is None:
+        weights = folder / WEIGHTS
+        if not weights.is_file():
+            raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
+    else:
+        steps = snapshot_steps(folder)
+        if step not in steps:
+            raise ValueError(f"{folder} has no snapshot of step {step!r}; it has {steps}")
+        weights = _snapshot_path(folder, step)
+    state = read_weights(weights)
     if n_ctx is not None and n_ctx != cfg.n_ctx:
         if cfg.positional == "learned":
             raise ValueError(
@@ -76,13 +87,45 @@ def load_model(
         cfg = cfg.with_changes(n_ctx=n_ctx)
         state.pop("pos_embed.W_pos", None)  # zero and frozen in NoPE; rebuilt by build_model
     model = build_model(cfg, device=device)
+    dtype = next(model.parameters()).dtype
+    state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or set(missing) - {"pos_embed.W_pos"}:
         raise ValueError(
-            f"{folder / WEIGHTS} does not fit its config.json: missing "
+            f"{weights} does not fit its config.json: missing "
             f"{sorted(missing)}, unexpected {sorted(unexpected)}"
         )
     return model
+
+
+def save_snapshot(
+    model: Any, path: str | os.PathLike, step: int, *, dtype: torch.dtype | None = None
+) -> Path:
+    """Save `model`'s weights as the snapshot of training `step` in checkpoint folder `path`
+    (``snapshots/step_NNNNNNNN.safetensors``, atomically); `dtype` (e.g. ``torch.float16``)
+    stores them smaller. Load one with ``load_model(path, step=step)``."""
+    target = _snapshot_path(Path(path), step)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    cast = (lambda v: v.to(dtype)) if dtype is not None else (lambda v: v)
+    state = {
+        k: (cast(v) if v.is_floating_point() else v).detach().contiguous().cpu()
+        for k, v in model.state_dict().items()
+    }
+    atomic_write(target, lambda tmp: save_file(state, tmp))
+    return target
+
+
+def snapshot_steps(path: str | os.PathLike) -> list[int]:
+    """The training steps whose snapshots checkpoint folder `path` holds, in order."""
+    folder = Path(path) / SNAPSHOTS
+    if not folder.is_dir():
+        return []
+    names = (p.name for p in folder.glob("step_*.safetensors"))
+    return sorted(int(name[5:-12]) for name in names if name[5:-12].isdigit())
+
+
+def _snapshot_path(folder: Path, step: int) -> Path:
+    return folder / SNAPSHOTS / f"step_{step:08d}.safetensors"
 
 
 def read_model_config(folder: Path) -> ModelConfig:

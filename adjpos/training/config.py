@@ -34,6 +34,11 @@ class TrainConfig:
         "stop once eval accuracy reaches this (None: never)", 0.999
     )
     seed: int = _help("seed of the training batches and the evaluation prompts", 0)
+    snapshots: str = _help(
+        "steps whose weights are kept in snapshots/: 'log' (step 0, every power of two from "
+        "32, and the last step), 'none', or comma-separated steps such as '0,100,1000'",
+        "log",
+    )
     device: str = _help(f"one of {DEVICES}; auto = cuda when available", "auto")
 
     def __post_init__(self) -> None:
@@ -51,6 +56,34 @@ class TrainConfig:
                 f"target_accuracy must lie in (0, 1] or be None, got {self.target_accuracy!r}"
             )
         check_choice("device", self.device, DEVICES)
+        self.snapshot_steps()
+
+    def snapshot_steps(self) -> frozenset[int]:
+        """The steps whose weights `train` keeps (the last step taken is kept as well unless
+        snapshots is 'none').
+
+        Example:
+            >>> sorted(TrainConfig(steps=300).snapshot_steps())
+            [0, 32, 64, 128, 256, 300]
+            >>> sorted(TrainConfig(snapshots="0, 10").snapshot_steps())
+            [0, 10]
+        """
+        spec = self.snapshots.strip() if isinstance(self.snapshots, str) else None
+        if spec == "none":
+            return frozenset()
+        if spec == "log":
+            powers = {2**k for k in range(5, self.steps.bit_length()) if 2**k <= self.steps}
+            return frozenset({0, self.steps} | powers)
+        try:
+            steps = frozenset(int(part) for part in spec.split(",")) if spec else None
+        except ValueError:
+            steps = None
+        if not steps or min(steps) < 0:
+            raise ValueError(
+                "snapshots must be 'log', 'none' or comma-separated steps >= 0 such as "
+                f"'0,100,1000', got {self.snapshots!r}"
+            )
+        return steps
 
     def lr_at(self, step: int) -> float:
         """Learning rate of 0-based `step`: linear warm-up, then cosine decay to min_lr_ratio."""

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from adjpos.models import is_position_free, save_model
+from adjpos.models import is_position_free, save_model, save_snapshot
 from adjpos.runs import RunFolder, atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.training.config import TrainConfig, TrainResult
@@ -52,7 +52,8 @@ def train(
         task: from `adjpos.get_task`.
         cfg: the run's settings.
         out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
-            `adjpos.load_model`), ``metrics.json``, ``run.json`` and ``checkpoint.pt``.
+            `adjpos.load_model`), ``metrics.json``, ``run.json``, ``checkpoint.pt`` and the
+            snapshots that ``cfg.snapshots`` asks for (``load_model(out_dir, step=s)``).
         resume: continue the run saved in `out_dir` (same config and task required).
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
@@ -84,6 +85,9 @@ def train(
         desc=f"train {task.name}",
         disable=None if progress is None else not progress,
     )
+    keep = cfg.snapshot_steps() if folder is not None else frozenset()
+    if run["step"] == 0 and 0 in keep:
+        save_snapshot(model, folder, 0)
     model.train()
     while run["step"] < cfg.steps and not run["stopped_early"]:
         step = run["step"]
@@ -103,6 +107,9 @@ def train(
             log.info("step %d loss %.4f accuracy %.4f", step + 1, loss, accuracy)
             if folder is not None:
                 _save(folder, identity, model, opt, run)
+        last = run["stopped_early"] or run["step"] == cfg.steps
+        if run["step"] in keep or (keep and last):
+            save_snapshot(model, folder, run["step"])
         bar.update(1)
         bar.set_postfix(
             loss=f"{loss:.3f}",
@@ -209,9 +216,10 @@ def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
 
 
 def _trajectory(identity: dict) -> dict:
-    """What decides the weights step by step: everything but the early-stop target and the
-    device (a run may be resumed on another device; the device is provenance)."""
-    ignored = ("target_accuracy", "device")
+    """What decides the weights step by step: everything but the early-stop target, the
+    snapshots kept and the device (a run may be resumed on another device; the device is
+    provenance)."""
+    ignored = ("target_accuracy", "device", "snapshots")
     return {
         **identity,
         "train": {k: v for k, v in identity["train"].items() if k not in ignored},

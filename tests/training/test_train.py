@@ -3,7 +3,8 @@ import json
 import pytest
 import torch
 
-from adjpos import build_model, is_position_free, load_model
+from adjpos import build_model, is_position_free, load_model, save_model
+from adjpos.models import save_snapshot, snapshot_steps
 from adjpos.tasks import VOCAB_SIZE, get_task
 from adjpos.training import TrainConfig, evaluate, predict, train
 from adjpos.training import loop as loop_module
@@ -188,3 +189,54 @@ def test_a_higher_target_continues_an_early_stopped_run(tmp_path, monkeypatch):
         resume=True,
     )
     assert longer.stopped_early and longer.steps == 12 and longer.accuracy == 0.99
+
+
+def test_snapshots_hold_the_weights_of_their_steps(tmp_path):
+    """Each snapshot equals the weights of the same run interrupted at that step; the last
+    step is kept too and equals model.safetensors."""
+    cfg = TrainConfig(**{**FAST, "snapshots": "0,2,5"})
+    train(_model(), TASK, cfg, out_dir=tmp_path / "run")
+    assert snapshot_steps(tmp_path / "run") == [0, 2, 5, 6]
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_at(step):
+        def hook(info):
+            if info["step"] == step:
+                raise Interrupt
+
+        return hook
+
+    for step in (0, 2, 5):
+        reference = _model()
+        if step:
+            with pytest.raises(Interrupt):
+                train(reference, TASK, cfg, on_step=stop_at(step))
+        snap = load_model(tmp_path / "run", step=step)
+        assert _same(_weights(snap), _weights(reference)) and is_position_free(snap)
+    final = load_model(tmp_path / "run")
+    assert _same(_weights(load_model(tmp_path / "run", step=6)), _weights(final))
+    with pytest.raises(ValueError, match=r"no snapshot of step 3; it has \[0, 2, 5, 6\]"):
+        load_model(tmp_path / "run", step=3)
+
+
+def test_snapshot_steps_and_their_errors(tmp_path):
+    assert sorted(TrainConfig(steps=100).snapshot_steps()) == [0, 32, 64, 100]
+    assert TrainConfig(snapshots="none").snapshot_steps() == frozenset()
+    for bad in ("", "often", "1,-2", "1,,2"):
+        with pytest.raises(ValueError, match="snapshots must be 'log', 'none'"):
+            TrainConfig(snapshots=bad)
+    train(_model(), TASK, TrainConfig(**FAST, snapshots="none"), out_dir=tmp_path / "n")
+    assert snapshot_steps(tmp_path / "n") == []
+
+
+def test_float16_snapshots_load_as_the_model_dtype(tmp_path):
+    model = _model()
+    save_model(model, tmp_path)
+    save_snapshot(model, tmp_path, 7, dtype=torch.float16)
+    loaded = load_model(tmp_path, step=7)
+    for name, value in _weights(loaded).items():
+        original = model.state_dict()[name]
+        expected = original.half().float() if original.is_floating_point() else original
+        assert value.dtype == original.dtype and torch.equal(value, expected)
