@@ -11,7 +11,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_capture_layers
-from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.metrics import adjacency_probability, center_states, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
 
@@ -109,7 +109,7 @@ def _score_layers(
     scores = {}
     for layer, acts in stream:
         if center:
-            acts = _centred(acts, lens.to(acts.device))
+            acts = center_states(acts, lens.to(acts.device))
         try:
             sim = cosine_matrix(acts)
         except ValueError as err:
@@ -118,13 +118,6 @@ def _score_layers(
         score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties, rows=mask)
         scores[layer] = score.double().nanmean()
     return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
-
-
-def _centred(acts: Tensor, lens: Tensor) -> Tensor:
-    """Each sequence minus the mean of its real positions (padding is left out of the mean)."""
-    real = (torch.arange(acts.shape[1], device=acts.device) < lens[:, None])[..., None]
-    mean = (acts * real).sum(dim=1, keepdim=True) / lens[:, None, None].to(acts.dtype)
-    return acts - mean
 
 
 def _is_cache(obj: Any) -> bool:

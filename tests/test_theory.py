@@ -282,3 +282,25 @@ def test_bad_arguments_for_the_comparison(tiny_model, tokens):
     attn_only = build_model(tiny_config(attn_only=True))
     with pytest.raises(ValueError, match="does not exist in this model"):
         compare_first_layer(attn_only, tokens, site="resid_mid")
+
+
+def test_effective_width_is_the_participation_ratio_of_the_value_vectors():
+    """(sum lambda)^2 / sum lambda^2 of the covariance of each token's attention output when
+    it stands alone, by eigenvalues in numpy; rank-limited value vectors give a lower width."""
+    import numpy as np
+
+    from adjpos import ModelConfig, build_model
+    from adjpos.theory import effective_width
+
+    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=50, n_ctx=8)
+    model = build_model(cfg)
+    tokens = torch.arange(50).reshape(5, 10)
+    _, cache = model.run_with_cache(tokens.reshape(-1, 1), names_filter="blocks.0.hook_attn_out")
+    values = cache["blocks.0.hook_attn_out"][:, 0].double().numpy()
+    eig = np.linalg.eigvalsh(np.cov(values, rowvar=False))
+    expected = eig.sum() ** 2 / (eig**2).sum()
+    assert effective_width(model, tokens) == pytest.approx(expected, rel=1e-9)
+    with torch.no_grad():  # value vectors confined to 2 directions
+        model.blocks[0].attn.W_O[:, :, 2:] = 0.0
+        model.blocks[0].attn.b_O[2:] = 0.0
+    assert effective_width(model, tokens) <= 2.0 + 1e-9

@@ -169,16 +169,21 @@ def resolve_model(
     return build_model(ModelConfig(**values), device=device), task
 
 
-def _pretrained(name: str, device: Any, task: Any) -> tuple[Any, Any]:
+def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:
+    """``TASK`` (seed 0) or ``TASK:SEED``."""
     from adjpos.pretrained import load_pretrained
     from adjpos.tasks import TASKS
 
-    if name not in TASKS:
+    name, _, seed = spec.partition(":")
+    if name not in TASKS or (seed and not seed.isdigit()):
         raise ValueError(
-            f"--model {PRETRAINED}{name}: unknown task; choose one of "
-            f"{[PRETRAINED + t for t in TASKS]}"
+            f"--model {PRETRAINED}{spec}: unknown task or seed; choose one of "
+            f"{[PRETRAINED + t for t in TASKS]}, optionally with a seed ({PRETRAINED}TASK:1)"
         )
-    model, trained_on = load_pretrained(name, device=str(device))
+    try:
+        model, trained_on = load_pretrained(name, int(seed or 0), device=str(device))
+    except ValueError as err:
+        raise ValueError(f"--model {PRETRAINED}{spec}: {err}") from None
     return model, task if task is not None else trained_on
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from jaxtyping import Float
+from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.metrics.checks import check_finite
@@ -35,3 +35,21 @@ def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*bat
     norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     unit = torch.where(norms > 0, x / norms.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
     return unit @ unit.mT
+
+
+def center_states(
+    x: Float[Tensor, "batch pos d_model"], lengths: Int[Tensor, " batch"]
+) -> Float[Tensor, "batch pos d_model"]:
+    """Each sequence minus the mean of its real positions (padding, at positions >= its
+    length, is left out of the mean): a direction every state shares leaves the cosines.
+
+    Example:
+        >>> x = torch.tensor([[[1.0, 2.0], [3.0, 2.0], [9.0, 9.0]]])
+        >>> center_states(x, torch.tensor([2]))
+        tensor([[[-1.,  0.],
+                 [ 1.,  0.],
+                 [ 7.,  7.]]])
+    """
+    real = (torch.arange(x.shape[1], device=x.device) < lengths[:, None])[..., None]
+    mean = (x * real).sum(dim=1, keepdim=True) / lengths[:, None, None].to(x.dtype)
+    return x - mean

@@ -1,8 +1,11 @@
-"""NoPE models trained by `adjpos train` and shipped with the package, one per task.
+"""NoPE models trained by `adjpos train` and shipped with the package: seeds of each task.
 
-Each folder holds ``model.safetensors`` + ``config.json`` (the model), ``metrics.json`` (the
-run: task parameters, training config, evaluation history) and ``train.json`` (the command
-that made it, its steps, wall time and held-out accuracy).
+Each ``TASK/seedS`` folder holds ``model.safetensors`` + ``config.json`` (the model),
+``metrics.json`` (the run: task parameters, training config, evaluation history),
+``train.json`` (the command that made it, its steps, wall time and held-out accuracy) and
+``heldout.json`` (its exact match on 2,000 fresh held-out prompts) when it was checked; a
+seed's ``snapshots/`` holds its weights during training (``load_pretrained(task, seed,
+step=...)``). ``examples/train_pretrained.py`` trains them all.
 """
 
 from __future__ import annotations
@@ -11,36 +14,70 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adjpos.models import load_model
+from adjpos.models import load_model, snapshot_steps
 from adjpos.tasks import TASKS, Task, get_task
 
 HERE = Path(__file__).resolve().parent
 
 
 def available_pretrained() -> list[str]:
-    """Names of the tasks that have a shipped model."""
-    return [name for name in TASKS if (HERE / name / "model.safetensors").is_file()]
+    """Names of the tasks that have a shipped model (seed 0 at least)."""
+    return [name for name in TASKS if pretrained_seeds(name)]
+
+
+def pretrained_seeds(name: str) -> list[int]:
+    """The seeds shipped for task `name` (empty when none or `name` is unknown)."""
+    folders = (HERE / name).glob("seed*") if name in TASKS else ()
+    found = [f for f in folders if f.name[4:].isdigit() and (f / "model.safetensors").is_file()]
+    return sorted(int(f.name[4:]) for f in found)
+
+
+def pretrained_folder(name: str, seed: int = 0) -> Path:
+    """The folder of the shipped model of task `name` and `seed`.
+
+    Raises:
+        ValueError: no such model is shipped (the message lists the tasks and seeds that are).
+    """
+    if seed not in pretrained_seeds(name):
+        shipped = {task: pretrained_seeds(task) for task in available_pretrained()}
+        raise ValueError(
+            f"no shipped model for task {name!r} with seed {seed!r}; shipped (task: seeds): "
+            f"{shipped}"
+        )
+    return HERE / name / f"seed{seed}"
 
 
 def load_pretrained(
-    name: str, *, device: str | None = None, n_ctx: int | None = None
+    name: str,
+    seed: int = 0,
+    *,
+    device: str | None = None,
+    n_ctx: int | None = None,
+    step: int | None = None,
 ) -> tuple[Any, Task]:
-    """The shipped trained NoPE model for task `name`, and the task it was trained on.
+    """The shipped trained NoPE model for task `name` and `seed`, and the task it was
+    trained on.
 
     Example:
-        >>> model, task = load_pretrained("addition")  # doctest: +SKIP
-        >>> predict(model, task, ["123+456="])  # doctest: +SKIP
+        >>> from adjpos import predict
+        >>> model, task = load_pretrained("addition", seed=0)
+        >>> predict(model, task, ["123+456="])
         ['579']
 
-    `n_ctx` runs the model on longer sequences than it was trained on (see `load_model`).
+    `n_ctx` runs the model on longer sequences than it was trained on (see `load_model`);
+    `step` loads a training snapshot (`pretrained_snapshots` lists them).
 
     Raises:
-        ValueError: no model is shipped for `name` (the message lists those that are).
+        ValueError: no model is shipped for `name` and `seed`, or no snapshot of `step`
+            (the messages list those that are).
     """
-    if name not in available_pretrained():
-        raise ValueError(f"no shipped model for {name!r}; available: {available_pretrained()}")
-    folder = HERE / name
-    return load_model(folder, device=device, n_ctx=n_ctx), trained_task(folder)
+    folder = pretrained_folder(name, seed)
+    return load_model(folder, device=device, n_ctx=n_ctx, step=step), trained_task(folder)
+
+
+def pretrained_snapshots(name: str, seed: int = 0) -> list[int]:
+    """The training steps whose snapshots are shipped for task `name` and `seed`."""
+    return snapshot_steps(pretrained_folder(name, seed))
 
 
 def trained_task(folder: str | Path) -> Task:
@@ -60,8 +97,11 @@ def trained_task(folder: str | Path) -> Task:
     return get_task(record["name"], **{k: v for k, v in record.items() if k != "name"})
 
 
-def pretrained_info(name: str) -> dict[str, Any]:
-    """The shipped model's ``train.json``: command, steps, seconds, held-out accuracy."""
-    if name not in available_pretrained():
-        raise ValueError(f"no shipped model for {name!r}; available: {available_pretrained()}")
-    return json.loads((HERE / name / "train.json").read_text())
+def pretrained_info(name: str, seed: int = 0) -> dict[str, Any]:
+    """The shipped model's ``train.json`` (command, steps, seconds, accuracy on its eval
+    prompts) and, as ``"heldout"``, its ``heldout.json`` when it was checked."""
+    folder = pretrained_folder(name, seed)
+    info = json.loads((folder / "train.json").read_text())
+    if (folder / "heldout.json").is_file():
+        info["heldout"] = json.loads((folder / "heldout.json").read_text())
+    return info

@@ -6,9 +6,11 @@ Submodules: `stages` (the measurements, as tidy tables), `numbers` (the numbers 
 needs), `figures` (each figure from its stage's table), `report`, `pipeline`, `sizes`, `sweep`.
 """
 
+from adjpos.study import dynamics as dynamics
 from adjpos.study import figures as figures
 from adjpos.study import numbers as numbers
 from adjpos.study import stages as stages
+from adjpos.study import trained as trained
 from adjpos.study.pipeline import ReproduceConfig, ReproduceResult, reproduce
 from adjpos.study.sizes import FULL, QUICK, TINY, StudySizes
 from adjpos.study.stages import Models

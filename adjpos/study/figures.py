@@ -16,6 +16,7 @@ from adjpos.figures import (
     plot_adjacency_by_layer,
     plot_cosine_heatmaps,
     plot_first_layer_theory,
+    plot_intervals,
     plot_interventions,
     plot_probe_scores,
     plot_variance_by_position,
@@ -26,20 +27,42 @@ from adjpos.figures import (
 from adjpos.interventions import INTERVENTION_TABLE
 from adjpos.models import ModelConfig
 from adjpos.probes import ProbeResult
-from adjpos.study import stages
-from adjpos.study.numbers import TRAINED
+from adjpos.study import stages, trained
+from adjpos.study.dynamics import DYNAMICS
+from adjpos.study.numbers import (
+    ADJACENCY_VIEWS,
+    LEARNED,
+    MAIN_VIEW,
+    TRAINED,
+    score_view,
+    seed_summary,
+)
 from adjpos.study.sweep import read_sweep, rows_of_subgrid
 
 CAPTIONS = {
-    "adjacency_by_layer": "Adjacency score per layer (0.5 = chance; layer 0 = token embeddings), "
-    "per task: the trained NoPE model, random-init NoPE models of the same architecture, and "
-    "random-init models with learned positions (bars: std over seeds).",
+    "adjacency_by_layer": "Adjacency score per layer (the study's score: whole sequence, ties "
+    "strict; layer 0 = token embeddings), per task: the trained NoPE models, random-init NoPE "
+    "models of the same architecture, and random-init models with learned positions (mean "
+    "over seeds; bars: std over seeds).",
+    "adjacency_views": "Adjacency score per layer in four views (rows: the study's score, the "
+    "prompt rows, the answer rows, the prompt rows of centred states; ties as half except in "
+    "the first), trained against random-init NoPE (mean over seeds; bars: from the lowest to "
+    "the highest seed's 95% bootstrap interval over sequences).",
     "cosine": "{task}: cosine similarity of each position's hidden state (rows) with the earlier "
     "positions (columns), trained (top) and random-init (bottom), every layer; axes carry the "
     "characters of the sequence ('.' ends the answer).",
     "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
-    "position (mean over held-out sequences of one length), one line per layer.",
+    "position (mean over held-out sequences of one length and over seeds), one line per layer.",
+    "variance_by_layer": "Variance against position by layer: the last-third / first-third "
+    "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
+    "trained against random-init NoPE (mean over seeds; bars: from the lowest to the highest "
+    "seed's 95% bootstrap interval over sequences).",
     "probes": "Position probes per layer: {model}.",
+    "dynamics": "Training dynamics of each task's first measured seed: exact match, adjacency "
+    "(the study's score and the centred prompt-row view), the variance ratio and its Spearman "
+    "correlation with position, and the residual's position-probe gain over layer 0, against "
+    "the training step (log scale; step 0, the initial weights, drawn at 1), one line per "
+    "layer (bars: 95% intervals).",
     "interventions": "Exact match of each trained model with one carrier of position changed "
     "at the input of one block (layer 0 = token embeddings), each control dashed in its "
     "intervention's colour, the unchanged model black (bars: 95% bootstrap intervals over "
@@ -60,6 +83,71 @@ CAPTIONS = {
 def adjacency_figure(table: pd.DataFrame) -> go.Figure:
     """Adjacency by layer, one panel per task, one line per model kind."""
     return plot_adjacency_by_layer(table, panel="task", line="model")
+
+
+def adjacency_views_figure(table: pd.DataFrame) -> go.Figure:
+    """Four views of the score by layer, trained against random-init NoPE, seed spans."""
+    shown = list(ADJACENCY_VIEWS.items())[:1] + [
+        (k, v) for k, v in ADJACENCY_VIEWS.items() if k[0] != "all"
+    ]
+    frames = []
+    for key, label in shown:
+        view = score_view(table, key)
+        summary = seed_summary(view[view["model"] != LEARNED], "adjacency", "low", "high")
+        frames.append(summary.assign(view=label))
+    return plot_intervals(
+        pd.concat(frames),
+        x="layer",
+        y="value",
+        low="low",
+        high="high",
+        color="model",
+        facet_col="task",
+        facet_row="view",
+        title="Adjacency by layer in four views (seed spans of 95% intervals)",
+        y_title="adjacency",
+    )
+
+
+def variance_layers_figure(table: pd.DataFrame) -> go.Figure:
+    """Ratio and Spearman correlation of variance with position by layer, seed spans."""
+    frames = [
+        seed_summary(table, metric, f"{metric}_low", f"{metric}_high").assign(metric=metric)
+        for metric in ("ratio", "spearman")
+    ]
+    return plot_intervals(
+        pd.concat(frames),
+        x="layer",
+        y="value",
+        low="low",
+        high="high",
+        color="model",
+        facet_col="task",
+        facet_row="metric",
+        title="Variance against position by layer (seed spans of 95% intervals)",
+    )
+
+
+def dynamics_figure(table: pd.DataFrame) -> go.Figure:
+    """Every dynamics metric against the step, one panel per (metric, task), one line per
+    layer, for each task's first seed."""
+    first = table.groupby("task")["seed"].transform("min")
+    shown = table[table["seed"] == first].assign(
+        step=lambda t: t["step"].clip(lower=1),
+        layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "model" for x in t["layer"]],
+    )
+    return plot_intervals(
+        shown,
+        x="step",
+        y="value",
+        low="low",
+        high="high",
+        color="layer",
+        facet_col="task",
+        facet_row="metric",
+        log_x=True,
+        title="Training dynamics (seed 0; bars: 95% intervals)",
+    )
 
 
 def variance_figure(table: pd.DataFrame) -> go.Figure:
@@ -124,13 +212,20 @@ def run_figures(out: str | Path) -> dict[str, tuple[go.Figure, str]]:
     spec = json.loads((Path(out) / "run.json").read_text())["spec"]
     sizes = spec["sizes"]
     figures: dict[str, tuple[go.Figure, str]] = {}
-    table = stages.ADJACENCY.read(results / "adjacency_by_layer.csv")
-    figures["adjacency_by_layer"] = (adjacency_figure(table), CAPTIONS["adjacency_by_layer"])
+    table = trained.ADJACENCY.read(results / "adjacency_by_layer.csv")
+    main = score_view(table, MAIN_VIEW)
+    figures["adjacency_by_layer"] = (adjacency_figure(main), CAPTIONS["adjacency_by_layer"])
+    figures["adjacency_views"] = (adjacency_views_figure(table), CAPTIONS["adjacency_views"])
     panels = json.loads((results / "cosine_heatmaps.json").read_text())
     for stem, fig in cosine_figures(panels).items():
         figures[stem] = (fig, CAPTIONS["cosine"].format(task=stem.removeprefix("cosine_")))
-    table = stages.VARIANCE.read(results / "variance_by_position.csv")
+    table = trained.VARIANCE.read(results / "variance_by_position.csv")
     figures["variance_by_position"] = (variance_figure(table), CAPTIONS["variance_by_position"])
+    table = trained.VARIANCE_LAYERS.read(results / "variance_by_layer.csv")
+    figures["variance_by_layer"] = (variance_layers_figure(table), CAPTIONS["variance_by_layer"])
+    table = DYNAMICS.read(results / "dynamics.csv")
+    if not table.empty:  # no snapshots measured: the report says so
+        figures["dynamics"] = (dynamics_figure(table), CAPTIONS["dynamics"])
     for path in sorted(results.glob("probes_*.json")):
         result = ProbeResult.from_json(path)
         if not result.model.startswith(TRAINED):  # the copies are in the report's tables

@@ -10,12 +10,12 @@ inside twice its standard error is reported as a tie, never as a win.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 import pandas as pd
 
 from adjpos.probes import ProbeResult
-from adjpos.stats import variance_ratio
 from adjpos.study.sweep import last_layer_rows
 
 # The model labels of the stages' tables (defined here, the lighter module; stages uses them).
@@ -26,55 +26,128 @@ ORDER_METHODS = ("spectral_seriation", "variance_sort", "first_similarity_sort")
 ONE_NUMBER = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
 
 
+# The adjacency views the report shows, (rows, centred, ties) -> label; the first is the
+# study's score (see `adjpos.study.trained`).
+ADJACENCY_VIEWS = {
+    ("all", False, "strict"): "whole (the study's score)",
+    ("all", False, "half"): "whole, ties half",
+    ("prompt", False, "half"): "prompt rows, ties half",
+    ("answer", False, "half"): "answer rows, ties half",
+    ("all", True, "half"): "whole, centred, ties half",
+    ("prompt", True, "half"): "prompt rows, centred, ties half",
+}
+MAIN_VIEW = next(iter(ADJACENCY_VIEWS))
+
+
 def adjacency_numbers(table: pd.DataFrame) -> dict[str, Any]:
-    """Per task: the trained model's best layer >= 1 against its layer 0, and against the
-    random-init NoPE controls (their seed range, and the standard errors over sequences)."""
-    mean = table.groupby(["task", "model", "layer"], sort=False).agg(
-        adjacency=("adjacency", "mean"),
-        low=("adjacency", "min"),
-        high=("adjacency", "max"),
-        sem=("sem", "max"),
-        seeds=("adjacency", "size"),
-    )
-    layers = sorted(table["layer"].unique())
-    per_task, by_layer = [], []
-    for task in table["task"].unique():
-        trained = mean.loc[(task, TRAINED)]
-        control = mean.loc[(task, RANDOM)]
-        best = int(trained.loc[layers[1:], "adjacency"].idxmax())
-        above_layer0 = _compare(trained.loc[best], trained.loc[layers[0]])
-        deepest = layers[-1]
-        per_task.append(
-            {
-                "task": task,
-                "best_layer": best,
-                "trained_best": float(trained.loc[best, "adjacency"]),
-                "trained_layer0": float(trained.loc[layers[0], "adjacency"]),
-                "trained_vs_layer0": above_layer0,
-                "control_deepest": float(control.loc[deepest, "adjacency"]),
-                "control_layer0": float(control.loc[layers[0], "adjacency"]),
-                "control_vs_layer0": _compare(control.loc[deepest], control.loc[layers[0]]),
-                "control_min_above_0": float(control.loc[layers[1:], "adjacency"].min()),
-            }
-        )
-        for layer in layers[1:]:
-            by_layer.append(
+    """Per view of the score, task and layer >= 1: the trained seeds against the random-init
+    NoPE control seeds; per task (the study's score): the trained models' best layer >= 1
+    against their layer 0, and the controls' deepest layer against theirs.
+
+    Each (model, seed, layer) value has a 95% bootstrap interval over sequences; a group of
+    seeds spans from its lowest interval to its highest, and one group is above (below)
+    another only when the two spans do not overlap: a difference inside the seed spread is
+    not a difference."""
+    views = []
+    for key, label in ADJACENCY_VIEWS.items():
+        summary = seed_summary(score_view(table, key), "adjacency", "low", "high")
+        cells = []
+        for (task, layer), group in summary.groupby(["task", "layer"], sort=False):
+            by = group.set_index("model")
+            if layer < 1 or TRAINED not in by.index or RANDOM not in by.index:
+                continue
+            mine, theirs = by.loc[TRAINED], by.loc[RANDOM]
+            cells.append(
                 {
                     "task": task,
                     "layer": int(layer),
-                    "trained": float(trained.loc[layer, "adjacency"]),
-                    "control_low": float(control.loc[layer, "low"]),
-                    "control_high": float(control.loc[layer, "high"]),
-                    "control_seeds": int(control.loc[layer, "seeds"]),
-                    "trained_vs_control": _against_range(trained.loc[layer], control.loc[layer]),
+                    "trained": float(mine["value"]),
+                    "trained_low": float(mine["low"]),
+                    "trained_high": float(mine["high"]),
+                    "trained_seeds": int(mine["seeds"]),
+                    "control": float(theirs["value"]),
+                    "control_low": float(theirs["low"]),
+                    "control_high": float(theirs["high"]),
+                    "control_seeds": int(theirs["seeds"]),
+                    "versus": _spans(mine, theirs),
                 }
             )
+        counts = Counter(c["versus"] for c in cells)
+        views.append(
+            {"view": label, "rows": key[0], "centred": key[1], "ties": key[2], "cells": cells}
+            | {"counts": {v: counts.get(v, 0) for v in ("above", "below", "within")}}
+        )
+    main = score_view(table, MAIN_VIEW)
+    summary = seed_summary(main, "adjacency", "low", "high")
+    cosine = seed_summary(score_view(table, MAIN_VIEW), "mean_cosine")
     return {
-        "per_task": per_task,
-        "trained_vs_control": by_layer,
-        "layers": [int(x) for x in layers],
-        "means": records(mean["adjacency"].reset_index()),
+        "per_task": [_layer0(main, task) for task in main["task"].unique()],
+        "views": views,
+        "layers": sorted(int(x) for x in table["layer"].unique()),
+        "means": records(summary),
+        "mean_cosine": records(cosine),
     }
+
+
+def score_view(table: pd.DataFrame, key: tuple[str, bool, str]) -> pd.DataFrame:
+    rows, centred, ties = key
+    return table[(table["rows"] == rows) & (table["centred"] == centred) & (table["ties"] == ties)]
+
+
+def seed_summary(frame: pd.DataFrame, value: str, low: str | None = None, high: str | None = None):
+    """Per (task, model, layer): the mean over seeds, the span of the seeds' intervals (their
+    lowest low to their highest high; the values' own range without intervals) and the
+    number of seeds."""
+    groups = frame.groupby(["task", "model", "layer"], sort=False)
+    out = groups.agg(
+        value=(value, "mean"),
+        low=(low or value, "min"),
+        high=(high or value, "max"),
+        seeds=(value, "size"),
+    )
+    return out.reset_index()
+
+
+def _spans(mine: pd.Series, theirs: pd.Series) -> str:
+    """'above', 'below' or 'within': whether two spans of seeds' intervals are apart."""
+    if mine["low"] > theirs["high"]:
+        return "above"
+    if mine["high"] < theirs["low"]:
+        return "below"
+    return "within"
+
+
+def _layer0(main: pd.DataFrame, task: str) -> dict[str, Any]:
+    """The trained models' best layer >= 1 (by the mean over seeds) against their layer 0,
+    and the controls' deepest layer against theirs, seed by seed: 'above' or 'below' when
+    every seed's two intervals are apart that way, 'tie' otherwise."""
+    rows = main[main["task"] == task]
+    layers = sorted(int(x) for x in rows["layer"].unique())
+    trained, control = rows[rows["model"] == TRAINED], rows[rows["model"] == RANDOM]
+    means = trained.groupby("layer")["adjacency"].mean()
+    best = int(means.loc[layers[1:]].idxmax())
+    deepest = int(layers[-1])
+    control_means = control.groupby("layer")["adjacency"].mean()
+    return {
+        "task": task,
+        "best_layer": best,
+        "trained_best": float(means.loc[best]),
+        "trained_layer0": float(means.loc[layers[0]]),
+        "trained_vs_layer0": _per_seed(trained, best, layers[0]),
+        "control_deepest": float(control_means.loc[deepest]),
+        "control_layer0": float(control_means.loc[layers[0]]),
+        "control_vs_layer0": _per_seed(control, deepest, layers[0]),
+        "seeds": int(trained["seed"].nunique()),
+        "control_seeds": int(control["seed"].nunique()),
+    }
+
+
+def _per_seed(rows: pd.DataFrame, layer: int, base: int) -> str:
+    outcomes = set()
+    for _, seed_rows in rows.groupby("seed"):
+        by = seed_rows.set_index("layer")
+        outcomes.add(_spans(by.loc[layer], by.loc[base]))
+    return outcomes.pop() if len(outcomes) == 1 and "within" not in outcomes else "tie"
 
 
 def cosine_numbers(scores: pd.DataFrame) -> dict[str, Any]:
@@ -83,33 +156,64 @@ def cosine_numbers(scores: pd.DataFrame) -> dict[str, Any]:
 
 
 def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
-    """Variance over the last third of the positions divided by the first third, for every
-    task, model and layer (below 1: the shrinkage Chi et al. describe)."""
-    ratios = []
-    for (task, model, layer), rows in table.groupby(["task", "model", "layer"], sort=False):
-        values = rows.sort_values("position")["variance"].to_numpy()
-        ratio = variance_ratio(values)
-        ratios.append(
+    """Per task, model kind and layer: the last-third / first-third variance ratio and the
+    Spearman correlation of variance with position, as the mean over seeds and the span of
+    the seeds' 95% intervals. Variance shrinks with position at a (task, layer) when both
+    spans lie below their null (ratio 1, correlation 0); the trained models shrink more than
+    their random-init controls when their ratio span lies below the controls'."""
+    ratio = seed_summary(table, "ratio", "ratio_low", "ratio_high")
+    rho = seed_summary(table, "spearman", "spearman_low", "spearman_high")
+    cells = []
+    for (task, model, layer), r in ratio.set_index(["task", "model", "layer"]).iterrows():
+        s = rho.set_index(["task", "model", "layer"]).loc[(task, model, layer)]
+        shrinks = r["high"] < 1 and s["high"] < 0
+        grows = r["low"] > 1 and s["low"] > 0
+        cells.append(
             {
                 "task": task,
                 "model": model,
                 "layer": int(layer),
-                "positions": len(values),
-                "ratio": ratio,
+                "ratio": float(r["value"]),
+                "ratio_low": float(r["low"]),
+                "ratio_high": float(r["high"]),
+                "spearman": float(s["value"]),
+                "spearman_low": float(s["low"]),
+                "spearman_high": float(s["high"]),
+                "seeds": int(r["seeds"]),
+                "outcome": "shrinks" if shrinks else "grows" if grows else "neither",
             }
         )
-    frame = pd.DataFrame(ratios)
-    deepest = frame[frame["layer"] == frame["layer"].max()]
-    inner = frame[(frame["layer"] >= 1) & (frame["layer"] < frame["layer"].max())]
+    frame = pd.DataFrame(cells)
+    versus = []
+    for (task, layer), group in frame.groupby(["task", "layer"], sort=False):
+        by = group.set_index("model")
+        if layer >= 1 and {TRAINED, RANDOM} <= set(by.index):
+            mine, theirs = by.loc[TRAINED], by.loc[RANDOM]
+            spans = {"low": mine["ratio_low"], "high": mine["ratio_high"]}
+            other = {"low": theirs["ratio_low"], "high": theirs["ratio_high"]}
+            versus.append(
+                {
+                    "task": task,
+                    "layer": int(layer),
+                    "versus": _spans(pd.Series(spans), pd.Series(other)),
+                }
+            )
     blocks = frame[frame["layer"] >= 1]
+    where = {
+        model: {
+            outcome: [
+                [r["task"], int(r["layer"])] for _, r in g[g["outcome"] == outcome].iterrows()
+            ]
+            for outcome in ("shrinks", "grows")
+        }
+        for model, g in blocks.groupby("model")
+    }
     return {
-        "falls": {m: int((g["ratio"] < 1).sum()) for m, g in blocks.groupby("model")},
-        "cells": {m: len(g) for m, g in blocks.groupby("model")},
-        "ratios": ratios,
-        "deepest_falls": {m: int((g["ratio"] < 1).sum()) for m, g in deepest.groupby("model")},
-        "inner_falls": {m: int((g["ratio"] < 1).sum()) for m, g in inner.groupby("model")},
-        "inner_cells": {m: len(g) for m, g in inner.groupby("model")},
-        "models": {m: int(g["task"].nunique()) for m, g in frame.groupby("model")},
+        "cells": cells,
+        "versus": versus,
+        "where": where,
+        "blocks": {m: len(g) for m, g in blocks.groupby("model")},
+        "deepest_layer": int(frame["layer"].max()),
     }
 
 
@@ -335,6 +439,8 @@ def theory_numbers(table: pd.DataFrame) -> dict[str, Any]:
         measured=("measured_adjacency", "mean"),
         measured_std=("measured_adjacency", "std"),
         predicted=("predicted_adjacency", "mean"),
+        effective_width=("effective_width", "mean"),
+        predicted_effective=("predicted_effective", "mean"),
         seeds=("seed", "size"),
     )
     rows = [
@@ -346,33 +452,20 @@ def theory_numbers(table: pd.DataFrame) -> dict[str, Any]:
         }
         for (i, s), r in grouped.iterrows()
     ]
-    close = [
-        r["init_range"]
-        for r in rows
-        if r["site"] == "attn_out" and abs(r["measured"] - r["predicted"]) < 0.05
-    ]
+    close, close_effective = (
+        [
+            r["init_range"]
+            for r in rows
+            if r["site"] == "attn_out" and abs(r["measured"] - r[key]) < 0.05
+        ]
+        for key in ("predicted", "predicted_effective")
+    )
     return {
         "rows": rows,
         "attn_out_within_0.05": close,
+        "attn_out_within_0.05_effective": close_effective,
         "scales": len({r["init_range"] for r in rows}),
     }
-
-
-def _compare(a: pd.Series, b: pd.Series) -> str:
-    """'above', 'below' or 'tie': a's mean against b's, by Z combined standard errors."""
-    gap = float(a["adjacency"] - b["adjacency"])
-    return _verdict(gap, math.hypot(float(a["sem"]), float(b["sem"])))
-
-
-def _against_range(trained: pd.Series, control: pd.Series) -> str:
-    """'above', 'below' or 'within': the trained score against the controls' seed range,
-    widened by Z standard errors of both."""
-    margin = Z * math.hypot(float(trained["sem"]), float(control["sem"]))
-    if trained["adjacency"] > control["high"] + margin:
-        return "above"
-    if trained["adjacency"] < control["low"] - margin:
-        return "below"
-    return "within"
 
 
 def _compare_scores(a: dict | None, b: dict | None) -> str:

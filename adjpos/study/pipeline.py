@@ -22,7 +22,17 @@ from adjpos.runs import RunFolder, write_json
 from adjpos.study.sizes import SIZES, StudySizes
 from adjpos.validation import DEVICES, check_choice, help_field, resolve_device
 
-STAGES = ("models", "cosine", "adjacency", "variance", "probing", "causal", "sweep", "theory")
+STAGES = (
+    "models",
+    "cosine",
+    "adjacency",
+    "variance",
+    "dynamics",
+    "probing",
+    "causal",
+    "sweep",
+    "theory",
+)
 
 
 @dataclass(frozen=True)
@@ -176,19 +186,20 @@ def _cosine(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
 
 
 def _adjacency(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
-    from adjpos.study import numbers, stages
+    from adjpos.study import numbers, trained
 
-    table = stages.measure_adjacency(models, cfg.sizes)
-    stages.ADJACENCY.write(_results(folder) / "adjacency_by_layer.csv", table)
+    table = trained.measure_adjacency(models, cfg.sizes)
+    trained.ADJACENCY.write(_results(folder) / "adjacency_by_layer.csv", table)
     _numbers(folder, "adjacency", numbers.adjacency_numbers(table))
 
 
 def _variance(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
-    from adjpos.study import numbers, stages
+    from adjpos.study import numbers, trained
 
-    table = stages.measure_variance(models, cfg.sizes)
-    stages.VARIANCE.write(_results(folder) / "variance_by_position.csv", table)
-    _numbers(folder, "variance", numbers.variance_numbers(table))
+    profiles, layers = trained.measure_variance(models, cfg.sizes)
+    trained.VARIANCE.write(_results(folder) / "variance_by_position.csv", profiles)
+    trained.VARIANCE_LAYERS.write(_results(folder) / "variance_by_layer.csv", layers)
+    _numbers(folder, "variance", numbers.variance_numbers(layers))
 
 
 def _probing(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
@@ -235,6 +246,23 @@ def _causal(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
     _numbers(folder, "causal", numbers.causal_numbers(table))
 
 
+def _dynamics(folder: RunFolder, models: Any, cfg: ReproduceConfig) -> None:
+    """One unit per task: its seeds' snapshots, run by the engine, then the combined table."""
+    import pandas as pd
+
+    from adjpos.study.dynamics import DYNAMICS, dynamics_numbers, dynamics_unit
+    from adjpos.tasks import TASKS
+
+    path = {task: _results(folder) / f"dynamics_{task}.csv" for task in TASKS}
+    jobs = [(models.fresh(), cfg.sizes, t) for t in TASKS if not folder.is_done(f"dynamics {t}")]
+    for (_, _, task), records in _run(dynamics_unit, jobs, cfg, models.device):
+        DYNAMICS.write(path[task], records)
+        folder.mark_done(f"dynamics {task}")
+    table = pd.concat([DYNAMICS.read(path[task]) for task in TASKS], ignore_index=True)
+    table = DYNAMICS.write(_results(folder) / "dynamics.csv", table)
+    _numbers(folder, "dynamics", dynamics_numbers(table))
+
+
 def _run(fn: Callable[..., Any], jobs: list[tuple], cfg: ReproduceConfig, device: str):
     """The stage's units on the run's engine (see `adjpos.engines`)."""
     return run_units(
@@ -278,6 +306,7 @@ STAGE_RUNNERS: dict[str, Callable[[RunFolder, Any, ReproduceConfig], None]] = {
     "cosine": _cosine,
     "adjacency": _adjacency,
     "variance": _variance,
+    "dynamics": _dynamics,
     "probing": _probing,
     "causal": _causal,
     "sweep": _sweep,

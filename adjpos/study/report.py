@@ -42,12 +42,26 @@ models solve their tasks, so they must know where their tokens are.
 
 What it shows: {adjacency_text} On task sequences layer 0 is not at chance (the prompt format
 puts the same characters at the same places), so each layer is compared with layer 0, not with
-0.5. Uncertainty: the standard error of each mean over sequences; a difference inside twice its
-standard error counts as a tie.
+0.5. Uncertainty: each model's 95% bootstrap interval over sequences; with several seeds a
+difference counts only when it holds for every seed's intervals.
 
-{trained_vs_control_table}
+### Trained against untrained copies, in six views of the score
 
-Trained against untrained copies of the same architecture on the same sequences: {versus_text}
+{fig_adjacency_views}
+
+The whole-sequence score mixes the prompt rows (which know only the prompt) with the answer
+rows (each answer character resembles the character it copies), rewards states that all point
+the same way (mean cosine between two positions of a sequence, trained and random-init by
+layer: {mean_cosine_text}), and with strict ties puts chance below 0.5 where tokens repeat.
+So each layer >= 1 is compared in six views: trained seeds against random-init NoPE seeds of
+the same architecture on the same sequences. A group spans from its lowest seed's 95% interval
+to its highest; "above" or "below" needs the two spans apart, so a difference inside the seed
+spread is no difference. The table gives the study's score with its spans, then the verdict of
+each view (every view's numbers are in results/adjacency_by_layer.csv).
+
+{views_table}
+
+{versus_text}
 
 ## Claim 1, seen: self-cosine matrices of one prompt per task
 
@@ -64,10 +78,25 @@ sequence, which the table of Claim 1 averages over many.
 
 {fig_variance_by_position}
 
+{fig_variance_by_layer}
+
 {variance_table}
 
 What it shows: a ratio below 1 (variance lower over the last third of the positions than over
-the first third) is the shrinkage Chi et al. describe. {variance_text}
+the first third) with a negative Spearman correlation of variance with position is the
+shrinkage Chi et al. describe; each cell is the mean over seeds with the span of the seeds'
+95% bootstrap intervals over sequences, and it counts as shrinking only when both spans lie
+below their null (1 and 0). {variance_text}
+
+## When the pattern appears: training dynamics
+
+{fig_dynamics}
+
+{dynamics_accuracy_table}
+
+{dynamics_table}
+
+What it shows: {dynamics_text}
 
 ## Claim 2: similarity carries position better than variance (probes)
 
@@ -190,6 +219,9 @@ def render(
         "fig_adjacency_by_layer": figures("adjacency_by_layer"),
         "fig_cosine": figures("cosine"),
         "fig_variance_by_position": figures("variance_by_position"),
+        "fig_variance_by_layer": figures("variance_by_layer"),
+        "fig_dynamics": figures("dynamics"),
+        "fig_adjacency_views": figures("adjacency_views"),
         "fig_probes": figures("probes"),
         "fig_interventions": figures("interventions"),
         "fig_sweep": figures("sweep"),
@@ -201,6 +233,7 @@ def render(
     fields.update(_adjacency_fields(numbers["adjacency"]))
     fields["cosine_table"] = _by_layer(numbers["cosine"]["scores"], "adjacency")
     fields.update(_variance_fields(numbers["variance"]))
+    fields.update(_dynamics_fields(numbers["dynamics"]))
     fields.update(_probe_fields(numbers["probing"]))
     fields.update(_causal_fields(numbers["causal"]))
     fields.update(_sweep_fields(numbers["sweep"]))
@@ -213,10 +246,11 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
     adjacency, probes = numbers["adjacency"]["per_task"], numbers["probing"]["tasks"]
     trained_up = sum(t["trained_vs_layer0"] == "above" for t in adjacency)
     control_up = sum(t["control_vs_layer0"] == "above" for t in adjacency)
-    versus = Counter(r["trained_vs_control"] for r in numbers["adjacency"]["trained_vs_control"])
+    views = numbers["adjacency"]["views"]
+    versus = views[0]["counts"]
     variance = numbers["variance"]
-    falls, inner = variance["deepest_falls"], variance["inner_falls"]
-    cells = variance["inner_cells"]
+    where, blocks = variance["where"], variance["blocks"]
+    shrinks = {m: len(w["shrinks"]) for m, w in where.items()}
     cosine_wins = [p["cosine_vs_variance"] for p in probes]
     profile_wins = [p["profile_vs_variance_ridge"] for p in probes]
     order_wins = [p["seriation_vs_variance_sort"] for p in probes]
@@ -224,13 +258,14 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
     probe_versus = Counter(v["versus"] for v in numbers["probing"]["trained_vs_control"])
     sweep, theory = numbers["sweep"], numbers["theory"]
     close = theory["attn_out_within_0.05"]
+    close_effective = theory["attn_out_within_0.05_effective"]
     n_tasks, n_probed = len(adjacency), len(probes)
     return [
         [
             "Trained NoPE models: nearby hidden states are more similar",
             _verdict(trained_up, n_tasks),
-            f"best layer >= 1 above layer 0 by more than 2 standard errors in {trained_up} of "
-            f"{n_tasks} tasks",
+            f"best layer >= 1 above layer 0 for every seed (95% bootstrap intervals apart) in "
+            f"{trained_up} of {n_tasks} tasks",
         ],
         [
             "Random-init NoPE models show the pattern too",
@@ -241,19 +276,23 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         ],
         [
             "Training strengthens the pattern (control, not a claim of the study)",
-            _verdict(versus.get("above", 0), sum(versus.values())),
-            f"trained above random-init copies (seed range, 2 standard errors) at "
-            f"{versus.get('above', 0)}, below at {versus.get('below', 0)}, within at "
-            f"{versus.get('within', 0)} of {sum(versus.values())} task x layer cells",
+            _verdict(versus["above"], sum(versus.values())),
+            "trained seeds against random-init seeds, task x layer cells >= 1, seed spans of "
+            "95% intervals apart: "
+            + "; ".join(
+                f"{v['view']}: above {v['counts']['above']}, below {v['counts']['below']}, "
+                f"within {v['counts']['within']}"
+                for v in views
+                if v["ties"] == "half" or v is views[0]
+            ),
         ],
         [
             "Variance shrinks with position (Chi et al.)",
-            _verdict(sum(variance["falls"].values()), sum(variance["cells"].values())),
-            f"deepest layer: random-init {falls.get('random-init', 0)} of "
-            f"{_tasks(variance, 'random-init')}, trained {falls.get('trained', 0)} of "
-            f"{_tasks(variance, 'trained')}; layers between: trained {inner.get('trained', 0)} "
-            f"of {cells.get('trained', 0)}; every layer >= 1: "
-            + ", ".join(f"{m} {n} of {variance['cells'][m]}" for m, n in variance["falls"].items()),
+            _verdict(sum(shrinks.values()), sum(blocks.values())),
+            "ratio and Spearman spans below 1 and 0, task x layer cells >= 1: "
+            + "; ".join(
+                f"{m} {shrinks[m]} of {blocks[m]} ({_cells(where[m]['shrinks'])})" for m in where
+            ),
         ],
         [
             "Probes read position better from cosine similarities than from variance",
@@ -285,8 +324,10 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         [
             "The first-layer averaging argument predicts the first layer",
             _verdict(len(close), theory["scales"]),
-            f"attention output within 0.05 of the prediction at {len(close)} of "
-            f"{theory['scales']} init scales ({_list(close) or 'none'})",
+            f"attention output within 0.05 of the full-width prediction at {len(close)} of "
+            f"{theory['scales']} init scales ({_list(close) or 'none'}); of the prediction at "
+            f"the value vectors' effective width at {len(close_effective)} "
+            f"({_list(close_effective) or 'none'})",
         ],
     ]
 
@@ -305,10 +346,19 @@ def _setup(record: Mapping[str, Any]) -> str:
 
 def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
     return _table(
-        ["task", "model", "parameters", "layers x d_model x heads", "exact match", "prompts"],
+        [
+            "task",
+            "seed",
+            "model",
+            "parameters",
+            "layers x d_model x heads",
+            "exact match",
+            "prompts",
+        ],
         [
             [
                 m["task"],
+                m["seed"],
                 m["source"],
                 m["parameters"],
                 f"{m['n_layers']} x {m['d_model']} x {m['n_heads']}",
@@ -323,36 +373,89 @@ def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
 def _adjacency_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
     lines = [
         f"{t['task']}: trained {_n(t['trained_best'])} at layer {t['best_layer']} against "
-        f"{_n(t['trained_layer0'])} at layer 0 ({t['trained_vs_layer0']}); random-init NoPE "
-        f"{_n(t['control_deepest'])} at its deepest layer against {_n(t['control_layer0'])} "
-        f"({t['control_vs_layer0']})"
+        f"{_n(t['trained_layer0'])} at layer 0 ({t['trained_vs_layer0']}, {t['seeds']} "
+        f"seed{'s' if t['seeds'] > 1 else ''}); random-init NoPE {_n(t['control_deepest'])} at "
+        f"its deepest layer against {_n(t['control_layer0'])} ({t['control_vs_layer0']})"
         for t in numbers["per_task"]
     ]
-    versus = numbers["trained_vs_control"]
-    counts = Counter(r["trained_vs_control"] for r in versus)
-    return {
-        "adjacency_table": _by_layer(numbers["means"], "adjacency"),
-        "adjacency_text": "; ".join(lines) + ".",
-        "trained_vs_control_table": _table(
-            ["task", "layer", "trained", "random-init seed range", "seeds", "trained is"],
-            [
-                [
-                    r["task"],
-                    r["layer"],
-                    r["trained"],
-                    f"{_n(r['control_low'])} to {_n(r['control_high'])}",
-                    r["control_seeds"],
-                    r["trained_vs_control"],
-                ]
-                for r in versus
-            ],
-        ),
-        "versus_text": f"the trained model is above the random-init seed range (widened by two "
-        f"standard errors) in {counts.get('above', 0)}, below it in {counts.get('below', 0)} and "
-        f"within it in {counts.get('within', 0)} of {len(versus)} task x layer cells. With one "
-        "trained model per task and few control seeds this compares one training run with the "
-        "spread of initialisations, not training in general.",
+    views = numbers["views"]
+    verdicts = {(v["view"], c["task"], c["layer"]): c["versus"] for v in views for c in v["cells"]}
+    rows = [
+        [
+            c["task"],
+            c["layer"],
+            _span(c["trained"], c["trained_low"], c["trained_high"]),
+            _span(c["control"], c["control_low"], c["control_high"]),
+            *[verdicts.get((v["view"], c["task"], c["layer"])) for v in views],
+        ]
+        for c in views[0]["cells"]
+    ]
+    cosine = {(r["task"], r["model"], r["layer"]): r["value"] for r in numbers["mean_cosine"]}
+    deep = [x for x in numbers["layers"] if x >= 1]
+    ranges = {
+        model: [v for (_, m, x), v in cosine.items() if m == model and x in deep]
+        for model in ("trained", "random-init")
     }
+    return {
+        "adjacency_table": _by_layer(
+            [{**r, "adjacency": r["value"]} for r in numbers["means"]], "adjacency"
+        ),
+        "adjacency_text": "; ".join(lines) + ".",
+        "views_table": _table(
+            [
+                "task",
+                "layer",
+                "trained [seed span]",
+                "random-init [seed span]",
+                *[f"trained is: {v['view']}" for v in views],
+            ],
+            rows,
+        ),
+        "mean_cosine_text": ", ".join(
+            f"{m} {_n(min(v))} to {_n(max(v))}" for m, v in ranges.items() if v
+        ),
+        "versus_text": _versus_text(views),
+    }
+
+
+def _versus_text(views: Sequence[Mapping[str, Any]]) -> str:
+    """Per view the counts, then the task x layer cells where every view agrees."""
+    counts = [
+        f"{v['view']}: below in {v['counts']['below']}, within in {v['counts']['within']}, "
+        f"above in {v['counts']['above']}"
+        for v in views
+    ]
+    cells = [(c["task"], c["layer"]) for c in views[0]["cells"]]
+    agree = {}
+    for outcome in ("below", "above"):
+        agree[outcome] = [
+            cell
+            for cell in cells
+            if all(
+                any((c["task"], c["layer"]) == cell and c["versus"] == outcome for c in v["cells"])
+                for v in views
+            )
+        ]
+    total = len(cells)
+    return (
+        f"Of {total} task x layer cells, the trained models are {'; '.join(counts)}. Below in "
+        f"every view: {_cells(agree['below'])}; above in every view: {_cells(agree['above'])}. "
+        "Elsewhere the verdict depends on the view or lies inside the seed spread."
+    )
+
+
+def _cells(cells: Sequence[Sequence[Any]]) -> str:
+    """(task, layer) cells as 'task (layers a, b), ...'."""
+    if not cells:
+        return "none"
+    by_task: dict[str, list[int]] = {}
+    for task, layer in cells:
+        by_task.setdefault(task, []).append(layer)
+    return ", ".join(f"{task} ({_layers(layers)})" for task, layers in by_task.items())
+
+
+def _span(value: Any, low: Any, high: Any) -> str:
+    return f"{_n(value)} [{_n(low)}, {_n(high)}]"
 
 
 def _by_layer(records: Sequence[Mapping[str, Any]], value: str) -> str:
@@ -367,18 +470,88 @@ def _by_layer(records: Sequence[Mapping[str, Any]], value: str) -> str:
 
 
 def _variance_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
-    falls, inner, cells = numbers["deepest_falls"], numbers["inner_falls"], numbers["inner_cells"]
+    rows = [
+        [
+            c["task"],
+            c["model"],
+            c["layer"],
+            _span(c["ratio"], c["ratio_low"], c["ratio_high"]),
+            _span(c["spearman"], c["spearman_low"], c["spearman_high"]),
+            c["seeds"],
+            c["outcome"],
+        ]
+        for c in numbers["cells"]
+    ]
+    where, blocks = numbers["where"], numbers["blocks"]
+    parts = [
+        f"{model}: shrinks in {len(w['shrinks'])} of {blocks[model]} task x layer cells >= 1 "
+        f"({_cells(w['shrinks'])}), grows in {len(w['grows'])}"
+        for model, w in where.items()
+    ]
+    versus = Counter(v["versus"] for v in numbers["versus"])
+    more = [(v["task"], v["layer"]) for v in numbers["versus"] if v["versus"] == "below"]
     return {
-        "variance_table": _by_layer(numbers["ratios"], "ratio"),
-        "variance_text": f"At the deepest layer it holds in {falls.get('random-init', 0)} of "
-        f"{_tasks(numbers, 'random-init')} random-init models and {falls.get('trained', 0)} of "
-        f"{_tasks(numbers, 'trained')} trained ones; at the layers between the first and the "
-        f"deepest, in {inner.get('trained', 0)} of {cells.get('trained', 0)} trained and "
-        f"{inner.get('random-init', 0)} of {cells.get('random-init', 0)} random-init task x layer "
-        "cells. The table gives every layer (one sequence length per task; no uncertainty is "
-        "attached to these ratios).",
+        "variance_table": _table(
+            ["task", "model", "layer", "ratio [span]", "Spearman [span]", "seeds", "variance"],
+            rows,
+        ),
+        "variance_text": "; ".join(parts) + ". Trained against random-init, layer by layer: "
+        f"the trained ratio span lies below the controls' in {versus.get('below', 0)} of "
+        f"{len(numbers['versus'])} cells ({_cells(more)}), above in {versus.get('above', 0)}.",
     }
 
+
+def _dynamics_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
+    if not numbers["tasks"]:
+        return {
+            "dynamics_accuracy_table": "",
+            "dynamics_table": "",
+            "dynamics_text": "nothing: no measured model has training snapshots (the shipped "
+            "models keep them for seed 0 when trained with them; see docs/pretrained.md).",
+        }
+    accuracy = _table(
+        ["task", "seed", "first snapshot at 99% exact match", "last step", "final exact match"],
+        [
+            [a["task"], a["seed"], a["first_step_99"], a["final_step"], a["final_accuracy"]]
+            for a in numbers["accuracy"]
+        ],
+    )
+    shown = [t for t in numbers["trajectories"] if t["metric"] in DYNAMICS_SHOWN]
+    table = _table(
+        ["task", "seed", "metric", "layer", "start", "peak (step)", "end", "end vs start"],
+        [
+            [
+                t["task"],
+                t["seed"],
+                t["metric"],
+                t["layer"],
+                t["start"],
+                f"{_n(t['peak'])} ({t['peak_step']})",
+                t["end"],
+                "rises" if t["rises"] else "falls" if t["falls"] else "no change",
+            ]
+            for t in shown
+        ],
+    )
+    counts = {}
+    for metric in DYNAMICS_SHOWN:
+        mine = [t for t in numbers["trajectories"] if t["metric"] == metric]
+        counts[metric] = (
+            f"{metric}: rises in {sum(t['rises'] for t in mine)}, falls in "
+            f"{sum(t['falls'] for t in mine)} of {len(mine)} task x layer trajectories, "
+            f"ends below its peak in {sum(t['fades_after_peak'] for t in mine)}"
+        )
+    text = (
+        "from the initial weights (step 0) to the end of training, with the end against the "
+        "start judged by 95% intervals apart: "
+        + "; ".join(counts.values())
+        + ". Snapshots are log-spaced, so early training is seen in detail; one seed per task."
+    )
+    return {"dynamics_accuracy_table": accuracy, "dynamics_table": table, "dynamics_text": text}
+
+
+# The dynamics metrics the report tabulates (dynamics.csv has them all).
+DYNAMICS_SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain")
 
 ONE_NUMBER_COLUMNS = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
 
@@ -636,7 +809,9 @@ def _theory_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
                 "attention entropy ratio",
                 "measured",
                 "std over seeds",
-                "predicted",
+                "predicted (full width)",
+                "effective width",
+                "predicted (effective width)",
             ],
             [
                 [
@@ -646,13 +821,19 @@ def _theory_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
                     r["measured"],
                     r["measured_std"],
                     r["predicted"],
+                    r["effective_width"],
+                    r["predicted_effective"],
                 ]
                 for r in numbers["rows"]
             ],
         ),
         "theory_text": "with near-uniform attention (entropy ratio near 1) the averaging "
         "argument predicts the measured first-layer score; it holds within 0.05 for the "
-        f"attention output at init scales {_list(numbers['attn_out_within_0.05']) or 'none'}. As "
+        f"attention output at init scales {_list(numbers['attn_out_within_0.05']) or 'none'} "
+        "at the full width d_model, and at "
+        f"{_list(numbers['attn_out_within_0.05_effective']) or 'none'} at the effective "
+        "width of the value vectors ((tr S)^2 / tr(S^2) of their covariance: the prediction "
+        "assumes isotropic value vectors, and the real ones span fewer directions). As "
         "init grows, attention becomes peaked (the entropy ratio falls) and the measured score "
         "leaves the prediction; the residual (resid_mid) adds an unshared term and lowers both.",
     }
@@ -724,10 +905,6 @@ def _below(outcomes: Sequence[str]) -> int:
 
 def _one_seed(outcomes: Sequence[str]) -> str:
     return " (one seed: no spread to judge by)" if any("one seed" in o for o in outcomes) else ""
-
-
-def _tasks(numbers: Mapping[str, Any], model: str) -> int:
-    return numbers["models"].get(model, 0)
 
 
 _HTML = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title>

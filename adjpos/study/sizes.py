@@ -61,6 +61,11 @@ class StudySizes:
     n_sequences: int = help_field(
         "held-out task sequences for the adjacency and variance stages", 256
     )
+    trained_seeds: tuple[int, ...] | None = help_field(
+        "seeds of the trained models of each task measured by the adjacency and variance "
+        "stages (None: every shipped seed; seed 0 when the run trains its models)",
+        None,
+    )
     control_seeds: tuple[int, ...] = help_field(
         "seeds of the random-init controls of each trained architecture", (0, 1, 2)
     )
@@ -82,6 +87,15 @@ class StudySizes:
     )
     interventions: tuple[str, ...] = help_field(
         "interventions of the causal tests, each with its control", CAUSAL
+    )
+    dynamics_seeds: tuple[int, ...] = help_field(
+        "trained seeds whose training snapshots the dynamics stage measures (shipped: seed 0; "
+        "a seed without snapshots is reported as not measured)",
+        (0,),
+    )
+    dynamics_prompts: int = help_field("held-out prompts per snapshot for exact match", 500)
+    dynamics_sequences: int = help_field(
+        "held-out sequences per snapshot for adjacency, variance and the probe", 128
     )
     cv: int = help_field("folds, grouped by sequence", 5)
     repeats: int = help_field("seeds (folds and shuffles) of each probe", 3)
@@ -106,8 +120,8 @@ class StudySizes:
             value = getattr(self, f.name)
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif f.name.endswith("seeds") or (
-                f.name == "intervention_layers" and value is not None
+            elif (f.name.endswith("seeds") or f.name == "intervention_layers") and (
+                value is not None
             ):
                 check_int_list(f.name, value)
         if self.train_steps is not None:
@@ -137,6 +151,8 @@ QUICK = dataclasses.replace(
     probe_controls=(0,),
     intervention_prompts=100,
     intervention_layers=(1,),
+    dynamics_prompts=100,
+    dynamics_sequences=32,
     interventions=(
         "none",
         "norm_permute",
@@ -163,10 +179,13 @@ TINY = dataclasses.replace(
     QUICK,
     n_eval=8,
     n_sequences=8,
+    trained_seeds=(0,),
     n_probe_sequences=8,
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
     probes=("ridge", "spline"),
     intervention_prompts=12,
+    dynamics_prompts=8,
+    dynamics_sequences=8,
     intervention_layers=(1,),
     interventions=("none", "norm_permute", "norm_scale_control"),
     cv=2,

@@ -18,20 +18,24 @@ from typing import Any
 import pandas as pd
 import torch
 
-from adjpos.capture import capture_residuals, iter_residuals
+from adjpos.capture import capture_residuals
 from adjpos.interventions import intervention_table
-from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
+from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.models import ModelConfig, build_model, load_model
-from adjpos.pretrained import HERE as PRETRAINED
-from adjpos.pretrained import load_pretrained, pretrained_info
+from adjpos.pretrained import (
+    load_pretrained,
+    pretrained_folder,
+    pretrained_info,
+    pretrained_seeds,
+)
 from adjpos.probes import ProbeResult, probe_positions, reconstruct_order, sequences_of_length
-from adjpos.study.numbers import LEARNED, RANDOM, TRAINED
+from adjpos.study.numbers import RANDOM, TRAINED
 from adjpos.study.sizes import StudySizes
 from adjpos.study.sweep import SweepResult, sweep
 from adjpos.tables import Table
 from adjpos.tasks import TASKS, Task, get_task
 from adjpos.tasks.vocab import EOS
-from adjpos.theory import compare_first_layer, predicted_adjacency
+from adjpos.theory import compare_first_layer, effective_width, predicted_adjacency
 from adjpos.training import TrainConfig, evaluate, train
 
 # The paper's example prompt of each task (PAPER.md), drawn as the cosine heatmaps.
@@ -44,6 +48,7 @@ EXAMPLE_PROMPTS = {
 
 MODELS = Table(
     task="string",
+    seed="int64",
     source="string",
     accuracy="float64",
     n_prompts="int64",
@@ -53,12 +58,7 @@ MODELS = Table(
     n_heads="int64",
     train_command="string",
 )
-# `sem`: the standard error of the mean over sequences (their sample std / sqrt(n)).
-ADJACENCY = Table(
-    task="string", model="string", seed="Int64", layer="int64", adjacency="float64", sem="float64"
-)
 COSINE_SCORES = Table(task="string", model="string", layer="int64", adjacency="float64")
-VARIANCE = Table(task="string", model="string", layer="int64", position="int64", variance="float64")
 THEORY = Table(
     init_range="float64",
     seed="int64",
@@ -66,6 +66,8 @@ THEORY = Table(
     residual_ratio="float64",
     measured_adjacency="float64",
     predicted_adjacency="float64",
+    effective_width="float64",
+    predicted_effective="float64",
     entropy_ratio="float64",
     mean_abs_error="float64",
 )
@@ -85,21 +87,36 @@ class Models:
     device: str = "cpu"
     train_dir: Path | None = None
     train_steps: int | None = None
-    _trained: dict[str, tuple[Any, Task]] = field(default_factory=dict)
+    _trained: dict[tuple[str, int], tuple[Any, Task]] = field(default_factory=dict)
     _controls: dict[tuple[str, int, str], Any] = field(default_factory=dict)
 
     def fresh(self) -> Models:
         """The same models, none loaded yet: what a unit of work carries to another process."""
         return Models(device=self.device, train_dir=self.train_dir, train_steps=self.train_steps)
 
-    def trained(self, name: str) -> tuple[Any, Task]:
-        """The trained NoPE model of task `name`, and its task."""
-        if name not in self._trained:
+    def trained(self, name: str, seed: int = 0) -> tuple[Any, Task]:
+        """The trained NoPE model of task `name` and `seed`, and its task."""
+        if (name, seed) not in self._trained:
             if self.train_dir is None:
-                self._trained[name] = load_pretrained(name, device=self.device)
+                self._trained[name, seed] = load_pretrained(name, seed, device=self.device)
             else:
-                self._trained[name] = self._train(name)
-        return self._trained[name]
+                self._trained[name, seed] = self._train(name, seed)
+        return self._trained[name, seed]
+
+    def seeds(self, name: str, sizes: StudySizes) -> tuple[int, ...]:
+        """The trained seeds of task `name` the stages measure (`sizes.trained_seeds`, or
+        every shipped seed; seed 0 when this run trains its models)."""
+        if sizes.trained_seeds is not None:
+            return sizes.trained_seeds
+        return tuple(pretrained_seeds(name)) if self.train_dir is None else (0,)
+
+    def folder(self, name: str, seed: int = 0) -> Path:
+        """The checkpoint folder of the trained model of task `name` and `seed` (its
+        snapshots are there)."""
+        if self.train_dir is None:
+            return pretrained_folder(name, seed)
+        self.trained(name, seed)
+        return self.train_dir / name / f"seed{seed}"
 
     def control(self, name: str, seed: int, *, positional: str = "none") -> Any:
         """A random-init model with the trained model's architecture (and `positional`),
@@ -110,25 +127,27 @@ class Models:
             self._controls[key] = build_model(cfg, device=self.device)
         return self._controls[key]
 
-    def _train(self, name: str) -> tuple[Any, Task]:
-        """Train from the shipped recipe (architecture, task and TrainConfig); resumable."""
-        run = json.loads((PRETRAINED / name / "metrics.json").read_text())
+    def _train(self, name: str, seed: int) -> tuple[Any, Task]:
+        """Train from the shipped recipe of `seed` (architecture, task and TrainConfig);
+        resumable."""
+        run = json.loads((pretrained_folder(name, seed) / "metrics.json").read_text())
         task = get_task(name, **{k: v for k, v in run["task"].items() if k != "name"})
         recipe = {**run["train"], "device": self.device}
         if self.train_steps is not None:  # smaller sizes: the same recipe, a few steps
             steps = self.train_steps
             recipe.update(steps=steps, warmup_steps=steps // 5, eval_every=steps, eval_size=64)
-        folder = self.train_dir / name
+        folder = self.train_dir / name / f"seed{seed}"
         model = build_model(ModelConfig.from_dict(run["model"]), device=self.device)
         train(model, task, TrainConfig(**recipe), out_dir=folder, resume=True, progress=None)
         return load_model(folder, device=self.device), task
 
 
 def measure_models(models: Models, sizes: StudySizes) -> pd.DataFrame:
-    """Held-out exact-match accuracy of each trained model, and where it came from."""
+    """Held-out exact-match accuracy of each trained model (every seed), and where it came
+    from."""
     rows = []
-    for name in TASKS:
-        model, task = models.trained(name)
+    for name, seed in ((n, s) for n in TASKS for s in models.seeds(n, sizes)):
+        model, task = models.trained(name, seed)
         prompts = task.draw_prompts(sizes.n_eval, generator=_gen(1), split="test")
         accuracy, _ = evaluate(model, task, prompts)
         cfg = model.adjpos_config
@@ -136,6 +155,7 @@ def measure_models(models: Models, sizes: StudySizes) -> pd.DataFrame:
         rows.append(
             {
                 "task": name,
+                "seed": seed,
                 "source": "shipped" if shipped else "trained by this run",
                 "accuracy": accuracy,
                 "n_prompts": len(prompts),
@@ -143,7 +163,7 @@ def measure_models(models: Models, sizes: StudySizes) -> pd.DataFrame:
                 "n_layers": cfg.n_layers,
                 "d_model": cfg.d_model,
                 "n_heads": cfg.n_heads,
-                "train_command": pretrained_info(name)["command"] if shipped else None,
+                "train_command": pretrained_info(name, seed)["command"] if shipped else None,
             }
         )
     return MODELS.frame(rows)
@@ -172,49 +192,6 @@ def measure_cosine(models: Models) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
                     }
                 )
     return COSINE_SCORES.frame(scores), panels
-
-
-def measure_adjacency(models: Models, sizes: StudySizes) -> pd.DataFrame:
-    """Adjacency score per layer on held-out task sequences (right-padded; lengths keep the
-    padding out), trained model against random-init controls, with its standard error."""
-    rows = []
-    for name in TASKS:
-        model, task = models.trained(name)
-        batch = task.sample(sizes.n_sequences, generator=_gen(2), split="test")
-        tokens = batch.tokens[:, : int(batch.lengths.max())]
-        variants = [(TRAINED, None, model)]
-        for seed in sizes.control_seeds:
-            variants.append((RANDOM, seed, models.control(name, seed)))
-            variants.append((LEARNED, seed, models.control(name, seed, positional="learned")))
-        for label, seed, m in variants:
-            for layer, per_sequence in _sequence_scores(m, tokens, batch.lengths):
-                rows.append(
-                    {
-                        "task": name,
-                        "model": label,
-                        "seed": seed,
-                        "layer": layer,
-                        "adjacency": float(per_sequence.mean()),
-                        "sem": float(per_sequence.std() / len(per_sequence) ** 0.5),
-                    }
-                )
-    return ADJACENCY.frame(rows)
-
-
-def measure_variance(models: Models, sizes: StudySizes) -> pd.DataFrame:
-    """Mean variance of the hidden state over d_model, per position and layer (one length)."""
-    rows = []
-    for name in TASKS:
-        model, task = models.trained(name)
-        tokens = sequences_of_length(task, sizes.n_sequences, generator=_gen(3))
-        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed=0))):
-            var = position_variance(capture_residuals(m, tokens).float()).mean(dim=1)
-            for layer, per_position in enumerate(var.tolist()):
-                rows += [
-                    {"task": name, "model": label, "layer": layer, "position": k, "variance": v}
-                    for k, v in enumerate(per_position)
-                ]
-    return VARIANCE.frame(rows)
 
 
 @dataclass(frozen=True)
@@ -339,14 +316,18 @@ def measure_theory(sizes: StudySizes, device: str) -> tuple[pd.DataFrame, list[d
             model = build_model(cfg, device=device)
             keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=_gen(100 + seed))
             tokens = keys.argsort(dim=1)[:, :n_pos]  # distinct tokens: independent values
+            d_eff = effective_width(model, tokens)
             for site in ("attn_out", "resid_mid"):
                 comp = compare_first_layer(model, tokens, site=site)
-                predicted = predicted_adjacency(
-                    n_pos,
-                    d_model=width,
-                    residual_ratio=comp.residual_ratio,
-                    n_samples=sizes.theory_samples,
-                    generator=_gen(seed),
+                predicted, at_effective = (
+                    predicted_adjacency(
+                        n_pos,
+                        d_model=d,
+                        residual_ratio=comp.residual_ratio,
+                        n_samples=sizes.theory_samples,
+                        generator=_gen(seed),
+                    )
+                    for d in (width, max(1, round(d_eff)))
                 )
                 rows.append(
                     {
@@ -356,6 +337,8 @@ def measure_theory(sizes: StudySizes, device: str) -> tuple[pd.DataFrame, list[d
                         "residual_ratio": comp.residual_ratio,
                         "measured_adjacency": comp.measured_adjacency,
                         "predicted_adjacency": float(predicted[0]),
+                        "effective_width": d_eff,
+                        "predicted_effective": float(at_effective[0]),
                         "entropy_ratio": comp.entropy_ratio,
                         "mean_abs_error": comp.mean_abs_error,
                     }
@@ -368,13 +351,6 @@ def measure_theory(sizes: StudySizes, device: str) -> tuple[pd.DataFrame, list[d
                         {"site": site, "kind": "predicted", "matrix": _round(comp.predicted)}
                     )
     return THEORY.frame(rows), matrices
-
-
-def _sequence_scores(model: Any, tokens: torch.Tensor, lengths: torch.Tensor):
-    """(layer, adjacency score of each sequence) at every residual-stream layer."""
-    for layer, acts in iter_residuals(model, tokens, progress=False):
-        sim = cosine_matrix(acts)
-        yield layer, adjacency_probability(sim, lengths=lengths.to(sim.device)).double().cpu()
 
 
 def _round(matrix: torch.Tensor) -> list[list[float]]:

@@ -9,6 +9,7 @@ from adjpos.theory.comparison import (
     THEORY_SITES,
     FirstLayerComparison,
     compare_first_layer,
+    effective_width,
     estimate_residual_ratio,
 )
 from adjpos.theory.prediction import predicted_adjacency, predicted_cosine, simulate_first_layer
@@ -17,6 +18,7 @@ __all__ = [
     "THEORY_SITES",
     "FirstLayerComparison",
     "compare_first_layer",
+    "effective_width",
     "estimate_residual_ratio",
     "predicted_adjacency",
     "predicted_cosine",

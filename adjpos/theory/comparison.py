@@ -192,6 +192,27 @@ def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:
     return float(embed.square().sum(-1).mean() / value.square().sum(-1).mean())
 
 
+def effective_width(model: Any, tokens: TokenInput) -> float:
+    """The effective width of block 0's value vectors over every token occurrence in
+    `tokens`: (tr S)^2 / tr(S^2) of their covariance S (over occurrences), the number of
+    equally strong directions that would give the same spread (d_model when the vectors are
+    isotropic, 1 when they lie on a line). The first-layer prediction assumes isotropic value
+    vectors in d_model dimensions; `predicted_adjacency(n, d_model=round(this))` is the same
+    prediction at the width they really span.
+
+    Example:
+        >>> import adjpos
+        >>> model = adjpos.build_model(adjpos.ModelConfig(n_layers=1, d_model=32))
+        >>> 1 <= effective_width(model, torch.arange(40)[None]) <= 32
+        True
+    """
+    alone = check_tokens(model, tokens).reshape(-1, 1)
+    values = _run_block_0(model, alone, [_ATTN_OUT])[_ATTN_OUT].double().reshape(alone.shape[0], -1)
+    centred = values - values.mean(dim=0)
+    cov = centred.T @ centred / max(1, values.shape[0] - 1)
+    return float(torch.trace(cov) ** 2 / torch.trace(cov @ cov))
+
+
 def _run_block_0(model: Any, tokens: Tensor, names: list[str]) -> dict[str, Tensor]:
     with torch.inference_mode():
         _, cache = model.run_with_cache(tokens, names_filter=names, stop_at_layer=1)

@@ -12,7 +12,7 @@ from adjpos.cli import main
 from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
 from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
-from adjpos.study.stages import ADJACENCY
+from adjpos.study.trained import ADJACENCY, VARIANCE_LAYERS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,14 +38,21 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     adjacency = ADJACENCY.read(results / "adjacency_by_layer.csv")
     assert set(adjacency["task"]) == {"addition", "reversal", "indexing", "ordering"}
     assert set(adjacency["model"]) == {"trained", "random-init", "random-init, learned positions"}
-    assert (adjacency["sem"] > 0).all()
+    assert (adjacency["low"] <= adjacency["adjacency"]).all()
+    assert (adjacency["adjacency"] <= adjacency["high"]).all()
+    assert len(adjacency.groupby(["rows", "centred", "ties"])) == 12
+    layers = VARIANCE_LAYERS.read(results / "variance_by_layer.csv")
+    assert set(layers["model"]) == {"trained", "random-init"}
+    assert (layers["ratio_low"] <= layers["ratio_high"]).all()
     for stage in STAGES:
         assert (results / "numbers" / f"{stage}.json").is_file()
     report = (out / "report.md").read_text()
     for stem in (
         "adjacency_by_layer",
+        "adjacency_views",
         "cosine_addition",
         "variance_by_position",
+        "variance_by_layer",
         "sweep_histogram",
         "theory_first_layer",
         "probes_trained_reversal",
@@ -53,7 +60,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     ):
         assert (out / "figures" / f"{stem}.html").is_file()
         assert f"(figures/{stem}.html)" in report
-    assert report.count("What it shows:") == 7
+    assert report.count("What it shows:") == 8
     assert "device used: cpu" in report and "| n_eval | 8 |" in report
     html = (out / "report.html").read_text()
     assert html.count("<iframe") == len(list((out / "figures").glob("*.html")))
@@ -103,7 +110,8 @@ def test_the_stages_give_the_same_numbers_on_ray(tiny_run, tmp_path):
 def test_report_tables_are_the_means_of_the_csv(tiny_run):
     out, _ = tiny_run
     table = ADJACENCY.read(out / "results" / "adjacency_by_layer.csv")
-    means = table.groupby(["task", "model", "layer"])["adjacency"].mean()
+    study = table[(table["rows"] == "all") & ~table["centred"] & (table["ties"] == "strict")]
+    means = study.groupby(["task", "model", "layer"])["adjacency"].mean()
     for task, model in (("addition", "trained"), ("ordering", "random-init")):
         values = [means[(task, model, layer)] for layer in range(5)]
         line = f"| {task} | {model} | " + " | ".join(f"{v:.3f}" for v in values) + " |"
@@ -204,18 +212,20 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
 
 
 def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
-    from adjpos.pretrained import load_pretrained
+    from adjpos.pretrained import load_pretrained, pretrained_folder
     from adjpos.study.stages import Models
 
     first = Models(device="cpu", train_dir=tmp_path / "models", train_steps=2)
     model, task = first.trained("addition")
     shipped, shipped_task = load_pretrained("addition", device="cpu")
     assert model.adjpos_config == shipped.adjpos_config and task == shipped_task
-    metrics = json.loads((tmp_path / "models" / "addition" / "metrics.json").read_text())
-    assert metrics["step"] == 2 and metrics["train"]["lr"] == 0.001  # the shipped lr
-    weights = (tmp_path / "models" / "addition" / "model.safetensors").read_bytes()
+    folder = tmp_path / "models" / "addition" / "seed0"
+    recipe = json.loads((pretrained_folder("addition", 0) / "metrics.json").read_text())
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["step"] == 2 and metrics["train"]["lr"] == recipe["train"]["lr"]
+    weights = (folder / "model.safetensors").read_bytes()
     again = Models(device="cpu", train_dir=tmp_path / "models", train_steps=2)
     again_model, _ = again.trained("addition")
-    assert (tmp_path / "models" / "addition" / "model.safetensors").read_bytes() == weights
+    assert (folder / "model.safetensors").read_bytes() == weights
     for a, b in zip(model.parameters(), again_model.parameters(), strict=True):
         assert (a == b).all()
