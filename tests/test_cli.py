@@ -93,7 +93,7 @@ def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
         (["--seq-len", "2"], "shorter than 3"),
         (["--seq-len", "500"], "n_ctx"),
         (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
-        (["--model", "pretrained:division"], "unknown task; choose one of ['pretrained:addition'"),
+        (["--model", "pretrained:division"], "unknown task or seed; choose one of ['pretrained:"),
     ],
 )
 def test_bad_input_exits_2_with_a_message(capsys, args, message):
@@ -238,7 +238,7 @@ def test_train_starts_from_the_weights_model_names(tmp_path):
         (["--task-param", "max_digits"], "NAME=VALUE"),
         (["--task-param", "width=3"], "unknown parameters ['width']"),
         (["--n-ctx", "5"], "n_ctx=5 is below"),
-        (["--model", "pretrained:division"], "unknown task; choose one of"),
+        (["--model", "pretrained:division"], "unknown task or seed; choose one of"),
     ],
 )
 def test_train_bad_input(capsys, tmp_path, args, message):

@@ -27,15 +27,19 @@ def test_shipped_model_answers_fresh_held_out_prompts(name):
 
 
 def test_unknown_model_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"no shipped model for 'division'; available: \["):
+    with pytest.raises(ValueError, match=r"no shipped model for task 'division' with seed 0; "):
         load_pretrained("division")
+    with pytest.raises(
+        ValueError, match=r"with seed 99; shipped \(task: seeds\): \{'addition': \["
+    ):
+        load_pretrained("addition", seed=99)
 
 
 def test_missing_weights_are_a_clear_error(tmp_path, monkeypatch):
-    (tmp_path / "addition").mkdir()  # a model folder whose weights are gone
-    (tmp_path / "addition" / "train.json").write_text("{}")
+    (tmp_path / "addition" / "seed0").mkdir(parents=True)  # a model folder without weights
+    (tmp_path / "addition" / "seed0" / "train.json").write_text("{}")
     monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)
     assert available_pretrained() == []
     for lookup in (load_pretrained, pretrained_info):
-        with pytest.raises(ValueError, match=r"no shipped model for 'addition'; available: \[\]"):
+        with pytest.raises(ValueError, match=r"no shipped model for task 'addition' with seed 0"):
             lookup("addition")

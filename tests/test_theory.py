@@ -292,7 +292,7 @@ def test_effective_width_is_the_participation_ratio_of_the_value_vectors():
     from adjpos import ModelConfig, build_model
     from adjpos.theory import effective_width
 
-    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=50, n_ctx=8)
+    cfg = ModelConfig(n_layers=1, d_model=16, n_heads=2, d_vocab=50, n_ctx=16)
     model = build_model(cfg)
     tokens = torch.arange(50).reshape(5, 10)
     _, cache = model.run_with_cache(tokens.reshape(-1, 1), names_filter="blocks.0.hook_attn_out")

@@ -405,8 +405,8 @@ def _adjacency_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
             [
                 "task",
                 "layer",
-                "trained [seed span]",
-                "random-init [seed span]",
+                "trained (seed span)",
+                "random-init (seed span)",
                 *[f"trained is: {v['view']}" for v in views],
             ],
             rows,
@@ -455,7 +455,7 @@ def _cells(cells: Sequence[Sequence[Any]]) -> str:
 
 
 def _span(value: Any, low: Any, high: Any) -> str:
-    return f"{_n(value)} [{_n(low)}, {_n(high)}]"
+    return f"{_n(value)} ({_n(low)} to {_n(high)})"
 
 
 def _by_layer(records: Sequence[Mapping[str, Any]], value: str) -> str:
@@ -492,7 +492,7 @@ def _variance_fields(numbers: Mapping[str, Any]) -> dict[str, str]:
     more = [(v["task"], v["layer"]) for v in numbers["versus"] if v["versus"] == "below"]
     return {
         "variance_table": _table(
-            ["task", "model", "layer", "ratio [span]", "Spearman [span]", "seeds", "variance"],
+            ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "variance"],
             rows,
         ),
         "variance_text": "; ".join(parts) + ". Trained against random-init, layer by layer: "
