@@ -128,7 +128,7 @@ def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
         (["--repeats", "0"], "--repeats must be at least 1"),
         (["--seq-len", "2"], "--seq-len: probing needs at least 3 tokens"),
         (["--model", "/nonexistent/ckpt"], "is not an adjpos checkpoint"),
-        (["--model", "pretrained:division"], "unknown task; choose one of"),
+        (["--model", "pretrained:division"], "unknown task or seed; choose one of"),
         (["--seq-len", "500"], "n_ctx"),
         (["--controls", "-1"], "--controls must be 0 or more"),
     ],
@@ -156,7 +156,7 @@ def test_a_list_option_that_does_not_parse_names_itself(capsys, tmp_path):
 def test_a_missing_shipped_model_is_a_clear_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)  # as if no model were shipped
     assert main(["probe", "--model", "pretrained:ordering", "--out", str(tmp_path / "r")]) == 2
-    assert "no shipped model for 'ordering'" in capsys.readouterr().err
+    assert "no shipped model for task 'ordering' with seed 0" in capsys.readouterr().err
 
 
 def test_controls_are_copies_of_the_architecture_on_the_same_sequences(tmp_path):
