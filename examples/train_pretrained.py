@@ -1,7 +1,8 @@
 """Train the shipped models: three seeds per task with one recipe, checked on fresh prompts.
 
 Each (task, seed) is one ``adjpos train`` run in ``OUT/TASK/seedS`` (resumable: run the script
-again to continue), started with ``--seed S --data-seed S`` and the recipe below, in a local
+again to continue), started with ``--seed S --data-seed S`` and the recipe of
+``adjpos.pretrained`` (``RECIPE_MODEL``, ``RECIPE_TRAIN``, ``RECIPE_STEPS``), in a local
 process pool with one thread per run. Each finished run is then checked on 2,000 fresh
 held-out prompts (test split, a seed training never used) into ``heldout.json``. With
 ``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
@@ -22,25 +23,19 @@ import adjpos
 from adjpos.cli import main as adjpos_main
 from adjpos.engines import run_units
 from adjpos.models import save_snapshot, snapshot_steps
-from adjpos.pretrained import HERE
+from adjpos.pretrained import HERE, RECIPE_MODEL, RECIPE_STEPS, RECIPE_TRAIN
 from adjpos.runs import write_json
 
-# The recipe of every shipped model: 4 layers of width 64, AdamW at 3e-3 with a cosine decay
-# to 0.1x, batches of 64, the answer-only loss; training stops at 99.5% on its eval prompts.
-RECIPE = [
-    "--n-layers", "4", "--d-model", "64", "--n-heads", "4",
-    "--lr", "0.003", "--batch-size", "64", "--warmup-steps", "200",
-    "--eval-every", "250", "--target-accuracy", "0.995", "--device", "cpu",
-]  # fmt: skip
-STEPS = {"addition": 24_000, "reversal": 20_000, "indexing": 20_000, "ordering": 20_000}
 CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
 
 
 def train_one(task: str, seed: int, out: str) -> dict:
     """One run (resumed if its folder holds one), then its check on fresh prompts."""
     folder = Path(out) / task / f"seed{seed}"
-    argv = ["train", "--task", task, "--out", str(folder), *RECIPE]
-    argv += ["--steps", str(STEPS[task]), "--seed", str(seed), "--data-seed", str(seed)]
+    recipe = {**RECIPE_MODEL, **RECIPE_TRAIN, "steps": RECIPE_STEPS[task]}
+    argv = ["train", "--task", task, "--out", str(folder), "--device", "cpu"]
+    argv += [f"--{k.replace('_', '-')}={v}" for k, v in recipe.items()]
+    argv += ["--seed", str(seed), "--data-seed", str(seed)]
     if (folder / "run.json").is_file():
         argv.append("--resume")
     if not (folder / "train.json").is_file():

@@ -90,3 +90,42 @@ def test_bench_engines_quick_runs_every_engine_to_the_same_rows():
     engines = [line.split()[0] for line in lines[2:5]]
     assert engines == ["in-process", "process", "ray"], proc.stdout
     assert "same rows on every engine: True" in proc.stdout
+
+
+def test_bench_time_to_99_quick_and_from_runs(tmp_path):
+    """Quick: one row per task (a tiny model does not reach 99% in 4 steps). From runs: the
+    first evaluation at 99% or more, read from each run's metrics.json."""
+    out = tmp_path / "rows.json"
+    script = str(BENCHMARKS / "bench_time_to_99.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--quick", "--tasks", "addition", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not reached" in proc.stdout
+    assert json.loads(out.read_text()) == [
+        {"task": "addition", "seed": 0, "steps": None, "seconds": None}
+    ]
+    run = tmp_path / "runs" / "reversal" / "seed2"
+    run.mkdir(parents=True)
+    history = [
+        {"step": 250, "accuracy": 0.5, "seconds": 10.0},
+        {"step": 500, "accuracy": 0.991, "seconds": 21.0},
+        {"step": 750, "accuracy": 0.999, "seconds": 30.0},
+    ]
+    (run / "metrics.json").write_text(
+        json.dumps({"task": {"name": "reversal"}, "history": history})
+    )
+    proc = subprocess.run(
+        [sys.executable, script, "--from-runs", str(tmp_path / "runs"), "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text()) == [
+        {"task": "reversal", "seed": 2, "steps": 500, "seconds": 21.0}
+    ]
+    assert "0.02" in proc.stdout  # 21 s of the 900 s budget

@@ -1,0 +1,96 @@
+"""Time to 99% exact match: the shipped recipe, one run per task, against a 15-minute budget.
+
+Each task's model is trained with the recipe of the shipped seeds (``adjpos.pretrained``:
+``RECIPE_MODEL``, ``RECIPE_TRAIN``, ``RECIPE_STEPS``), with every core of the machine (run it
+on idle cores), stopping at the first evaluation (1,000 held-out prompts, every 250 steps) at
+99% or more. Prints, per task, the steps and wall time to get there (evaluations included)
+and its ratio to the budget. ``--from-runs DIR`` reads the same from finished runs instead
+(``DIR/TASK/seedS/metrics.json``, e.g. those of ``examples/train_pretrained.py``);
+``--quick`` trains a tiny model a few steps (the smoke test).
+
+    python benchmarks/bench_time_to_99.py [--tasks addition reversal] [--seed 0]
+    python benchmarks/bench_time_to_99.py --from-runs runs/pretrained
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+
+import adjpos
+from adjpos.pretrained import RECIPE_MODEL, RECIPE_STEPS, RECIPE_TRAIN
+
+BUDGET_S, TARGET = 15 * 60, 0.99
+
+
+def first_at_target(history: list[dict]) -> dict | None:
+    """The first evaluation at or above the target, or None."""
+    return next((h for h in history if h["accuracy"] >= TARGET), None)
+
+
+def train_one(task_name: str, seed: int, quick: bool) -> dict:
+    task = adjpos.get_task(task_name)
+    size = {"n_layers": 1, "d_model": 16, "n_heads": 2} if quick else RECIPE_MODEL
+    cfg = adjpos.ModelConfig(**size, d_vocab=25, n_ctx=task.max_len, seed=seed)
+    model = adjpos.build_model(cfg, device="cpu")
+    train = {**RECIPE_TRAIN, "target_accuracy": TARGET, "steps": RECIPE_STEPS[task_name]}
+    if quick:
+        train.update(steps=4, eval_every=2, warmup_steps=1, eval_size=8)
+    result = adjpos.train(
+        model,
+        task,
+        adjpos.TrainConfig(**train, seed=seed, device="cpu", snapshots="none"),
+        progress=False,
+    )
+    return {"task": task_name, "seed": seed, "history": result.history}
+
+
+def from_runs(folder: Path) -> list[dict]:
+    runs = []
+    for path in sorted(folder.glob("*/seed*/metrics.json")):
+        record = json.loads(path.read_text())
+        seed = int(path.parent.name.removeprefix("seed"))
+        runs.append({"task": record["task"]["name"], "seed": seed, "history": record["history"]})
+    return runs
+
+
+def report(runs: list[dict], where: str) -> list[dict]:
+    print(f"time to {TARGET:.0%} exact match ({where}); budget {BUDGET_S // 60} min")
+    print(f"{'task':<10}{'seed':>5}{'steps':>8}{'seconds':>9}{'/ budget':>10}")
+    rows = []
+    for run in runs:
+        hit = first_at_target(run["history"])
+        steps = None if hit is None else hit["step"]
+        seconds = None if hit is None else hit["seconds"]
+        ratio = None if seconds is None else seconds / BUDGET_S
+        shown = [("-" if v is None else f"{v:{f}}") for v, f in ((steps, "d"), (seconds, ".0f"))]
+        print(
+            f"{run['task']:<10}{run['seed']:>5}{shown[0]:>8}{shown[1]:>9}"
+            f"{'not reached' if ratio is None else f'{ratio:.2f}':>10}"
+        )
+        rows.append({"task": run["task"], "seed": run["seed"], "steps": steps, "seconds": seconds})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=list(adjpos.TASKS), choices=adjpos.TASKS)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--from-runs", type=Path, help="read finished runs instead of training")
+    parser.add_argument("--quick", action="store_true", help="a tiny model, a few steps")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    if args.from_runs is not None:
+        rows = report(from_runs(args.from_runs), f"runs in {args.from_runs}")
+    else:
+        torch.set_num_threads(os.cpu_count() or 1)
+        runs = [train_one(task, args.seed, args.quick) for task in args.tasks]
+        rows = report(runs, f"trained here, {torch.get_num_threads()} threads")
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
