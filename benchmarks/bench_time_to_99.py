@@ -58,7 +58,7 @@ def from_runs(folder: Path) -> list[dict]:
 
 def report(runs: list[dict], where: str) -> list[dict]:
     print(f"time to {TARGET:.0%} exact match ({where}); budget {BUDGET_S // 60} min")
-    print(f"{'task':<10}{'seed':>5}{'steps':>8}{'seconds':>9}{'/ budget':>10}")
+    print(f"{'task':<10}{'seed':>5}{'steps':>8}{'seconds':>9}{'/ budget':>13}")
     rows = []
     for run in runs:
         hit = first_at_target(run["history"])
@@ -68,7 +68,7 @@ def report(runs: list[dict], where: str) -> list[dict]:
         shown = [("-" if v is None else f"{v:{f}}") for v, f in ((steps, "d"), (seconds, ".0f"))]
         print(
             f"{run['task']:<10}{run['seed']:>5}{shown[0]:>8}{shown[1]:>9}"
-            f"{'not reached' if ratio is None else f'{ratio:.2f}':>10}"
+            f"{'not reached' if ratio is None else f'{ratio:.2f}':>13}"
         )
         rows.append({"task": run["task"], "seed": run["seed"], "steps": steps, "seconds": seconds})
     return rows
