@@ -93,21 +93,16 @@ def measure_snapshot(model: Any, task: Any, sizes: StudySizes) -> list[dict[str,
 
 def _probe_gains(model: Any, tokens: torch.Tensor, sizes: StudySizes) -> list[dict[str, Any]]:
     """Logistic position-probe accuracy on the raw residual, minus layer 0's, by layer
-    (low/high: the gain -/+ twice the probe's std over seeds, where it has several)."""
+    (low/high: the gain -/+ twice the score's standard error over the folds; one seed of
+    folds, to keep a snapshot cheap)."""
     result = probe_positions(
-        model,
-        tokens,
-        features="resid",
-        probe="logistic",
-        cv=sizes.cv,
-        repeats=sizes.repeats,
-        progress=False,
+        model, tokens, features="resid", probe="logistic", cv=sizes.cv, repeats=1, progress=False
     )
     scores = {s.layer: s for s in result.scores if s.metric == "accuracy"}
     base = scores[0].value
     rows = []
     for layer, score in sorted(scores.items()):
-        spread = 2 * score.std if score.std == score.std else 0.0  # NaN: one seed
+        spread = 2 * score.sem if score.sem == score.sem else 0.0  # NaN: not measured
         gain = score.value - base
         rows.append(
             {

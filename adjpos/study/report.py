@@ -277,8 +277,8 @@ def claims(numbers: Mapping[str, Any]) -> list[list[str]]:
         [
             "Training strengthens the pattern (control, not a claim of the study)",
             _verdict(versus["above"], sum(versus.values())),
-            "trained seeds against random-init seeds, task x layer cells >= 1, seed spans of "
-            "95% intervals apart: "
+            f"{_seed_counts(views[0])}, task x layer cells >= 1, seed spans of 95% intervals "
+            "apart: "
             + "; ".join(
                 f"{v['view']}: above {v['counts']['above']}, below {v['counts']['below']}, "
                 f"within {v['counts']['within']}"
@@ -442,6 +442,16 @@ def _versus_text(views: Sequence[Mapping[str, Any]]) -> str:
         f"every view: {_cells(agree['below'])}; above in every view: {_cells(agree['above'])}. "
         "Elsewhere the verdict depends on the view or lies inside the seed spread."
     )
+
+
+def _seed_counts(view: Mapping[str, Any]) -> str:
+    """'3 trained and 3 random-init seeds per task' (ranges where tasks differ)."""
+    counts = []
+    for key, name in (("trained_seeds", "trained"), ("control_seeds", "random-init")):
+        found = sorted({c[key] for c in view["cells"]}) or [0]
+        span = str(found[0]) if len(found) == 1 else f"{found[0]} to {found[-1]}"
+        counts.append(f"{span} {name}")
+    return f"{counts[0]} and {counts[1]} seeds per task"
 
 
 def _cells(cells: Sequence[Sequence[Any]]) -> str:
