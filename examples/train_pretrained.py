@@ -6,10 +6,11 @@ again to continue), started with ``--seed S --data-seed S`` and the recipe of
 process pool with one thread per run. Each finished run is then checked on 2,000 fresh
 held-out prompts (test split, a seed training never used) into ``heldout.json``. With
 ``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
-seed 0 with its training snapshots stored in float16.
+seed 1 with its training snapshots stored in float16. (The shipped seed 0 of each task is the
+first, slower recipe's model: train seeds 1 and 2 with ``--seeds 1 2``.)
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
-        [--seeds 0 1 2] [--workers 2] [--install]
+        [--seeds 1 2] [--workers 2] [--install]
 """
 
 import argparse
@@ -27,6 +28,7 @@ from adjpos.pretrained import HERE, RECIPE_MODEL, RECIPE_STEPS, RECIPE_TRAIN
 from adjpos.runs import write_json
 
 CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
+SNAPSHOT_SEED = 1
 
 
 def train_one(task: str, seed: int, out: str) -> dict:
@@ -58,14 +60,14 @@ def train_one(task: str, seed: int, out: str) -> dict:
 
 
 def install(out: Path, task: str, seed: int) -> Path:
-    """Copy a passing run into the package (seed 0 with float16 snapshots)."""
+    """Copy a passing run into the package (seed `SNAPSHOT_SEED` with float16 snapshots)."""
     source, target = out / task / f"seed{seed}", HERE / task / f"seed{seed}"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "train.json", "heldout.json"):
         shutil.copy2(source / name, target / name)
-    if seed == 0:
+    if seed == SNAPSHOT_SEED:
         for step in snapshot_steps(source):
             model = adjpos.load_model(source, step=step, device="cpu")
             save_snapshot(model, target, step, dtype=torch.float16)
@@ -84,7 +86,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/pretrained"))
     parser.add_argument("--tasks", nargs="+", default=list(adjpos.TASKS), choices=adjpos.TASKS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--workers", type=int, default=2, help="runs at once (0: in-process)")
     parser.add_argument("--install", action="store_true", help="copy passing runs into the package")
     args = parser.parse_args()

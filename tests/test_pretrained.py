@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from adjpos import is_position_free, predict
-from adjpos.pretrained import available_pretrained, load_pretrained, pretrained_info
+from adjpos.pretrained import (
+    available_pretrained,
+    load_pretrained,
+    pretrained_info,
+    pretrained_seeds,
+    pretrained_snapshots,
+)
 
 # Written out, not read from disk or from TASKS: a deleted model must fail here, not vanish.
 SHIPPED = ("addition", "reversal", "indexing", "ordering")
@@ -14,12 +20,17 @@ def test_every_task_has_a_shipped_model():
     assert available_pretrained() == list(SHIPPED)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_model_answers_fresh_held_out_prompts(name):
-    model, task = load_pretrained(name, device="cpu")
+SEEDS = [(name, seed) for name in SHIPPED for seed in pretrained_seeds(name)]
+
+
+@pytest.mark.parametrize(("name", "seed"), SEEDS)
+def test_shipped_model_answers_fresh_held_out_prompts(name, seed):
+    model, task = load_pretrained(name, seed, device="cpu")
     assert is_position_free(model)
-    info = pretrained_info(name)
+    info = pretrained_info(name, seed)
     assert info["accuracy"] >= 0.99 and info["command"].startswith("adjpos train")
+    if seed > 0:  # the faster recipe's seeds are checked on 2,000 fresh prompts
+        assert info["heldout"]["n_prompts"] == 2000 and info["heldout"]["accuracy"] >= 0.99
     prompts = task.draw_prompts(100, generator=torch.Generator().manual_seed(7), split="test")
     answers = predict(model, task, prompts)
     correct = sum(a == task.solve(p) for p, a in zip(prompts, answers, strict=True))
@@ -43,3 +54,19 @@ def test_missing_weights_are_a_clear_error(tmp_path, monkeypatch):
     for lookup in (load_pretrained, pretrained_info):
         with pytest.raises(ValueError, match=r"no shipped model for task 'addition' with seed 0"):
             lookup("addition")
+
+
+def test_every_task_ships_seed_0_and_snapshots_run_from_the_start_to_the_end():
+    assert all(0 in pretrained_seeds(name) for name in SHIPPED)
+    with_snapshots = [(n, s) for n, s in SEEDS if pretrained_snapshots(n, s)]
+    assert with_snapshots, "no shipped seed has training snapshots (the dynamics stage needs one)"
+    for name, seed in with_snapshots:
+        steps = pretrained_snapshots(name, seed)
+        assert steps[0] == 0 and steps[-1] == pretrained_info(name, seed)["steps"]
+        first, _ = load_pretrained(name, seed, step=0, device="cpu")
+        last, _ = load_pretrained(name, seed, step=steps[-1], device="cpu")
+        final, _ = load_pretrained(name, seed, device="cpu")
+        for b, c in zip(last.parameters(), final.parameters(), strict=True):
+            torch.testing.assert_close(b, c, atol=1e-2, rtol=1e-2)  # float16 snapshots
+        pairs = zip(first.parameters(), final.parameters(), strict=True)
+        assert not all(torch.equal(a, c) for a, c in pairs)

@@ -352,7 +352,7 @@ def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
             "model",
             "parameters",
             "layers x d_model x heads",
-            "exact match",
+            "exact match (95% interval)",
             "prompts",
         ],
         [
@@ -362,7 +362,7 @@ def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
                 m["source"],
                 m["parameters"],
                 f"{m['n_layers']} x {m['d_model']} x {m['n_heads']}",
-                m["accuracy"],
+                _span(m["accuracy"], m["accuracy_low"], m["accuracy_high"]),
                 m["n_prompts"],
             ]
             for m in models

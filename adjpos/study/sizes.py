@@ -89,9 +89,10 @@ class StudySizes:
         "interventions of the causal tests, each with its control", CAUSAL
     )
     dynamics_seeds: tuple[int, ...] = help_field(
-        "trained seeds whose training snapshots the dynamics stage measures (shipped: seed 0; "
-        "a seed without snapshots is reported as not measured)",
-        (0,),
+        "trained seeds whose training snapshots the dynamics stage measures (shipped with "
+        "snapshots: seed 1; a seed without snapshots is reported as not measured; a run "
+        "that trains its models trains seed 0)",
+        (0, 1),
     )
     dynamics_prompts: int = help_field("held-out prompts per snapshot for exact match", 500)
     dynamics_sequences: int = help_field(
@@ -179,7 +180,6 @@ TINY = dataclasses.replace(
     QUICK,
     n_eval=8,
     n_sequences=8,
-    trained_seeds=(0,),
     n_probe_sequences=8,
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
     probes=("ridge", "spline"),

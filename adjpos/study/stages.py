@@ -29,6 +29,7 @@ from adjpos.pretrained import (
     pretrained_seeds,
 )
 from adjpos.probes import ProbeResult, probe_positions, reconstruct_order, sequences_of_length
+from adjpos.stats import bootstrap_interval
 from adjpos.study.numbers import RANDOM, TRAINED
 from adjpos.study.sizes import StudySizes
 from adjpos.study.sweep import SweepResult, sweep
@@ -36,7 +37,7 @@ from adjpos.tables import Table
 from adjpos.tasks import TASKS, Task, get_task
 from adjpos.tasks.vocab import EOS
 from adjpos.theory import compare_first_layer, effective_width, predicted_adjacency
-from adjpos.training import TrainConfig, evaluate, train
+from adjpos.training import TrainConfig, predict, train
 
 # The paper's example prompt of each task (PAPER.md), drawn as the cosine heatmaps.
 EXAMPLE_PROMPTS = {
@@ -51,6 +52,8 @@ MODELS = Table(
     seed="int64",
     source="string",
     accuracy="float64",
+    accuracy_low="float64",
+    accuracy_high="float64",
     n_prompts="int64",
     parameters="int64",
     n_layers="int64",
@@ -119,13 +122,21 @@ class Models:
         return self.train_dir / name / f"seed{seed}"
 
     def control(self, name: str, seed: int, *, positional: str = "none") -> Any:
-        """A random-init model with the trained model's architecture (and `positional`),
-        built once and shared by the stages."""
+        """A random-init model with the architecture of the trained model of the same seed
+        (seed 0's where there is none) and `positional`, built once and shared by the
+        stages: for a trained seed, its own starting weights."""
         key = (name, seed, positional)
         if key not in self._controls:
-            cfg = self.trained(name)[0].adjpos_config.with_changes(seed=seed, positional=positional)
+            trained = seed if self._has_seed(name, seed) else 0
+            cfg = self.trained(name, trained)[0].adjpos_config
+            cfg = cfg.with_changes(seed=seed, positional=positional)
             self._controls[key] = build_model(cfg, device=self.device)
         return self._controls[key]
+
+    def _has_seed(self, name: str, seed: int) -> bool:
+        if self.train_dir is None:
+            return seed in pretrained_seeds(name)
+        return seed == 0 or (name, seed) in self._trained
 
     def _train(self, name: str, seed: int) -> tuple[Any, Task]:
         """Train from the shipped recipe of `seed` (architecture, task and TrainConfig);
@@ -149,7 +160,9 @@ def measure_models(models: Models, sizes: StudySizes) -> pd.DataFrame:
     for name, seed in ((n, s) for n in TASKS for s in models.seeds(n, sizes)):
         model, task = models.trained(name, seed)
         prompts = task.draw_prompts(sizes.n_eval, generator=_gen(1), split="test")
-        accuracy, _ = evaluate(model, task, prompts)
+        answers = predict(model, task, prompts)
+        hits = [a == task.solve(p) for p, a in zip(prompts, answers, strict=True)]
+        low, high = bootstrap_interval(hits)
         cfg = model.adjpos_config
         shipped = models.train_dir is None
         rows.append(
@@ -157,7 +170,9 @@ def measure_models(models: Models, sizes: StudySizes) -> pd.DataFrame:
                 "task": name,
                 "seed": seed,
                 "source": "shipped" if shipped else "trained by this run",
-                "accuracy": accuracy,
+                "accuracy": sum(hits) / len(hits),
+                "accuracy_low": low,
+                "accuracy_high": high,
                 "n_prompts": len(prompts),
                 "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
                 "n_layers": cfg.n_layers,

@@ -53,6 +53,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         "cosine_addition",
         "variance_by_position",
         "variance_by_layer",
+        "dynamics",
         "sweep_histogram",
         "theory_first_layer",
         "probes_trained_reversal",
