@@ -6,7 +6,8 @@ again to continue), started with ``--seed S --data-seed S`` and the recipe of
 process pool with one thread per run. Each finished run is then checked on 2,000 fresh
 held-out prompts (test split, a seed training never used) into ``heldout.json``. With
 ``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
-seed 1 with its training snapshots stored in float16. (The shipped seed 0 of each task is the
+seed 1 with its training snapshots stored in float16 (``install(..., snapshots=True)`` keeps
+another seed's where seed 1 did not pass). (The shipped seed 0 of each task is the
 first, slower recipe's model: train seeds 1 and 2 with ``--seeds 1 2``.)
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
@@ -59,15 +60,16 @@ def train_one(task: str, seed: int, out: str) -> dict:
     return {"task": task, "seed": seed, **check}
 
 
-def install(out: Path, task: str, seed: int) -> Path:
-    """Copy a passing run into the package (seed `SNAPSHOT_SEED` with float16 snapshots)."""
+def install(out: Path, task: str, seed: int, *, snapshots: bool | None = None) -> Path:
+    """Copy a passing run into the package, with its snapshots in float16 when `snapshots`
+    (default: for seed `SNAPSHOT_SEED`)."""
     source, target = out / task / f"seed{seed}", HERE / task / f"seed{seed}"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "train.json", "heldout.json"):
         shutil.copy2(source / name, target / name)
-    if seed == SNAPSHOT_SEED:
+    if seed == SNAPSHOT_SEED if snapshots is None else snapshots:
         for step in snapshot_steps(source):
             model = adjpos.load_model(source, step=step, device="cpu")
             save_snapshot(model, target, step, dtype=torch.float16)

@@ -89,10 +89,10 @@ class StudySizes:
         "interventions of the causal tests, each with its control", CAUSAL
     )
     dynamics_seeds: tuple[int, ...] = help_field(
-        "trained seeds whose training snapshots the dynamics stage measures (shipped with "
-        "snapshots: seed 1; a seed without snapshots is reported as not measured; a run "
-        "that trains its models trains seed 0)",
-        (0, 1),
+        "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
+        "of a task keeps its snapshots; seeds without them are skipped; a run that trains its "
+        "models trains seed 0)",
+        (0, 1, 2),
     )
     dynamics_prompts: int = help_field("held-out prompts per snapshot for exact match", 500)
     dynamics_sequences: int = help_field(
