@@ -11,7 +11,7 @@ another seed's where seed 1 did not pass). (The shipped seed 0 of each task is t
 first, slower recipe's model: train seeds 1 and 2 with ``--seeds 1 2``.)
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
-        [--seeds 1 2] [--workers 2] [--install]
+        [--seeds 1 2] [--workers 2] [--install] [--quick]
 """
 
 import argparse
@@ -32,10 +32,19 @@ CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
 SNAPSHOT_SEED = 1
 
 
-def train_one(task: str, seed: int, out: str) -> dict:
+# --quick: a tiny model a few steps, checked on a few prompts (the smoke test).
+QUICK = {"n_layers": 1, "d_model": 16, "n_heads": 2, "steps": 20, "eval_every": 10, "eval_size": 8}
+
+
+def train_one(task: str, seed: int, out: str, quick: bool = False) -> dict:
     """One run (resumed if its folder holds one), then its check on fresh prompts."""
     folder = Path(out) / task / f"seed{seed}"
-    recipe = {**RECIPE_MODEL, **RECIPE_TRAIN, "steps": RECIPE_STEPS[task]}
+    recipe = {
+        **RECIPE_MODEL,
+        **RECIPE_TRAIN,
+        "steps": RECIPE_STEPS[task],
+        **(QUICK if quick else {}),
+    }
     argv = ["train", "--task", task, "--out", str(folder), "--device", "cpu"]
     argv += [f"--{k.replace('_', '-')}={v}" for k, v in recipe.items()]
     argv += ["--seed", str(seed), "--data-seed", str(seed)]
@@ -45,13 +54,14 @@ def train_one(task: str, seed: int, out: str) -> dict:
         adjpos_main(argv)
     model = adjpos.load_model(folder, device="cpu")
     spec = adjpos.pretrained.trained_task(folder)
+    n_check = 20 if quick else CHECK_PROMPTS
     prompts = spec.draw_prompts(
-        CHECK_PROMPTS, generator=torch.Generator().manual_seed(CHECK_SEED), split="test"
+        n_check, generator=torch.Generator().manual_seed(CHECK_SEED), split="test"
     )
     accuracy, per_length = adjpos.evaluate(model, spec, prompts)
     check = {
         "accuracy": accuracy,
-        "n_prompts": CHECK_PROMPTS,
+        "n_prompts": n_check,
         "prompt_seed": CHECK_SEED,
         "per_length_accuracy": per_length,
         "passes": accuracy >= PASS,
@@ -76,8 +86,10 @@ def install(out: Path, task: str, seed: int, *, snapshots: bool | None = None) -
     return target
 
 
-def main(out: Path, tasks: list[str], seeds: list[int], workers: int, do_install: bool) -> None:
-    jobs = [(task, seed, str(out)) for task in tasks for seed in seeds]
+def main(
+    out: Path, tasks: list[str], seeds: list[int], workers: int, do_install: bool, quick: bool
+) -> None:
+    jobs = [(task, seed, str(out), quick) for task in tasks for seed in seeds]
     for _, row in run_units(train_one, jobs, engine="process", workers=workers):
         print(json.dumps({k: v for k, v in row.items() if k != "per_length_accuracy"}), flush=True)
         if do_install and row["passes"]:
@@ -91,5 +103,10 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--workers", type=int, default=2, help="runs at once (0: in-process)")
     parser.add_argument("--install", action="store_true", help="copy passing runs into the package")
+    parser.add_argument(
+        "--quick", action="store_true", help="addition, seed 1, a tiny model, in-process"
+    )
     args = parser.parse_args()
-    main(args.out, args.tasks, args.seeds, args.workers, args.install)
+    if args.quick:
+        args.tasks, args.seeds, args.workers, args.install = ["addition"], [1], 0, False
+    main(args.out, args.tasks, args.seeds, args.workers, args.install, args.quick)

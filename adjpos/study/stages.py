@@ -91,7 +91,7 @@ class Models:
     train_dir: Path | None = None
     train_steps: int | None = None
     _trained: dict[tuple[str, int], tuple[Any, Task]] = field(default_factory=dict)
-    _controls: dict[tuple[str, int, str], Any] = field(default_factory=dict)
+    _controls: dict[tuple[str, int, str, int], Any] = field(default_factory=dict)
 
     def fresh(self) -> Models:
         """The same models, none loaded yet: what a unit of work carries to another process."""
@@ -121,13 +121,15 @@ class Models:
         self.trained(name, seed)
         return self.train_dir / name / f"seed{seed}"
 
-    def control(self, name: str, seed: int, *, positional: str = "none") -> Any:
-        """A random-init model with the architecture of the trained model of the same seed
-        (seed 0's where there is none) and `positional`, built once and shared by the
-        stages: for a trained seed, its own starting weights."""
-        key = (name, seed, positional)
+    def control(
+        self, name: str, seed: int, *, positional: str = "none", like: int | None = None
+    ) -> Any:
+        """A random-init model with init `seed`, `positional` and the architecture of the
+        trained model of seed `like` (default: of the same seed, seed 0's where there is
+        none; for a trained seed, its own starting weights), built once and shared."""
+        trained = like if like is not None else seed if self._has_seed(name, seed) else 0
+        key = (name, seed, positional, trained)
         if key not in self._controls:
-            trained = seed if self._has_seed(name, seed) else 0
             cfg = self.trained(name, trained)[0].adjpos_config
             cfg = cfg.with_changes(seed=seed, positional=positional)
             self._controls[key] = build_model(cfg, device=self.device)
@@ -247,7 +249,8 @@ def probe_subject(models: Models, sizes: StudySizes, task: str, seed: int | None
     if seed is None:
         return ProbeSubject(f"{TRAINED} {task}", task, TRAINED, None, model, tokens)
     label = f"{RANDOM} {task} (seed {seed})"
-    return ProbeSubject(label, task, RANDOM, seed, models.control(task, seed), tokens)
+    copy = models.control(task, seed, like=0)  # the probed trained model is seed 0
+    return ProbeSubject(label, task, RANDOM, seed, copy, tokens)
 
 
 def probe_unit(models: Models, sizes: StudySizes, task: str, seed: int | None) -> str:
