@@ -36,7 +36,7 @@ def plot_intervals(
         >>> len(fig.data), list(fig.data[0].error_y.array)
         (1, [1.0, 0.75, 0.5])
     """
-    frame = pd.DataFrame(rows).sort_values(x)
+    frame = pd.DataFrame(rows).sort_values([color, x])  # lines in order, each along x
     errors = {}
     if low is not None and high is not None:
         frame = frame.assign(_up=frame[high] - frame[y], _down=frame[y] - frame[low])

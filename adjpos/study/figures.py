@@ -58,11 +58,11 @@ CAPTIONS = {
     "trained against random-init NoPE (mean over seeds; bars: from the lowest to the highest "
     "seed's 95% bootstrap interval over sequences).",
     "probes": "Position probes per layer: {model}.",
-    "dynamics": "Training dynamics of each task's first measured seed: exact match, adjacency "
-    "(the study's score and the centred prompt-row view), the variance ratio and its Spearman "
-    "correlation with position, and the residual's position-probe gain over layer 0, against "
-    "the training step (log scale; step 0, the initial weights, drawn at 1), one line per "
-    "layer (bars: 95% intervals).",
+    "dynamics": "Training dynamics of each task's first seed with snapshots: exact match, "
+    "adjacency (the study's score and the centred prompt-row view), the variance ratio and "
+    "its Spearman correlation with position, and the residual's position-probe gain over "
+    "layer 0, against the training step (log scale; step 0, the initial weights, drawn at 1), "
+    "one line per layer (bars: 95% intervals).",
     "interventions": "Exact match of each trained model with one carrier of position changed "
     "at the input of one block (layer 0 = token embeddings), each control dashed in its "
     "intervention's colour, the unchanged model black (bars: 95% bootstrap intervals over "
@@ -146,7 +146,7 @@ def dynamics_figure(table: pd.DataFrame) -> go.Figure:
         facet_col="task",
         facet_row="metric",
         log_x=True,
-        title="Training dynamics (seed 0; bars: 95% intervals)",
+        title="Training dynamics (the first seed with snapshots; bars: 95% intervals)",
     )
 
 
