@@ -33,7 +33,7 @@ def plot_intervals(
         ...         for l in range(3)]
         >>> fig = plot_intervals(rows, x="layer", y="value", low="low", high="high",
         ...                      color="model", title="t")
-        >>> len(fig.data), list(fig.data[0].error_y.array)
+        >>> len(fig.data), [float(v) for v in fig.data[0].error_y.array]
         (1, [1.0, 0.75, 0.5])
     """
     frame = pd.DataFrame(rows).sort_values([color, x])  # lines in order, each along x
