@@ -5,13 +5,14 @@ again to continue), started with ``--seed S --data-seed S`` and the recipe of
 ``adjpos.pretrained`` (``RECIPE_MODEL``, ``RECIPE_TRAIN``, ``RECIPE_STEPS``), in a local
 process pool with one thread per run. Each finished run is then checked on 2,000 fresh
 held-out prompts (test split, a seed training never used) into ``heldout.json``. With
+``--recipe wide`` they use the first, slower recipe of seed 0 (``adjpos.pretrained.recipe``). With
 ``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
 seed 1 with its training snapshots stored in float16 (``install(..., snapshots=True)`` keeps
 another seed's where seed 1 did not pass). (The shipped seed 0 of each task is the
 first, slower recipe's model: train seeds 1 and 2 with ``--seeds 1 2``.)
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
-        [--seeds 1 2] [--workers 2] [--install] [--quick]
+        [--seeds 1 2] [--recipe fast|wide] [--workers 2] [--install] [--quick]
 """
 
 import argparse
@@ -25,7 +26,7 @@ import adjpos
 from adjpos.cli import main as adjpos_main
 from adjpos.engines import run_units
 from adjpos.models import save_snapshot, snapshot_steps
-from adjpos.pretrained import HERE, RECIPE_MODEL, RECIPE_STEPS, RECIPE_TRAIN
+from adjpos.pretrained import HERE, recipe
 from adjpos.runs import write_json
 
 CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
@@ -36,17 +37,14 @@ SNAPSHOT_SEED = 1
 QUICK = {"n_layers": 1, "d_model": 16, "n_heads": 2, "steps": 20, "eval_every": 10, "eval_size": 8}
 
 
-def train_one(task: str, seed: int, out: str, quick: bool = False) -> dict:
+def train_one(
+    task: str, seed: int, out: str, quick: bool = False, recipe_name: str = "fast"
+) -> dict:
     """One run (resumed if its folder holds one), then its check on fresh prompts."""
     folder = Path(out) / task / f"seed{seed}"
-    recipe = {
-        **RECIPE_MODEL,
-        **RECIPE_TRAIN,
-        "steps": RECIPE_STEPS[task],
-        **(QUICK if quick else {}),
-    }
+    options = {**recipe(task, recipe_name), **(QUICK if quick else {})}
     argv = ["train", "--task", task, "--out", str(folder), "--device", "cpu"]
-    argv += [f"--{k.replace('_', '-')}={v}" for k, v in recipe.items()]
+    argv += [f"--{k.replace('_', '-')}={v}" for k, v in options.items()]
     argv += ["--seed", str(seed), "--data-seed", str(seed)]
     if (folder / "run.json").is_file():
         argv.append("--resume")
@@ -87,9 +85,15 @@ def install(out: Path, task: str, seed: int, *, snapshots: bool | None = None) -
 
 
 def main(
-    out: Path, tasks: list[str], seeds: list[int], workers: int, do_install: bool, quick: bool
+    out: Path,
+    tasks: list[str],
+    seeds: list[int],
+    workers: int,
+    do_install: bool,
+    quick: bool,
+    recipe_name: str = "fast",
 ) -> None:
-    jobs = [(task, seed, str(out), quick) for task in tasks for seed in seeds]
+    jobs = [(task, seed, str(out), quick, recipe_name) for task in tasks for seed in seeds]
     for _, row in run_units(train_one, jobs, engine="process", workers=workers):
         print(json.dumps({k: v for k, v in row.items() if k != "per_length_accuracy"}), flush=True)
         if do_install and row["passes"]:
@@ -102,6 +106,7 @@ if __name__ == "__main__":
     parser.add_argument("--tasks", nargs="+", default=list(adjpos.TASKS), choices=adjpos.TASKS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--workers", type=int, default=2, help="runs at once (0: in-process)")
+    parser.add_argument("--recipe", default="fast", choices=sorted(adjpos.pretrained.RECIPES))
     parser.add_argument("--install", action="store_true", help="copy passing runs into the package")
     parser.add_argument(
         "--quick", action="store_true", help="addition, seed 1, a tiny model, in-process"
@@ -109,4 +114,4 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.seeds, args.workers, args.install = ["addition"], [1], 0, False
-    main(args.out, args.tasks, args.seeds, args.workers, args.install, args.quick)
+    main(args.out, args.tasks, args.seeds, args.workers, args.install, args.quick, args.recipe)
