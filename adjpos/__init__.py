@@ -7,14 +7,16 @@ The top level holds the verbs a user reaches for::
     adjpos.adjacency_score(model, tokens)
 
 Everything else lives in namespaces: `adjpos.figures` (plotly figures), `adjpos.theory` (the
-first-layer argument), `adjpos.study` (the paper's study: sweeps, `reproduce`, the report),
-and the packages below (`adjpos.probes`, `adjpos.tasks`, ...). TransformerLens, scikit-learn
-and plotly are imported only when a function needs them, so ``import adjpos`` stays fast.
+first-layer argument), `adjpos.hf` (Hugging Face models with NoPE layers), `adjpos.study`
+(the paper's study: sweeps, `reproduce`, the report), and the packages below
+(`adjpos.probes`, `adjpos.tasks`, ...). TransformerLens, transformers, scikit-learn and plotly
+are imported only when a function needs them, so ``import adjpos`` stays fast.
 """
 
 __version__ = "0.1.0"
 
 from adjpos.capture import SITES, capture_residuals, iter_residuals
+from adjpos.hf import hf_config, layer_kinds, load_hf, measure_layers
 from adjpos.metrics import (
     adjacency_probability,
     adjacency_rows,
@@ -56,10 +58,14 @@ __all__ = [
     "cosine_matrix",
     "evaluate",
     "get_task",
+    "hf_config",
     "iter_residuals",
     "is_position_free",
+    "layer_kinds",
+    "load_hf",
     "load_model",
     "load_pretrained",
+    "measure_layers",
     "position_features",
     "position_variance",
     "predict",

@@ -1,5 +1,6 @@
 """Small statistics on plain arrays: the percentile bootstrap interval of a mean over
-independent units (prompts, sequences, seeds), and the variance ratio of a profile."""
+independent units (prompts, sequences, seeds), the variance ratio of a profile and its
+Spearman correlation with position, with intervals over sequences."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from numpy.typing import ArrayLike
 
 from adjpos.validation import is_int
 
-__all__ = ["bootstrap_interval", "variance_ratio"]
+__all__ = ["bootstrap_interval", "spearman", "variance_ratio", "variance_summary"]
 
 N_BOOT = 2000
 LEVEL = 0.95
@@ -74,3 +75,35 @@ def variance_ratio(profile: ArrayLike) -> float:
         raise ValueError(f"variance_ratio needs at least 2 finite values, got {values.size}")
     third = max(1, values.size // 3)
     return float(values[-third:].mean() / values[:third].mean())
+
+
+def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Ratio and Spearman correlation with position of the mean variance profile of
+    `values` [sequence, position], with percentile bootstrap intervals over the sequences."""
+    n = values.shape[0]
+    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
+    boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
+    third = max(1, values.shape[1] // 3)
+    ratios = boots[:, -third:].mean(axis=1) / boots[:, :third].mean(axis=1)
+    rhos = np.array([spearman(profile) for profile in boots])
+    profile = values.mean(axis=0)
+    return {
+        "ratio": variance_ratio(profile),
+        "ratio_low": float(np.quantile(ratios, 0.025)),
+        "ratio_high": float(np.quantile(ratios, 0.975)),
+        "spearman": spearman(profile),
+        "spearman_low": float(np.quantile(rhos, 0.025)),
+        "spearman_high": float(np.quantile(rhos, 0.975)),
+        "n_sequences": n,
+    }
+
+
+def spearman(profile: np.ndarray) -> float:
+    """Spearman correlation of a profile with its position (average ranks for ties)."""
+    import pandas as pd
+
+    ranks = pd.Series(profile).rank().to_numpy()
+    if np.ptp(ranks) == 0:  # a constant profile has no rank order
+        return float("nan")
+    positions = np.arange(len(profile), dtype=float)
+    return float(np.corrcoef(ranks, positions)[0, 1])

@@ -22,7 +22,7 @@ HEADER = """# API reference
 
 The first section is the top level (`import adjpos`); the others are namespaces, imported as
 `import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions`,
-`import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`. Shapes use
+`import adjpos.hf`, `import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`. Shapes use
 TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
@@ -31,6 +31,7 @@ NAMESPACES = {
     "adjpos.figures": "Figures: results in, plotly figures out",
     "adjpos.theory": "The first-layer argument",
     "adjpos.interventions": "Interventions: change one carrier of position inside a model",
+    "adjpos.hf": "Hugging Face models with NoPE layers",
     "adjpos.study": "The paper's study: sweeps, reproduce, the report",
     "adjpos.engines": "Engines: where the units of a long job run",
     "adjpos.stats": "Statistics on plain arrays",

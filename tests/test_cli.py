@@ -50,7 +50,8 @@ def test_score_writes_the_scores_of_the_model_it_describes(tmp_path):
 def test_score_options_reach_the_model(capsys, tmp_path):
     args = ["--positional", "learned", "--attn-only", "--site", "attn_out", "--seed", "3"]
     assert main([*SMALL, *args, "--csv", str(tmp_path / "s.csv")]) == 0
-    assert "learned-position model" in capsys.readouterr().out
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [r[1] for r in rows] == ["learned", "learned"]  # attn_out: one row per block
     model = build_model(tiny_config(positional="learned", attn_only=True, seed=3), device="cpu")
     expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out").float()
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)

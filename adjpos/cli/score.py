@@ -1,4 +1,6 @@
-"""``adjpos score``: the adjacency score per layer of a random-init, saved or shipped model."""
+"""``adjpos score``: the adjacency score per layer, with each layer's kind (NoPE, RoPE, ...), of
+a random-init, saved or shipped adjpos model, or of a Hugging Face model (``--hf``) on text
+(``--text``) or random token ids (``--random-tokens``)."""
 
 from __future__ import annotations
 
@@ -21,12 +23,31 @@ def add_score_parser(commands: Any) -> None:
 
     score = commands.add_parser(
         "score",
-        help="adjacency score per layer of a random-init (default), saved or shipped model",
-        description="Score a model on uniformly random tokens of its vocabulary and print the "
-        "adjacency score per layer. With no options: a 4-layer random-init NoPE model, 64 "
-        "sequences of 32 tokens.",
+        help="adjacency score per layer of a random-init (default), saved, shipped or Hugging "
+        "Face model",
+        description="Score a model on uniformly random tokens of its vocabulary (or on text, "
+        "with --hf and --text) and print the adjacency score and the kind of each layer. With "
+        "no options: a 4-layer random-init NoPE model, 64 sequences of 32 tokens.",
     )
     add_model_arg(score)
+    score.add_argument(
+        "--hf",
+        metavar="FOLDER|NAME",
+        help="a Hugging Face causal LM instead of --model: a folder written by save_pretrained, "
+        "or a hub name (needs the network); needs --text or --random-tokens",
+    )
+    source = score.add_mutually_exclusive_group()
+    source.add_argument(
+        "--text",
+        type=Path,
+        help="with --hf: a text file, tokenized with the model's tokenizer (stored with it) "
+        "into consecutive sequences of --seq-len tokens (at most --n-sequences of them)",
+    )
+    source.add_argument(
+        "--random-tokens",
+        action="store_true",
+        help="with --hf: uniformly random token ids (a model without a tokenizer)",
+    )
     score.add_argument("--n-sequences", type=int, default=64, help="random sequences to score")
     score.add_argument(
         "--seq-len",
@@ -53,28 +74,53 @@ def add_score_parser(commands: Any) -> None:
 def _run_score(args: argparse.Namespace) -> int:
     import torch
 
-    from adjpos import adjacency_score, is_position_free
+    from adjpos import adjacency_score
+    from adjpos.hf import capture_kinds, load_hf, load_tokenizer, text_tokens
     from adjpos.tables import Table
     from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
     if args.csv is not None:
         check_output_file(args.csv, "--csv")
-    model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
+    if args.hf is None and (args.text is not None or args.random_tokens):
+        raise ValueError("--text and --random-tokens go with --hf (a Hugging Face model)")
+    if args.hf is not None:
+        if args.model != "random":
+            raise ValueError("pass either --model or --hf, not both")
+        if args.text is None and not args.random_tokens:
+            raise ValueError(
+                "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
+            )
+        model = load_hf(args.hf, device=device)
+        name = args.hf
+    else:
+        model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
+        name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
-    gen = torch.Generator().manual_seed(args.data_seed)
-    tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
+    if args.text is not None:
+        if not args.text.is_file():
+            raise ValueError(f"--text {args.text}: no such file")
+        tokens = text_tokens(
+            load_tokenizer(args.hf),
+            args.text.read_text(encoding="utf-8"),
+            seq_len,
+            max_sequences=args.n_sequences,
+        )
+        what = f"{len(tokens)} x {seq_len} tokens of {args.text}"
+    else:
+        gen = torch.Generator().manual_seed(args.data_seed)
+        tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
+        what = f"{args.n_sequences} x {seq_len} random tokens"
     scores = adjacency_score(model, tokens, site=args.site, batch_size=args.batch_size).tolist()
-    kind = model.cfg.positional_embedding_type.replace("standard", "learned-position")
-    kind = "NoPE" if is_position_free(model) else kind
-    print(
-        f"adjacency score per layer of {args.model} ({kind} model, {args.site}, "
-        f"{args.n_sequences} x {seq_len} random tokens)"
-    )
-    print(f"{'layer':>5}  {'adjacency':>9}")
-    for layer, value in enumerate(scores):
-        print(f"{layer:>5}  {value:>9.4f}")
+    kinds = capture_kinds(model, args.site)
+    print(f"adjacency score per layer of {name} ({args.site}, {what})")
+    print(f"{'layer':>5}  {'kind':<12}  {'adjacency':>9}")
+    for layer, (kind, value) in enumerate(zip(kinds, scores, strict=True)):
+        print(f"{layer:>5}  {kind:<12}  {value:>9.4f}")
     if args.csv is not None:
-        rows = [{"layer": layer, "adjacency": value} for layer, value in enumerate(scores)]
-        Table(layer="int64", adjacency="float64").write(args.csv, rows)
+        rows = [
+            {"layer": layer, "kind": kind, "adjacency": value}
+            for layer, (kind, value) in enumerate(zip(kinds, scores, strict=True))
+        ]
+        Table(layer="int64", kind="string", adjacency="float64").write(args.csv, rows)
     return 0

@@ -21,9 +21,9 @@ from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
-from adjpos.stats import bootstrap_interval
+from adjpos.stats import bootstrap_interval, variance_summary
 from adjpos.study.sizes import StudySizes
-from adjpos.study.trained import sequence_views, variance_summary
+from adjpos.study.trained import sequence_views
 from adjpos.tables import Table
 from adjpos.training import predict
 

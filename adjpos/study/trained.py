@@ -22,7 +22,7 @@ import torch
 from adjpos.capture import capture_residuals, iter_residuals
 from adjpos.metrics import adjacency_rows, center_states, cosine_matrix, position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import bootstrap_interval, variance_ratio
+from adjpos.stats import bootstrap_interval, variance_summary
 from adjpos.study.numbers import LEARNED, RANDOM, TRAINED
 from adjpos.study.sizes import StudySizes
 from adjpos.tables import Table
@@ -149,36 +149,6 @@ def measure_variance(models: Any, sizes: StudySizes) -> tuple[pd.DataFrame, pd.D
                 profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
                 summary.append({**key, **variance_summary(values)})
     return VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
-
-
-def variance_summary(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """Ratio and Spearman correlation with position of the mean variance profile of
-    `values` [sequence, position], with percentile bootstrap intervals over the sequences."""
-    n = values.shape[0]
-    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
-    boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
-    third = max(1, values.shape[1] // 3)
-    ratios = boots[:, -third:].mean(axis=1) / boots[:, :third].mean(axis=1)
-    rhos = np.array([spearman(profile) for profile in boots])
-    profile = values.mean(axis=0)
-    return {
-        "ratio": variance_ratio(profile),
-        "ratio_low": float(np.quantile(ratios, 0.025)),
-        "ratio_high": float(np.quantile(ratios, 0.975)),
-        "spearman": spearman(profile),
-        "spearman_low": float(np.quantile(rhos, 0.025)),
-        "spearman_high": float(np.quantile(rhos, 0.975)),
-        "n_sequences": n,
-    }
-
-
-def spearman(profile: np.ndarray) -> float:
-    """Spearman correlation of a profile with its position (average ranks for ties)."""
-    ranks = pd.Series(profile).rank().to_numpy()
-    if np.ptp(ranks) == 0:  # a constant profile has no rank order
-        return float("nan")
-    positions = np.arange(len(profile), dtype=float)
-    return float(np.corrcoef(ranks, positions)[0, 1])
 
 
 def _pairs(lengths: torch.Tensor, n: int) -> torch.Tensor:

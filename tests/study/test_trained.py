@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
 from adjpos import adjacency_score, build_model, get_task
+from adjpos.stats import spearman, variance_summary
 from adjpos.study.numbers import RANDOM, TRAINED, adjacency_numbers, variance_numbers
-from adjpos.study.trained import ADJACENCY, sequence_views, spearman, variance_summary
+from adjpos.study.trained import ADJACENCY, sequence_views
 from factories import tiny_config
 
 

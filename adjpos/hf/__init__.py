@@ -1,0 +1,28 @@
+"""Hugging Face language models with NoPE layers, through TransformerLens's bridge.
+
+`load_hf` wraps a causal LM (a local folder, a hub name, or a config with random weights) in a
+`TransformerBridge`, on which every adjpos function works; `hf_config` builds a config of each
+family that interleaves NoPE with RoPE layers (`FAMILIES`); `layer_kinds` says which layers
+are NoPE, read from the modules themselves; `measure_layers` measures every layer and labels
+it with its kind.
+"""
+
+from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config
+from adjpos.hf.kinds import capture_kinds, layer_kinds
+from adjpos.hf.load import load_hf, load_tokenizer, supported_architectures, text_tokens
+from adjpos.hf.measure import LAYERS, measure_layers, summarise_kinds
+
+__all__ = [
+    "FAMILIES",
+    "LAYERS",
+    "NOPE_LAYOUTS",
+    "capture_kinds",
+    "hf_config",
+    "layer_kinds",
+    "load_hf",
+    "load_tokenizer",
+    "measure_layers",
+    "summarise_kinds",
+    "supported_architectures",
+    "text_tokens",
+]

@@ -1,0 +1,111 @@
+"""Which position signal each layer's attention gets, read from the modules themselves.
+
+Kinds: ``"nope"`` (no positional signal), ``"rope"``, ``"sliding_rope"`` (RoPE inside a
+sliding window), ``"chunked_rope"`` (RoPE inside fixed chunks, Llama 4), ``"learned"``
+(learned absolute positions added to the embeddings), ``"alibi"`` and ``"shortformer"``.
+
+The bridge's own config is not read: it says "rotary" for a SmolLM3 whose layers are all NoPE.
+For the residual stream (``site="resid_post"``) layer 0 is the embeddings: see
+`capture_kinds`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_TL_KINDS = {
+    "standard": "learned",
+    "rotary": "rope",
+    "alibi": "alibi",
+    "shortformer": "shortformer",
+}
+
+
+def layer_kinds(model: Any) -> list[str]:
+    """The kind of each block of `model` (one per block, in order).
+
+    Works on adjpos's own models, any HookedTransformer, and a TransformerBridge (from
+    `adjpos.load_hf`) of any architecture; the interleaved families are read from their
+    attention modules (SmolLM3 and Llama 4: ``use_rope``; Cohere2, EXAONE 4 and AFMoE: the
+    sliding window and the layer type), other bridge architectures have one kind throughout.
+
+    Example:
+        >>> import adjpos
+        >>> adjpos.layer_kinds(adjpos.build_model(adjpos.ModelConfig(n_layers=2)))
+        ['nope', 'nope']
+
+    Raises:
+        TypeError: `model` is neither a HookedTransformer nor a TransformerBridge.
+    """
+    from transformer_lens import HookedTransformer
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from adjpos.models import is_position_free
+
+    if isinstance(model, HookedTransformer):
+        kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
+        return [kind] * model.cfg.n_layers
+    if isinstance(model, TransformerBridge):
+        return _bridge_kinds(model)
+    raise TypeError(
+        f"layer_kinds needs a HookedTransformer or a TransformerBridge, got {type(model).__name__}"
+    )
+
+
+def capture_kinds(model: Any, site: str = "resid_post") -> list[str]:
+    """One kind per captured layer of `site`: ``"embed"`` then the blocks for resid_post, the
+    blocks for the other sites (see `adjpos.capture_residuals` for the numbering)."""
+    kinds = layer_kinds(model)
+    return ["embed", *kinds] if site == "resid_post" else kinds
+
+
+def _bridge_kinds(model: Any) -> list[str]:
+    hf = model.original_model
+    layers = _decoder_layers(hf)
+    if layers is None:  # not a Hugging Face model (a native bridge): one kind throughout
+        return [_attention_kind(None, None, model)] * model.cfg.n_layers
+    types = list(getattr(hf.config, "layer_types", None) or [None] * len(layers))
+    kinds = []
+    for layer, layer_type in zip(layers, types, strict=True):
+        attn = _unwrapped(getattr(_unwrapped(layer), "self_attn", None))
+        kinds.append(_attention_kind(attn, layer_type, model))
+    return kinds
+
+
+def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
+    if hasattr(attn, "use_rope"):  # SmolLM3, Llama 4
+        if not attn.use_rope:
+            return "nope"
+        if getattr(attn, "sliding_window", None) is not None:
+            return "sliding_rope"
+        return "chunked_rope" if layer_type == "chunked_attention" else "rope"
+    if hasattr(attn, "is_local_attention"):  # AFMoE: RoPE only in the local layers
+        return "sliding_rope" if attn.is_local_attention else "nope"
+    if hasattr(attn, "is_sliding"):  # EXAONE 4: global layers are NoPE when there is a window
+        if attn.sliding_window is None:
+            return "rope"
+        return "sliding_rope" if attn.is_sliding else "nope"
+    if type(attn).__name__ == "Cohere2Attention":  # RoPE only in the sliding layers
+        return "nope" if attn.sliding_window is None else "sliding_rope"
+    kind = _TL_KINDS.get(model.cfg.positional_embedding_type, model.cfg.positional_embedding_type)
+    if kind == "rope" and layer_type == "sliding_attention":
+        return "sliding_rope"
+    return kind
+
+
+def _unwrapped(module: Any) -> Any:
+    """The Hugging Face module a bridge component wraps (the module itself if none)."""
+    while hasattr(module, "_original_component"):
+        module = module._original_component
+    return module
+
+
+def _decoder_layers(hf: Any) -> list[Any] | None:
+    """The decoder layers of a causal LM (``model.layers`` in most families), or None."""
+    for path in ("model.layers", "transformer.h", "model.decoder.layers", "gpt_neox.layers"):
+        obj = hf
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            return list(obj)
+    return None

@@ -1,0 +1,57 @@
+"""measure_layers against the functions it summarises, computed independently."""
+
+import numpy as np
+import pytest
+import torch
+
+import adjpos
+from adjpos.hf import hf_config, load_hf, measure_layers, summarise_kinds
+from adjpos.stats import variance_ratio
+from factories import tiny_config
+
+SMALL = {"num_hidden_layers": 4, "hidden_size": 32, "intermediate_size": 64}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    model = load_hf(hf_config("smollm3", SMALL))
+    tokens = torch.randint(3, 256, (12, 10), generator=torch.Generator().manual_seed(0))
+    return model, tokens, measure_layers(model, tokens, probe_features=("variance",), n_boot=200)
+
+
+def test_columns_match_the_library_functions(measured):
+    model, tokens, table = measured
+    assert list(table["kind"]) == ["embed", "rope", "rope", "rope", "nope"]
+    assert list(table["layer"]) == list(range(5))
+    scores = adjpos.adjacency_score(model, tokens, ties="half").numpy()
+    np.testing.assert_allclose(table["adjacency"], scores, atol=1e-6)
+    np.testing.assert_allclose(table["change"][1:], np.diff(scores), atol=1e-6)
+    assert np.isnan(table["change"][0])
+    acts = adjpos.capture_residuals(model, tokens).double()
+    ratios = [variance_ratio(adjpos.position_variance(a).mean(0).numpy()) for a in acts]
+    np.testing.assert_allclose(table["ratio"], ratios)
+    for name in ("adjacency", "ratio", "spearman"):
+        assert (table[f"{name}_low"] <= table[name] + 1e-12).all()
+        assert (table[name] <= table[f"{name}_high"] + 1e-12).all()
+    probes = adjpos.probe_positions(model, tokens, features="variance", repeats=1)
+    np.testing.assert_allclose(
+        table["r2_variance"], [probes.value(x, "variance", "ridge", "r2") for x in range(5)]
+    )
+
+
+def test_summarise_kinds_groups_the_rows(measured):
+    _, _, table = measured
+    summary = summarise_kinds(table).set_index("kind")
+    assert summary.loc["rope", "layers"] == 3 and summary.loc["nope", "layers"] == 1
+    rope = table[table["kind"] == "rope"]
+    assert summary.loc["rope", "adjacency"] == pytest.approx(rope["adjacency"].mean())
+    assert summary.loc["nope", "r2_variance"] == pytest.approx(table["r2_variance"].iloc[-1])
+
+
+def test_works_on_adjpos_models_and_checks_input():
+    model = adjpos.build_model(tiny_config())
+    tokens = torch.randint(0, 20, (4, 6), generator=torch.Generator().manual_seed(0))
+    table = measure_layers(model, tokens, n_boot=50)
+    assert list(table["kind"]) == ["embed", "nope", "nope"]
+    with pytest.raises(ValueError, match="at least 2 sequences of at least 3 tokens"):
+        measure_layers(model, tokens[:1])
