@@ -7,6 +7,7 @@ when static export works), and each other module draws one kind of result.
 from adjpos.figures.heatmaps import plot_cosine_heatmaps
 from adjpos.figures.intervals import plot_intervals
 from adjpos.figures.interventions import plot_interventions
+from adjpos.figures.kinds import plot_layer_kinds
 from adjpos.figures.layers import plot_adjacency_by_layer, plot_variance_by_position
 from adjpos.figures.probing import plot_probe_scores
 from adjpos.figures.save import SavedFigure, save_figure, save_figures
@@ -20,6 +21,7 @@ __all__ = [
     "plot_first_layer_theory",
     "plot_intervals",
     "plot_interventions",
+    "plot_layer_kinds",
     "plot_probe_scores",
     "plot_variance_by_position",
     "save_figure",

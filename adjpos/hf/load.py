@@ -27,6 +27,7 @@ def load_hf(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     offline: bool | None = None,
+    seed: int = 0,
 ) -> Any:
     """A TransformerLens `TransformerBridge` around a Hugging Face causal LM.
 
@@ -38,6 +39,8 @@ def load_hf(
         dtype: its floating dtype, e.g. ``torch.float32`` or ``"bfloat16"`` (default: the
             checkpoint's, float32 for a config).
         offline: never reach the hub (default: the ``HF_HUB_OFFLINE`` environment variable).
+        seed: with a config, the seed of the random weights (the global torch RNG is left as
+            it was); ignored for a checkpoint.
 
     Example:
         >>> import adjpos, torch
@@ -63,8 +66,9 @@ def load_hf(
         config = source
         _check_config(config)
         _check_architecture(_architecture(config))
-        torch_dtype = dtype or torch.float32
-        hf = transformers.AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            hf = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32)
     elif isinstance(source, str | os.PathLike):
         config = _load_config(source, offline)
         _check_config(config)

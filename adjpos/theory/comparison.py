@@ -128,9 +128,9 @@ def compare_first_layer(
         tokens: token ids [batch, pos] (or one sequence [pos]), pos >= 3.
         site: "resid_post" (default), "resid_mid" or "attn_out".
         position_free: None (default) asks `adjpos.is_position_free`, which recognises the
-            models adjpos builds; True is the caller's word that no positional signal enters
-            the model (e.g. an all-NoPE Hugging Face model wrapped by TransformerLens's
-            bridge), and skips that check; False refuses.
+            models adjpos builds, or for a bridged Hugging Face model `adjpos.layer_kinds`
+            (block 0 must be NoPE, as in an all-NoPE SmolLM3); True is the caller's word that
+            no positional signal enters block 0, and skips that check; False refuses.
 
     Returns:
         A `FirstLayerComparison`, tensors on the CPU.
@@ -174,13 +174,24 @@ def _check_position_free(model: Any, position_free: bool | None) -> None:
             "the first-layer prediction assumes no positional signal, and position_free=False "
             "says the model has one"
         )
-    if position_free is None and not is_position_free(model):
+    if position_free is None and not _first_block_nope(model):
         raise ValueError(
-            "the first-layer prediction assumes no positional signal; build the model with "
-            "positional='none', or pass position_free=True if you know none enters it (e.g. "
-            "an all-NoPE model wrapped by TransformerLens's bridge): "
-            "adjpos.is_position_free(model) is False"
+            "the first-layer prediction assumes no positional signal in block 0; build the "
+            "model with positional='none', or pass position_free=True if you know none enters "
+            "it: adjpos.is_position_free(model) is False and adjpos.layer_kinds(model)[0] is "
+            "not 'nope'"
         )
+
+
+def _first_block_nope(model: Any) -> bool:
+    """adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    from adjpos.hf import layer_kinds
+
+    if isinstance(model, TransformerBridge):
+        return layer_kinds(model)[0] == "nope"
+    return is_position_free(model)
 
 
 def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:

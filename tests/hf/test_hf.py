@@ -199,3 +199,26 @@ def test_text_is_tokenized_into_sequences(tmp_path, capsys):
 def test_score_option_errors(argv, message, capsys):
     assert main(["score", *argv]) == 2
     assert re.search(re.escape(message), capsys.readouterr().err)
+
+
+def test_seed_fixes_the_random_weights_and_spares_the_global_rng():
+    config = hf_config("smollm3", SMALL)
+    state = torch.random.get_rng_state()
+    a, b, c = (load_hf(config, seed=s) for s in (0, 0, 1))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    weights = [next(m.original_model.parameters()) for m in (a, b, c)]
+    assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
+
+
+def test_first_layer_theory_accepts_a_bridge_whose_block_0_is_nope():
+    from adjpos.theory import compare_first_layer
+
+    tokens = torch.stack(
+        [torch.randperm(250, generator=torch.Generator().manual_seed(i))[:8] + 3 for i in range(16)]
+    )
+    nope = compare_first_layer(
+        load_hf(hf_config("smollm3", SMALL, nope="all")), tokens, site="attn_out"
+    )
+    assert nope.mean_abs_error < 0.1  # random init: near-uniform attention, as the theory has
+    with pytest.raises(ValueError, match=r"layer_kinds\(model\)\[0\] is not 'nope'"):
+        compare_first_layer(load_hf(hf_config("smollm3", SMALL)), tokens)
