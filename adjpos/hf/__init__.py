@@ -10,7 +10,7 @@ it with its kind.
 from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config
 from adjpos.hf.kinds import capture_kinds, layer_kinds
 from adjpos.hf.load import load_hf, load_tokenizer, supported_architectures, text_tokens
-from adjpos.hf.measure import LAYERS, measure_layers, summarise_kinds
+from adjpos.hf.measure import LAYERS, measure_layers, nope_layer_effects, summarise_kinds
 
 __all__ = [
     "FAMILIES",
@@ -22,6 +22,7 @@ __all__ = [
     "load_hf",
     "load_tokenizer",
     "measure_layers",
+    "nope_layer_effects",
     "summarise_kinds",
     "supported_architectures",
     "text_tokens",

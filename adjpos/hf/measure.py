@@ -133,6 +133,80 @@ def summarise_kinds(table: pd.DataFrame) -> pd.DataFrame:
     return grouped.mean().assign(layers=table.groupby("kind", sort=False).size()).reset_index()
 
 
+def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") -> pd.DataFrame:
+    """What each NoPE layer of the released interleaving does to the adjacency score, against
+    the all-RoPE model of the same architecture at the same layer (the matched control).
+
+    `rows`: `measure_layers` tables stacked, with the columns `by` (one name or several),
+    ``layout`` ("released",
+    "none", ...) and ``seed``. For each (`by`, NoPE layer of the released layout), over the
+    seeds: the change from the layer before (mean, and the span of the seeds' bootstrap
+    intervals), its verdict (``sharpens``: every seed's interval above 0; ``washes out``:
+    every one below; ``keeps``: every one contains 0; ``mixed`` otherwise), the control's
+    change at that layer, and ``versus_rope`` ("above", "below": the two spans of intervals
+    apart; "within" otherwise). Same seed, same weights: the layouts differ only in where RoPE
+    is applied, so ``difference`` (released minus all-RoPE adjacency at that layer; mean, min
+    and max over the seeds) is a paired comparison.
+
+    Raises:
+        ValueError: `rows` lack a column, or a released NoPE layer has no all-RoPE control.
+    """
+    import pandas as pd
+
+    by = [by] if isinstance(by, str) else list(by)
+    needed = {*by, "layout", "seed", "layer", "kind", "adjacency", "change"}
+    needed |= {"change_low", "change_high"}
+    if missing := needed - set(rows.columns):
+        raise ValueError(f"rows lack the columns {sorted(missing)}")
+    released = rows[(rows["layout"] == "released") & (rows["kind"] == "nope")]
+    control = rows[rows["layout"] == "none"].set_index([*by, "layer", "seed"])
+    out = []
+    for key, part in released.groupby([*by, "layer"], sort=False):
+        group, layer = key[:-1], key[-1]
+        keys = [(*group, layer, seed) for seed in part["seed"]]
+        if not all(k in control.index for k in keys):
+            raise ValueError(f"no all-RoPE control (layout 'none') for {by}={group} layer {layer}")
+        rope = control.loc[keys]
+        low, high = part["change_low"], part["change_high"]
+        verdict = (
+            "sharpens"
+            if (low > 0).all()
+            else "washes out"
+            if (high < 0).all()
+            else "keeps"
+            if ((low <= 0) & (high >= 0)).all()
+            else "mixed"
+        )
+        versus = (
+            "above"
+            if low.min() > rope["change_high"].max()
+            else "below"
+            if high.max() < rope["change_low"].min()
+            else "within"
+        )
+        diff = part["adjacency"].to_numpy() - rope["adjacency"].to_numpy()
+        out.append(
+            {
+                **dict(zip(by, group, strict=True)),
+                "layer": int(layer),
+                "seeds": len(part),
+                "adjacency": float(part["adjacency"].mean()),
+                "change": float(part["change"].mean()),
+                "change_low": float(low.min()),
+                "change_high": float(high.max()),
+                "verdict": verdict,
+                "rope_change": float(rope["change"].mean()),
+                "rope_change_low": float(rope["change_low"].min()),
+                "rope_change_high": float(rope["change_high"].max()),
+                "versus_rope": versus,
+                "difference": float(diff.mean()),
+                "difference_min": float(diff.min()),
+                "difference_max": float(diff.max()),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 def _probe_r2(model: Any, tokens: Tensor, features: Sequence[str], seed: int) -> pd.DataFrame:
     import pandas as pd
 

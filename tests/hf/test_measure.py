@@ -55,3 +55,57 @@ def test_works_on_adjpos_models_and_checks_input():
     assert list(table["kind"]) == ["embed", "nope", "nope"]
     with pytest.raises(ValueError, match="at least 2 sequences of at least 3 tokens"):
         measure_layers(model, tokens[:1])
+
+
+def _rows(changes, rope_changes, lows=None):
+    """Layer 1 NoPE in 'released', RoPE in 'none'; one row per seed and layout."""
+    import pandas as pd
+
+    rows = []
+    for seed, (c, r) in enumerate(zip(changes, rope_changes, strict=True)):
+        for layout, value, kind in (("released", c, "nope"), ("none", r, "rope")):
+            half = 0.01 if lows is None else lows[seed]
+            rows.append(
+                {
+                    "family": "f",
+                    "layout": layout,
+                    "seed": seed,
+                    "layer": 1,
+                    "kind": kind,
+                    "adjacency": 0.5 + value,
+                    "change": value,
+                    "change_low": value - half,
+                    "change_high": value + half,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("changes", "rope", "verdict", "versus"),
+    [
+        ((0.1, 0.2), (0.0, 0.01), "sharpens", "above"),
+        ((-0.1, -0.2), (0.0, 0.01), "washes out", "below"),
+        ((0.0, 0.005), (0.0, 0.005), "keeps", "within"),
+        ((0.1, -0.1), (0.0, 0.0), "mixed", "within"),
+    ],
+)
+def test_nope_layer_effects_verdicts(changes, rope, verdict, versus):
+    from adjpos.hf import nope_layer_effects
+
+    (row,) = nope_layer_effects(_rows(changes, rope)).to_dict("records")
+    assert (row["verdict"], row["versus_rope"], row["seeds"]) == (verdict, versus, 2)
+    diffs = [c - r for c, r in zip(changes, rope, strict=True)]
+    assert row["difference"] == pytest.approx(sum(diffs) / 2)
+    assert (row["difference_min"], row["difference_max"]) == pytest.approx((min(diffs), max(diffs)))
+    assert row["change_low"] == pytest.approx(min(changes) - 0.01)
+
+
+def test_nope_layer_effects_needs_its_control():
+    from adjpos.hf import nope_layer_effects
+
+    rows = _rows((0.1,), (0.0,))
+    with pytest.raises(ValueError, match="no all-RoPE control"):
+        nope_layer_effects(rows[rows["layout"] == "released"])
+    with pytest.raises(ValueError, match="lack the columns"):
+        nope_layer_effects(rows.drop(columns="change"))
