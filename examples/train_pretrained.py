@@ -26,10 +26,9 @@ import adjpos
 from adjpos.cli import main as adjpos_main
 from adjpos.engines import run_units
 from adjpos.models import save_snapshot, snapshot_steps
-from adjpos.pretrained import HERE, recipe
+from adjpos.pretrained import CHECK_PROMPTS, HERE, heldout_check, recipe
 from adjpos.runs import write_json
 
-CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
 SNAPSHOT_SEED = 1
 
 
@@ -52,18 +51,7 @@ def train_one(
         adjpos_main(argv)
     model = adjpos.load_model(folder, device="cpu")
     spec = adjpos.pretrained.trained_task(folder)
-    n_check = 20 if quick else CHECK_PROMPTS
-    prompts = spec.draw_prompts(
-        n_check, generator=torch.Generator().manual_seed(CHECK_SEED), split="test"
-    )
-    accuracy, per_length = adjpos.evaluate(model, spec, prompts)
-    check = {
-        "accuracy": accuracy,
-        "n_prompts": n_check,
-        "prompt_seed": CHECK_SEED,
-        "per_length_accuracy": per_length,
-        "passes": accuracy >= PASS,
-    }
+    check = heldout_check(model, spec, 20 if quick else CHECK_PROMPTS)
     write_json(folder / "heldout.json", check)
     return {"task": task, "seed": seed, **check}
 

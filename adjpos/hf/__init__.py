@@ -7,9 +7,16 @@ are NoPE, read from the modules themselves; `measure_layers` measures every laye
 it with its kind.
 """
 
-from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config
+from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config, task_config
 from adjpos.hf.kinds import capture_kinds, layer_kinds
-from adjpos.hf.load import load_hf, load_tokenizer, supported_architectures, text_tokens
+from adjpos.hf.load import (
+    hf_state_dict,
+    load_hf,
+    load_tokenizer,
+    save_hf,
+    supported_architectures,
+    text_tokens,
+)
 from adjpos.hf.measure import LAYERS, measure_layers, nope_layer_effects, summarise_kinds
 
 __all__ = [
@@ -18,12 +25,15 @@ __all__ = [
     "NOPE_LAYOUTS",
     "capture_kinds",
     "hf_config",
+    "hf_state_dict",
     "layer_kinds",
     "load_hf",
     "load_tokenizer",
     "measure_layers",
     "nope_layer_effects",
+    "save_hf",
     "summarise_kinds",
     "supported_architectures",
+    "task_config",
     "text_tokens",
 ]

@@ -114,3 +114,28 @@ def _layout(family: str, nope: str, n_layers: int, values: dict[str, Any]) -> di
         return {"sliding_window": None, "layer_types": ["full_attention"] * n_layers}
     types = ["full_attention" if x else "sliding_attention" for x in is_nope]
     return {"layer_types": types, "sliding_window": values.get("sliding_window") or 4096}
+
+
+def task_config(
+    family: str,
+    task: str,
+    size: str | dict[str, Any] = "tiny",
+    *,
+    nope: str = "all",
+    **fields: Any,
+) -> Any:
+    """`hf_config` fitted to one of adjpos's tasks, to train on it (`adjpos.train` takes the
+    bridged model): the task's vocabulary and longest sequence, no special token ids (the
+    tasks have none; a pad id would freeze that token's embedding row), all layers NoPE by
+    default.
+
+    Example:
+        >>> cfg = task_config("smollm3", "reversal")
+        >>> cfg.vocab_size, cfg.no_rope_layers[:2], cfg.pad_token_id
+        (25, [0, 0], None)
+    """
+    from adjpos.tasks import VOCAB_SIZE, get_task
+
+    special = {"pad_token_id": None, "bos_token_id": None, "eos_token_id": None}
+    context = {"vocab_size": VOCAB_SIZE, "max_position_embeddings": get_task(task).max_len}
+    return hf_config(family, size, nope=nope, **{**special, **context, **fields})

@@ -9,6 +9,7 @@ answers every adjpos function through the same hook names as a HookedTransformer
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,6 @@ def load_hf(
     """
     import transformers
 
-    from adjpos.models.build import quiet_transformer_lens
-
     dtype = _check_dtype(dtype)
     offline = _offline() if offline is None else bool(offline)
     if isinstance(source, transformers.PretrainedConfig):
@@ -68,14 +67,16 @@ def load_hf(
         _check_architecture(_architecture(config))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            hf = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32)
+            hf = transformers.AutoModelForCausalLM.from_config(
+                config, dtype=dtype or torch.float32, **_kernels(dtype)
+            )
     elif isinstance(source, str | os.PathLike):
         config = _load_config(source, offline)
         _check_config(config)
         _check_architecture(_architecture(config))
         try:
             hf = transformers.AutoModelForCausalLM.from_pretrained(
-                source, dtype=dtype or "auto", local_files_only=offline
+                source, dtype=dtype or "auto", local_files_only=offline, **_kernels(dtype)
             )
         except OSError as err:
             raise ValueError(f"cannot load the weights of {str(source)!r}: {err}") from None
@@ -84,14 +85,106 @@ def load_hf(
             "source must be a folder, a hub name or a transformers config, got "
             f"{type(source).__name__}"
         )
-    hf.eval()
+    return bridge_of(hf, device=device)
+
+
+def bridge_of(hf: Any, *, device: str | torch.device | None = None) -> Any:
+    """Wrap a Hugging Face causal LM (built, not yet bridged) in a `TransformerBridge`."""
     from transformer_lens.model_bridge.sources import build_bridge_from_module
 
+    from adjpos.models.build import quiet_transformer_lens
+
+    hf.eval()
     with quiet_transformer_lens():
         bridge = build_bridge_from_module(hf, type(hf).__name__, hf_config=hf.config)
+    for param in _extra_parameters(bridge.original_model):  # the bridge's zero lm_head bias
+        param.requires_grad_(False)
     if device is not None and torch.device(device) != torch.device("cpu"):
         bridge = bridge.to(torch.device(device))
     return bridge
+
+
+def is_bridge(model: Any) -> bool:
+    """True for a TransformerBridge (such as `load_hf` returns)."""
+    from transformer_lens.model_bridge import TransformerBridge
+
+    return isinstance(model, TransformerBridge)
+
+
+def hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The Hugging Face model's own weights under their Hugging Face names (the bridge wraps
+    each module, so the wrapped model's ``state_dict`` holds every tensor under several
+    names), detached copies on the CPU."""
+    hf = model.original_model
+    wrapped: dict[str, torch.Tensor] = {}
+    for key, value in hf.state_dict().items():
+        wrapped.setdefault(_hf_name(key), value)
+    names = _hf_names(hf.config)
+    missing = [name for name in names if name not in wrapped]
+    if missing:
+        raise ValueError(f"cannot find the bridged model's weights {missing[:5]}")
+    if any(bool(p.detach().any()) for p in _extra_parameters(hf)):
+        raise ValueError("the bridge holds nonzero weights the Hugging Face model does not have")
+    return {name: wrapped[name].detach().cpu().clone().contiguous() for name in names}
+
+
+def _extra_parameters(hf: Any) -> list[torch.nn.Parameter]:
+    """Parameters the bridge added to the wrapped model (none of the model's own tensors)."""
+    own = {_hf_name(key): value for key, value in hf.state_dict().items()}
+    pointers = {own[name].data_ptr() for name in _hf_names(hf.config) if name in own}
+    return [p for p in hf.parameters() if p.data_ptr() not in pointers]
+
+
+def _hf_name(key: str) -> str:
+    return key.replace("._original_component", "")
+
+
+def _hf_names(config: Any) -> set[str]:
+    """The names of a Hugging Face model's weights (built on the meta device: no memory)."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):  # on a copy: building a model may set fields of its config
+        return set(AutoModelForCausalLM.from_config(copy.deepcopy(config)).state_dict())
+
+
+def save_hf(model: Any, path: str | os.PathLike) -> Path:
+    """Save a bridged model as a Hugging Face folder (``config.json`` + ``model.safetensors``,
+    loadable by ``load_hf(path)`` and by transformers itself); files are replaced atomically."""
+    from safetensors.torch import save_file
+
+    from adjpos.runs import atomic_write, write_json
+
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = hf_state_dict(model)
+    atomic_write(folder / "model.safetensors", lambda tmp: save_file(state, tmp, {"format": "pt"}))
+    write_json(folder / "config.json", model.original_model.config.to_dict())
+    return folder
+
+
+def load_hf_weights(folder: Path, weights: Path, *, device: Any = None) -> Any:
+    """The model of the Hugging Face `folder`'s config with the weights of file `weights` (a
+    training snapshot), bridged."""
+    import transformers
+
+    from adjpos.models.checkpoint import read_weights
+
+    config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    hf = transformers.AutoModelForCausalLM.from_config(config)
+    state = read_weights(weights)
+    hf.load_state_dict(state, strict=True)
+    return bridge_of(hf, device=device)
+
+
+def is_hf_folder(folder: Path) -> bool:
+    """A folder whose config.json is a Hugging Face config (it names its model_type)."""
+    import json
+
+    try:
+        data = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "model_type" in data
 
 
 def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) -> Any:
@@ -142,6 +235,11 @@ def text_tokens(tokenizer: Any, text: str, seq_len: int, *, max_sequences: int |
             "text or a shorter --seq-len"
         )
     return ids[: n * seq_len].view(n, seq_len)
+
+
+def _kernels(dtype: torch.dtype | None) -> dict[str, str]:
+    """The fused mixture-of-experts kernels take no float64: use the plain loop then."""
+    return {"experts_implementation": "eager"} if dtype == torch.float64 else {}
 
 
 def _offline() -> bool:

@@ -74,8 +74,15 @@ def is_position_free(model: nn.Module) -> bool:
     additive positional embedding is exactly zero and frozen.
 
     Works on any TransformerLens model with a ``cfg``; a learned-position model whose
-    `W_pos` happens to be zero but is trainable is not position-free.
+    `W_pos` happens to be zero but is trainable is not position-free. A bridged Hugging Face
+    model is position-free when every layer is NoPE (`adjpos.layer_kinds`).
     """
+    from adjpos.hf.load import is_bridge
+
+    if is_bridge(model):  # read from the modules: every layer NoPE
+        from adjpos.hf.kinds import layer_kinds
+
+        return set(layer_kinds(model)) == {"nope"}
     kind = getattr(getattr(model, "cfg", None), "positional_embedding_type", None)
     if kind not in ("standard", "shortformer"):
         return False

@@ -28,10 +28,15 @@ def save_model(model: Any, path: str | os.PathLike, *, cfg: ModelConfig | None =
     """Save `model` to folder `path` (created if needed); returns the folder.
 
     Args:
-        model: a model made by `build_model` (or any HookedTransformer, given `cfg`).
+        model: a model made by `build_model` (or any HookedTransformer, given `cfg`), or a
+            bridged Hugging Face model (`adjpos.load_hf`), saved as a Hugging Face folder.
         path: the checkpoint folder.
         cfg: the model's config; defaults to ``model.adjpos_config``.
     """
+    from adjpos.hf.load import is_bridge, save_hf
+
+    if is_bridge(model):
+        return save_hf(model, path)
     cfg = cfg if cfg is not None else getattr(model, "adjpos_config", None)
     if not isinstance(cfg, ModelConfig):
         raise ValueError("save_model needs the model's ModelConfig: pass cfg=... ")
@@ -51,7 +56,8 @@ def load_model(
     n_ctx: int | None = None,
     step: int | None = None,
 ) -> Any:
-    """Load a checkpoint folder written by `save_model`.
+    """Load a checkpoint folder written by `save_model` (a Hugging Face folder is loaded by
+    `adjpos.load_hf`, bridged).
 
     Args:
         path: the checkpoint folder.
@@ -67,16 +73,21 @@ def load_model(
             (the message lists those it has), or `n_ctx` is asked of a learned-position model.
     """
     folder = Path(path)
+    from adjpos.hf.load import is_hf_folder, load_hf, load_hf_weights
+
+    if is_hf_folder(folder):
+        if n_ctx is not None:
+            raise ValueError("n_ctx applies to adjpos models; a Hugging Face model keeps its own")
+        if step is None:
+            return load_hf(folder, device=device, offline=True)
+        return load_hf_weights(folder, _snapshot_file(folder, step), device=device)
     cfg = read_model_config(folder)
     if step is None:
         weights = folder / WEIGHTS
         if not weights.is_file():
             raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
     else:
-        steps = snapshot_steps(folder)
-        if step not in steps:
-            raise ValueError(f"{folder} has no snapshot of step {step!r}; it has {steps}")
-        weights = _snapshot_path(folder, step)
+        weights = _snapshot_file(folder, step)
     state = read_weights(weights)
     if n_ctx is not None and n_ctx != cfg.n_ctx:
         if cfg.positional == "learned":
@@ -104,12 +115,15 @@ def save_snapshot(
     """Save `model`'s weights as the snapshot of training `step` in checkpoint folder `path`
     (``snapshots/step_NNNNNNNN.safetensors``, atomically); `dtype` (e.g. ``torch.float16``)
     stores them smaller. Load one with ``load_model(path, step=step)``."""
+    from adjpos.hf.load import hf_state_dict, is_bridge
+
     target = _snapshot_path(Path(path), step)
     target.parent.mkdir(parents=True, exist_ok=True)
     cast = (lambda v: v.to(dtype)) if dtype is not None else (lambda v: v)
+    weights = hf_state_dict(model) if is_bridge(model) else model.state_dict()
     state = {
         k: (cast(v) if v.is_floating_point() else v).detach().contiguous().cpu()
-        for k, v in model.state_dict().items()
+        for k, v in weights.items()
     }
     atomic_write(target, lambda tmp: save_file(state, tmp))
     return target
@@ -122,6 +136,13 @@ def snapshot_steps(path: str | os.PathLike) -> list[int]:
         return []
     names = (p.name for p in folder.glob("step_*.safetensors"))
     return sorted(int(name[5:-12]) for name in names if name[5:-12].isdigit())
+
+
+def _snapshot_file(folder: Path, step: int) -> Path:
+    steps = snapshot_steps(folder)
+    if step not in steps:
+        raise ValueError(f"{folder} has no snapshot of step {step!r}; it has {steps}")
+    return _snapshot_path(folder, step)
 
 
 def _snapshot_path(folder: Path, step: int) -> Path:

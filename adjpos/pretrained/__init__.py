@@ -70,26 +70,34 @@ def available_pretrained() -> list[str]:
     return [name for name in TASKS if pretrained_seeds(name)]
 
 
-def pretrained_seeds(name: str) -> list[int]:
-    """The seeds shipped for task `name` (empty when none or `name` is unknown)."""
-    folders = (HERE / name).glob("seed*") if name in TASKS else ()
-    found = [f for f in folders if f.name[4:].isdigit() and (f / "model.safetensors").is_file()]
-    return sorted(int(f.name[4:]) for f in found)
+def pretrained_seeds(name: str, family: str | None = None) -> list[int]:
+    """The seeds shipped for task `name` (empty when none or `name` is unknown); with
+    `family` (e.g. "smollm3"), those of that Hugging Face architecture trained on it."""
+    prefix = "seed" if family is None else f"{family}_seed"
+    folders = (HERE / name).glob(f"{prefix}*") if name in TASKS else ()
+    found = [
+        f
+        for f in folders
+        if f.name[len(prefix) :].isdigit() and (f / "model.safetensors").is_file()
+    ]
+    return sorted(int(f.name[len(prefix) :]) for f in found)
 
 
-def pretrained_folder(name: str, seed: int = 0) -> Path:
-    """The folder of the shipped model of task `name` and `seed`.
+def pretrained_folder(name: str, seed: int = 0, family: str | None = None) -> Path:
+    """The folder of the shipped model of task `name` and `seed` (of Hugging Face
+    architecture `family`, when given).
 
     Raises:
         ValueError: no such model is shipped (the message lists the tasks and seeds that are).
     """
-    if seed not in pretrained_seeds(name):
-        shipped = {task: pretrained_seeds(task) for task in available_pretrained()}
+    if seed not in pretrained_seeds(name, family):
+        shipped = {task: pretrained_seeds(task, family) for task in TASKS}
+        which = "" if family is None else f" of family {family!r}"
         raise ValueError(
-            f"no shipped model for task {name!r} with seed {seed!r}; shipped (task: seeds): "
-            f"{shipped}"
+            f"no shipped model{which} for task {name!r} with seed {seed!r}; shipped (task: "
+            f"seeds): { {task: seeds for task, seeds in shipped.items() if seeds} }"
         )
-    return HERE / name / f"seed{seed}"
+    return HERE / name / (f"seed{seed}" if family is None else f"{family}_seed{seed}")
 
 
 def load_pretrained(
@@ -99,9 +107,11 @@ def load_pretrained(
     device: str | None = None,
     n_ctx: int | None = None,
     step: int | None = None,
+    family: str | None = None,
 ) -> tuple[Any, Task]:
     """The shipped trained NoPE model for task `name` and `seed`, and the task it was
-    trained on.
+    trained on; with `family` (e.g. "smollm3"), the all-NoPE Hugging Face model of that
+    architecture trained on it, bridged (`adjpos.load_hf`).
 
     Example:
         >>> from adjpos import predict
@@ -116,7 +126,7 @@ def load_pretrained(
         ValueError: no model is shipped for `name` and `seed`, or no snapshot of `step`
             (the messages list those that are).
     """
-    folder = pretrained_folder(name, seed)
+    folder = pretrained_folder(name, seed, family)
     return load_model(folder, device=device, n_ctx=n_ctx, step=step), trained_task(folder)
 
 
@@ -142,11 +152,34 @@ def trained_task(folder: str | Path) -> Task:
     return get_task(record["name"], **{k: v for k, v in record.items() if k != "name"})
 
 
-def pretrained_info(name: str, seed: int = 0) -> dict[str, Any]:
+def pretrained_info(name: str, seed: int = 0, family: str | None = None) -> dict[str, Any]:
     """The shipped model's ``train.json`` (command, steps, seconds, accuracy on its eval
     prompts) and, as ``"heldout"``, its ``heldout.json`` when it was checked."""
-    folder = pretrained_folder(name, seed)
+    folder = pretrained_folder(name, seed, family)
     info = json.loads((folder / "train.json").read_text())
     if (folder / "heldout.json").is_file():
         info["heldout"] = json.loads((folder / "heldout.json").read_text())
     return info
+
+
+CHECK_PROMPTS, CHECK_SEED, PASS = 2000, 2026, 0.99
+
+
+def heldout_check(model: Any, task: Task, n_prompts: int = CHECK_PROMPTS) -> dict[str, Any]:
+    """Exact match on `n_prompts` fresh held-out prompts (test split, seed 2026, which no
+    training run uses): what every shipped model's ``heldout.json`` holds."""
+    import torch
+
+    from adjpos.training import evaluate
+
+    prompts = task.draw_prompts(
+        n_prompts, generator=torch.Generator().manual_seed(CHECK_SEED), split="test"
+    )
+    accuracy, per_length = evaluate(model, task, prompts)
+    return {
+        "accuracy": accuracy,
+        "n_prompts": n_prompts,
+        "prompt_seed": CHECK_SEED,
+        "per_length_accuracy": per_length,
+        "passes": accuracy >= PASS,
+    }

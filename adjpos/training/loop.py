@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from adjpos.hf.load import is_bridge
 from adjpos.models import is_position_free, save_model, save_snapshot
 from adjpos.runs import RunFolder, atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
@@ -47,13 +48,15 @@ def train(
     """Train `model` in place on `task`, with loss on answer tokens only.
 
     Args:
-        model: a HookedTransformer (e.g. from `adjpos.build_model`) with d_vocab >= the task
-            vocabulary and n_ctx >= ``task.max_len``.
+        model: a HookedTransformer (e.g. from `adjpos.build_model`) or a bridged Hugging
+            Face model (`adjpos.load_hf`, e.g. of `adjpos.hf.task_config`) with d_vocab >= the
+            task vocabulary and n_ctx >= ``task.max_len``.
         task: from `adjpos.get_task`.
         cfg: the run's settings.
         out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
-            `adjpos.load_model`), ``metrics.json``, ``run.json``, ``checkpoint.pt`` and the
-            snapshots that ``cfg.snapshots`` asks for (``load_model(out_dir, step=s)``).
+            `adjpos.load_model`; a Hugging Face folder for a bridged model), ``metrics.json``,
+            ``run.json``, ``checkpoint.pt`` and the snapshots that ``cfg.snapshots`` asks for
+            (``load_model(out_dir, step=s)``).
         resume: continue the run saved in `out_dir` (same config and task required).
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
@@ -74,6 +77,9 @@ def train(
     identity = {"train": cfg.to_dict(), "task": {"name": task.name, **task.to_dict()}}
     if hasattr(model, "adjpos_config"):
         identity["model"] = model.adjpos_config.to_dict()
+    elif is_bridge(model):  # a Hugging Face model: its config decides the architecture
+        config = model.original_model.config.to_dict()
+        identity["model"] = {"hf": {k: v for k, v in config.items() if k != "transformers_version"}}
     if folder is not None:
         run = _start_or_resume(folder, resume, identity, model, opt, run)
     eval_gen = torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET)
