@@ -82,3 +82,14 @@ def test_load_pretrained_by_family_lists_what_is_shipped():
     with pytest.raises(ValueError, match="no shipped model of family 'llama4'"):
         adjpos.load_pretrained("reversal", 0, family="llama4")
     assert adjpos.pretrained.pretrained_seeds("reversal", "llama4") == []
+
+
+def test_the_shipped_smollm3_model_reverses():
+    model, task = adjpos.load_pretrained("reversal", 0, family="smollm3")
+    assert adjpos.layer_kinds(model) == ["nope"] * 4 and is_position_free(model)
+    assert adjpos.pretrained.pretrained_seeds("reversal", "smollm3") == [0]
+    info = adjpos.pretrained.pretrained_info("reversal", 0, family="smollm3")
+    assert info["heldout"]["accuracy"] >= 0.99 and info["heldout"]["n_prompts"] == 2000
+    prompts = task.draw_prompts(20, generator=torch.Generator().manual_seed(5), split="test")
+    accuracy, _ = adjpos.evaluate(model, task, prompts)
+    assert accuracy >= 0.9
