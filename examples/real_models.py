@@ -12,8 +12,10 @@ probe). Then:
 - what each released NoPE layer does to the score, against the all-RoPE model of the same
   family at the same layer (`adjpos.hf.nope_layer_effects`);
 - block 0 of each all-NoPE model against the first-layer theory
-  (`adjpos.theory.compare_first_layer`, attention output and residual stream), beside the
-  first NoPE layer of the released interleaving.
+  (`adjpos.theory.compare_first_layer`, attention output and residual stream), with the
+  predicted adjacency at the full width and at the width the value vectors can span
+  (grouped-query attention: key-value heads x head width), beside the first NoPE layer of the
+  released interleaving.
 
 Writes ``layers.csv``, ``nope_effects.csv``, ``theory.csv`` and the figure ``real_models``
 into ``--out`` (each (family, layout, seed) is kept in ``parts/`` so an interrupted run
@@ -70,9 +72,15 @@ def measure(family, init, layout, seed, size, tokens, parts: Path) -> pd.DataFra
 def first_layer(family, init, seed, size, tokens, layers: pd.DataFrame) -> list[dict]:
     """Block 0 of the all-NoPE model against the theory, and the released first NoPE layer."""
     model = load_hf(hf_config(family, size, nope="all", initializer_range=init), seed=seed)
-    width = model.cfg.d_model
-    gen = torch.Generator().manual_seed(seed)
-    predicted = float(predicted_adjacency(tokens.shape[1], d_model=width, generator=gen)[0])
+    config = model.original_model.config
+    # grouped-query attention: the value vectors span at most kv_heads x head_dim dimensions
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    value_width = min(config.hidden_size, config.num_key_value_heads * head_dim)
+
+    def predict(width: int) -> float:
+        gen = torch.Generator().manual_seed(seed)
+        return float(predicted_adjacency(tokens.shape[1], d_model=width, generator=gen)[0])
+
     mine = (layers["family"] == family) & (layers["init"] == init) & (layers["seed"] == seed)
     released = layers[mine & (layers["layout"] == "released")]
     first_nope = released[released["kind"] == "nope"].iloc[0]
@@ -89,7 +97,9 @@ def first_layer(family, init, seed, size, tokens, layers: pd.DataFrame) -> list[
                 "mean_abs_error": cmp.mean_abs_error,
                 "entropy_ratio": cmp.entropy_ratio,
                 "measured_adjacency": cmp.measured_adjacency,
-                "predicted_adjacency_attn_out": predicted,
+                "predicted_full_width": predict(config.hidden_size),
+                "value_width": value_width,
+                "predicted_value_width": predict(value_width),
                 "released_first_nope_layer": int(first_nope["layer"]),
                 "released_first_nope_adjacency": float(first_nope["adjacency"]),
             }
@@ -143,8 +153,9 @@ def main(quick: bool, out: Path) -> None:
         facet_col="family",
         low="low",
         high="high",
-        title=f"Adjacency by layer at random init (init {inits[0]}; mean of {len(seeds)} seeds, "
-        "bars: span of their intervals)",
+        ring="released",
+        title=f"Adjacency at random init {inits[0]} ({len(seeds)} seeds; rings: released NoPE "
+        "layers)",
     )
     saved = save_figure(fig, out / "real_models", png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written), "and", out / "layers.csv")

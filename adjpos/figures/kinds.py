@@ -22,10 +22,12 @@ def plot_layer_kinds(
     high: str | None = None,
     title: str,
     y_title: str | None = None,
+    ring: Any = None,
 ) -> go.Figure:
     """`y` by layer, one line per `color` value and one panel per `facet_col` value (as
     `plot_intervals`), with every point of a NoPE layer (``kind == "nope"``) ringed by an open
-    diamond. `rows` need the columns ``layer`` and ``kind`` (from `adjpos.measure_layers`).
+    diamond (only on the line whose `color` value is `ring`, when given). `rows` need the
+    columns ``layer`` and ``kind`` (from `adjpos.measure_layers`).
 
     Example:
         >>> rows = [{"layer": l, "kind": k, "adjacency": 0.5 + l / 10, "model": "m"}
@@ -53,7 +55,9 @@ def plot_layer_kinds(
     panels = list(ordered[facet_col].unique()) if facet_col else [None]
     for index, panel in enumerate(panels):
         part = frame if panel is None else frame[frame[facet_col] == panel]
-        nope = part[part["kind"] == "nope"]
+        nope = part[
+            (part["kind"] == "nope") & ((part[color] == ring) if ring is not None else True)
+        ]
         if nope.empty:
             continue
         marker = go.Scatter(

@@ -112,3 +112,21 @@ def test_can_be_saved(tmp_path):
     ):
         saved = save_figure(fig, tmp_path / "x", png=False)
         assert saved.written[0].stat().st_size > 0
+
+
+def test_plot_layer_kinds_rings_the_nope_layers_of_each_panel():
+    from adjpos.figures import plot_layer_kinds
+
+    rows = [
+        {"family": f, "layout": lay, "layer": k, "adjacency": 0.5 + k / 10,
+         "kind": "nope" if (lay == "all" or k == n) and k else ("embed" if k == 0 else "rope")}
+        for f, n in (("a", 2), ("b", 3)) for lay in ("released", "all") for k in range(4)
+    ]  # fmt: skip
+    fig = plot_layer_kinds(rows, color="layout", facet_col="family", title="t", ring="released")
+    rings = [t for t in fig.data if t.name == "NoPE layer"]
+    assert [[int(x) for x in t.x] for t in rings] == [[2], [3]]
+    assert [t.xaxis for t in rings] == ["x", "x2"]
+    everything = plot_layer_kinds(rows, color="layout", facet_col="family", title="t")
+    assert sum(len(t.x) for t in everything.data if t.name == "NoPE layer") == 2 + 2 * 3
+    with pytest.raises(ValueError, match="lack the columns"):
+        plot_layer_kinds([{"layer": 0}], color="layout", title="t")
