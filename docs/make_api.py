@@ -22,8 +22,8 @@ HEADER = """# API reference
 
 The first section is the top level (`import adjpos`); the others are namespaces, imported as
 `import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions`,
-`import adjpos.hf`, `import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`. Shapes use
-TransformerLens's dimension names; `*batch` is any number of leading dimensions.
+`import adjpos.hf`, `import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`.
+Shapes use TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
 NAMESPACES = {

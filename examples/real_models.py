@@ -19,8 +19,8 @@ probe). Then:
 
 Writes ``layers.csv``, ``nope_effects.csv``, ``theory.csv`` and the figure ``real_models``
 into ``--out`` (each (family, layout, seed) is kept in ``parts/`` so an interrupted run
-resumes), and prints the tables. About 6 minutes on 2 CPU cores; ``--quick`` runs one family
-at 4 layers on 8 sequences (the smoke test).
+resumes), and prints the tables. It took 40 minutes on 2 CPU cores that were also training
+models; ``--quick`` runs one family at 4 layers on 8 sequences (the smoke test).
 
     python examples/real_models.py [--quick] [--out runs/real_models]
 """
