@@ -23,14 +23,17 @@ def test_every_task_has_a_shipped_model():
 SEEDS = [(name, seed) for name in SHIPPED for seed in pretrained_seeds(name)]
 
 
+def test_every_task_ships_three_seeds():
+    assert {name: pretrained_seeds(name) for name in SHIPPED} == {n: [0, 1, 2] for n in SHIPPED}
+
+
 @pytest.mark.parametrize(("name", "seed"), SEEDS)
 def test_shipped_model_answers_fresh_held_out_prompts(name, seed):
     model, task = load_pretrained(name, seed, device="cpu")
     assert is_position_free(model)
     info = pretrained_info(name, seed)
     assert info["accuracy"] >= 0.99 and info["command"].startswith("adjpos train")
-    if seed > 0:  # the faster recipe's seeds are checked on 2,000 fresh prompts
-        assert info["heldout"]["n_prompts"] == 2000 and info["heldout"]["accuracy"] >= 0.99
+    assert info["heldout"]["n_prompts"] == 2000 and info["heldout"]["accuracy"] >= 0.99
     prompts = task.draw_prompts(100, generator=torch.Generator().manual_seed(7), split="test")
     answers = predict(model, task, prompts)
     correct = sum(a == task.solve(p) for p, a in zip(prompts, answers, strict=True))
