@@ -9,9 +9,25 @@ from numpy.typing import ArrayLike
 
 from adjpos.validation import is_int
 
-__all__ = ["bootstrap_interval", "spearman", "variance_ratio", "variance_summary"]
+__all__ = [
+    "VARIANCE_SUMMARY",
+    "bootstrap_interval",
+    "spearman",
+    "variance_ratio",
+    "variance_summary",
+]
 
 N_BOOT = 2000
+# The columns `variance_summary` returns, with their pandas dtypes (for `adjpos.tables.Table`).
+VARIANCE_SUMMARY = {
+    "ratio": "float64",
+    "ratio_low": "float64",
+    "ratio_high": "float64",
+    "spearman": "float64",
+    "spearman_low": "float64",
+    "spearman_high": "float64",
+    "n_sequences": "int64",
+}
 LEVEL = 0.95
 
 

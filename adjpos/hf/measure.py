@@ -20,7 +20,7 @@ from torch import Tensor
 from adjpos.capture import check_tokens, iter_residuals
 from adjpos.hf.kinds import capture_kinds
 from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
-from adjpos.stats import bootstrap_interval, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
 from adjpos.tables import Table
 
 if TYPE_CHECKING:
@@ -36,13 +36,7 @@ LAYERS = Table(
     change="float64",
     change_low="float64",
     change_high="float64",
-    ratio="float64",
-    ratio_low="float64",
-    ratio_high="float64",
-    spearman="float64",
-    spearman_low="float64",
-    spearman_high="float64",
-    n_sequences="int64",
+    **VARIANCE_SUMMARY,
 )
 
 
@@ -114,8 +108,7 @@ def measure_layers(
                 "change": change[0],
                 "change_low": change[1],
                 "change_high": change[2],
-                **{k: variance[k] for k in LAYERS.columns if k.startswith(("ratio", "spearman"))},
-                "n_sequences": batch,
+                **variance,
             }
         )
         before = scores

@@ -22,7 +22,7 @@ import torch
 from adjpos.capture import capture_residuals, iter_residuals
 from adjpos.metrics import adjacency_rows, center_states, cosine_matrix, position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import bootstrap_interval, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
 from adjpos.study.numbers import LEARNED, RANDOM, TRAINED
 from adjpos.study.sizes import StudySizes
 from adjpos.tables import Table
@@ -51,17 +51,7 @@ VARIANCE = Table(
     task="string", model="string", seed="Int64", layer="int64", position="int64", variance="float64"
 )
 VARIANCE_LAYERS = Table(
-    task="string",
-    model="string",
-    seed="Int64",
-    layer="int64",
-    ratio="float64",
-    ratio_low="float64",
-    ratio_high="float64",
-    spearman="float64",
-    spearman_low="float64",
-    spearman_high="float64",
-    n_sequences="int64",
+    task="string", model="string", seed="Int64", layer="int64", **VARIANCE_SUMMARY
 )
 
 
