@@ -95,18 +95,8 @@ def adjacency_views_figure(table: pd.DataFrame) -> go.Figure:
         view = score_view(table, key)
         summary = seed_summary(view[view["model"] != LEARNED], "adjacency", "low", "high")
         frames.append(summary.assign(view=label))
-    return plot_intervals(
-        pd.concat(frames),
-        x="layer",
-        y="value",
-        low="low",
-        high="high",
-        color="model",
-        facet_col="task",
-        facet_row="view",
-        title="Adjacency by layer in four views (seed spans of 95% intervals)",
-        y_title="adjacency",
-    )
+    title = "Adjacency by layer in four views (seed spans of 95% intervals)"
+    return _seed_spans(frames, row="view", title=title, y_title="adjacency")
 
 
 def variance_layers_figure(table: pd.DataFrame) -> go.Figure:
@@ -115,6 +105,12 @@ def variance_layers_figure(table: pd.DataFrame) -> go.Figure:
         seed_summary(table, metric, f"{metric}_low", f"{metric}_high").assign(metric=metric)
         for metric in ("ratio", "spearman")
     ]
+    title = "Variance against position by layer (seed spans of 95% intervals)"
+    return _seed_spans(frames, row="metric", title=title)
+
+
+def _seed_spans(frames: list[pd.DataFrame], *, row: str, title: str, y_title=None) -> go.Figure:
+    """`seed_summary` frames by layer: one line per model, one panel per (`row`, task)."""
     return plot_intervals(
         pd.concat(frames),
         x="layer",
@@ -123,8 +119,9 @@ def variance_layers_figure(table: pd.DataFrame) -> go.Figure:
         high="high",
         color="model",
         facet_col="task",
-        facet_row="metric",
-        title="Variance against position by layer (seed spans of 95% intervals)",
+        facet_row=row,
+        title=title,
+        y_title=y_title,
     )
 
 
