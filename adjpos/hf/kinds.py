@@ -88,6 +88,9 @@ def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
     if type(attn).__name__ == "Cohere2Attention":  # RoPE only in the sliding layers
         return "nope" if attn.sliding_window is None else "sliding_rope"
     kind = _TL_KINDS.get(model.cfg.positional_embedding_type, model.cfg.positional_embedding_type)
+    w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
+    if kind == "learned" and w_pos is not None and not w_pos.requires_grad and not w_pos.any():
+        return "nope"  # a learned embedding zeroed and frozen (as adjpos builds NoPE)
     if kind == "rope" and layer_type == "sliding_attention":
         return "sliding_rope"
     return kind

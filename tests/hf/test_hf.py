@@ -108,6 +108,17 @@ def test_layer_kinds_of_hooked_transformers_and_native_bridges():
     assert layer_kinds(adjpos.build_model(tiny_config(positional="learned"))) == ["learned"] * 2
     assert layer_kinds(adjpos.build_model(tiny_config(positional="rotary"))) == ["rope"] * 2
     assert layer_kinds(tiny_bridge()) == ["rope", "rope"]
+    from transformer_lens.model_bridge import TransformerBridge
+
+    native = TransformerBridge.boot_native(
+        dict(n_layers=2, d_model=16, n_heads=2, d_head=8, d_mlp=32, d_vocab=20, n_ctx=24,
+             act_fn="gelu", seed=0, positional_embedding_type="standard")
+    )  # fmt: skip
+    assert layer_kinds(native) == ["learned"] * 2 and not adjpos.is_position_free(native)
+    with torch.no_grad():
+        native.pos_embed.W_pos.zero_()
+    native.pos_embed.W_pos.requires_grad_(False)
+    assert layer_kinds(native) == ["nope"] * 2 and adjpos.is_position_free(native)
     with pytest.raises(TypeError, match="HookedTransformer or a TransformerBridge"):
         layer_kinds(torch.nn.Linear(2, 2))
 
