@@ -38,14 +38,14 @@ def layer_kinds(model: Any) -> list[str]:
         TypeError: `model` is neither a HookedTransformer nor a TransformerBridge.
     """
     from transformer_lens import HookedTransformer
-    from transformer_lens.model_bridge import TransformerBridge
 
+    from adjpos.hf.load import is_bridge
     from adjpos.models import is_position_free
 
     if isinstance(model, HookedTransformer):
         kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
         return [kind] * model.cfg.n_layers
-    if isinstance(model, TransformerBridge):
+    if is_bridge(model):
         return _bridge_kinds(model)
     raise TypeError(
         f"layer_kinds needs a HookedTransformer or a TransformerBridge, got {type(model).__name__}"

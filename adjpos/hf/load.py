@@ -97,7 +97,8 @@ def bridge_of(hf: Any, *, device: str | torch.device | None = None) -> Any:
     hf.eval()
     with quiet_transformer_lens():
         bridge = build_bridge_from_module(hf, type(hf).__name__, hf_config=hf.config)
-    for param in _extra_parameters(bridge.original_model):  # the bridge's zero lm_head bias
+    hf_model = bridge.original_model
+    for param in _extra_parameters(hf_model, _own_weights(hf_model)):  # the zero lm_head bias
         param.requires_grad_(False)
     if device is not None and torch.device(device) != torch.device("cpu"):
         bridge = bridge.to(torch.device(device))
@@ -116,22 +117,27 @@ def hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
     each module, so the wrapped model's ``state_dict`` holds every tensor under several
     names), detached copies on the CPU."""
     hf = model.original_model
+    own = _own_weights(hf)
+    if any(bool(p.detach().any()) for p in _extra_parameters(hf, own)):
+        raise ValueError("the bridge holds nonzero weights the Hugging Face model does not have")
+    return {name: value.detach().cpu().clone().contiguous() for name, value in own.items()}
+
+
+def _own_weights(hf: Any) -> dict[str, torch.Tensor]:
+    """The wrapped model's tensors under the names the Hugging Face model gives them."""
     wrapped: dict[str, torch.Tensor] = {}
     for key, value in hf.state_dict().items():
         wrapped.setdefault(_hf_name(key), value)
-    names = _hf_names(hf.config)
+    names = sorted(_hf_names(hf.config))
     missing = [name for name in names if name not in wrapped]
     if missing:
         raise ValueError(f"cannot find the bridged model's weights {missing[:5]}")
-    if any(bool(p.detach().any()) for p in _extra_parameters(hf)):
-        raise ValueError("the bridge holds nonzero weights the Hugging Face model does not have")
-    return {name: wrapped[name].detach().cpu().clone().contiguous() for name in names}
+    return {name: wrapped[name] for name in names}
 
 
-def _extra_parameters(hf: Any) -> list[torch.nn.Parameter]:
+def _extra_parameters(hf: Any, own: dict[str, torch.Tensor]) -> list[torch.nn.Parameter]:
     """Parameters the bridge added to the wrapped model (none of the model's own tensors)."""
-    own = {_hf_name(key): value for key, value in hf.state_dict().items()}
-    pointers = {own[name].data_ptr() for name in _hf_names(hf.config) if name in own}
+    pointers = {value.data_ptr() for value in own.values()}
     return [p for p in hf.parameters() if p.data_ptr() not in pointers]
 
 

@@ -88,16 +88,15 @@ def measure_layers(
     rows, before = [], None
     stream = iter_residuals(model, tokens, batch_size=batch_size, progress=progress)
     for layer, acts in stream:
-        per_sequence = adjacency_probability(cosine_matrix(acts.double()), ties=ties).cpu()
+        acts = acts.double()
+        per_sequence = adjacency_probability(cosine_matrix(acts), ties=ties).cpu()
         scores = per_sequence.numpy()
         low, high = bootstrap_interval(scores, n_boot=n_boot, seed=seed)
         change = (np.nan, np.nan, np.nan)
         if before is not None:
             diff = scores - before
             change = (float(diff.mean()), *bootstrap_interval(diff, n_boot=n_boot, seed=seed))
-        variance = variance_summary(
-            position_variance(acts.double()).cpu().numpy(), n_boot=n_boot, seed=seed
-        )
+        variance = variance_summary(position_variance(acts).cpu().numpy(), n_boot=n_boot, seed=seed)
         rows.append(
             {
                 "layer": layer,

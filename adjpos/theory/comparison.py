@@ -185,11 +185,10 @@ def _check_position_free(model: Any, position_free: bool | None) -> None:
 
 def _first_block_nope(model: Any) -> bool:
     """adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)."""
-    from transformer_lens.model_bridge import TransformerBridge
-
     from adjpos.hf import layer_kinds
+    from adjpos.hf.load import is_bridge
 
-    if isinstance(model, TransformerBridge):
+    if is_bridge(model):
         return layer_kinds(model)[0] == "nope"
     return is_position_free(model)
 
