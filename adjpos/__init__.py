@@ -9,21 +9,34 @@ The top level holds the verbs a user reaches for::
 Everything else lives in namespaces: `adjpos.figures` (plotly figures), `adjpos.theory` (the
 first-layer argument), `adjpos.hf` (Hugging Face models with NoPE layers), `adjpos.study`
 (the paper's study: sweeps, `reproduce`, the report), and the packages below
-(`adjpos.probes`, `adjpos.tasks`, ...). TransformerLens, transformers, scikit-learn and plotly
-are imported only when a function needs them, so ``import adjpos`` stays fast.
+(`adjpos.probes`, `adjpos.tasks`, ...). Each is an attribute of `adjpos` (``import adjpos;
+adjpos.theory.compare_first_layer``), imported on first use (PEP 562). TransformerLens,
+transformers, scikit-learn and plotly are imported only when a function needs them, so
+``import adjpos`` stays fast.
 """
 
 __version__ = "0.1.0"
 
+import importlib
+
 from adjpos.capture import SITES, capture_residuals, iter_residuals
-from adjpos.hf import hf_config, layer_kinds, load_hf, measure_layers
+from adjpos.hf.families import hf_config
+from adjpos.layerwise import measure_layers
 from adjpos.metrics import (
     adjacency_probability,
     adjacency_rows,
     cosine_matrix,
     position_variance,
 )
-from adjpos.models import ModelConfig, build_model, is_position_free, load_model, save_model
+from adjpos.models import (
+    ModelConfig,
+    build_model,
+    is_position_free,
+    layer_kinds,
+    load_hf,
+    load_model,
+    save_model,
+)
 from adjpos.pretrained import load_pretrained
 from adjpos.probes import (
     FEATURE_SETS,
@@ -75,3 +88,42 @@ __all__ = [
     "sequences_of_length",
     "train",
 ]
+
+# Every subpackage and module of adjpos, reachable as ``adjpos.<name>`` without an import.
+_NAMESPACES = (
+    "capture",
+    "cli",
+    "engines",
+    "figures",
+    "hf",
+    "interventions",
+    "layerwise",
+    "metrics",
+    "models",
+    "pretrained",
+    "probes",
+    "runs",
+    "scoring",
+    "stats",
+    "study",
+    "tables",
+    "tasks",
+    "theory",
+    "training",
+    "types",
+    "validation",
+)
+
+
+def __getattr__(name: str):
+    """``adjpos.figures`` and the other namespaces, imported on first access (PEP 562)."""
+    if name in _NAMESPACES:
+        return importlib.import_module(f"adjpos.{name}")
+    raise AttributeError(
+        f"module 'adjpos' has no attribute {name!r}; its namespaces are {list(_NAMESPACES)} "
+        "and its verbs are listed in adjpos.__all__"
+    )
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMESPACES})

@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import check_choice, is_int
+from adjpos.validation import UsageError, check_choice, is_int
 
 __all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads"]
 
@@ -66,14 +66,14 @@ def check_engine(engine: Any, workers: Any = None, address: Any = None) -> str:
     """
     check_choice("engine", engine, ENGINES)
     if workers is not None and (not is_int(workers) or workers < 0):
-        raise ValueError(f"workers must be an int >= 0 (0 runs in-process), got {workers!r}")
+        raise UsageError(f"workers must be an int >= 0 (0 runs in-process), got {workers!r}")
     if address is not None and engine != "ray":
-        raise ValueError(f"an address is for engine 'ray', not {engine!r}")
+        raise UsageError(f"an address is for engine 'ray', not {engine!r}")
     if engine == "ray":
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise ValueError(
+            raise UsageError(
                 f"engine 'ray' needs Ray, which is not installed: {RAY_EXTRA}"
             ) from None
     return engine

@@ -20,7 +20,7 @@ Example:
     >>> RunFolder.open(folder.path, kind="demo", spec={"n": 4})  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: ... holds a demo run with other settings (n: 3 there, 4 here); use another ...
+    adjpos.validation.UsageError: ... holds a demo run with other settings (n: 3 there, 4 here); ...
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from adjpos.validation import UsageError
 
 RUN_FILE = "run.json"
 DONE_FOLDER = "done"
@@ -133,14 +135,14 @@ class RunFolder:
         if record_path.is_file():
             record = read_run(folder)
             if record.get("kind") != kind or record.get("spec") != spec:
-                raise ValueError(
+                raise UsageError(
                     f"{str(folder)!r} holds a {record.get('kind')} run with other settings "
                     f"({_difference(record.get('spec'), spec, record.get('kind') == kind)}); "
                     "use another folder, or delete it to start over"
                 )
             return cls(folder, record)
         if any(folder.iterdir()):
-            raise ValueError(
+            raise UsageError(
                 f"{str(folder)!r} is not empty and holds no {RUN_FILE}: it is not an adjpos run "
                 "folder; choose an empty or new folder"
             )
@@ -207,7 +209,7 @@ def read_run(path: str | os.PathLike) -> dict[str, Any]:
     try:
         return json.loads(record_path.read_text())
     except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{record_path} is not a readable run record: {err}") from None
+        raise UsageError(f"{record_path} is not a readable run record: {err}") from None
 
 
 def _difference(there: Any, here: Any, same_kind: bool) -> str:

@@ -14,6 +14,7 @@ from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_cap
 from adjpos.metrics import adjacency_probability, center_states, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
+from adjpos.validation import UsageError
 
 
 def adjacency_score(
@@ -27,7 +28,8 @@ def adjacency_score(
     ties: str = "strict",
     center: bool = False,
     rows: Bool[Tensor, "batch pos"] | None = None,
-) -> Float[Tensor, " layer"]:
+    per_sequence: bool = False,
+) -> Float[Tensor, " layer"] | Float[Tensor, "layer batch"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
     Works on any TransformerLens model, or on the `ActivationCache` of a run you already
@@ -36,6 +38,10 @@ def adjacency_score(
     grow with depth. With ``site="resid_post"`` there are n_layers + 1 values (layer 0 =
     embeddings: ``blocks.0.hook_resid_pre``, then ``blocks.{l}.hook_resid_post``); the other
     sites have one value per block (``blocks.{l}.hook_{site}``).
+
+    Each sequence b gets the matrix score S_b (the mean of its selected defined rows s_k, see
+    `adjpos.adjacency_probability`); the layer's score is the plain mean of S_b over the
+    sequences that have one, each sequence weighing the same whatever its length.
 
     Args:
         model_or_cache: a TransformerLens model, or an `ActivationCache` holding every layer
@@ -56,16 +62,76 @@ def adjacency_score(
         rows: [batch, pos] mask of the rows k to score, e.g. a task's prompt rows or its
             answer rows (`TaskBatch.answer_rows`); each row still looks at every earlier
             position. Sequences with no selected row are left out of the mean.
+        per_sequence: return S_b itself, one score per layer and sequence, to bootstrap an
+            interval over the sequences (`adjpos.stats.bootstrap_interval`). NaN marks a
+            sequence without a selected defined row (possible only with `rows`). The default
+            result is exactly ``adjacency_score(..., per_sequence=True).nanmean(dim=1)``.
 
     Returns:
-        Float tensor [layer] on the CPU.
+        Float64 tensor [layer] on the CPU; [layer, batch] with `per_sequence`.
 
     Raises:
         ValueError: a sequence is shorter than 3 tokens, bad tokens or lengths, non-finite
             activations, or a cache without the hooks of `site` (the message names them).
-        TypeError: a model without tokens, or a cache with tokens or a batch_size.
+        TypeError: a model without tokens, or a cache with tokens or a batch_size; a
+            `center` or `per_sequence` that is not a bool.
     """
     check_ties(ties)
+    stream, batch, n = _layer_stream(model_or_cache, tokens, site, batch_size, progress)
+    lens = check_lengths(lengths, (batch,), n)
+    check_scorable(lens)
+    check_rows(rows, batch, n)
+    for name, flag in (("center", center), ("per_sequence", per_sequence)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    scores = {}
+    for layer, acts in stream:
+        try:
+            scores[layer] = sequence_scores(acts, lens, ties=ties, center=center, rows=rows)
+        except UsageError as err:
+            raise UsageError(f"layer {layer} ({site}): {err}") from None
+    stacked = torch.stack([scores[layer] for layer in sorted(scores)])
+    return stacked if per_sequence else stacked.nanmean(dim=1)
+
+
+def sequence_scores(
+    states: Float[Tensor, "batch pos d_model"],
+    lengths: Int[Tensor, " batch"],
+    *,
+    ties: str = "strict",
+    center: bool = False,
+    rows: Bool[Tensor, "batch pos"] | None = None,
+) -> Float[Tensor, " batch"]:
+    """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
+    centred first with `center` (`adjpos.metrics.center_states`), then the mean of the rows
+    that `rows` selects (NaN for a sequence with none). The step `adjacency_score` and
+    `adjpos.measure_layers` apply to every layer."""
+    if center:
+        states = center_states(states, lengths.to(states.device))
+    sim = cosine_matrix(states)
+    mask = None if rows is None else rows.to(sim.device)
+    score = adjacency_probability(sim, lengths=lengths.to(sim.device), ties=ties, rows=mask)
+    return score.double().cpu()
+
+
+def check_rows(rows: Tensor | None, batch: int, n: int) -> None:
+    """`rows` is None or a boolean mask of shape (batch, n), one flag per token."""
+    if rows is not None and (rows.dtype != torch.bool or tuple(rows.shape) != (batch, n)):
+        raise UsageError(
+            f"rows must be a boolean mask of shape {(batch, n)} (one flag per token), got "
+            f"{rows.dtype} {tuple(rows.shape)}"
+        )
+
+
+def _layer_stream(
+    model_or_cache: Any,
+    tokens: TokenInput | None,
+    site: str,
+    batch_size: int | None,
+    progress: bool | None,
+) -> tuple[Iterable[tuple[int, Tensor]], int, int]:
+    """``(layer, activations)`` of every layer of `site`, from a cache or streamed from a
+    model's forward passes, and the batch and sequence sizes."""
     if _is_cache(model_or_cache):
         if tokens is not None or batch_size is not None:
             raise TypeError(
@@ -74,50 +140,17 @@ def adjacency_score(
             )
         layers = _cached_layers(model_or_cache, site)
         batch, n = layers[0][1].shape[:2]
-        stream: Iterable[tuple[int, Tensor]] = iter(layers)
-    else:
-        if tokens is None:
-            raise TypeError(
-                "adjacency_score(model) needs tokens: adjacency_score(model, tokens), or pass "
-                "the ActivationCache of model.run_with_cache(tokens) alone"
-            )
-        model = model_or_cache
-        tokens = check_tokens(model, tokens)
-        n_capture_layers(model, site)  # checks the site before any forward pass
-        batch, n = tokens.shape
-        stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
-    lens = check_lengths(lengths, (batch,), n)
-    check_scorable(lens)
-    if rows is not None and (rows.dtype != torch.bool or tuple(rows.shape) != (batch, n)):
-        raise ValueError(
-            f"rows must be a boolean mask of shape {(batch, n)} (one flag per token), got "
-            f"{rows.dtype} {tuple(rows.shape)}"
+        return iter(layers), batch, n
+    if tokens is None:
+        raise TypeError(
+            "adjacency_score(model) needs tokens: adjacency_score(model, tokens), or pass "
+            "the ActivationCache of model.run_with_cache(tokens) alone"
         )
-    if not isinstance(center, bool):
-        raise TypeError(f"center must be True or False, got {center!r}")
-    return _score_layers(stream, lens, site, ties, center, rows)
-
-
-def _score_layers(
-    stream: Iterable[tuple[int, Tensor]],
-    lens: Tensor,
-    site: str,
-    ties: str,
-    center: bool,
-    rows: Tensor | None,
-) -> Tensor:
-    scores = {}
-    for layer, acts in stream:
-        if center:
-            acts = center_states(acts, lens.to(acts.device))
-        try:
-            sim = cosine_matrix(acts)
-        except ValueError as err:
-            raise ValueError(f"layer {layer} ({site}): {err}") from None
-        mask = None if rows is None else rows.to(sim.device)
-        score = adjacency_probability(sim, lengths=lens.to(sim.device), ties=ties, rows=mask)
-        scores[layer] = score.double().nanmean()
-    return torch.stack([scores[layer] for layer in sorted(scores)]).cpu()
+    model = model_or_cache
+    tokens = check_tokens(model, tokens)
+    n_capture_layers(model, site)  # checks the site before any forward pass
+    stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
+    return stream, *tokens.shape
 
 
 def _is_cache(obj: Any) -> bool:
@@ -133,12 +166,12 @@ def _cached_layers(cache: Any, site: str) -> list[tuple[int, Tensor]]:
         n = n_capture_layers(model, site)
     else:  # the cache's model was dropped: score the blocks the cache holds
         if site not in SITES:
-            raise ValueError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+            raise UsageError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
         n = _blocks_in(cache.cache_dict) + (site == "resid_post")
     names = [hook_name(site, layer) for layer in range(n)]
     missing = [name for name in names if name not in cache.cache_dict]
     if missing or not names:
-        raise ValueError(
+        raise UsageError(
             f"the cache lacks the hooks of site={site!r}: missing {missing or names}; run "
             "model.run_with_cache(tokens) without a names_filter or stop_at_layer that drops "
             "them (or score the model itself)"

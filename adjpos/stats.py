@@ -7,11 +7,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adjpos.validation import is_int
+from adjpos.validation import UsageError, is_int
 
 __all__ = [
+    "OUTCOMES",
     "VARIANCE_SUMMARY",
     "bootstrap_interval",
+    "compare_intervals",
     "spearman",
     "variance_ratio",
     "variance_summary",
@@ -29,6 +31,44 @@ VARIANCE_SUMMARY = {
     "n_sequences": "int64",
 }
 LEVEL = 0.95
+# What `compare_intervals` answers.
+OUTCOMES = ("above", "below", "within")
+
+
+def compare_intervals(low: float, high: float, other_low: float, other_high: float) -> str:
+    """Where the interval [low, high] lies against [other_low, other_high]: "above" when it
+    lies wholly above (low > other_high), "below" when wholly below (high < other_low), and
+    "within" when the two overlap or touch: a difference inside the uncertainty is none. An
+    unknown bound (NaN, e.g. the correlation of a constant profile) gives "within" too: nothing
+    can be said.
+
+    A point is an interval of width 0, so ``compare_intervals(x, x, c, c)`` compares two
+    numbers, and the interval of a difference ``gap ± z * error`` against ``(0, 0)`` says
+    whether the difference exceeds z standard errors.
+
+    Example:
+        >>> compare_intervals(0.6, 0.7, 0.4, 0.55)
+        'above'
+        >>> compare_intervals(0.5, 0.7, 0.4, 0.55)
+        'within'
+        >>> compare_intervals(0.8, 0.9, 1.0, 1.0)
+        'below'
+
+    Raises:
+        UsageError: an interval's low exceeds its high.
+    """
+    if np.isnan(np.array([low, high, other_low, other_high], dtype=float)).any():
+        return "within"
+    if low > high or other_low > other_high:
+        raise UsageError(
+            f"compare_intervals needs two intervals with low <= high, got [{low}, {high}] and "
+            f"[{other_low}, {other_high}]"
+        )
+    if low > other_high:
+        return "above"
+    if high < other_low:
+        return "below"
+    return "within"
 
 
 def bootstrap_interval(
@@ -56,15 +96,15 @@ def bootstrap_interval(
     x = np.asarray(values, dtype=float).reshape(-1)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
     if x.size == 0:
-        raise ValueError("bootstrap_interval needs at least one value")
+        raise UsageError("bootstrap_interval needs at least one value")
     if w.shape != x.shape:
-        raise ValueError(f"values and weights differ in length: {x.size} and {w.size}")
+        raise UsageError(f"values and weights differ in length: {x.size} and {w.size}")
     if not (np.isfinite(x).all() and np.isfinite(w).all()):
-        raise ValueError("bootstrap_interval needs finite values and weights")
+        raise UsageError("bootstrap_interval needs finite values and weights")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise UsageError(f"level must be in (0, 1), got {level!r}")
     if not is_int(n_boot) or n_boot < 1:
-        raise ValueError(f"n_boot must be a positive int, got {n_boot!r}")
+        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, x.size, size=(n_boot, x.size))
     totals = w[picks].sum(axis=1)
@@ -88,7 +128,7 @@ def variance_ratio(profile: ArrayLike) -> float:
     """
     values = np.asarray(profile, dtype=float).reshape(-1)
     if values.size < 2 or not np.isfinite(values).all():
-        raise ValueError(f"variance_ratio needs at least 2 finite values, got {values.size}")
+        raise UsageError(f"variance_ratio needs at least 2 finite values, got {values.size}")
     third = max(1, values.size // 3)
     return float(values[-third:].mean() / values[:third].mean())
 
@@ -101,7 +141,7 @@ def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
     third = max(1, values.shape[1] // 3)
     ratios = boots[:, -third:].mean(axis=1) / boots[:, :third].mean(axis=1)
-    rhos = np.array([spearman(profile) for profile in boots])
+    rhos = _spearman_rows(boots)
     profile = values.mean(axis=0)
     return {
         "ratio": variance_ratio(profile),
@@ -115,11 +155,19 @@ def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -
 
 
 def spearman(profile: np.ndarray) -> float:
-    """Spearman correlation of a profile with its position (average ranks for ties)."""
-    import pandas as pd
+    """Spearman correlation of a profile with its position (average ranks for ties; NaN for a
+    constant profile, which has no rank order)."""
+    return float(_spearman_rows(np.asarray(profile, dtype=float).reshape(1, -1))[0])
 
-    ranks = pd.Series(profile).rank().to_numpy()
-    if np.ptp(ranks) == 0:  # a constant profile has no rank order
-        return float("nan")
-    positions = np.arange(len(profile), dtype=float)
-    return float(np.corrcoef(ranks, positions)[0, 1])
+
+def _spearman_rows(rows: np.ndarray) -> np.ndarray:
+    """The Spearman correlation of each row of `rows` [n, positions] with its position: the
+    Pearson correlation of its average ranks with 0..positions-1, all rows at once."""
+    from scipy.stats import rankdata
+
+    ranks = rankdata(rows, axis=1)
+    ranks -= ranks.mean(axis=1, keepdims=True)
+    positions = np.arange(rows.shape[1], dtype=float) - (rows.shape[1] - 1) / 2
+    scale = np.sqrt((ranks * ranks).sum(axis=1) * (positions * positions).sum())
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(scale > 0, np.clip((ranks @ positions) / scale, -1, 1), np.nan)

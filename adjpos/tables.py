@@ -22,6 +22,8 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from adjpos.validation import UsageError
+
 if TYPE_CHECKING:  # pandas is imported by the methods that use it: `import adjpos` stays light
     import pandas as pd
 
@@ -97,7 +99,7 @@ class Table:
 
         header = pd.read_csv(path, nrows=0).columns.tolist()
         if header != self.names:
-            raise ValueError(f"{path} has columns {header}; expected {self.names}")
+            raise UsageError(f"{path} has columns {header}; expected {self.names}")
         kinds = {n: ("string" if k == "string" else None) for n, k in self.columns.items()}
         frame = pd.read_csv(
             path,

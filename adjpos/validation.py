@@ -1,6 +1,10 @@
 """Checks of user input shared across adjpos: each raises an error naming the value and what is
 allowed, before any work starts. Checks that belong to one package (token ids in `capture`,
-lengths and similarity matrices in `metrics`) live there.
+lengths and similarity matrices in `metrics`) live there, and raise `UsageError` too.
+
+`UsageError` is adjpos's own error for input it refuses. It subclasses `ValueError`, so
+``except ValueError`` still catches it; the command line reports it (exit code 2) and lets any
+other exception, a bug, show its traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +14,18 @@ from collections.abc import Iterable
 from typing import Any
 
 DEVICES = ("auto", "cpu", "cuda")
+
+
+class UsageError(ValueError):
+    """Input that adjpos refuses: a bad argument, option, config value, file or folder. The
+    message names the value and what is allowed.
+
+    Example:
+        >>> check_positive_int("n_sequences", 0)
+        Traceback (most recent call last):
+        ...
+        adjpos.validation.UsageError: n_sequences must be a positive int, got 0
+    """
 
 
 def help_field(text: str, default: Any = dataclasses.MISSING) -> Any:
@@ -23,25 +39,25 @@ def is_int(value: Any) -> bool:
 
 
 def check_positive_int(name: str, value: Any) -> int:
-    """Return `value`, or raise `ValueError` unless it is an int >= 1."""
+    """Return `value`, or raise `UsageError` unless it is an int >= 1."""
     if not is_int(value) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+        raise UsageError(f"{name} must be a positive int, got {value!r}")
     return value
 
 
 def check_choice(name: str, value: Any, allowed: Iterable[Any]) -> Any:
-    """Return `value`, or raise `ValueError` listing `allowed` when it is not one of them."""
+    """Return `value`, or raise `UsageError` listing `allowed` when it is not one of them."""
     allowed = list(allowed)
     if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {allowed}")
+        raise UsageError(f"{name}={value!r} is not allowed; choose one of {allowed}")
     return value
 
 
 def check_int_list(name: str, values: Any) -> list[int]:
-    """A non-empty list of ints (such as seeds), or `ValueError`."""
+    """A non-empty list of ints (such as seeds), or `UsageError`."""
     values = list(values) if isinstance(values, Iterable) and not isinstance(values, str) else None
     if not values or not all(is_int(v) for v in values):
-        raise ValueError(f"{name} must be a non-empty list of ints, got {values!r}")
+        raise UsageError(f"{name} must be a non-empty list of ints, got {values!r}")
     return values
 
 
@@ -61,7 +77,7 @@ def resolve_device(device: Any) -> Any:
     """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU.
 
     Raises:
-        ValueError: the name is not a device torch knows, or CUDA is asked for and absent.
+        UsageError: the name is not a device torch knows, or CUDA is asked for and absent.
     """
     import torch
 
@@ -70,10 +86,10 @@ def resolve_device(device: Any) -> Any:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(
+        raise UsageError(
             f"device={device!r} is not a device; choose one of {list(DEVICES)} "
             "(or a torch device such as 'cuda:1')"
         ) from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was asked for but CUDA is not available; use 'cpu'")
+        raise UsageError(f"device={device!r} was asked for but CUDA is not available; use 'cpu'")
     return resolved

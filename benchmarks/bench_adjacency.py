@@ -8,6 +8,9 @@
    layer) on a 12-layer model. Each variant runs in a fresh subprocess; its peak RSS above
    the RSS after setup is reported.
 
+``--json PATH`` also writes every number (the speed rows, the memory figures, the machine)
+to PATH, atomically.
+
 Usage:
     python benchmarks/bench_adjacency.py [--quick] [--json PATH]
 """
@@ -27,6 +30,7 @@ import time
 import torch
 
 import adjpos
+from adjpos.runs import versions, write_json
 
 TARGET_N, TARGET_RATIO = 1024, 2.0
 FULL = {
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     """Parse arguments, run the benchmarks, print the tables and optionally write JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     parser.add_argument(
         "--memory-child", choices=("streaming", "whole_cache"), help=argparse.SUPPRESS
     )
@@ -207,14 +211,9 @@ def main(argv: list[str] | None = None) -> None:
     memory = bench_memory(plan["model"], plan["memory_runs"])
     print_tables(speed, memory)
     if args.json:
-        machine = {
-            "platform": platform.platform(),
-            "torch": torch.__version__,
-            "threads": torch.get_num_threads(),
-            "quick": args.quick,
-        }
-        with open(args.json, "w") as f:
-            json.dump({"machine": machine, "speed": speed, "memory": memory}, f, indent=2)
+        machine = {"platform": platform.platform(), "threads": torch.get_num_threads()}
+        machine |= {"quick": args.quick, "versions": versions()}
+        write_json(args.json, {"machine": machine, "speed": speed, "memory": memory})
 
 
 if __name__ == "__main__":

@@ -6,21 +6,24 @@ on idle cores), stopping at the first evaluation (1,000 held-out prompts, every 
 99% or more. Prints, per task, the steps and wall time to get there (evaluations included)
 and its ratio to the budget. ``--from-runs DIR`` reads the same from finished runs instead
 (``DIR/TASK/seedS/metrics.json``, e.g. those of ``examples/train_pretrained.py``);
-``--quick`` trains a tiny model a few steps (the smoke test).
+``--quick`` trains a tiny model a few steps (the smoke test). ``--json PATH`` also writes
+the rows to PATH, atomically.
 
-    python benchmarks/bench_time_to_99.py [--tasks addition reversal] [--seed 0]
+    python benchmarks/bench_time_to_99.py [--tasks addition reversal] [--seed 0] [--json PATH]
     python benchmarks/bench_time_to_99.py --from-runs runs/pretrained
 """
 
 import argparse
 import json
 import os
+import platform
 from pathlib import Path
 
 import torch
 
 import adjpos
 from adjpos.pretrained import RECIPE_MODEL, RECIPE_STEPS, RECIPE_TRAIN
+from adjpos.runs import versions, write_json
 
 BUDGET_S, TARGET = 15 * 60, 0.99
 
@@ -70,7 +73,8 @@ def report(runs: list[dict], where: str) -> list[dict]:
             f"{run['task']:<10}{run['seed']:>5}{shown[0]:>8}{shown[1]:>9}"
             f"{'not reached' if ratio is None else f'{ratio:.2f}':>13}"
         )
-        rows.append({"task": run["task"], "seed": run["seed"], "steps": steps, "seconds": seconds})
+        rows.append({"task": run["task"], "seed": run["seed"], "steps": steps})
+        rows[-1] |= {"seconds": seconds, "ratio_to_budget": ratio}
     return rows
 
 
@@ -80,16 +84,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--from-runs", type=Path, help="read finished runs instead of training")
     parser.add_argument("--quick", action="store_true", help="a tiny model, a few steps")
-    parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows to PATH as JSON")
     args = parser.parse_args()
     if args.from_runs is not None:
-        rows = report(from_runs(args.from_runs), f"runs in {args.from_runs}")
+        where = f"runs in {args.from_runs}"
+        rows = report(from_runs(args.from_runs), where)
     else:
         torch.set_num_threads(os.cpu_count() or 1)
-        runs = [train_one(task, args.seed, args.quick) for task in args.tasks]
-        rows = report(runs, f"trained here, {torch.get_num_threads()} threads")
+        where = f"trained here, {torch.get_num_threads()} threads"
+        rows = report([train_one(task, args.seed, args.quick) for task in args.tasks], where)
     if args.json is not None:
-        args.json.write_text(json.dumps(rows, indent=1))
+        machine = {"platform": platform.platform(), "quick": args.quick, "versions": versions()}
+        settings = {"source": where, "target": TARGET, "budget_s": BUDGET_S}
+        write_json(args.json, {"machine": machine, "settings": settings, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 
 Prints tokens per second of each and their ratio (target: adjpos within 15% of the bare loop,
 ratio >= 0.85), then the wall time to reach the held-out accuracy of each shipped model.
+``--json PATH`` also writes those numbers to PATH, atomically.
 
-    python benchmarks/bench_training.py [--quick] [--task addition] [--steps 100]
+    python benchmarks/bench_training.py [--quick] [--task addition] [--steps 100] [--json PATH]
 """
 
 import argparse
 import copy
+import platform
 import statistics
 import time
 
@@ -15,6 +17,7 @@ import torch
 
 import adjpos
 from adjpos.pretrained import available_pretrained, pretrained_info
+from adjpos.runs import versions, write_json
 from adjpos.training.loop import answer_loss, batch_generator
 
 
@@ -50,7 +53,8 @@ def ours(model, task, cfg):
     return per_step * cfg.steps
 
 
-def main(task_name: str, steps: int, quick: bool, rounds: int) -> None:
+def measure(task_name: str, steps: int, quick: bool, rounds: int) -> dict:
+    """Both loops over the same model and batches, alternated for `rounds` rounds."""
     task = adjpos.get_task(task_name)
     size = dict(n_layers=1, d_model=32, n_heads=2) if quick else dict(n_layers=4, d_model=128)
     model = adjpos.build_model(
@@ -62,25 +66,40 @@ def main(task_name: str, steps: int, quick: bool, rounds: int) -> None:
     tokens = steps * cfg.batch_size * task.max_len
     bare_loop(copy.deepcopy(model), task, adjpos.TrainConfig(steps=3))  # warm-up
     # Alternate the two loops, so a slow spell of the machine hits both alike; take medians.
-    times: dict[str, list[float]] = {"bare": [], "ours": []}
+    times: dict[str, list[float]] = {"bare": [], "adjpos": []}
     for _ in range(rounds):
         times["bare"].append(bare_loop(copy.deepcopy(model), task, cfg))
-        times["ours"].append(ours(copy.deepcopy(model), task, cfg))
-    bare, mine = statistics.median(times["bare"]), statistics.median(times["ours"])
+        times["adjpos"].append(ours(copy.deepcopy(model), task, cfg))
+    bare, mine = statistics.median(times["bare"]), statistics.median(times["adjpos"])
+    settings = {"task": task_name, "parameters": sum(p.numel() for p in model.parameters())}
+    settings |= {"steps": steps, "batch_size": cfg.batch_size, "seq_len": task.max_len}
+    shipped = []
+    for name in available_pretrained():  # their wall time to target, from train.json
+        info = pretrained_info(name)
+        shipped.append({"task": name} | {k: info[k] for k in ("steps", "seconds", "accuracy")})
+    return {
+        "settings": settings | {"rounds": rounds},
+        "seconds": times,
+        "tokens_per_s": {"bare": tokens / bare, "adjpos": tokens / mine},
+        "ratio_adjpos_to_bare": bare / mine,
+        "shipped": shipped,
+    }
+
+
+def print_results(results: dict) -> None:
+    s, rates = results["settings"], results["tokens_per_s"]
     print(
-        f"task {task_name}, {sum(p.numel() for p in model.parameters())} parameters, "
-        f"{steps} steps of {cfg.batch_size} x {task.max_len} tokens, "
-        f"median of {rounds} alternating rounds"
+        f"task {s['task']}, {s['parameters']} parameters, {s['steps']} steps of "
+        f"{s['batch_size']} x {s['seq_len']} tokens, median of {s['rounds']} alternating rounds"
     )
     print(f"{'loop':<14}{'tokens/s':>12}")
-    print(f"{'bare PyTorch':<14}{tokens / bare:>12.0f}")
-    print(f"{'adjpos.train':<14}{tokens / mine:>12.0f}")
-    print(f"ratio adjpos/bare: {bare / mine:.3f} (target >= 0.85)")
+    print(f"{'bare PyTorch':<14}{rates['bare']:>12.0f}")
+    print(f"{'adjpos.train':<14}{rates['adjpos']:>12.0f}")
+    print(f"ratio adjpos/bare: {results['ratio_adjpos_to_bare']:.3f} (target >= 0.85)")
     print()
     print(f"{'shipped model':<14}{'steps':>7}{'seconds':>9}{'eval acc':>10}")
-    for name in available_pretrained():
-        info = pretrained_info(name)
-        print(f"{name:<14}{info['steps']:>7}{info['seconds']:>9.0f}{info['accuracy']:>10.4f}")
+    for row in results["shipped"]:
+        print(f"{row['task']:<14}{row['steps']:>7}{row['seconds']:>9.0f}{row['accuracy']:>10.4f}")
 
 
 if __name__ == "__main__":
@@ -88,5 +107,12 @@ if __name__ == "__main__":
     parser.add_argument("--task", default="addition", choices=adjpos.TASKS)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="tiny model, few steps")
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     args = parser.parse_args()
-    main(args.task, 10 if args.quick else args.steps, args.quick, 1 if args.quick else 3)
+    steps, rounds = (10, 1) if args.quick else (args.steps, 3)
+    results = measure(args.task, steps, args.quick, rounds)
+    print_results(results)
+    if args.json:
+        machine = {"platform": platform.platform(), "threads": torch.get_num_threads()}
+        machine |= {"quick": args.quick, "versions": versions()}
+        write_json(args.json, {"machine": machine, **results})

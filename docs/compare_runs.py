@@ -16,7 +16,10 @@ import pandas as pd
 
 TABLES = (
     "adjacency_by_layer.csv",
+    "cosine_scores.csv",
     "variance_by_position.csv",
+    "variance_by_layer.csv",
+    "dynamics.csv",
     "probes.csv",
     "interventions.csv",
     "theory.csv",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import plotly.io as pio
 
-from adjpos.study.figures import run_figures
+from adjpos.study.pipeline import run_figures
 from adjpos.study.report import render
 
 DOCS = Path(__file__).resolve().parent

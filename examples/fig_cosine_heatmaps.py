@@ -1,6 +1,6 @@
 """Self-cosine heatmaps of each task's example prompt at every layer, trained and random-init.
 
-The study's own stage (`adjpos.study.stages.measure_cosine`) and figures: one grid of
+The study's own stage (`adjpos.study.claims.cosine.measure_cosine`) and figures: one grid of
 heatmaps per task, axes labelled by the prompt's characters, and the adjacency score of each
 matrix. Uses the shipped models; ``--quick`` skips the PNGs (the test suite's smoke run).
 
@@ -12,12 +12,13 @@ from pathlib import Path
 
 import adjpos.figures
 import adjpos.study
+from adjpos.study.claims import cosine
 
 
 def main(quick: bool, out: Path) -> None:
-    scores, panels = adjpos.study.stages.measure_cosine(adjpos.study.Models(device="cpu"))
+    scores, panels = cosine.measure_cosine(adjpos.study.Models(device="cpu"))
     print(scores.set_index(["task", "model", "layer"])["adjacency"].unstack().round(3).to_string())
-    figures = adjpos.study.figures.cosine_figures(panels)
+    figures = cosine.cosine_figures(panels)
     saved = adjpos.figures.save_figures(figures, out, png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
 

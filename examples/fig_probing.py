@@ -2,9 +2,9 @@
 layer by layer, with order reconstruction, for each trained model and the random-init copies
 of its architecture on the same sequences.
 
-The study's own stage (`adjpos.study.stages.measure_probes` on `probe_subjects`): ridge,
-logistic and spline probes with folds grouped by sequence, each score beside its chance level
-and its gains over layer 0 and over token_identity; shuffled controls must sit at chance.
+The study's own stage (`adjpos.study.claims.probing.measure_probes` on `probe_subjects`):
+ridge, logistic and spline probes with folds grouped by sequence, each score beside its chance
+level and its gains over layer 0 and over token_identity; shuffled controls must sit at chance.
 ``--only`` picks models by a word of their label (e.g. ``reversal``); ``--quick`` runs the
 study's tiny sizes on one task (the test suite's smoke run).
 
@@ -18,25 +18,25 @@ import pandas as pd
 
 import adjpos.figures
 import adjpos.study
-from adjpos.study.pipeline import slug
+from adjpos.study.claims import probing
 
 
 def main(quick: bool, only: str | None, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
-    subjects = adjpos.study.stages.probe_subjects(adjpos.study.Models(device="cpu"), sizes)
+    subjects = probing.probe_subjects(adjpos.study.Models(device="cpu"), sizes)
     results, kept = [], []
     for subject in subjects:
         if (only or ("addition" if quick else "")) not in subject.label:
             continue
-        result = adjpos.study.stages.measure_probes(subject, sizes)
+        result = probing.measure_probes(subject, sizes)
         results.append(result)
-        kept.append({"task": subject.task, "kind": subject.kind, "seed": subject.seed})
+        kept.append({"task": subject.task, "kind": subject.kind})
         fig = adjpos.figures.plot_probe_scores(result)
         saved = adjpos.figures.save_figure(
-            fig, out / f"probes_{slug(subject.label)}", png=not quick
+            fig, out / f"probes_{probing.slug(subject.label)}", png=not quick
         )
         print("wrote", ", ".join(str(p) for p in saved.written))
-    numbers = adjpos.study.numbers.probe_numbers(results, kept)
+    numbers = probing.probe_numbers(results, kept)
     rows = pd.DataFrame(numbers["tasks"])
     columns = ["variance_spline", "cosine_first_spline", "resid_accuracy"]
     for name in columns:

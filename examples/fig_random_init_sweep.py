@@ -1,8 +1,8 @@
 """The random-initialisation sweep: adjacency score over init scale, width, depth,
 normalization and positional scheme, with its heatmaps, layer lines and histogram.
 
-The study's own stage (`adjpos.study.stages.measure_sweep`) and figures at the study's sizes
-and grid; resumable (re-run the same command). ``--quick`` runs the study's tiny grid.
+The study's own stage (`adjpos.study.claims.sweep.measure_sweep`) and figures at the study's
+sizes and grid; resumable (re-run the same command). ``--quick`` runs the study's tiny grid.
 
     python examples/fig_random_init_sweep.py [--quick] [--out sweep-results] [--workers N]
 """
@@ -12,16 +12,17 @@ from pathlib import Path
 
 import adjpos.figures
 import adjpos.study
+from adjpos.study.claims import sweep
 
 
 def main(out: Path, quick: bool, workers: int | None) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
-    result = adjpos.study.stages.measure_sweep(out, sizes, workers=0 if quick else workers)
-    base = adjpos.study.stages.sweep_base(sizes)
-    figures = adjpos.study.figures.sweep_figures(result.table, sizes.grid, base)
+    result = sweep.measure_sweep(out, sizes, workers=0 if quick else workers, device="cpu")
+    base = sweep.sweep_base(sizes)
+    figures = sweep.sweep_figures(result.table, sizes.grid, base)
     saved = adjpos.figures.save_figures(figures, out, png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
-    numbers = adjpos.study.numbers.sweep_numbers(
+    numbers = sweep.sweep_numbers(
         result.table, adjpos.study.rows_of_subgrid(result.table, sizes.grid[0], base)
     )
     print(

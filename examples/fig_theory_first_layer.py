@@ -1,6 +1,6 @@
 """The first-layer argument against one-layer random-init NoPE models, across init scales.
 
-The study's own stage (`adjpos.study.stages.measure_theory`) and figures: the measured
+The study's own stage (`adjpos.study.claims.theory.measure_theory`) and figures: the measured
 first-layer adjacency beside the prediction for near-uniform attention, how uniform attention
 is, and the measured and predicted self-cosine matrices. The fuller tables of docs/theory.md
 come from ``examples/theory_first_layer_table.py``. ``--quick`` runs the study's tiny sizes.
@@ -15,14 +15,15 @@ import pandas as pd
 
 import adjpos.figures
 import adjpos.study
+from adjpos.study.claims import theory
 
 
 def main(quick: bool, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
-    table, matrices = adjpos.study.stages.measure_theory(sizes, device="cpu")
-    rows = pd.DataFrame(adjpos.study.numbers.theory_numbers(table)["rows"])
+    table, matrices = theory.measure_theory(sizes, device="cpu")
+    rows = pd.DataFrame(theory.theory_numbers(table)["rows"])
     print(rows.round(3).to_string(index=False))
-    figures = adjpos.study.figures.theory_figures(table, matrices, sizes.theory_heatmap_scale)
+    figures = theory.theory_figures(table, matrices, sizes.theory_heatmap_scale)
     saved = adjpos.figures.save_figures(figures, out, png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
 

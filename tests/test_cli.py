@@ -1,8 +1,12 @@
-"""The command line called in-process: score, train and sweep, and what every command shares
-(--model, --device, output checks, help). ``adjpos probe`` is in tests/probes/test_probe_cli.py."""
+"""The command line called in-process: score, train, sweep and reproduce's options, and what
+every command shares (--model, --task, --out, --device, --workers, seeds, errors, help).
+``adjpos probe`` is in tests/probes/test_probe_cli.py, ``adjpos intervene`` in
+tests/interventions/test_intervene_cli.py."""
 
 import csv
+import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,6 +14,7 @@ import torch
 from adjpos import adjacency_score, build_model, get_task, load_model, save_model
 from adjpos.cli import main
 from adjpos.tasks import VOCAB_SIZE
+from adjpos.validation import UsageError
 from factories import tiny_config
 
 # Every task ships a trained model; listed here so that a deleted one fails a test.
@@ -165,11 +170,90 @@ def test_help_lists_choices_and_shows_each_default_once(capsys):
         assert device.startswith("--device {auto,cpu,cuda} ") and device.endswith("(default: auto)")
 
 
-@pytest.mark.parametrize("command", ["score", "train", "probe", "sweep", "reproduce"])
+COMMANDS = ("score", "train", "probe", "intervene", "sweep", "reproduce")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_no_help_entry_states_its_default_twice(command, capsys):
     for entry in _option_entries(_help(command, capsys)).values():
         assert entry.count("default") <= 1, entry
         assert "(default: None)" not in entry and "(default: [])" not in entry, entry
+
+
+def test_a_shared_option_reads_the_same_in_every_command(capsys):
+    """--task, --task-param, --out, --device and --workers: one name, help text and type each
+    (only the default may differ)."""
+    entries = {command: _option_entries(_help(command, capsys)) for command in COMMANDS}
+    shared = ("--task", "--task-param", "--out", "--device", "--workers")
+    for option in shared:
+        having = [command for command in COMMANDS if option in entries[command]]
+        texts = {re.sub(r" \(default: [^)]*\)$", "", entries[c][option]) for c in having}
+        assert len(having) >= 2 and len(texts) == 1, (option, having, texts)
+    assert {c for c in COMMANDS if "--task" in entries[c]} == {"train", "probe", "intervene"}
+    assert {c for c in COMMANDS if "--workers" in entries[c]} == {"sweep", "reproduce"}
+    assert all("--device" in entries[c] for c in COMMANDS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sweep", "--workers", "-1"], "argument --workers: expected an int >= 0, got '-1'"),
+        (["reproduce", "--workers", "two"], "argument --workers: expected an int >= 0"),
+        (["train", "--task", "indexing", "--task-param", "max_digits"], "expected NAME=VALUE"),
+        (["probe", "--task", "division"], "argument --task: invalid choice: 'division'"),
+    ],
+)
+def test_shared_options_are_checked_by_the_parser(argv, message, capsys, tmp_path):
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", ["probe", "intervene"])
+def test_a_task_param_without_a_task_is_refused(command, capsys, tmp_path, monkeypatch):
+    _no_model_built(monkeypatch)
+    args = [command, "--model", "pretrained:addition", "--task-param", "max_digits=3"]
+    assert main([*args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"adjpos {command}: error: --task-param sets a parameter of --task")
+
+
+# errors: adjpos's own exit 2 with a message; anything else is a bug and shows its traceback
+
+
+def _failing_score(monkeypatch, error):
+    def run(args):
+        raise error
+
+    monkeypatch.setattr("adjpos.cli.score._run_score", run)
+
+
+@pytest.mark.parametrize(
+    "error", [UsageError("n must be 3"), OSError("cannot write to the output folder 'x'")]
+)
+def test_a_user_error_exits_2_with_the_command_and_message(error, capsys, monkeypatch):
+    _failing_score(monkeypatch, error)
+    assert main(["score"]) == 2
+    assert capsys.readouterr().err == f"adjpos score: error: {error}\n"
+
+
+@pytest.mark.parametrize("error", [TypeError("a bug"), ValueError("a bug in a library call")])
+def test_any_other_error_propagates_with_its_traceback(error, capsys, monkeypatch):
+    _failing_score(monkeypatch, error)
+    with pytest.raises(type(error), match="a bug"):
+        main(["score"])
+    assert "error:" not in capsys.readouterr().err
+
+
+def test_validation_errors_are_usage_errors_and_value_errors():
+    from adjpos.validation import check_choice
+
+    assert issubclass(UsageError, ValueError)
+    with pytest.raises(UsageError, match=r"choose one of \['a', 'b'\]"):
+        check_choice("x", "c", ["a", "b"])
+    with pytest.raises(UsageError, match="d_model=15 is not divisible"):
+        tiny_config(d_model=15, n_heads=2)
 
 
 # train
@@ -200,8 +284,6 @@ TRAIN = [
 
 
 def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
-    import json
-
     from adjpos import is_position_free
 
     out = tmp_path / "run"
@@ -236,8 +318,8 @@ def test_train_starts_from_the_weights_model_names(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--task-param", "max_digits"], "NAME=VALUE"),
-        (["--task-param", "width=3"], "unknown parameters ['width']"),
+        (["--task-param", "width=3"], "--task-param: unknown parameters ['width']"),
+        (["--task-param", "max_digits=0"], "--task-param: max_digits must be a positive int"),
         (["--n-ctx", "5"], "n_ctx=5 is below"),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of"),
     ],
@@ -312,8 +394,111 @@ def test_sweep_bad_input(capsys, tmp_path, args, message):
     assert message in capsys.readouterr().err
 
 
+def test_sweep_grid_file_errors_name_the_file(capsys, tmp_path):
+    grid = tmp_path / "grid.json"
+    for text, message in [
+        ("5", "must hold {field: [values]} or a list of them, not 5"),
+        ("{", "is not valid JSON"),
+    ]:
+        grid.write_text(text)
+        assert main([*SWEEP, "--grid", str(grid), "--out", str(tmp_path / "x")]) == 2
+        assert capsys.readouterr().err.startswith(f"adjpos sweep: error: --grid {grid} {message}")
+    missing = tmp_path / "missing.json"
+    assert main([*SWEEP, "--grid", str(missing), "--out", str(tmp_path / "x")]) == 2
+    assert f"error: --grid {missing}: No such file or directory" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 def test_sweep_option_errors_name_the_option(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main([*SWEEP, "--seeds", "x", "--out", str(tmp_path / "x")])
     assert "argument --seeds: expected comma-separated ints, got 'x'" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_sweep_has_no_seed_and_a_folder_made_with_one_resumes(capsys, tmp_path):
+    """--seed once set only the base config's seed, which no model used (each takes a seed of
+    --seeds) but the run folder recorded; such a folder still resumes."""
+    out = tmp_path / "s"
+    args = [*SWEEP, "--param", "init_range=0.05,0.2", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        main([*args, "--seed", "3"])  # refused, not read as --seeds 3
+    assert "unrecognized arguments: --seed 3" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(args) == 0
+    record = json.loads((out / "run.json").read_text())
+    assert record["spec"]["base"]["seed"] == 0  # what runs without --seed recorded: they match
+    record["spec"]["base"]["seed"] = 3  # what --seed 3 recorded
+    (out / "run.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "(0 cells x seeds computed now)" in capsys.readouterr().out
+
+
+# intervene's seed
+
+
+def test_intervene_seeds_prompts_with_data_seed(capsys, tmp_path, monkeypatch):
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise Stop(kwargs["seed"])
+
+    monkeypatch.setattr("adjpos.interventions.intervention_table", stop)
+    out = tmp_path / "r"
+    args = ["intervene", "--model", "pretrained:addition", "--layers", "1", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        main([*args, "--seed", "3"])
+    assert "unrecognized arguments: --seed 3" in capsys.readouterr().err
+    with pytest.raises(Stop, match="^3$"):
+        main([*args, "--data-seed", "3"])
+    record = json.loads((out / "run.json").read_text())
+    # The spec keeps the key folders made with --seed hold, so they resume.
+    assert record["spec"]["seed"] == 3 and record["provenance"]["seed"] == 3
+
+
+# reproduce's size
+
+
+@pytest.fixture
+def reproduce_config(monkeypatch):
+    """The ReproduceConfig that `adjpos reproduce` passes on (nothing runs)."""
+    seen = {}
+
+    def record(out_dir, cfg, on_stage=None):
+        seen["cfg"] = cfg
+        report = out_dir / "report.md"
+        return SimpleNamespace(png_skipped=None, figures=(), report=report, seconds=0.0)
+
+    monkeypatch.setattr("adjpos.study.pipeline.reproduce", record)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("args", "size"),
+    [
+        ([], "full"),
+        (["--size", "tiny"], "tiny"),
+        (["--size", "full"], "full"),
+        (["--quick"], "quick"),
+        (["--quick", "--size", "quick"], "quick"),
+    ],
+)
+def test_reproduce_size(args, size, reproduce_config, tmp_path):
+    out = ["--device", "cpu", "--workers", "0", "--out", str(tmp_path / "r")]
+    assert main(["reproduce", *args, *out]) == 0
+    assert reproduce_config["cfg"].size == size and reproduce_config["cfg"].workers == 0
+
+
+def test_reproduce_refuses_quick_with_another_size(reproduce_config, capsys, tmp_path):
+    assert main(["reproduce", "--quick", "--size", "tiny", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "adjpos reproduce: error: --quick means --size quick, but --size tiny was given too\n"
+    )
+    assert not reproduce_config
+    with pytest.raises(SystemExit):
+        main(["reproduce", "--size", "huge"])
+    assert "argument --size: invalid choice: 'huge'" in capsys.readouterr().err

@@ -1,15 +1,28 @@
-"""Each example script runs in its smoke mode (``--quick``) as a user would run it.
+"""Each example script runs in its smoke mode (``--quick``) as a user would run it, and its
+test checks one number the script prints against a slow, independent recomputation in the
+test (or against a count its inputs imply).
 
 The scripts run in this process, as ``python examples/X.py --quick`` would run them (argv, the
 script's folder on the path, a fresh working folder), not in a subprocess: a new interpreter
-spent most of each run importing torch.
+spent most of each run importing torch. Printed values are rounded, so a recomputed value
+must agree to the printed digits (`ROUNDING`), with a little room for float32 sums.
 """
 
+import json
+import math
 import runpy
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
+from scipy.stats import kendalltau
+
+import adjpos
+import adjpos.study
+from adjpos.tasks.vocab import EOS
+from reference import slow_adjacency_probability
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.py"))
 # The scripts that draw the paper's figures: listed so that none can vanish unnoticed.
@@ -21,16 +34,353 @@ FIGURE_SCRIPTS = {
     "fig_theory_first_layer.py",
     "fig_variance_by_position.py",
 }
+# Half a unit of the last printed digit, and a little more for float32 against float64.
+ROUNDING = {2: 6e-3, 3: 1e-3, 4: 1e-4}
 
 
 def test_every_figure_script_is_there():
     assert FIGURE_SCRIPTS <= {script.name for script in EXAMPLES}
 
 
-@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
-def test_example_smoke_run(script, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)  # examples write their outputs into the working folder
-    monkeypatch.setattr(sys, "argv", [str(script), "--quick"])
-    monkeypatch.syspath_prepend(str(script.parent))
-    runpy.run_path(str(script), run_name="__main__")
-    assert capsys.readouterr().out.strip()
+def test_every_example_has_its_test():
+    untested = [p.name for p in EXAMPLES if f"test_{p.stem}" not in globals()]
+    assert not untested, f"examples without a test_<name> here: {untested}"
+
+
+@pytest.fixture
+def run_example(tmp_path, monkeypatch, capsys):
+    """Run ``examples/NAME --quick`` in `tmp_path`; its stdout and its module globals."""
+
+    def run(name: str) -> tuple[str, dict]:
+        script = EXAMPLES[0].parent / name
+        monkeypatch.chdir(tmp_path)  # examples write their outputs into the working folder
+        monkeypatch.setattr(sys, "argv", [str(script), "--quick"])
+        monkeypatch.syspath_prepend(str(script.parent))
+        names = runpy.run_path(str(script), run_name="__main__")
+        out = capsys.readouterr().out
+        assert out.strip()
+        return out, names
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def addition():
+    """The shipped addition model (seed 0) and its task, loaded once for the tests here."""
+    return adjpos.load_pretrained("addition", device="cpu")
+
+
+# --- slow, independent recomputations ---------------------------------------------------
+
+
+def residual(model, tokens: torch.Tensor, layer: int) -> torch.Tensor:
+    """The residual stream at `layer` (0 = embeddings), straight from TransformerLens."""
+    name = "blocks.0.hook_resid_pre" if layer == 0 else f"blocks.{layer - 1}.hook_resid_post"
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(tokens, names_filter=[name])
+    return cache[name]
+
+
+def slow_adjacency(states: torch.Tensor, lengths=None, ties: str = "strict") -> float:
+    """Mean over sequences of the matrix adjacency score of [batch, pos, d] states, each
+    sequence cut to its length, by the pair-counting loops of tests/reference.py."""
+    scores = []
+    for i, x in enumerate(states.double()):
+        n = x.shape[0] if lengths is None else int(lengths[i])
+        unit = torch.nn.functional.normalize(x[:n], dim=-1)
+        scores.append(slow_adjacency_probability((unit @ unit.T).tolist(), n, ties))
+    return sum(scores) / len(scores)
+
+
+def slow_exact_match(model, task, prompts: list[str]) -> float:
+    """Exact match by greedy decoding, one prompt length at a time, stopping at EOS."""
+    hits = 0
+    for length in sorted({len(p) for p in prompts}):
+        group = [p for p in prompts if len(p) == length]
+        tokens = torch.stack([task.encode(p) for p in group])
+        with torch.inference_mode():
+            for _ in range(task.max_answer_len + 1):
+                if tokens.shape[1] >= model.cfg.n_ctx:
+                    break
+                tokens = torch.cat([tokens, model(tokens)[:, -1].argmax(-1, keepdim=True)], 1)
+        for prompt, row in zip(group, tokens[:, length:], strict=True):
+            answer = task.decode(row).split(EOS)[0]
+            hits += answer == task.solve(prompt)
+    return hits / len(prompts)
+
+
+def exact_abs_tau(n: int) -> float:
+    """E|Kendall's tau| of a uniformly random order of n items, from the inversion counts
+    of all n! permutations (the coefficients of prod_m (1 + q + ... + q^(m-1)))."""
+    counts = [1]
+    for m in range(2, n + 1):
+        counts = [sum(counts[max(0, k - m + 1) : k + 1]) for k in range(len(counts) + m - 1)]
+    pairs = n * (n - 1) / 2
+    return sum(c * abs(1 - 2 * k / pairs) for k, c in enumerate(counts)) / math.factorial(n)
+
+
+def gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+# --- reading printed tables ---------------------------------------------------------------
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def pandas_row(out: str, group: str, label: str) -> list[float]:
+    """The numbers of the first row (`group`, `label`) of a printed two-level pandas table,
+    whose first level is printed only on the first row of its group."""
+    current = None
+    for line in out.splitlines():
+        words = line.split()
+        if words and not line[0].isspace():
+            current, words = words[0], words[1:]
+        name = " ".join(w for w in words if not _is_number(w))
+        if words and (current, name) == (group, label):
+            return [float(w) for w in words if _is_number(w)]
+    raise AssertionError(f"no row ({group}, {label}) in:\n{out}")
+
+
+def rows_by_first_word(out: str) -> dict[str, list[str]]:
+    """The words after the first of the first line that starts with each word."""
+    rows: dict[str, list[str]] = {}
+    for first, *rest in (line.split() for line in out.splitlines() if line.split()):
+        rows.setdefault(first, rest)
+    return rows
+
+
+def close(printed: str, value: float) -> bool:
+    """`value` agrees with `printed` to its printed digits."""
+    digits = len(printed.partition(".")[2])
+    return abs(float(printed) - value) <= ROUNDING[digits]
+
+
+# --- one test per example -------------------------------------------------------------
+
+
+def test_adjacency_by_init_scale(run_example):
+    # init_range 0.1, seed 0, the deepest layer: recomputed from the model's own states.
+    out, _ = run_example("adjacency_by_init_scale.py")
+    deepest = rows_by_first_word(out)["0.1"][2]
+    cfg = adjpos.ModelConfig(n_layers=2, d_model=64, n_heads=4, init_range=0.1, seed=0)
+    tokens = torch.randint(0, cfg.d_vocab, (8, 32), generator=gen(0))
+    states = residual(adjpos.build_model(cfg), tokens, layer=2)
+    assert 0 <= float(deepest) <= 1 and close(deepest, slow_adjacency(states))
+
+
+def test_adjacency_by_length(run_example):
+    # Length 8 (the first draw of the token generator), the deepest layer.
+    out, _ = run_example("adjacency_by_length.py")
+    deepest = rows_by_first_word(out)["8"][2]
+    model = adjpos.build_model(adjpos.ModelConfig(n_layers=2, n_ctx=32, d_vocab=512))
+    tokens = torch.randint(0, 512, (4, 8), generator=gen(0))
+    assert close(deepest, slow_adjacency(residual(model, tokens, layer=2)))
+
+
+def test_check_pretrained(run_example, addition):
+    # The addition model's exact match on the same 50 held-out prompts, decoded here.
+    out, _ = run_example("check_pretrained.py")
+    assert "(n=50)" in out
+    accuracy = rows_by_first_word(out)["addition"][-1]
+    model, task = addition
+    prompts = task.draw_prompts(50, generator=gen(2026), split="test")
+    assert close(accuracy, slow_exact_match(model, task, prompts))
+
+
+def test_fig_adjacency_by_layer(run_example, addition):
+    # The random-init NoPE control of addition (seed 0, the trained seed 0's architecture)
+    # at its deepest layer, on the held-out sequences the study scores (padding cut off).
+    out, _ = run_example("fig_adjacency_by_layer.py")
+    printed = pandas_row(out, "addition", "random-init")
+    model, task = addition
+    control = adjpos.build_model(model.adjpos_config.with_changes(seed=0, positional="none"))
+    batch = task.sample(adjpos.study.TINY.n_sequences, generator=gen(2), split="test")
+    tokens = batch.tokens[:, : int(batch.lengths.max())]
+    states = residual(control, tokens, layer=control.cfg.n_layers)
+    assert len(printed) == control.cfg.n_layers + 1
+    assert close(f"{printed[-1]:.3f}", slow_adjacency(states, batch.lengths))
+
+
+def test_fig_cosine_heatmaps(run_example, addition):
+    # The trained addition model on the paper's example prompt, at its deepest layer.
+    out, _ = run_example("fig_cosine_heatmaps.py")
+    printed = pandas_row(out, "addition", "trained")
+    model, task = addition
+    text = "123+456=" + task.solve("123+456=") + EOS
+    states = residual(model, task.encode(text)[None], layer=model.cfg.n_layers)
+    assert close(f"{printed[-1]:.3f}", slow_adjacency(states))
+
+
+def test_fig_probing(run_example):
+    # One row per carrier the tiny sizes probe, against one random-init copy: its range is
+    # one value.
+    from adjpos.study.claims.probing import CONTROL_CARRIERS
+
+    out, _ = run_example("fig_probing.py")
+    sizes = adjpos.study.TINY
+    expected = [
+        carrier
+        for carrier, (features, probe, _) in CONTROL_CARRIERS.items()
+        if features in sizes.features and probe in sizes.probes
+    ]
+    table = out.split("control_high")[1]  # the second table: trained against the copies
+    versus = [line.split() for line in table.splitlines() if line.startswith("addition")]
+    assert [" ".join(r[1:-5]) for r in versus] == expected and len(sizes.probe_controls) == 1
+    for *_, trained, _layer, low, high, _side in versus:
+        assert float(trained) <= 1 and float(low) == float(high)
+
+
+def test_fig_random_init_sweep(run_example):
+    # The init 0.1 x width 16 cell (seed 0) at its deepest layer, on the sweep's random
+    # tokens (the same for every cell of a seed).
+    out, _ = run_example("fig_random_init_sweep.py")
+    line = next(x for x in out.splitlines() if x.startswith("init_range 0.1 "))
+    sizes = adjpos.study.TINY
+    cfg = adjpos.ModelConfig(n_layers=sizes.sweep_layers, init_range=0.1, d_model=16, seed=0)
+    tokens = torch.randint(
+        0, cfg.d_vocab, (sizes.sweep_sequences, sizes.sweep_len), generator=gen(0)
+    )
+    states = residual(adjpos.build_model(cfg), tokens, layer=cfg.n_layers)
+    assert close(line.split()[-1], slow_adjacency(states))
+
+
+def test_fig_theory_first_layer(run_example):
+    # The attention output of the one-layer model of the first init scale, on distinct
+    # tokens; the tiny sizes have one seed, so the printed mean over seeds is that seed's.
+    from adjpos.study.claims.theory import N_POS, WIDTH
+
+    out, _ = run_example("fig_theory_first_layer.py")
+    header = next(line.split() for line in out.splitlines() if "measured" in line)
+    values = next(line.split() for line in out.splitlines() if "attn_out" in line)
+    row = dict(zip(header, values, strict=True))
+    sizes = adjpos.study.TINY
+    (seed,) = sizes.theory_seeds
+    cfg = adjpos.ModelConfig(n_layers=1, d_model=WIDTH, init_range=float(row["init_range"]))
+    model = adjpos.build_model(cfg.with_changes(seed=seed))
+    keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=gen(100 + seed))
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(keys.argsort(dim=1)[:, :N_POS])
+    assert close(row["measured"], slow_adjacency(cache["blocks.0.hook_attn_out"]))
+
+
+def test_fig_variance_by_position(run_example, addition):
+    # The random-init control of addition at its deepest layer: variance over d_model,
+    # mean over the sequences, last third over first third of the positions.
+    out, _ = run_example("fig_variance_by_position.py")
+    printed = pandas_row(out, "addition", "random-init")
+    model, task = addition
+    control = adjpos.build_model(model.adjpos_config.with_changes(seed=0, positional="none"))
+    tokens = adjpos.sequences_of_length(task, adjpos.study.TINY.n_sequences, generator=gen(3))
+    states = residual(control, tokens, layer=control.cfg.n_layers).double()
+    profile = ((states - states.mean(-1, keepdim=True)) ** 2).mean(-1).mean(0)
+    third = len(profile) // 3
+    assert close(f"{printed[-1]:.2f}", float(profile[-third:].mean() / profile[:third].mean()))
+
+
+def test_layerwise_probing(run_example):
+    # Chance of order reconstruction from 12 shuffled states: E|tau| of 12 items for the
+    # seriation and the variance sort, of 11 for the first-similarity sort (the first state
+    # is the anchor), averaged over the three.
+    out, _ = run_example("layerwise_probing.py")
+    assert "16 sequences x 12 tokens" in out
+    order = out.split("order from shuffled states")[1]
+    chance = rows_by_first_word(order.split("\n", 2)[2])["random"][-1]
+    assert close(chance, (2 * exact_abs_tau(12) + exact_abs_tau(11)) / 3)
+
+
+def test_probes_by_length(run_example):
+    # Length 8, the variance sort at the deepest layer: |Kendall's tau| between each
+    # sequence's variance profile and its positions (the shuffle cannot change it).
+    out, _ = run_example("probes_by_length.py")
+    by_variance = rows_by_first_word(out)["8"][4]
+    model = adjpos.build_model(adjpos.ModelConfig(n_layers=2, n_ctx=16, d_vocab=512))
+    tokens = torch.randint(0, 512, (8, 8), generator=gen(0))
+    variance = residual(model, tokens, layer=2).double().var(dim=-1).numpy()
+    taus = [abs(kendalltau(v, np.arange(len(v))).statistic) for v in variance]
+    assert close(by_variance, float(np.mean(taus)))
+    assert close(rows_by_first_word(out)["8"][-1], exact_abs_tau(8))
+
+
+def test_real_models(run_example):
+    # The embeddings (layer 0) of the released layout, ties half, mean over the quick seeds.
+    from adjpos.hf import hf_config, load_hf
+
+    out, script = run_example("real_models.py")
+    quick = script["QUICK"]
+    row = next(
+        x.split() for x in out.splitlines() if x.split()[:3] == ["smollm3", "0.02", "released"]
+    )
+    tokens = script["distinct_tokens"](
+        quick["n"], script["SEQ_LEN"], hf_config("smollm3").vocab_size
+    )
+    config = hf_config("smollm3", quick["size"], nope="released", initializer_range=0.02)
+    scores = []
+    for seed in quick["seeds"]:
+        embed = load_hf(config, seed=seed).original_model.get_input_embeddings()
+        with torch.inference_mode():
+            scores.append(slow_adjacency(embed(tokens), ties="half"))
+    assert close(row[3], sum(scores) / len(scores))
+
+
+def test_subspace_rank(run_example, addition):
+    # Exact match over the m test prompts the table keeps is a multiple of 1/m.
+    out, _ = run_example("subspace_rank.py")
+    _, swapped, _, random = rows_by_first_word(out)["addition"]
+    m = len(adjpos.interventions.held_out_prompts(addition[1], 24).test.prompts)
+    possible = {f"{k / m:.2f}" for k in range(m + 1)}
+    assert swapped in possible and random in possible
+
+
+def test_theory_first_layer_table(run_example):
+    # The attention output's score at init 0.05 (seed 0, 16 sequences of distinct tokens).
+    out, _ = run_example("theory_first_layer_table.py")
+    attention = out.split("attention output alone")[1].split("with the residual")[0]
+    score = rows_by_first_word(attention)["0.05"][4]
+    cfg = adjpos.ModelConfig(n_layers=1, d_model=64, init_range=0.05, seed=0)
+    keys = torch.rand(16, cfg.d_vocab, generator=gen(100))
+    with torch.inference_mode():
+        _, cache = adjpos.build_model(cfg).run_with_cache(keys.argsort(dim=1)[:, :32])
+    assert close(score, slow_adjacency(cache["blocks.0.hook_attn_out"]))
+
+
+def test_train_hf(run_example):
+    # The quick SmolLM3 has one block: a score for the embeddings and one per block, no
+    # more; each a probability.
+    out, script = run_example("train_hf.py")
+    printed = pandas_row(out, "smollm3", "trained")
+    scores = [s for s in printed if not math.isnan(s)]
+    assert len(scores) == script["QUICK_SIZE"]["num_hidden_layers"] + 1
+    assert all(0 <= s <= 1 for s in scores)
+
+
+def test_train_pretrained(run_example, tmp_path):
+    # The held-out check of the quick run, decoded here from its saved model.
+    out, _ = run_example("train_pretrained.py")
+    row = json.loads(next(x for x in out.splitlines() if x.startswith("{")))
+    folder = tmp_path / "runs" / "pretrained" / "addition" / "seed1"
+    model = adjpos.load_model(folder, device="cpu")
+    task = adjpos.pretrained.trained_task(folder)
+    prompts = task.draw_prompts(row["n_prompts"], generator=gen(2026), split="test")
+    assert row["n_prompts"] == 20
+    assert row["accuracy"] == pytest.approx(slow_exact_match(model, task, prompts))
+
+
+def test_trained_adjacency_by_length(run_example, addition):
+    # Addition with 6 digits per operand (the first row), at the embeddings. Deeper layers
+    # are not checked here: on prompts like "44+..." NoPE gives positions 0 and 1 the same
+    # state up to float32 rounding, and the strict tie rule then counts such pairs by the
+    # rounding (the deepest layer reads 0.707 in float32 and 0.710 in float64).
+    out, script = run_example("trained_adjacency_by_length.py")
+    digits, n_tokens, _, *scores = rows_by_first_word(out)["addition"]
+    task = script["widened"]("addition", int(digits))
+    prompts = task.draw_prompts(8, generator=gen(0), split="test")
+    tokens = torch.stack([task.encode(p) for p in prompts])
+    assert tokens.shape[1] == int(n_tokens)
+    assert close(scores[0], slow_adjacency(residual(addition[0], tokens, layer=0)))

@@ -1,5 +1,7 @@
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adjpos import adjacency_score, build_model
 from factories import tiny_config
@@ -200,3 +202,84 @@ def test_rows_must_be_a_mask_of_the_tokens():
     tokens = torch.zeros(2, 5, dtype=torch.long)
     with pytest.raises(ValueError, match=r"rows must be a boolean mask of shape \(2, 5\)"):
         adjacency_score(model, tokens, rows=torch.ones(2, 4, dtype=torch.bool))
+
+
+# per_sequence=True: one score per layer and sequence, to bootstrap over
+
+
+def _slow_sequence_scores(model, tokens, lengths, rows=None, ties="strict", center=False):
+    """[layer][sequence] from TL's own cache, one truncated sequence at a time, and the loop
+    references: optionally centred, the mean of the selected defined rows (NaN if none)."""
+    import math
+
+    from reference import slow_adjacency_rows
+
+    names = ["blocks.0.hook_resid_pre"] + [
+        f"blocks.{i}.hook_resid_post" for i in range(model.cfg.n_layers)
+    ]
+    out = [[] for _ in names]
+    for b, (seq, n) in enumerate(zip(tokens, lengths, strict=True)):
+        with torch.no_grad():
+            _, cache = model.run_with_cache(seq[None, :n])
+        for layer, name in enumerate(names):
+            states = cache[name][0].tolist()
+            if center:
+                mean = [sum(col) / n for col in zip(*states, strict=True)]
+                states = [[x - m for x, m in zip(row, mean, strict=True)] for row in states]
+            scores = slow_adjacency_rows(slow_cosine(states), n, ties)
+            keep = [True] * n if rows is None else rows[b][:n].tolist()
+            picked = [s for s, k in zip(scores, keep, strict=True) if k and not math.isnan(s)]
+            out[layer].append(sum(picked) / len(picked) if picked else math.nan)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+_FLOAT64_MODEL = build_model(tiny_config(dtype="float64"))
+
+
+@settings(max_examples=8)
+@given(
+    seed=st.integers(0, 2**16),
+    ties=st.sampled_from(["strict", "half"]),
+    center=st.booleans(),
+    masked=st.booleans(),
+)
+def test_per_sequence_scores_match_the_slow_reference(seed, ties, center, masked):
+    """Random tokens, padding and row masks: every sequence's score is the loop reference's,
+    and the default score is their mean over the defined ones. The tokens of a sequence are
+    distinct: a repeated context makes states equal in exact arithmetic, and which of their
+    cosines then ties depends on the last bit of each implementation's rounding."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.stack([torch.randperm(20, generator=gen)[:9] for _ in range(4)])
+    lengths = torch.randint(3, 10, (4,), generator=gen)
+    rows = torch.rand(4, 9, generator=gen) < 0.5 if masked else None
+    kwargs = dict(lengths=lengths, ties=ties, center=center, rows=rows)
+    got = adjacency_score(_FLOAT64_MODEL, tokens, per_sequence=True, batch_size=3, **kwargs)
+    assert got.shape == (3, 4) and got.dtype == torch.float64
+    expected = _slow_sequence_scores(_FLOAT64_MODEL, tokens, lengths.tolist(), rows, ties, center)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    assert torch.equal(adjacency_score(_FLOAT64_MODEL, tokens, **kwargs), got.nanmean(dim=1))
+
+
+def test_per_sequence_mean_is_the_default_score_and_marks_unscored_sequences(tiny_model, tokens):
+    lengths = torch.tensor([12, 3, 9, 12, 5, 7])
+    rows = torch.zeros(6, 12, dtype=torch.bool)
+    rows[:, 4] = True  # row 4: beyond the length of sequence 1 (3 tokens)
+    for kwargs in ({}, {"lengths": lengths}, {"lengths": lengths, "rows": rows}):
+        each = adjacency_score(tiny_model, tokens, per_sequence=True, **kwargs)
+        assert each.shape == (3, 6)
+        assert torch.equal(adjacency_score(tiny_model, tokens, **kwargs), each.nanmean(dim=1))
+    assert each[:, 1].isnan().all() and not each[:, [0, 2, 3, 4, 5]].isnan().any()
+    with torch.no_grad():
+        _, cache = tiny_model.run_with_cache(tokens)
+    torch.testing.assert_close(
+        adjacency_score(cache, per_sequence=True, site="attn_out"),
+        adjacency_score(tiny_model, tokens, per_sequence=True, site="attn_out"),
+        atol=1e-6,
+        rtol=0,
+    )
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_per_sequence_takes_a_bool(tiny_model, tokens):
+    with pytest.raises(TypeError, match="per_sequence must be True or False"):
+        adjacency_score(tiny_model, tokens, per_sequence=1)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adjpos.stats import bootstrap_interval
@@ -64,3 +64,28 @@ def test_variance_ratio_against_the_thirds_by_hand():
     assert variance_ratio(values) == pytest.approx((1.0 + 0.5) / (6.0 + 5.0))
     with pytest.raises(ValueError, match="at least 2 finite values, got 1"):
         variance_ratio([1.0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(1, 6).flatmap(
+        lambda rows: st.lists(
+            st.lists(st.sampled_from([0.0, 1.0, 2.5, -3.0, 7.0]), min_size=4, max_size=4),
+            min_size=rows,
+            max_size=rows,
+        )
+    )
+)
+def test_the_spearman_of_many_rows_is_scipys_row_by_row(rows):
+    """Ties and constant rows included: the bootstrap's vectorised path against scipy."""
+    from scipy.stats import spearmanr
+
+    from adjpos.stats import _spearman_rows
+
+    got = _spearman_rows(np.array(rows))
+    for row, value in zip(rows, got, strict=True):
+        expected = spearmanr(row, np.arange(len(row))).statistic
+        if np.isnan(expected):
+            assert np.isnan(value)
+        else:
+            assert value == pytest.approx(expected, abs=1e-12)

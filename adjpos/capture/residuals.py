@@ -21,7 +21,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.types import TokenInput
-from adjpos.validation import check_positive_int, is_int
+from adjpos.validation import UsageError, check_positive_int, is_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 
@@ -42,10 +42,10 @@ def n_capture_layers(model: Any, site: str) -> int:
 def check_site(model: Any, site: str) -> None:
     """Raise unless `site` is known and fires in `model`."""
     if site not in SITES:
-        raise ValueError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+        raise UsageError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
     available = available_sites(model)
     if site not in available:
-        raise ValueError(
+        raise UsageError(
             f"site={site!r} does not exist in this model (attention-only models have no "
             f"resid_mid or mlp_out); sites it has: {available}"
         )
@@ -73,17 +73,17 @@ def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
     if tokens.ndim == 1:
         tokens = tokens[None]
     if tokens.ndim != 2 or tokens.shape[0] == 0 or tokens.shape[1] == 0:
-        raise ValueError(
+        raise UsageError(
             f"tokens must have shape [batch, pos] (non-empty), got {tuple(tokens.shape)}"
         )
     n_ctx, d_vocab = model.cfg.n_ctx, model.cfg.d_vocab
     if tokens.shape[1] > n_ctx:
-        raise ValueError(
+        raise UsageError(
             f"sequences have {tokens.shape[1]} tokens but the model's n_ctx is {n_ctx}"
         )
     lo, hi = int(tokens.min()), int(tokens.max())
     if lo < 0 or hi >= d_vocab:
-        raise ValueError(
+        raise UsageError(
             f"token ids must lie in [0, {d_vocab - 1}] (d_vocab={d_vocab}), "
             f"got ids from {lo} to {hi}"
         )
@@ -165,7 +165,7 @@ def check_layers(model: Any, site: str, layers: Sequence[int] | None) -> list[in
     layers = [layers] if isinstance(layers, int) else list(layers)
     bad = [x for x in layers if not is_int(x) or not 0 <= x < n]
     if bad or not layers:
-        raise ValueError(
+        raise UsageError(
             f"layers must be a non-empty list of ints in [0, {n - 1}] for "
             f"site={site!r} (this model has {n}); got {layers}"
         )

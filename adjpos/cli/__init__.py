@@ -8,7 +8,9 @@
     adjpos reproduce   the whole study: results, figures and a report
 
 One module per command; `_options` holds what they share (``--model`` means the same in
-score, probe and train). Bad input exits with code 2 and ``adjpos COMMAND: error: ...``.
+score, probe and train). Bad input (an `adjpos.validation.UsageError`, or an `OSError` such as
+an unwritable output folder or a missing input file) exits with code 2 and
+``adjpos COMMAND: error: ...``; any other exception is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from adjpos.cli.reproduce import add_reproduce_parser
 from adjpos.cli.score import add_score_parser
 from adjpos.cli.sweep import add_sweep_parser
 from adjpos.cli.train import add_train_parser
+from adjpos.validation import UsageError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError, OSError) as err:
+    except (UsageError, OSError) as err:
         print(f"adjpos {args.command}: error: {err}", file=sys.stderr)
         return 2
 
@@ -55,4 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     add_reproduce_parser(commands)
     for command in commands.choices.values():
         command.formatter_class = HelpFormatter  # one help style, set here for every command
+        # No abbreviations: a removed option must be refused, not read as a longer one
+        # (``sweep --seed 3`` would otherwise mean ``--seeds 3``).
+        command.allow_abbrev = False
     return parser

@@ -1,5 +1,7 @@
-"""What the commands share: one help style, one option per config field, the ``--model`` and
-``--device`` options and the one resolver behind them, small parsers and output-path checks."""
+"""What the commands share: one help style, one option per config field, one helper per shared
+option (``--model``, ``--task``, ``--task-param``, ``--out``, ``--device``, ``--workers``,
+``--engine``) with the resolvers behind them, small parsers and output-path checks. An option
+that two commands share is declared here, so it has one name, one help text and one check."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from adjpos.validation import DEVICES
+from adjpos.validation import DEVICES, UsageError
 
 PRETRAINED = "pretrained:"
 
@@ -38,7 +40,8 @@ def add_config_args(
 
     `overrides` changes defaults (None: fitted to the task later); `rename`
     maps field -> option name (the parsed value lands under the new name); fields in `exclude`
-    get no option (the command adds its own).
+    get no option (the command adds its own, or the field keeps its default: pass the same
+    `exclude` to `config_values`).
     """
     if cls is None:
         from adjpos.models import ModelConfig as cls
@@ -77,12 +80,20 @@ def parse_for(field: dataclasses.Field) -> Any:
 
 
 def config_values(
-    args: argparse.Namespace, cls: Any = None, rename: dict[str, str] | None = None
+    args: argparse.Namespace,
+    cls: Any = None,
+    rename: dict[str, str] | None = None,
+    exclude: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """The fields of `cls` parsed by `add_config_args` (with the same `rename` and `exclude`)."""
     if cls is None:
         from adjpos.models import ModelConfig as cls
     rename = rename or {}
-    return {f.name: getattr(args, rename.get(f.name, f.name)) for f in dataclasses.fields(cls)}
+    return {
+        f.name: getattr(args, rename.get(f.name, f.name))
+        for f in dataclasses.fields(cls)
+        if f.name not in exclude
+    }
 
 
 def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
@@ -97,6 +108,93 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
         "PATH: a checkpoint folder (from adjpos train or adjpos.save_model); pretrained:TASK: "
         f"the trained model shipped for TASK, one of {', '.join(TASKS)}. {extra}".rstrip(),
     )
+
+
+def add_task_args(
+    parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
+) -> None:
+    """``--task TASK`` and ``--task-param NAME=VALUE``; `task_from_args` reads them.
+
+    Args:
+        parser: the command's parser.
+        required: whether the command needs a task.
+        default: what the command does without ``--task`` (shown in the help).
+    """
+    from adjpos.tasks import TASKS
+
+    note = f" (default: {default})" if default else ""
+    parser.add_argument(
+        "--task",
+        choices=TASKS,
+        required=required,
+        help=f"the synthetic task; its parameters are set with --task-param{note}",
+    )
+    parser.add_argument(
+        "--task-param",
+        action="append",
+        default=[],
+        type=task_param,
+        metavar="NAME=VALUE",
+        help="a parameter of --task, e.g. max_digits=8 (repeatable)",
+    )
+
+
+def task_param(text: str) -> tuple[str, int | str]:
+    """``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE an int when it reads as one."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, int(value) if value.lstrip("-").isdigit() else value
+
+
+def task_from_args(args: argparse.Namespace) -> Any:
+    """The task that ``--task`` and ``--task-param`` name, or None without ``--task``.
+
+    Raises:
+        UsageError: ``--task-param`` without ``--task``, or a parameter the task refuses.
+    """
+    if args.task is None:
+        if args.task_param:
+            raise UsageError("--task-param sets a parameter of --task; give --task too")
+        return None
+    from adjpos.tasks import get_task
+
+    return for_option(
+        "--task-param", lambda params: get_task(args.task, **params), dict(args.task_param)
+    )
+
+
+def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None) -> None:
+    """``--out DIR``: the folder a command writes (required unless it has a `default`)."""
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=default is None,
+        default=default,
+        metavar="DIR",
+        help="output folder, created if needed",
+    )
+
+
+def add_workers_arg(parser: argparse.ArgumentParser) -> None:
+    """``--workers N``: how many units of a long job run at once."""
+    parser.add_argument(
+        "--workers",
+        type=non_negative_int,
+        default=None,
+        metavar="N",
+        help="worker processes, or CPUs of a local Ray (default: the CPU cores; 0 runs in-process)",
+    )
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
+    return value
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +216,7 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_device_arg(parser: argparse.ArgumentParser) -> None:
+    """``--device auto|cpu|cuda``, resolved by `adjpos.validation.resolve_device`."""
     parser.add_argument(
         "--device", choices=DEVICES, default="auto", help="where to run; auto = cuda when available"
     )
@@ -146,7 +245,7 @@ def resolve_model(
         when none was given; None means random tokens.
 
     Raises:
-        ValueError: an unavailable device, an unknown pretrained task (the message lists the
+        UsageError: an unavailable device, an unknown pretrained task (the message lists the
             tasks), a folder that is not a checkpoint, or a bad config.
     """
     from adjpos.validation import resolve_device
@@ -176,14 +275,14 @@ def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:
 
     name, _, seed = spec.partition(":")
     if name not in TASKS or (seed and not seed.isdigit()):
-        raise ValueError(
+        raise UsageError(
             f"--model {PRETRAINED}{spec}: unknown task or seed; choose one of "
             f"{[PRETRAINED + t for t in TASKS]}, optionally with a seed ({PRETRAINED}TASK:1)"
         )
     try:
         model, trained_on = load_pretrained(name, int(seed or 0), device=str(device))
-    except ValueError as err:
-        raise ValueError(f"--model {PRETRAINED}{spec}: {err}") from None
+    except UsageError as err:
+        raise UsageError(f"--model {PRETRAINED}{spec}: {err}") from None
     return model, task if task is not None else trained_on
 
 
@@ -192,7 +291,7 @@ def check_output_file(path: Path, option: str) -> Path:
     from adjpos.runs import check_writable
 
     if path.is_dir():
-        raise ValueError(f"{option} {path}: is a folder; give the path of a file")
+        raise UsageError(f"{option} {path}: is a folder; give the path of a file")
     try:
         check_writable(path.parent)
     except OSError as err:
@@ -201,11 +300,11 @@ def check_output_file(path: Path, option: str) -> Path:
 
 
 def for_option(option: str, check: Any, value: Any) -> Any:
-    """``check(value)``, its error prefixed with the option it came from."""
+    """``check(value)``, its `UsageError` prefixed with the option it came from."""
     try:
         return check(value)
-    except ValueError as err:
-        raise ValueError(f"{option}: {err}") from None
+    except UsageError as err:
+        raise UsageError(f"{option}: {err}") from None
 
 
 def comma_list(text: str) -> list[str]:
@@ -217,13 +316,3 @@ def comma_ints(text: str) -> list[int]:
         return [int(item) for item in comma_list(text)]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated ints, got {text!r}") from None
-
-
-def task_params(items: list[str]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--task-param takes NAME=VALUE, got {item!r}")
-        params[name] = int(value) if value.lstrip("-").isdigit() else value
-    return params

@@ -6,17 +6,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shlex
-from pathlib import Path
 from typing import Any
 
 from adjpos.cli._options import (
     PRETRAINED,
     add_device_arg,
+    add_out_arg,
+    add_task_args,
     comma_ints,
     comma_list,
     for_option,
-    task_params,
+    task_from_args,
 )
+from adjpos.validation import UsageError
 
 
 def add_intervene_parser(commands: Any) -> None:
@@ -43,15 +45,8 @@ def add_intervene_parser(commands: Any) -> None:
         help=f"a shipped model ({', '.join(PRETRAINED + t for t in TASKS)}) or a folder "
         "written by adjpos train",
     )
-    parser.add_argument(
-        "--task",
-        choices=TASKS,
-        help="the model's task (default: the one it was trained on)",
-    )
-    parser.add_argument(
-        "--task-param", action="append", default=[], metavar="NAME=VALUE", help="a task parameter"
-    )
-    parser.add_argument("--out", required=True, type=Path, help="output (run) folder")
+    add_task_args(parser, default="the one the model was trained on")
+    add_out_arg(parser)
     parser.add_argument(
         "--layers",
         type=comma_ints,
@@ -74,7 +69,13 @@ def add_intervene_parser(commands: Any) -> None:
     parser.add_argument(
         "--rank", type=int, default=DEFAULT_RANK, help="rank of the position subspace"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of prompts and permutations")
+    parser.add_argument(
+        "--data-seed",
+        type=int,
+        default=0,
+        help="seed of the prompts, of the random draws (permutations, random subspaces) and "
+        "of the bootstrap",
+    )
     add_device_arg(parser)
     parser.set_defaults(run=_run_intervene)
 
@@ -91,11 +92,11 @@ def _run_intervene(args: argparse.Namespace) -> int:
     layers = args.layers if args.layers is not None else list(range(n_layers))
     bad = [x for x in layers if not 0 <= x < n_layers]
     if bad or not layers:
-        raise ValueError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
+        raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
     if args.n_prompts < 2:
-        raise ValueError(f"--n-prompts must be at least 2, got {args.n_prompts}")
+        raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
     if not 1 <= args.rank <= model.cfg.d_model:
-        raise ValueError(f"--rank must be in [1, {model.cfg.d_model}] (d_model), got {args.rank}")
+        raise UsageError(f"--rank must be in [1, {model.cfg.d_model}] (d_model), got {args.rank}")
     config = getattr(model, "adjpos_config", None)
     spec = {
         "model": args.model,
@@ -105,11 +106,17 @@ def _run_intervene(args: argparse.Namespace) -> int:
         "interventions": names,
         "n_prompts": args.n_prompts,
         "rank": args.rank,
-        "seed": args.seed,
+        # intervention_table's `seed`; under the key that folders made with --seed hold
+        "seed": args.data_seed,
     }
     command = "adjpos " + shlex.join(args.argv)
     folder = RunFolder.open(
-        args.out, kind="intervene", spec=spec, seed=args.seed, device=args.device, command=command
+        args.out,
+        kind="intervene",
+        spec=spec,
+        seed=args.data_seed,
+        device=args.device,
+        command=command,
     )
     done = len(folder.done_units())
     if done:
@@ -121,7 +128,7 @@ def _run_intervene(args: argparse.Namespace) -> int:
         interventions=names,
         n_prompts=args.n_prompts,
         rank=args.rank,
-        seed=args.seed,
+        seed=args.data_seed,
         model_name=args.model,
         model_seed=None if config is None else config.seed,
         folder=folder,
@@ -141,11 +148,10 @@ def _run_intervene(args: argparse.Namespace) -> int:
 def _model_and_task(args: argparse.Namespace) -> tuple[Any, Any]:
     from adjpos.cli._options import resolve_model
     from adjpos.pretrained import trained_task
-    from adjpos.tasks import get_task
 
-    task = get_task(args.task, **task_params(args.task_param)) if args.task else None
+    task = task_from_args(args)
     if args.model == "random":
-        raise ValueError("--model: interventions need a trained model (pretrained:TASK or PATH)")
+        raise UsageError("--model: interventions need a trained model (pretrained:TASK or PATH)")
     model, task = resolve_model(args.model, device=args.device, task=task)
     if task is None:
         task = trained_task(args.model)

@@ -13,31 +13,34 @@ from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
     add_model_arg,
+    add_out_arg,
+    add_task_args,
     comma_ints,
     comma_list,
     config_values,
     for_option,
     resolve_model,
-    task_params,
+    task_from_args,
 )
+from adjpos.validation import UsageError
 
 UNIT = "probes"
 
 
 def add_probe_parser(commands: Any) -> None:
     from adjpos.probes import DEFAULT_FEATURES, FEATURE_SETS, PROBES
-    from adjpos.tasks import TASKS
 
     probe = commands.add_parser(
         "probe",
         help="layer-wise probes: which carrier (cosine, variance, residual) holds position",
-        description="Probe every layer of a model for token position with each feature set, "
-        "and recover the order of shuffled hidden states. Writes DIR/probes.csv (model, "
-        "layer, features, probe, metric, value, baseline), DIR/probes.json (with the std over "
-        "seeds and the settings) and a figure of score vs layer, DIR/probes.html (and "
-        "probes.png when static export works). DIR is a run folder: re-running the same "
-        "command prints the results again without refitting; other settings need another "
-        "folder.",
+        description="Probe every layer of a model for token position with each feature set, and "
+        "recover the order of shuffled hidden states, on random tokens or, with --task, on "
+        "distinct test-split sequences (prompt + answer + EOS) of the task, all of one length. "
+        "Writes DIR/probes.csv (model, layer, features, probe, metric, value, baseline), "
+        "DIR/probes.json (with the std over seeds and the settings) and a figure of score vs "
+        "layer, DIR/probes.html (and probes.png when static export works). DIR is a run folder: "
+        "re-running the same command prints the results again without refitting; other settings "
+        "need another folder.",
     )
     add_model_arg(
         probe,
@@ -46,16 +49,8 @@ def add_probe_parser(commands: Any) -> None:
         "uniformly random token sequences of --seq-len tokens; a shipped model is probed on "
         "its task.",
     )
-    probe.add_argument(
-        "--task",
-        choices=TASKS,
-        help="probe on distinct test-split sequences (prompt + answer + EOS) of this task, all "
-        "of one length, instead of random tokens (default for pretrained:TASK: TASK)",
-    )
-    probe.add_argument(
-        "--task-param", action="append", default=[], metavar="NAME=VALUE", help="a task parameter"
-    )
-    probe.add_argument("--out", required=True, type=Path, help="output (run) folder")
+    add_task_args(probe, default="TASK for pretrained:TASK, else random tokens")
+    add_out_arg(probe)
     probe.add_argument("--n-sequences", type=int, default=64, help="sequences")
     probe.add_argument(
         "--seq-len",
@@ -107,13 +102,12 @@ def add_probe_parser(commands: Any) -> None:
 def _run_probe(args: argparse.Namespace) -> int:
     from adjpos.probes import ProbeResult, check_feature_sets, check_probes
     from adjpos.runs import RunFolder
-    from adjpos.tasks import get_task
     from adjpos.validation import resolve_device
 
     features = for_option("--features", check_feature_sets, args.features)
     probes = for_option("--probe", check_probes, args.probe)
     device = resolve_device(args.device)
-    task = get_task(args.task, **task_params(args.task_param)) if args.task else None
+    task = task_from_args(args)
     values = config_values(args)
     model, task = resolve_model(args.model, device=device, config_values=values, task=task)
     tokens = _probe_tokens(args, model, task)
@@ -210,7 +204,7 @@ def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
         n, length = args.n_sequences, args.seq_len
         return sequences_of_length(task, n, length=length, generator=gen, split="test")
     if args.n_sequences < 1:
-        raise ValueError(f"--n-sequences must be positive, got {args.n_sequences}")
+        raise UsageError(f"--n-sequences must be positive, got {args.n_sequences}")
     shape = (args.n_sequences, args.seq_len or min(32, model.cfg.n_ctx))
     return torch.randint(0, model.cfg.d_vocab, shape, generator=gen)
 
@@ -223,20 +217,20 @@ def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> Non
     check_tokens(model, tokens)
     for_option("--layers", lambda layers: check_layers(model, "resid_post", layers), args.layers)
     if tokens.shape[1] < 3:
-        raise ValueError(f"--seq-len: probing needs at least 3 tokens, got {tokens.shape[1]}")
+        raise UsageError(f"--seq-len: probing needs at least 3 tokens, got {tokens.shape[1]}")
     if args.cv < 2:
-        raise ValueError(f"--cv must be at least 2 folds, got {args.cv}")
+        raise UsageError(f"--cv must be at least 2 folds, got {args.cv}")
     if tokens.shape[0] < args.cv:
-        raise ValueError(
+        raise UsageError(
             f"--n-sequences: {tokens.shape[0]} sequences are too few for --cv {args.cv} "
             "(folds are grouped by sequence); give more sequences or fewer folds"
         )
     if args.repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {args.repeats}")
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
     if args.controls < 0:
-        raise ValueError(f"--controls must be 0 or more, got {args.controls}")
+        raise UsageError(f"--controls must be 0 or more, got {args.controls}")
     if args.controls and getattr(model, "adjpos_config", None) is None:
-        raise ValueError(
+        raise UsageError(
             "--controls needs an adjpos model (random, a run folder or pretrained:TASK)"
         )
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
-from adjpos.cli._options import add_engine_args
+from adjpos.cli._options import add_device_arg, add_engine_args, add_out_arg, add_workers_arg
 from adjpos.study.pipeline import STAGES, ReproduceConfig
-from adjpos.validation import DEVICES
+from adjpos.study.sizes import SIZES
+from adjpos.validation import UsageError
 
 
 def add_reproduce_parser(commands: Any) -> None:
@@ -23,24 +25,22 @@ def add_reproduce_parser(commands: Any) -> None:
         "DIR/figures (HTML; PNG when static export works), DIR/report.md and DIR/report.html. "
         f"Stages: {', '.join(STAGES)}. Re-running the same command resumes.",
     )
-    parser.add_argument("--quick", action="store_true", help="small sizes: minutes on a CPU")
-    parser.add_argument("--out", type=Path, default=Path("adjpos-reproduce"), help="output folder")
+    size = next(f for f in dataclasses.fields(ReproduceConfig) if f.name == "size")
     parser.add_argument(
-        "--device", choices=DEVICES, default="auto", help="where the models run (auto: cuda if any)"
+        "--size",
+        choices=list(SIZES),
+        help=f"{size.metadata['help']} (default: {size.default})",
     )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes, or CPUs of a local Ray, for the probing, causal and sweep stages "
-        "(default: CPU cores; 0 runs in-process)",
-    )
+    parser.add_argument("--quick", action="store_true", help="short for --size quick")
+    add_out_arg(parser, default=Path("adjpos-reproduce"))
+    add_device_arg(parser)
+    add_workers_arg(parser)
     add_engine_args(parser)
     parser.add_argument(
         "--train",
         action="store_true",
         help="train the task models with the shipped recipes instead of loading them "
-        "(hours on a CPU; a few steps with --quick)",
+        "(hours on a CPU; a few steps with --size quick or tiny)",
     )
     parser.set_defaults(run=_run_reproduce)
 
@@ -49,7 +49,7 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     from adjpos.study.pipeline import reproduce
 
     cfg = ReproduceConfig(
-        size="quick" if args.quick else "full",
+        size=_size(args),
         device=args.device,
         workers=args.workers,
         engine=args.engine,
@@ -68,3 +68,12 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     print(f"results in {args.out / 'results'}")
     print(f"report: {result.report} and {args.out / 'report.html'} ({result.seconds:.0f} s)")
     return 0
+
+
+def _size(args: argparse.Namespace) -> str:
+    """``--size``, or ``quick`` for ``--quick``; without either, ReproduceConfig's default."""
+    if args.quick and args.size not in (None, "quick"):
+        raise UsageError(f"--quick means --size quick, but --size {args.size} was given too")
+    if args.quick:
+        return "quick"
+    return args.size if args.size is not None else ReproduceConfig.size

@@ -16,6 +16,7 @@ from adjpos.cli._options import (
     config_values,
     resolve_model,
 )
+from adjpos.validation import UsageError
 
 
 def add_score_parser(commands: Any) -> None:
@@ -83,12 +84,12 @@ def _run_score(args: argparse.Namespace) -> int:
     if args.csv is not None:
         check_output_file(args.csv, "--csv")
     if args.hf is None and (args.text is not None or args.random_tokens):
-        raise ValueError("--text and --random-tokens go with --hf (a Hugging Face model)")
+        raise UsageError("--text and --random-tokens go with --hf (a Hugging Face model)")
     if args.hf is not None:
         if args.model != "random":
-            raise ValueError("pass either --model or --hf, not both")
+            raise UsageError("pass either --model or --hf, not both")
         if args.text is None and not args.random_tokens:
-            raise ValueError(
+            raise UsageError(
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
         model = load_hf(args.hf, device=device)
@@ -99,7 +100,7 @@ def _run_score(args: argparse.Namespace) -> int:
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
     if args.text is not None:
         if not args.text.is_file():
-            raise ValueError(f"--text {args.text}: no such file")
+            raise UsageError(f"--text {args.text}: no such file")
         tokens = text_tokens(
             load_tokenizer(args.hf),
             args.text.read_text(encoding="utf-8"),

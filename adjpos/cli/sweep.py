@@ -11,10 +11,16 @@ from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
     add_engine_args,
+    add_out_arg,
+    add_workers_arg,
     comma_ints,
     config_values,
     parse_for,
 )
+from adjpos.validation import UsageError, is_int
+
+# The base config has no --seed: each model takes its seed from --seeds.
+NO_OPTION = ("seed",)
 
 
 def add_sweep_parser(commands: Any) -> None:
@@ -35,19 +41,14 @@ def add_sweep_parser(commands: Any) -> None:
         metavar="NAME=V1,V2,...",
         help="one grid axis, a ModelConfig field (repeatable; axes combine)",
     )
-    sweep.add_argument("--out", required=True, type=Path, help="results folder")
+    add_out_arg(sweep)
     sweep.add_argument(
         "--seeds", type=comma_ints, default=[0, 1, 2], help="model seeds, comma-separated"
     )
     add_device_arg(sweep)
     sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
     sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
-    sweep.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="processes, or CPUs of a local Ray (default: cores; 0 runs in-process)",
-    )
+    add_workers_arg(sweep)
     add_engine_args(sweep)
     sweep.add_argument(
         "--layer",
@@ -61,27 +62,23 @@ def add_sweep_parser(commands: Any) -> None:
         default=True,
         help="also write PNG figures when static export works",
     )
-    add_config_args(sweep, title="base model (ModelConfig fields; the grid overrides them)")
+    add_config_args(
+        sweep, title="base model (ModelConfig fields; the grid overrides them)", exclude=NO_OPTION
+    )
     sweep.set_defaults(run=_run_sweep)
 
 
 def _run_sweep(args: argparse.Namespace) -> int:
-    import json
-
     from adjpos.figures import save_figures, sweep_heatmap, sweep_histogram, sweep_layer_lines
-    from adjpos.models import ModelConfig
     from adjpos.study.sweep import DEFAULT_GRID, last_layer_rows, rows_of_subgrid, sweep
 
     if args.grid is not None and args.param:
-        raise ValueError("give --grid FILE or --param NAME=..., not both")
+        raise UsageError("give --grid FILE or --param NAME=..., not both")
     if args.grid is not None:
-        try:
-            grid = json.loads(args.grid.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"--grid {args.grid} is not valid JSON: {err}") from None
+        grid = _read_grid(args.grid)
     else:
         grid = _grid_from_params(args.param) if args.param else list(DEFAULT_GRID)
-    base = ModelConfig(**config_values(args))
+    base = _base_config(args)
     result = sweep(
         grid,
         seeds=args.seeds,
@@ -123,6 +120,42 @@ def _run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _base_config(args: argparse.Namespace) -> Any:
+    """The config every cell starts from, its seed ModelConfig's default.
+
+    Sweeps once took ``--seed``: it changed no row (each model takes a seed of ``--seeds``) but
+    was recorded in the run folder's base config, so a folder made with it resumes with the
+    seed it recorded.
+    """
+    from adjpos.models import ModelConfig
+    from adjpos.runs import RunFolder, read_run
+
+    base = ModelConfig(**config_values(args, exclude=NO_OPTION))
+    recorded = read_run(args.out) if RunFolder.exists(args.out) else {}
+    if recorded.get("kind") == "sweep":
+        seed = recorded["spec"]["base"].get("seed")
+        base = base.with_changes(seed=seed) if is_int(seed) else base
+    return base
+
+
+def _read_grid(path: Path) -> Any:
+    """The grid in JSON file `path`: ``{field: [values]}`` or a list of them."""
+    import json
+
+    try:
+        grid = json.loads(path.read_text())
+    except OSError as err:
+        raise OSError(f"--grid {path}: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise UsageError(f"--grid {path} is not valid JSON: {err}") from None
+    if not isinstance(grid, dict | list):
+        raise UsageError(
+            f"--grid {path} must hold {{field: [values]}} or a list of them, not "
+            f"{json.dumps(grid)[:60]}"
+        )
+    return grid
+
+
 def _grid_from_params(items: list[str]) -> dict[str, list[Any]]:
     from adjpos.models import ModelConfig
 
@@ -131,15 +164,15 @@ def _grid_from_params(items: list[str]) -> dict[str, list[Any]]:
     for item in items:
         name, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"--param takes NAME=V1,V2,..., got {item!r}")
+            raise UsageError(f"--param takes NAME=V1,V2,..., got {item!r}")
         if name not in fields or name == "seed":
             allowed = [n for n in fields if n != "seed"]
-            raise ValueError(f"--param {name!r} is not a ModelConfig field; allowed: {allowed}")
+            raise UsageError(f"--param {name!r} is not a ModelConfig field; allowed: {allowed}")
         parse = parse_for(fields[name])
         try:
             grid[name] = [parse(v.strip()) for v in values.split(",")]
         except ValueError:
-            raise ValueError(
+            raise UsageError(
                 f"--param {name}: cannot read {values!r} as {parse.__name__} values"
             ) from None
     return grid

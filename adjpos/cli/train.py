@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
     add_model_arg,
+    add_out_arg,
+    add_task_args,
     config_values,
     resolve_model,
-    task_params,
+    task_from_args,
 )
 
 
 def add_train_parser(commands: Any) -> None:
-    from adjpos.tasks import TASKS
     from adjpos.training import TrainConfig
 
     train = commands.add_parser(
@@ -28,15 +28,8 @@ def add_train_parser(commands: Any) -> None:
         "DIR/model.safetensors, config.json, metrics.json, train.json (the command and its "
         "result), run.json and checkpoint.pt (for --resume).",
     )
-    train.add_argument("--task", required=True, choices=TASKS, help="the task")
-    train.add_argument(
-        "--task-param",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a task parameter, e.g. max_digits=8 (repeatable)",
-    )
-    train.add_argument("--out", required=True, type=Path, help="checkpoint folder")
+    add_task_args(train, required=True)
+    add_out_arg(train)
     train.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     add_model_arg(train, "PATH and pretrained:TASK start training from those weights.")
     add_device_arg(train)
@@ -58,12 +51,11 @@ def add_train_parser(commands: Any) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import shlex
 
-    from adjpos.tasks import get_task
     from adjpos.training import TrainConfig, train
     from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
-    task = get_task(args.task, **task_params(args.task_param))
+    task = task_from_args(args)
     cfg = TrainConfig(**config_values(args, TrainConfig, {"seed": "data_seed"}))
     values = config_values(args)
     model, _ = resolve_model(args.model, device=device, config_values=values, task=task)

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.style import WIDTH, apply_style
+from adjpos.validation import UsageError
 
 COLORSCALE = "Viridis"
 # Empty lower triangles (n < 2 everywhere) leave nothing to set the range from.
@@ -94,9 +95,9 @@ def _lower_triangle(matrix: Any, index: int) -> np.ndarray:
     try:
         grid = np.array(matrix, dtype=float)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"matrix {index} is not a numeric n x n array: {err}") from err
+        raise UsageError(f"matrix {index} is not a numeric n x n array: {err}") from err
     if grid.ndim != 2 or grid.shape[0] != grid.shape[1]:
-        raise ValueError(f"matrix {index} has shape {grid.shape}; expected a square (n, n) matrix")
+        raise UsageError(f"matrix {index} has shape {grid.shape}; expected a square (n, n) matrix")
     grid[np.triu_indices(len(grid))] = np.nan
     return grid
 
@@ -104,18 +105,18 @@ def _lower_triangle(matrix: Any, index: int) -> np.ndarray:
 def _tick_text(grids, titles, labels) -> list[list[str] | None]:
     """Each panel's tick text (None: plain position numbers), checked against its matrix."""
     if not grids:
-        raise ValueError("no matrices to draw")
+        raise UsageError("no matrices to draw")
     if isinstance(titles, str) or len(titles) != len(grids):
         count = "a single string" if isinstance(titles, str) else f"{len(titles)} titles"
-        raise ValueError(f"got {count} for {len(grids)} matrices; give one title per matrix")
+        raise UsageError(f"got {count} for {len(grids)} matrices; give one title per matrix")
     if labels is None:
         return [None] * len(grids)
     if isinstance(labels, str) or len(labels) != len(grids):
         count = "a single string" if isinstance(labels, str) else f"{len(labels)} label lists"
-        raise ValueError(f"got {count} for {len(grids)} matrices; give one per matrix (or None)")
+        raise UsageError(f"got {count} for {len(grids)} matrices; give one per matrix (or None)")
     for index, (grid, text) in enumerate(zip(grids, labels, strict=True)):
         if text is not None and len(text) != len(grid):
-            raise ValueError(
+            raise UsageError(
                 f"labels {index} has {len(text)} characters but matrix {index} has shape "
                 f"{grid.shape}; give one label per position"
             )

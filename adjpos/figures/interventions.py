@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows
 from adjpos.figures.style import apply_style, color
+from adjpos.validation import UsageError
 
 NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
 BASELINE = dict(color="#000000", width=2.5)
@@ -29,7 +30,7 @@ def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
-        raise ValueError(f"intervention rows lack columns {missing}; need {list(NEEDED)}")
+        raise UsageError(f"intervention rows lack columns {missing}; need {list(NEEDED)}")
     if "task" not in table.columns:
         table = table.assign(task="")
     tasks = list(dict.fromkeys(table["task"]))

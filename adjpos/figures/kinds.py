@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from adjpos.figures.intervals import plot_intervals
+from adjpos.validation import UsageError
 
 NOPE_MARKER = {"symbol": "diamond-open", "size": 13, "color": "black", "line": {"width": 2}}
 
@@ -39,7 +40,7 @@ def plot_layer_kinds(
     frame = pd.DataFrame(rows)
     missing = {"layer", "kind", y, color} - set(frame.columns)
     if missing:
-        raise ValueError(f"rows lack the columns {sorted(missing)}")
+        raise UsageError(f"rows lack the columns {sorted(missing)}")
     fig = plot_intervals(
         frame,
         x="layer",

@@ -19,6 +19,7 @@ from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
 # At most this many panels per row; more wrap into balanced rows (4 panels -> 2 x 2).
@@ -91,10 +92,10 @@ def summarise_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) 
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     names = [name for name in (x, y, panel, line) if name is not None]
     if table.empty:
-        raise ValueError("no rows to draw")
+        raise UsageError("no rows to draw")
     missing = [name for name in names if name not in table.columns]
     if missing:
-        raise ValueError(
+        raise UsageError(
             f"the rows lack column(s) {missing}; they have {sorted(table.columns)}; "
             f"every row needs {names}"
         )

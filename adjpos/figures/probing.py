@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.style import CHANCE, CONTROL_DASH, apply_style, color
+from adjpos.validation import UsageError
 
 if TYPE_CHECKING:
     from adjpos.probes.result import ProbeResult
@@ -56,7 +57,7 @@ def plot_probe_scores(
         columns: panels per row.
     """
     if not result.scores:
-        raise ValueError("the result holds no scores to plot")
+        raise UsageError("the result holds no scores to plot")
     panels: dict[tuple[str, str, str], list] = {}
     for score in result.scores:
         panels.setdefault(_panel(score), []).append(score)

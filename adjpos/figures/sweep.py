@@ -11,6 +11,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 
 from adjpos.figures.style import CHANCE, COLORS, apply_style, color
+from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
 # Columns that describe a measurement rather than the model measured.
@@ -29,7 +30,7 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
     layer = int(table["layer"].max()) if layer is None else layer
     at = table[(table["layer"] == layer) & table[x].notna() & table[y].notna()]
     if at.empty:
-        raise ValueError(f"no rows vary both {x!r} and {y!r} at layer {layer}")
+        raise UsageError(f"no rows vary both {x!r} and {y!r} at layer {layer}")
     means = at.groupby([y, x])["adjacency"].mean().unstack(x)
     means = means.loc[_sorted(means.index), _sorted(means.columns)]
     z = [[None if pd.isna(v) else float(v) for v in row] for row in means.to_numpy()]
@@ -95,7 +96,7 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     else:
         values, where = table.loc[table["layer"] == layer, "adjacency"], f"layer {layer}"
     if values.empty:
-        raise ValueError(f"no rows at layer {layer}")
+        raise UsageError(f"no rows at layer {layer}")
     fig = go.Figure(
         go.Histogram(
             x=values.tolist(),
@@ -113,11 +114,11 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
 def _table(rows: Rows, names: list[str]) -> pd.DataFrame:
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if table.empty:
-        raise ValueError("no sweep rows to draw")
+        raise UsageError("no sweep rows to draw")
     missing = [n for n in [*names, "layer", "adjacency"] if n not in table.columns]
     if missing:
         params = [k for k in table.columns if k not in (*MEASUREMENTS, "seed")]
-        raise ValueError(f"{missing} are not grid parameters of this sweep; it has {params}")
+        raise UsageError(f"{missing} are not grid parameters of this sweep; it has {params}")
     return table
 
 

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows, summarise_rows
 from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.validation import UsageError
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
 # Each site has its own prediction (the residual term enters it), drawn dashed in the site's
@@ -43,7 +44,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         summarise_rows(table, None, "site", x="init_range", y=column)  # names missing columns
     bad = sorted(float(v) for v in table.loc[~(table["init_range"] > 0), "init_range"].unique())
     if bad:
-        raise ValueError(f"init_range must be > 0 for the log axis; got {bad}")
+        raise UsageError(f"init_range must be > 0 for the log axis; got {bad}")
     fig = make_subplots(
         rows=1,
         cols=2,

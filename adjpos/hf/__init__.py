@@ -1,14 +1,16 @@
 """Hugging Face language models with NoPE layers, through TransformerLens's bridge.
 
-`load_hf` wraps a causal LM (a local folder, a hub name, or a config with random weights) in a
-`TransformerBridge`, on which every adjpos function works; `hf_config` builds a config of each
-family that interleaves NoPE with RoPE layers (`FAMILIES`); `layer_kinds` says which layers
-are NoPE, read from the modules themselves; `measure_layers` measures every layer and labels
-it with its kind.
+`hf_config` builds a config of each family that interleaves NoPE with RoPE layers
+(`FAMILIES`); `load_tokenizer` and `text_tokens` turn text into token ids for a model;
+`summarise_kinds` and `nope_layer_effects` read the tables of `measure_layers` by layer kind.
+This package builds on `adjpos.models`, where the bridge itself lives: `load_hf` wraps a
+causal LM (a local folder, a hub name, or a config with random weights) in a
+`TransformerBridge` on which every adjpos function works, `layer_kinds` says which layers are
+NoPE, read from the modules themselves. Those, and the core's `measure_layers`, are
+re-exported here.
 """
 
 from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config, task_config
-from adjpos.hf.kinds import capture_kinds, layer_kinds
 from adjpos.hf.load import (
     hf_state_dict,
     load_hf,
@@ -18,6 +20,7 @@ from adjpos.hf.load import (
     text_tokens,
 )
 from adjpos.hf.measure import LAYERS, measure_layers, nope_layer_effects, summarise_kinds
+from adjpos.models import capture_kinds, layer_kinds
 
 __all__ = [
     "FAMILIES",

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from adjpos.validation import UsageError
+
 NOPE_LAYOUTS = ("released", "all", "none")
 INTERVAL = 4  # every released family puts a NoPE layer every fourth layer
 
@@ -91,11 +93,11 @@ def hf_config(
     import transformers
 
     if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; allowed: {sorted(FAMILIES)}")
+        raise UsageError(f"unknown family {family!r}; allowed: {sorted(FAMILIES)}")
     if nope not in NOPE_LAYOUTS:
-        raise ValueError(f"nope={nope!r} is not allowed; choose one of {list(NOPE_LAYOUTS)}")
+        raise UsageError(f"nope={nope!r} is not allowed; choose one of {list(NOPE_LAYOUTS)}")
     if isinstance(size, str) and size != "tiny":
-        raise ValueError(f"size={size!r} is not allowed; pass 'tiny' or a dict of config fields")
+        raise UsageError(f"size={size!r} is not allowed; pass 'tiny' or a dict of config fields")
     if not isinstance(size, str | dict):
         raise TypeError(f"size must be 'tiny' or a dict of config fields, got {size!r}")
     class_name, _, extra = FAMILIES[family]

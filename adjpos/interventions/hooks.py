@@ -11,7 +11,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.validation import is_int
+from adjpos.validation import UsageError, is_int
 
 _EPS = 1e-12  # a zero state keeps norm 0: no direction to rescale
 
@@ -64,7 +64,7 @@ class NormPermuteControl:
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
         if resid.shape[0] < 2:
-            raise ValueError("norm_permute_control needs at least 2 sequences in the batch")
+            raise UsageError("norm_permute_control needs at least 2 sequences in the batch")
         norms = resid.norm(dim=-1, keepdim=True)
         return _with_norms(resid, norms.roll(-1, dims=0))
 
@@ -280,9 +280,9 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
     """
     n_layers = model.cfg.n_layers
     if not is_int(layer) or not 0 <= layer < n_layers:
-        raise ValueError(f"layer must be an int in [0, {n_layers - 1}], got {layer!r}")
+        raise UsageError(f"layer must be an int in [0, {n_layers - 1}], got {layer!r}")
     if type(intervention) not in INTERVENTIONS.values():
-        raise ValueError(
+        raise UsageError(
             f"unknown intervention {intervention!r}; choose from {list(INTERVENTIONS)}"
         )
     name = f"blocks.{layer}.hook_resid_pre"
@@ -290,7 +290,7 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
         from transformer_lens import HookedTransformer
 
         if not isinstance(model, HookedTransformer):
-            raise ValueError(
+            raise UsageError(
                 f"{intervention.name} needs a HookedTransformer: in {type(model).__name__} the "
                 "attention pattern hook does not feed back into the attention output, so "
                 "changing it would change nothing"
@@ -315,7 +315,7 @@ def _partners(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:
 
 def _check_rank(rank: Any, most: int, what: str) -> None:
     if not is_int(rank) or not 1 <= rank <= most:
-        raise ValueError(f"rank must be an int in [1, {most}] ({what}), got {rank!r}")
+        raise UsageError(f"rank must be an int in [1, {most}] ({what}), got {rank!r}")
 
 
 def _with_norms(resid: Tensor, norms: Tensor) -> Tensor:
@@ -327,4 +327,4 @@ def _check_heads(heads: Sequence[int], n_heads: int) -> None:
     """Every head index in range (for `UniformAttention`)."""
     bad = [h for h in heads if not is_int(h) or not 0 <= h < n_heads]
     if bad:
-        raise ValueError(f"heads {bad} are out of range; the model has {n_heads} heads")
+        raise UsageError(f"heads {bad} are out of range; the model has {n_heads} heads")

@@ -35,7 +35,7 @@ from adjpos.metrics import adjacency_probability, cosine_matrix, position_varian
 from adjpos.stats import bootstrap_interval, variance_ratio
 from adjpos.tables import Table
 from adjpos.tasks import Task, TaskBatch
-from adjpos.validation import is_int
+from adjpos.validation import UsageError, is_int
 
 # Each intervention and the control it is compared with: the norm permutations with the
 # rescaling by the very same ratios at random places (equal size); the position subspace with a
@@ -114,21 +114,21 @@ def held_out_prompts(
         ValueError: `n_prompts` is not an int >= 2, or no two test prompts share their lengths.
     """
     if not is_int(n_prompts) or n_prompts < 2:
-        raise ValueError(f"n_prompts must be an int >= 2, got {n_prompts!r}")
+        raise UsageError(f"n_prompts must be an int >= 2, got {n_prompts!r}")
     n_fit = n_prompts if n_fit is None else n_fit
     gen = torch.Generator().manual_seed(seed)
     drawn = task.draw_prompts(3 * (n_fit + n_prompts), generator=gen, split="test")
     drawn = list(dict.fromkeys(drawn))  # distinct, in order
     fit, rest = drawn[:n_fit], drawn[n_fit : n_fit + n_prompts]
     if len(fit) < 2 or len(rest) < 2:
-        raise ValueError(f"the {task.name} test split holds too few distinct prompts")
+        raise UsageError(f"the {task.name} test split holds too few distinct prompts")
     shapes = [(len(p), len(task.solve(p))) for p in rest]
     count = defaultdict(int)
     for shape in shapes:
         count[shape] += 1
     test = [p for p, shape in zip(rest, shapes, strict=True) if count[shape] >= 2]
     if not test:
-        raise ValueError(f"no two of the {len(rest)} test prompts share their lengths; draw more")
+        raise UsageError(f"no two of the {len(rest)} test prompts share their lengths; draw more")
     return HeldOut(fit=task.encode_batch(fit), test=task.encode_batch(test))
 
 
@@ -169,9 +169,9 @@ def build_intervention(
     if name in simple:
         return simple[name]()
     if name not in NAMES:
-        raise ValueError(f"unknown intervention {name!r}; choose from {list(NAMES)}")
+        raise UsageError(f"unknown intervention {name!r}; choose from {list(NAMES)}")
     if states is None or positions is None:
-        raise ValueError(f"{name} is fitted: pass the states and positions to fit it on")
+        raise UsageError(f"{name} is fitted: pass the states and positions to fit it on")
     if name == "subspace_swap":
         return SubspaceSwap.fit(states, positions, rank=rank, seed=seed)
     return LeaceErase.fit(states, positions, shuffled=name == "leace_random", seed=seed)
@@ -183,7 +183,7 @@ def check_interventions(names: Sequence[str]) -> list[str]:
     unknown = [n for n in names if n not in NAMES]
     if unknown or not names or len(set(names)) < len(names):
         problem = f"unknown {unknown}" if unknown else "none given or repeated"
-        raise ValueError(f"interventions: {problem}; choose from {list(NAMES)}")
+        raise UsageError(f"interventions: {problem}; choose from {list(NAMES)}")
     return names
 
 
@@ -298,7 +298,7 @@ def intervention_table(
     layers = list(range(n_layers)) if layers is None else list(layers)
     bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
     if bad or not layers:
-        raise ValueError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
+        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
     held = held_out_prompts(task, n_prompts, seed=seed)
     units = [(layer, name) for layer in layers for name in names]
     rows = []

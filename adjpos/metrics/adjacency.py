@@ -23,6 +23,7 @@ from torch import Tensor
 
 from adjpos.metrics._count import count_ordered_pairs
 from adjpos.metrics.checks import check_lengths, check_scorable, check_square, check_ties
+from adjpos.validation import UsageError
 
 
 def adjacency_rows(
@@ -105,7 +106,7 @@ def adjacency_probability(
     scores = adjacency_rows(sim, lengths=lengths, ties=ties)
     if rows is not None:
         if rows.dtype != torch.bool or tuple(rows.shape) != tuple(scores.shape):
-            raise ValueError(
+            raise UsageError(
                 f"rows must be a boolean mask of shape {tuple(scores.shape)} (one flag per "
                 f"matrix row), got {rows.dtype} {tuple(rows.shape)}"
             )

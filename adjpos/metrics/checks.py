@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from adjpos.validation import UsageError
+
 
 def check_finite(x: Tensor, what: str) -> None:
     """Raise if `x` holds NaN or inf, saying how many entries are bad."""
@@ -16,7 +18,7 @@ def check_finite(x: Tensor, what: str) -> None:
         raise TypeError(f"{what} must be a floating-point tensor, got dtype {x.dtype}")
     bad = ~torch.isfinite(x)
     if bool(bad.any()):
-        raise ValueError(
+        raise UsageError(
             f"{what} contains {int(bad.sum())} NaN or inf values out of {x.numel()}; "
             "activations must be finite (check the model's weights and dtype)"
         )
@@ -26,7 +28,7 @@ def check_square(sim: Tensor) -> None:
     """Raise unless `sim` is a finite stack of square matrices [*batch, pos, pos]."""
     check_finite(sim, "similarity matrix")
     if sim.ndim < 2 or sim.shape[-1] != sim.shape[-2]:
-        raise ValueError(
+        raise UsageError(
             f"similarity matrices must have shape [*batch, pos, pos], got {tuple(sim.shape)}"
         )
 
@@ -43,12 +45,12 @@ def check_lengths(lengths: Tensor | None, batch_shape: tuple[int, ...], n: int) 
     if lengths.is_floating_point() or lengths.dtype == torch.bool or lengths.is_complex():
         raise TypeError(f"lengths must be an integer tensor, got dtype {lengths.dtype}")
     if tuple(lengths.shape) != tuple(batch_shape):
-        raise ValueError(
+        raise UsageError(
             f"lengths must have the batch shape {tuple(batch_shape)}, got {tuple(lengths.shape)}"
         )
     lengths = lengths.detach().to("cpu", torch.int64)
     if lengths.numel() and (int(lengths.min()) < 1 or int(lengths.max()) > n):
-        raise ValueError(
+        raise UsageError(
             f"lengths must lie in [1, {n}] (the padded sequence length), "
             f"got values from {int(lengths.min())} to {int(lengths.max())}"
         )
@@ -59,7 +61,7 @@ def check_scorable(lengths: Tensor) -> None:
     """Raise when any sequence is too short to have a defined adjacency row (needs >= 3)."""
     short = lengths < 3
     if bool(short.any()):
-        raise ValueError(
+        raise UsageError(
             f"{int(short.sum())} of {lengths.numel()} sequences are shorter than 3 tokens "
             f"(shortest: {int(lengths.min())}); the adjacency score needs at least 3 positions "
             "(rows k >= 2 compare two earlier positions)"
@@ -76,5 +78,5 @@ def check_ties(ties: Any) -> str:
         ValueError: any other value (the message lists the allowed ones).
     """
     if ties not in TIES:
-        raise ValueError(f"ties={ties!r} is not allowed; choose from {list(TIES)}")
+        raise UsageError(f"ties={ties!r} is not allowed; choose from {list(TIES)}")
     return ties

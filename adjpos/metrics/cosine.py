@@ -7,6 +7,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.metrics.checks import check_finite
+from adjpos.validation import UsageError
 
 
 def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*batch pos pos"]:
@@ -30,7 +31,7 @@ def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*bat
     """
     check_finite(x, "activations")
     if x.ndim < 2:
-        raise ValueError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
+        raise UsageError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
     x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
     norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
     unit = torch.where(norms > 0, x / norms.clamp_min(torch.finfo(x.dtype).tiny), 0.0)

@@ -6,6 +6,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.metrics.checks import check_finite
+from adjpos.validation import UsageError
 
 
 def position_variance(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*batch pos"]:
@@ -18,5 +19,5 @@ def position_variance(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "
     """
     check_finite(x, "activations")
     if x.ndim < 2:
-        raise ValueError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
+        raise UsageError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
     return x.var(dim=-1, correction=0)

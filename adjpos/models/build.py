@@ -41,7 +41,7 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
 
     Weights are drawn from a private generator state seeded by `cfg.seed`, so the global
     torch RNG is left as it was. With ``cfg.positional == "none"`` the positional embedding
-    is zero and frozen for the model's life (see `is_position_free`).
+    is zero and frozen for the model's life (see `adjpos.is_position_free`).
 
     Args:
         cfg: the model description.
@@ -51,8 +51,9 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
         A `transformer_lens.HookedTransformer`, with ``model.adjpos_config = cfg``.
 
     Example:
+        >>> import adjpos
         >>> model = build_model(ModelConfig(n_layers=1, d_model=16, n_heads=2))
-        >>> is_position_free(model)
+        >>> adjpos.is_position_free(model)
         True
     """
     if not isinstance(cfg, ModelConfig):
@@ -67,27 +68,6 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
         _remove_position(model)
         model.register_load_state_dict_post_hook(_reapply_after_load)
     return model
-
-
-def is_position_free(model: nn.Module) -> bool:
-    """True when no positional signal can enter `model`: no rotary or ALiBi, and any
-    additive positional embedding is exactly zero and frozen.
-
-    Works on any TransformerLens model with a ``cfg``; a learned-position model whose
-    `W_pos` happens to be zero but is trainable is not position-free. A bridged Hugging Face
-    model is position-free when every layer is NoPE (`adjpos.layer_kinds`).
-    """
-    from adjpos.hf.load import is_bridge
-
-    if is_bridge(model):  # read from the modules: every layer NoPE
-        from adjpos.hf.kinds import layer_kinds
-
-        return set(layer_kinds(model)) == {"nope"}
-    kind = getattr(getattr(model, "cfg", None), "positional_embedding_type", None)
-    if kind not in ("standard", "shortformer"):
-        return False
-    w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
-    return w_pos is not None and not w_pos.requires_grad and not bool(w_pos.detach().any())
 
 
 @contextmanager

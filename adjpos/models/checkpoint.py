@@ -1,7 +1,9 @@
 """Checkpoints: ``model.safetensors`` + ``config.json`` in one folder, written atomically.
 
 Loading never unpickles: weights come through safetensors, the config is JSON, and the
-model is rebuilt by `build_model`, whose load hook re-applies the NoPE freeze.
+model is rebuilt by `build_model`, whose load hook re-applies the NoPE freeze. A bridged
+Hugging Face model is saved as a Hugging Face folder instead (`adjpos.models.bridge`), and such
+a folder loads back bridged.
 """
 
 from __future__ import annotations
@@ -14,9 +16,18 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from adjpos.models.bridge import (
+    hf_state_dict,
+    is_bridge,
+    is_hf_folder,
+    load_hf,
+    load_hf_state,
+    save_hf,
+)
 from adjpos.models.build import build_model
 from adjpos.models.config import ModelConfig
 from adjpos.runs import atomic_write, write_json
+from adjpos.validation import UsageError
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -33,13 +44,11 @@ def save_model(model: Any, path: str | os.PathLike, *, cfg: ModelConfig | None =
         path: the checkpoint folder.
         cfg: the model's config; defaults to ``model.adjpos_config``.
     """
-    from adjpos.hf.load import is_bridge, save_hf
-
     if is_bridge(model):
         return save_hf(model, path)
     cfg = cfg if cfg is not None else getattr(model, "adjpos_config", None)
     if not isinstance(cfg, ModelConfig):
-        raise ValueError("save_model needs the model's ModelConfig: pass cfg=... ")
+        raise UsageError("save_model needs the model's ModelConfig: pass cfg=... ")
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
@@ -73,25 +82,23 @@ def load_model(
             (the message lists those it has), or `n_ctx` is asked of a learned-position model.
     """
     folder = Path(path)
-    from adjpos.hf.load import is_hf_folder, load_hf, load_hf_weights
-
     if is_hf_folder(folder):
         if n_ctx is not None:
-            raise ValueError("n_ctx applies to adjpos models; a Hugging Face model keeps its own")
+            raise UsageError("n_ctx applies to adjpos models; a Hugging Face model keeps its own")
         if step is None:
             return load_hf(folder, device=device, offline=True)
-        return load_hf_weights(folder, _snapshot_file(folder, step), device=device)
+        return load_hf_state(folder, read_weights(_snapshot_file(folder, step)), device=device)
     cfg = read_model_config(folder)
     if step is None:
         weights = folder / WEIGHTS
         if not weights.is_file():
-            raise ValueError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
+            raise UsageError(f"{folder} is not an adjpos checkpoint: {WEIGHTS} is missing")
     else:
         weights = _snapshot_file(folder, step)
     state = read_weights(weights)
     if n_ctx is not None and n_ctx != cfg.n_ctx:
         if cfg.positional == "learned":
-            raise ValueError(
+            raise UsageError(
                 "n_ctx cannot change for a learned-position model: its W_pos has "
                 f"{cfg.n_ctx} trained rows"
             )
@@ -102,7 +109,7 @@ def load_model(
     state = {k: v.to(dtype) if v.is_floating_point() else v for k, v in state.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or set(missing) - {"pos_embed.W_pos"}:
-        raise ValueError(
+        raise UsageError(
             f"{weights} does not fit its config.json: missing "
             f"{sorted(missing)}, unexpected {sorted(unexpected)}"
         )
@@ -115,8 +122,6 @@ def save_snapshot(
     """Save `model`'s weights as the snapshot of training `step` in checkpoint folder `path`
     (``snapshots/step_NNNNNNNN.safetensors``, atomically); `dtype` (e.g. ``torch.float16``)
     stores them smaller. Load one with ``load_model(path, step=step)``."""
-    from adjpos.hf.load import hf_state_dict, is_bridge
-
     target = _snapshot_path(Path(path), step)
     target.parent.mkdir(parents=True, exist_ok=True)
     cast = (lambda v: v.to(dtype)) if dtype is not None else (lambda v: v)
@@ -141,7 +146,7 @@ def snapshot_steps(path: str | os.PathLike) -> list[int]:
 def _snapshot_file(folder: Path, step: int) -> Path:
     steps = snapshot_steps(folder)
     if step not in steps:
-        raise ValueError(f"{folder} has no snapshot of step {step!r}; it has {steps}")
+        raise UsageError(f"{folder} has no snapshot of step {step!r}; it has {steps}")
     return _snapshot_path(folder, step)
 
 
@@ -152,13 +157,13 @@ def _snapshot_path(folder: Path, step: int) -> Path:
 def read_model_config(folder: Path) -> ModelConfig:
     """The `ModelConfig` stored in checkpoint `folder`, with a clear error if there is none."""
     if not (folder / CONFIG).is_file():
-        raise ValueError(f"{folder} is not an adjpos checkpoint: {CONFIG} is missing")
+        raise UsageError(f"{folder} is not an adjpos checkpoint: {CONFIG} is missing")
     try:
         data = json.loads((folder / CONFIG).read_text())
     except json.JSONDecodeError as err:
-        raise ValueError(f"{folder / CONFIG} is not valid JSON: {err}") from None
+        raise UsageError(f"{folder / CONFIG} is not valid JSON: {err}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "model" not in data:
-        raise ValueError(f"{folder / CONFIG} is not an adjpos model config (format={FORMAT!r})")
+        raise UsageError(f"{folder / CONFIG} is not an adjpos model config (format={FORMAT!r})")
     return ModelConfig.from_dict(data["model"])
 
 
@@ -168,7 +173,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
     try:
         return load_file(path)
     except Exception as err:  # safetensors raises its own SafetensorError for bad headers
-        raise ValueError(
+        raise UsageError(
             f"{path} is not a readable safetensors file ({err}); it may be truncated or "
             "corrupt: save the model again"
         ) from None

@@ -10,7 +10,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import check_choice, check_positive_int, is_int
+from adjpos.validation import UsageError, check_choice, check_positive_int, is_int
 from adjpos.validation import help_field as _help
 
 POSITIONAL = ("none", "learned", "rotary", "alibi")
@@ -57,7 +57,7 @@ class ModelConfig:
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
         if self.d_head is None and self.d_model % self.n_heads:
-            raise ValueError(
+            raise UsageError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                 "choose n_heads dividing d_model or set d_head explicitly"
             )
@@ -71,15 +71,15 @@ class ModelConfig:
         check_choice("act_fn", self.act_fn, ACT_FNS)
         check_choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.attn_only, bool):
-            raise ValueError(f"attn_only must be True or False, got {self.attn_only!r}")
+            raise UsageError(f"attn_only must be True or False, got {self.attn_only!r}")
         if self.init_range is not None and not (
             isinstance(self.init_range, (int, float)) and self.init_range > 0
         ):
-            raise ValueError(
+            raise UsageError(
                 f"init_range must be a positive number or None, got {self.init_range!r}"
             )
         if not is_int(self.seed):
-            raise ValueError(f"seed must be an int, got {self.seed!r}")
+            raise UsageError(f"seed must be an int, got {self.seed!r}")
 
     def with_changes(self, **changes: Any) -> ModelConfig:
         """A copy with `changes` applied. A width that equals its derived default (d_head =

@@ -16,6 +16,7 @@ from typing import Any
 
 from adjpos.models import load_model, snapshot_steps
 from adjpos.tasks import TASKS, Task, get_task
+from adjpos.validation import UsageError
 
 HERE = Path(__file__).resolve().parent
 # The recipe of the shipped seeds (``examples/train_pretrained.py`` trains them with it): 4
@@ -58,9 +59,9 @@ def recipe(task: str, name: str = "fast") -> dict[str, Any]:
         ValueError: `name` is not a recipe, or `task` is not a task.
     """
     if name not in RECIPES:
-        raise ValueError(f"unknown recipe {name!r}; allowed: {sorted(RECIPES)}")
+        raise UsageError(f"unknown recipe {name!r}; allowed: {sorted(RECIPES)}")
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; allowed: {list(TASKS)}")
+        raise UsageError(f"unknown task {task!r}; allowed: {list(TASKS)}")
     model, train, steps = RECIPES[name]
     return {**model, **train, "steps": steps[task]}
 
@@ -93,7 +94,7 @@ def pretrained_folder(name: str, seed: int = 0, family: str | None = None) -> Pa
     if seed not in pretrained_seeds(name, family):
         shipped = {task: pretrained_seeds(task, family) for task in TASKS}
         which = "" if family is None else f" of family {family!r}"
-        raise ValueError(
+        raise UsageError(
             f"no shipped model{which} for task {name!r} with seed {seed!r}; shipped (task: "
             f"seeds): { {task: seeds for task, seeds in shipped.items() if seeds} }"
         )
@@ -145,7 +146,7 @@ def trained_task(folder: str | Path) -> Task:
     try:
         record = json.loads(path.read_text())["task"]
     except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(
+        raise UsageError(
             f"{str(folder)!r} has no metrics.json naming the task it was trained on (as "
             "adjpos train writes); name the task with --task"
         ) from None

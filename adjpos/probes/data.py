@@ -12,7 +12,7 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from adjpos.validation import check_positive_int, is_int
+from adjpos.validation import UsageError, check_positive_int, is_int
 
 _STALE_ROUNDS = 3
 
@@ -51,7 +51,7 @@ def sequences_of_length(
     """
     check_positive_int("n", n)
     if length is not None and not (is_int(length) and 1 <= length <= task.max_len):
-        raise ValueError(
+        raise UsageError(
             f"length must be an int in [1, {task.max_len}] for {task.name}, got {length!r}"
         )
     seen: dict[int, dict[tuple[int, ...], None]] = {}
@@ -68,7 +68,7 @@ def sequences_of_length(
         stale = stale + 1 if len(seen.get(length, ())) == found else 0
         found = len(seen.get(length, ()))
     available = {size: len(rows) for size, rows in sorted(seen.items())}
-    raise ValueError(
+    raise UsageError(
         f"the {split!r} split of {task.name} gave only {len(seen.get(length, ()))} distinct "
         f"sequences of length {length} (wanted {n}); distinct sequences seen per length: "
         f"{available}"

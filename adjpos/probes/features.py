@@ -53,6 +53,7 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.metrics import cosine_matrix, position_variance
+from adjpos.validation import UsageError
 
 BASE_FEATURE_SETS = (
     "variance",
@@ -86,7 +87,7 @@ def check_feature_sets(names: str | tuple[str, ...] | list[str]) -> list[str]:
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in FEATURE_SETS]
     if unknown or not names:
-        raise ValueError(
+        raise UsageError(
             f"unknown feature sets {unknown or names}; choose from {list(BASE_FEATURE_SETS)}, "
             f"each also as '{SHUFFLED}NAME' (the shuffled-position control)"
         )
@@ -144,7 +145,7 @@ def position_features(
     check_feature_sets(name)
     if base_name(name) == "token_identity":
         if tokens is None:
-            raise ValueError("the token_identity feature set needs the tokens")
+            raise UsageError("the token_identity feature set needs the tokens")
         if name.startswith(SHUFFLED):  # the same permutations as shuffle_positions
             order = random_orders(*tokens.shape, seed=seed).to(tokens.device)
             tokens = tokens.gather(1, order)

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from adjpos.probes.logistic import LOGISTIC_C, fit_predict_logistic
+from adjpos.validation import UsageError
 
 # scikit-learn is imported inside the functions: the command line imports this module for
 # its names (PROBES) and should not pay for scikit-learn on every command.
@@ -62,7 +63,7 @@ def check_probes(names: str | tuple[str, ...] | list[str]) -> list[str]:
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in PROBES]
     if unknown or not names:
-        raise ValueError(f"unknown probes {unknown or names}; choose from {list(PROBES)}")
+        raise UsageError(f"unknown probes {unknown or names}; choose from {list(PROBES)}")
     return list(dict.fromkeys(names))
 
 
@@ -82,7 +83,7 @@ def make_probe(name: str) -> Any:
     if name == "spline":
         basis = SplineTransformer(n_knots=SPLINE_KNOTS, knots="quantile", extrapolation="linear")
         return make_pipeline(StandardScaler(), basis, RidgeCV(alphas=RIDGE_ALPHAS))
-    raise ValueError(f"make_probe builds 'ridge' or 'spline', got {name!r}")
+    raise UsageError(f"make_probe builds 'ridge' or 'spline', got {name!r}")
 
 
 def cross_validate(
@@ -109,13 +110,13 @@ def cross_validate(
     check_probes(probe)
     samples = list(samples) * len(seeds) if len(samples) == 1 else list(samples)
     if len(samples) != len(seeds):
-        raise ValueError(
+        raise UsageError(
             f"give one sample set, or one per seed; got {len(samples)} for {len(seeds)}"
         )
     folds = []  # (seed index, x, y, train, test)
     for index, ((x, y, groups), seed) in enumerate(zip(samples, seeds, strict=True)):
         if not probe_applies(probe, x.shape[1]):
-            raise ValueError(f"the {probe} probe reads one number; got {x.shape[1]} features")
+            raise UsageError(f"the {probe} probe reads one number; got {x.shape[1]} features")
         split = GroupKFold(n_splits=cv, shuffle=True, random_state=seed)
         for train, test in split.split(x.cpu().numpy(), y.cpu().numpy(), groups.cpu().numpy()):
             folds.append((index, x, y, torch.as_tensor(train), torch.as_tensor(test)))

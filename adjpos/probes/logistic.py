@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from adjpos.validation import UsageError
+
 LOGISTIC_C = 100.0
 TOLERANCE = 1e-4  # scikit-learn's default `tol`, on the same scale of the gradient
 WIDE = 32  # more features than this: whitened L-BFGS instead of Newton-CG
@@ -72,7 +74,7 @@ def fit_predict_logistic(
         [tensor([0, 1])]
     """
     if not (len(train_x) == len(train_y) == len(test_x)) or not train_x:
-        raise ValueError("give one training set, label set and test set per problem")
+        raise UsageError("give one training set, label set and test set per problem")
     x, yh, weight, mask, tests = _stack(train_x, train_y, test_x, n_classes)
     width = x.shape[-1] - 1
     solve = _newton_cg if width <= WIDE else _whitened_lbfgs

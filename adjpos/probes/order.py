@@ -40,6 +40,7 @@ from adjpos.metrics import cosine_matrix, position_variance
 from adjpos.probes.features import random_orders, shuffle_positions
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
+from adjpos.validation import UsageError
 
 ORDER_METHODS = {
     "spectral_seriation": "cosine_matrix",
@@ -96,7 +97,7 @@ def expected_abs_tau(n: int) -> float:
         0.5556
     """
     if not isinstance(n, int) or n < 2:
-        raise ValueError(f"n must be an int >= 2, got {n!r}")
+        raise UsageError(f"n must be an int >= 2, got {n!r}")
     probs = np.ones(1)
     for m in range(2, n + 1):  # adding item m adds 0..m-1 inversions, uniformly
         cumulative = np.concatenate([[0.0], np.cumsum(probs)])
@@ -140,7 +141,7 @@ def reconstruct_order(
     layers = check_layers(model, "resid_post", layers)
     batch, n = tokens.shape
     if n < 3:
-        raise ValueError(f"order reconstruction needs sequences of at least 3 tokens, got {n}")
+        raise UsageError(f"order reconstruction needs sequences of at least 3 tokens, got {n}")
     truth = random_orders(batch, n, seed=seed)
     # The first-similarity sort ranks the n - 1 states that are not the first one.
     # Their slots, in slot order (random), so a tie is not broken by the true position.

@@ -32,7 +32,7 @@ from adjpos.probes.features import (
 from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_applies
 from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
 from adjpos.types import TokenInput
-from adjpos.validation import check_positive_int
+from adjpos.validation import UsageError, check_positive_int
 
 DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
@@ -106,8 +106,8 @@ def probe_positions(
     for layer, acts in stream:
         try:
             check_finite(acts, "activations")
-        except ValueError as err:
-            raise ValueError(f"layer {layer}: {err}") from None
+        except UsageError as err:
+            raise UsageError(f"layer {layer}: {err}") from None
         for name in names:
             todo = plan.get((layer, name), ())
             if not todo:  # token_identity after the first layer: nothing to compute
@@ -174,11 +174,11 @@ def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
 def _check_counts(n_sequences: int, cv: Any, repeats: Any) -> None:
     for label, value in (("cv", cv), ("repeats", repeats)):
         if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{label} must be an int, got {value!r}")
+            raise UsageError(f"{label} must be an int, got {value!r}")
     if cv < 2:
-        raise ValueError(f"cv must be at least 2 folds, got {cv}")
+        raise UsageError(f"cv must be at least 2 folds, got {cv}")
     if n_sequences < cv:
-        raise ValueError(
+        raise UsageError(
             f"{n_sequences} sequences are too few for cv={cv} folds grouped by sequence; "
             f"give at least {cv} sequences or lower cv"
         )
@@ -188,13 +188,13 @@ def _check_counts(n_sequences: int, cv: Any, repeats: Any) -> None:
 def _check_lengths_fit(names: list[str], lens: Tensor) -> None:
     shortest, longest = int(lens.min()), int(lens.max())
     if shortest < 3:
-        raise ValueError(
+        raise UsageError(
             f"{int((lens < 3).sum())} sequences are shorter than 3 tokens (shortest: "
             f"{shortest}); probing needs at least 3 positions per sequence"
         )
     one_length = [n for n in names if needs_one_length(n)]
     if one_length and shortest != longest:
-        raise ValueError(
+        raise UsageError(
             f"feature sets {one_length} need sequences of one length, got lengths from "
             f"{shortest} to {longest}; probe one length at a time (e.g. "
             "adjpos.sequences_of_length), or use only the sets that never look past the token: "

@@ -1,31 +1,35 @@
-"""The paper's study on top of the core library: random-init sweeps, the stages of
-`reproduce`, the numbers behind each claim, its figures and its report. Nothing in the core
-imports this package.
+"""The paper's study on top of the core library: one module per claim (`claims`), the
+pipeline that measures them (`reproduce`), the report that assembles them, and random-init
+sweeps. Nothing in the core imports this package.
 
-Submodules: `stages` (the measurements, as tidy tables), `numbers` (the numbers each claim
-needs), `figures` (each figure from its stage's table), `report`, `pipeline`, `sizes`, `sweep`.
+Submodules: `claims` (one module per claim, see `claim` for what each one is), `claim`
+(`Claim`, `Verdict`, `Criteria`), `models` (the trained models and their controls), `views`
+(measurements several claims share), `format` (how the report writes numbers and tables),
+`pipeline`, `report`, `sizes`, `sweep`.
 """
 
-from adjpos.study import dynamics as dynamics
-from adjpos.study import figures as figures
-from adjpos.study import numbers as numbers
-from adjpos.study import stages as stages
-from adjpos.study import trained as trained
+from adjpos.study import claims as claims
+from adjpos.study.claim import CRITERIA, Claim, Criteria, Verdict
+from adjpos.study.models import Models
 from adjpos.study.pipeline import ReproduceConfig, ReproduceResult, reproduce
 from adjpos.study.sizes import FULL, QUICK, TINY, StudySizes
-from adjpos.study.stages import Models
 from adjpos.study.sweep import DEFAULT_GRID, SweepResult, read_sweep, rows_of_subgrid, sweep
 
 __all__ = [
+    "CRITERIA",
     "DEFAULT_GRID",
     "FULL",
     "QUICK",
     "TINY",
+    "Claim",
+    "Criteria",
     "Models",
     "ReproduceConfig",
     "ReproduceResult",
     "StudySizes",
     "SweepResult",
+    "Verdict",
+    "claims",
     "read_sweep",
     "reproduce",
     "rows_of_subgrid",

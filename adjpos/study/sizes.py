@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import check_int_list, check_positive_int, help_field
+from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
 Grid = tuple[dict[str, list[Any]], ...]
 
@@ -94,6 +94,11 @@ class StudySizes:
         "models trains seed 0)",
         (0, 1, 2),
     )
+    dynamics_snapshots: int | None = help_field(
+        "snapshots measured per seed, spread evenly over the log-spaced steps (the first and "
+        "the last always among them; None: every snapshot)",
+        None,
+    )
     dynamics_prompts: int = help_field("held-out prompts per snapshot for exact match", 500)
     dynamics_sequences: int = help_field(
         "held-out sequences per snapshot for adjacency, variance and the probe", 128
@@ -125,13 +130,14 @@ class StudySizes:
                 value is not None
             ):
                 check_int_list(f.name, value)
-        if self.train_steps is not None:
-            check_positive_int("train_steps", self.train_steps)
+        for name in ("train_steps", "dynamics_snapshots"):
+            if getattr(self, name) is not None:
+                check_positive_int(name, getattr(self, name))
         from adjpos.interventions.measure import check_interventions
 
         check_interventions(self.interventions)
         if self.theory_heatmap_scale not in self.theory_scales:
-            raise ValueError(
+            raise UsageError(
                 f"theory_heatmap_scale={self.theory_heatmap_scale} must be one of "
                 f"theory_scales {list(self.theory_scales)}"
             )
@@ -152,6 +158,7 @@ QUICK = dataclasses.replace(
     probe_controls=(0,),
     intervention_prompts=100,
     intervention_layers=(1,),
+    dynamics_snapshots=4,
     dynamics_prompts=100,
     dynamics_sequences=32,
     interventions=(
@@ -184,6 +191,7 @@ TINY = dataclasses.replace(
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
     probes=("ridge", "spline"),
     intervention_prompts=12,
+    dynamics_snapshots=2,
     dynamics_prompts=8,
     dynamics_sequences=8,
     intervention_layers=(1,),

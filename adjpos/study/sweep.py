@@ -29,7 +29,7 @@ from adjpos.models import ModelConfig
 from adjpos.runs import RunFolder, read_run
 from adjpos.study.sizes import DEFAULT_GRID
 from adjpos.tables import Table, config_table
-from adjpos.validation import check_int_list, check_positive_int, resolve_device
+from adjpos.validation import UsageError, check_int_list, check_positive_int, resolve_device
 
 Grid = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]]
 # The columns after the grid parameters: what each cell x seed x layer measured.
@@ -103,7 +103,7 @@ def sweep(
     cells = _cells(subgrids, base, params)
     for cell in cells:
         if seq_len > cell["config"].n_ctx:
-            raise ValueError(
+            raise UsageError(
                 f"seq_len={seq_len} exceeds n_ctx={cell['config'].n_ctx} of cell "
                 f"{cell['params']}; raise n_ctx in the grid or base"
             )
@@ -226,19 +226,19 @@ def _check_grid(grid: Grid) -> tuple[list[dict[str, list[Any]]], list[str]]:
     subgrids = [grid] if isinstance(grid, Mapping) else list(grid)
     fields = [f.name for f in dataclasses.fields(ModelConfig) if f.name != "seed"]
     if not subgrids or any(not isinstance(g, Mapping) or not g for g in subgrids):
-        raise ValueError(
+        raise UsageError(
             f"the grid is empty; give {{parameter: [values]}} with parameters from {fields}"
         )
     params: list[str] = []
     for sub in subgrids:
         for name, values in sub.items():
             if name not in fields:
-                raise ValueError(
+                raise UsageError(
                     f"grid parameter {name!r} is not a ModelConfig field; allowed: "
                     f"{fields} (seeds are given separately)"
                 )
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-                raise ValueError(
+                raise UsageError(
                     f"grid parameter {name!r} needs a non-empty list of values, got {values!r}"
                 )
             if name not in params:
@@ -254,7 +254,7 @@ def _cells(subgrids, base, params) -> list[dict[str, Any]]:
             try:
                 cfg = base.with_changes(**changes)
             except (ValueError, TypeError) as err:
-                raise ValueError(f"grid cell {changes} is not a valid model: {err}") from None
+                raise UsageError(f"grid cell {changes} is not a valid model: {err}") from None
             values = {name: getattr(cfg, name) for name in params}
             key = json.dumps(values, sort_keys=True)
             if key not in seen:

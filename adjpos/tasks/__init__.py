@@ -30,6 +30,7 @@ from adjpos.tasks.vocab import (
     encode,
     show_tokens,
 )
+from adjpos.validation import UsageError
 
 _REGISTRY: dict[str, type[Task]] = {
     cls.name: cls for cls in (Addition, Reversal, Indexing, Ordering)
@@ -49,12 +50,12 @@ def get_task(name: str, **params: Any) -> Task:
         Addition(min_digits=1, max_digits=3, max_prompt_len=9)
     """
     if name not in _REGISTRY:
-        raise ValueError(f"unknown task {name!r}; choose one of {list(TASKS)}")
+        raise UsageError(f"unknown task {name!r}; choose one of {list(TASKS)}")
     cls = _REGISTRY[name]
     allowed = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown parameters {unknown} for task {name!r}; allowed: {allowed}")
+        raise UsageError(f"unknown parameters {unknown} for task {name!r}; allowed: {allowed}")
     return cls(**params)
 
 

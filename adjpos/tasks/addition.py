@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from adjpos.tasks.base import Draws, Task, check_digit_range, param
+from adjpos.validation import UsageError
 
 _PATTERN = re.compile(r"([0-9]+)\+([0-9]+)=")
 
@@ -41,7 +42,7 @@ class Addition(Task):
         check_digit_range(self.min_digits, self.max_digits)
         shortest = 2 * self.min_digits + 2
         if not isinstance(self.max_prompt_len, int) or self.max_prompt_len < shortest:
-            raise ValueError(
+            raise UsageError(
                 f"max_prompt_len must be an int >= {shortest} (two operands of min_digits="
                 f"{self.min_digits} plus '+' and '='), got {self.max_prompt_len!r}"
             )

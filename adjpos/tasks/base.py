@@ -26,7 +26,7 @@ from torch import Tensor
 
 from adjpos.tasks import vocab
 from adjpos.tasks.split import TEST_FRACTION, check_split, split_of
-from adjpos.validation import check_generator, check_positive_int, help_field
+from adjpos.validation import UsageError, check_generator, check_positive_int, help_field
 
 # Every draw reduces a random 62-bit integer modulo a range of at most a few dozen values, so
 # its bias (range / 2**62) is far below anything sampling could detect.
@@ -209,8 +209,8 @@ class Task(abc.ABC):
         loss_mask = (positions >= starts[:, None]) & (positions < lengths[:, None] - 1)
         return TaskBatch(tokens, loss_mask, lengths, tuple(prompts), tuple(answers))
 
-    def _malformed(self, prompt: str, reason: str) -> ValueError:
-        return ValueError(
+    def _malformed(self, prompt: str, reason: str) -> UsageError:
+        return UsageError(
             f"malformed {self.name} prompt {prompt!r}: {reason}; expected {self.prompt_format}"
         )
 
@@ -220,9 +220,9 @@ def check_digit_range(min_digits: Any, max_digits: Any, upper: int | None = None
     check_positive_int("min_digits", min_digits)
     check_positive_int("max_digits", max_digits)
     if min_digits > max_digits:
-        raise ValueError(f"min_digits={min_digits} must not exceed max_digits={max_digits}")
+        raise UsageError(f"min_digits={min_digits} must not exceed max_digits={max_digits}")
     if upper is not None and max_digits > upper:
-        raise ValueError(f"max_digits must be between 1 and {upper}, got {max_digits}")
+        raise UsageError(f"max_digits must be between 1 and {upper}, got {max_digits}")
 
 
 def _check_count(n: Any) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 
+from adjpos.validation import UsageError
+
 SPLITS = ("train", "test")
 TEST_FRACTION = 0.1
 
@@ -22,7 +24,7 @@ def split_of(prompt: str) -> str:
         ('train', 'test')
     """
     if not isinstance(prompt, str):
-        raise ValueError(f"prompt must be a str, got {type(prompt).__name__}")
+        raise UsageError(f"prompt must be a str, got {type(prompt).__name__}")
     digest = hashlib.sha256(prompt.encode("utf-8")).digest()
     unit = int.from_bytes(digest[:8], "big") / 2**64
     return "test" if unit < TEST_FRACTION else "train"
@@ -31,4 +33,4 @@ def split_of(prompt: str) -> str:
 def check_split(split: str) -> None:
     """Raise `ValueError` unless `split` is one of `SPLITS`."""
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not allowed; choose one of {list(SPLITS)}")
+        raise UsageError(f"split={split!r} is not allowed; choose one of {list(SPLITS)}")

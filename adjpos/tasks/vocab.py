@@ -24,6 +24,8 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
+from adjpos.validation import UsageError
+
 PAD = "_"
 EOS = "."
 VOCAB = PAD + EOS + "0123456789" + "+=()," + "dehorvwx"
@@ -42,13 +44,13 @@ def check_text(text: str) -> None:
         >>> check_text("12*3=")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: character '*' at index 2 of '12*3=' is not in the vocabulary; allowed ...
+        adjpos.validation.UsageError: character '*' at index 2 of '12*3=' is not in the ...
     """
     if not isinstance(text, str):
-        raise ValueError(f"text must be a str, got {type(text).__name__}")
+        raise UsageError(f"text must be a str, got {type(text).__name__}")
     for index, char in enumerate(text):
         if char not in _IDS:
-            raise ValueError(
+            raise UsageError(
                 f"character {char!r} at index {index} of {text!r} is not in the vocabulary; "
                 f"allowed characters: {VOCAB!r}"
             )
@@ -86,7 +88,7 @@ def decode(tokens: Int[Tensor, " pos"] | Sequence[int]) -> str:
     ids = tokens.tolist() if isinstance(tokens, Tensor) else list(tokens)
     bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < VOCAB_SIZE]
     if bad:
-        raise ValueError(
+        raise UsageError(
             f"token ids {bad[:5]} are not in the vocabulary; ids run from 0 to {VOCAB_SIZE - 1}"
         )
     return "".join(VOCAB[i] for i in ids)

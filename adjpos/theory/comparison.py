@@ -24,10 +24,10 @@ from torch import Tensor
 from adjpos.capture import check_site, check_tokens, hook_name
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.metrics.checks import check_scorable
-from adjpos.models import is_position_free
+from adjpos.models import is_bridge, is_position_free, layer_kinds
 from adjpos.theory.prediction import predicted_cosine
 from adjpos.types import TokenInput
-from adjpos.validation import help_field
+from adjpos.validation import UsageError, help_field
 
 THEORY_SITES = ("resid_post", "resid_mid", "attn_out")
 _PATTERN = "blocks.0.attn.hook_pattern"
@@ -140,7 +140,7 @@ def compare_first_layer(
             (unless `position_free=True`), sequences shorter than 3 tokens, or bad tokens.
     """
     if site not in THEORY_SITES:
-        raise ValueError(f"site={site!r} is not allowed; choose one of {list(THEORY_SITES)}")
+        raise UsageError(f"site={site!r} is not allowed; choose one of {list(THEORY_SITES)}")
     check_site(model, site)
     _check_position_free(model, position_free)
     tokens = check_tokens(model, tokens)
@@ -170,12 +170,12 @@ def compare_first_layer(
 
 def _check_position_free(model: Any, position_free: bool | None) -> None:
     if position_free is False:
-        raise ValueError(
+        raise UsageError(
             "the first-layer prediction assumes no positional signal, and position_free=False "
             "says the model has one"
         )
     if position_free is None and not _first_block_nope(model):
-        raise ValueError(
+        raise UsageError(
             "the first-layer prediction assumes no positional signal in block 0; build the "
             "model with positional='none', or pass position_free=True if you know none enters "
             "it: adjpos.is_position_free(model) is False and adjpos.layer_kinds(model)[0] is "
@@ -185,9 +185,6 @@ def _check_position_free(model: Any, position_free: bool | None) -> None:
 
 def _first_block_nope(model: Any) -> bool:
     """adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)."""
-    from adjpos.hf import layer_kinds
-    from adjpos.hf.load import is_bridge
-
     if is_bridge(model):
         return layer_kinds(model)[0] == "nope"
     return is_position_free(model)

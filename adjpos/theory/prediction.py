@@ -27,7 +27,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.validation import check_generator, check_positive_int, is_int
+from adjpos.validation import UsageError, check_generator, check_positive_int, is_int
 
 
 def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "pos pos"]:
@@ -170,7 +170,7 @@ def predicted_adjacency(
 def _check_ratio(value: object) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok or not math.isfinite(value) or value < 0:
-        raise ValueError(
+        raise UsageError(
             f"residual_ratio must be a finite number >= 0 (E|e|^2 / E|v|^2), got {value!r}"
         )
     return float(value)
@@ -180,7 +180,7 @@ def _check_lengths(lengths: object) -> list[int]:
     lengths = [lengths] if isinstance(lengths, int) else list(lengths)
     bad = [x for x in lengths if not is_int(x) or x < 3]
     if bad or not lengths:
-        raise ValueError(
+        raise UsageError(
             "lengths must be one int or a non-empty list of ints, each >= 3 (the adjacency "
             f"score needs rows k >= 2 with two earlier positions); got {lengths!r}"
         )

@@ -7,7 +7,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import DEVICES, check_choice, check_positive_int
+from adjpos.validation import DEVICES, UsageError, check_choice, check_positive_int
 from adjpos.validation import help_field as _help
 
 
@@ -45,14 +45,14 @@ class TrainConfig:
         for name in ("steps", "batch_size", "eval_every", "eval_size"):
             check_positive_int(name, getattr(self, name))
         if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+            raise UsageError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
         for name in ("lr", "weight_decay", "grad_clip"):
             if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
-                raise ValueError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+                raise UsageError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
         if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio!r}")
+            raise UsageError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio!r}")
         if self.target_accuracy is not None and not 0 < self.target_accuracy <= 1:
-            raise ValueError(
+            raise UsageError(
                 f"target_accuracy must lie in (0, 1] or be None, got {self.target_accuracy!r}"
             )
         check_choice("device", self.device, DEVICES)
@@ -79,7 +79,7 @@ class TrainConfig:
         except ValueError:
             steps = None
         if not steps or min(steps) < 0:
-            raise ValueError(
+            raise UsageError(
                 "snapshots must be 'log', 'none' or comma-separated steps >= 0 such as "
                 f"'0,100,1000', got {self.snapshots!r}"
             )

@@ -35,14 +35,47 @@ def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
     return answers
 
 
-def evaluate(model: Any, task: Task, prompts: Sequence[str]) -> tuple[float, dict[int, float]]:
-    """Exact-match accuracy (whole answer right) overall and by prompt length."""
+def evaluate(
+    model: Any, task: Task, prompts: Sequence[str], *, per_prompt: bool = False
+) -> tuple[float, dict[int, float]] | list[bool]:
+    """Exact-match accuracy (whole answer right) overall and by prompt length.
+
+    A prompt p is a hit when the greedy answer equals the task's: ``predict(model, task,
+    [p]) == [task.solve(p)]``. The accuracy is hits / prompts, and the accuracy of a length
+    is the same over the prompts of that length (``len(prompt)`` characters).
+
+    Args:
+        model: any model `predict` decodes with.
+        task: the task the prompts belong to.
+        prompts: prompts of `task` (any lengths; each is decoded once).
+        per_prompt: return each prompt's hit instead, to bootstrap an interval over the
+            prompts (``adjpos.stats.bootstrap_interval(hits)``).
+
+    Returns:
+        ``(accuracy, {length: accuracy})`` by default; with `per_prompt`, a list of bools,
+        one per prompt in the order of `prompts` (True: the whole answer right), whose mean is
+        that accuracy.
+
+    Raises:
+        ValueError: a prompt is malformed for `task`.
+
+    Example:
+        >>> import adjpos, torch
+        >>> model, task = adjpos.load_pretrained("reversal")
+        >>> prompts = task.draw_prompts(6, generator=torch.Generator().manual_seed(0))
+        >>> hits = adjpos.evaluate(model, task, prompts, per_prompt=True)
+        >>> sum(hits) / len(hits) == adjpos.evaluate(model, task, prompts)[0]
+        True
+    """
     answers = predict(model, task, prompts)
-    hits: dict[int, list[bool]] = defaultdict(list)
-    for prompt, answer in zip(prompts, answers, strict=True):
-        hits[len(prompt)].append(answer == task.solve(prompt))
-    total = sum(sum(v) for v in hits.values()) / len(prompts)
-    return total, {n: sum(v) / len(v) for n, v in sorted(hits.items())}
+    hits = [answer == task.solve(p) for p, answer in zip(prompts, answers, strict=True)]
+    if per_prompt:
+        return hits
+    by_length: dict[int, list[bool]] = defaultdict(list)
+    for prompt, hit in zip(prompts, hits, strict=True):
+        by_length[len(prompt)].append(hit)
+    total = sum(hits) / len(prompts)
+    return total, {n: sum(v) / len(v) for n, v in sorted(by_length.items())}
 
 
 def _greedy(model: Any, task: Task, prompts: list[str]) -> list[str]:

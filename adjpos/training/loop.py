@@ -22,12 +22,12 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from adjpos.hf.load import is_bridge
-from adjpos.models import is_position_free, save_model, save_snapshot
+from adjpos.models import is_bridge, is_position_free, save_model, save_snapshot
 from adjpos.runs import RunFolder, atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.training.config import TrainConfig, TrainResult
 from adjpos.training.decode import evaluate
+from adjpos.validation import UsageError
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
@@ -169,12 +169,12 @@ def _check_fits(model: Any, task: Task) -> None:
     if not isinstance(task, Task):
         raise TypeError(f"task must be an adjpos task (adjpos.get_task), got {type(task).__name__}")
     if model.cfg.d_vocab < VOCAB_SIZE:
-        raise ValueError(
+        raise UsageError(
             f"the model's d_vocab={model.cfg.d_vocab} is below the task "
             f"vocabulary size {VOCAB_SIZE}"
         )
     if model.cfg.n_ctx < task.max_len:
-        raise ValueError(
+        raise UsageError(
             f"the model's n_ctx={model.cfg.n_ctx} is below the task's longest "
             f"sequence ({task.max_len} tokens)"
         )
@@ -184,18 +184,18 @@ def _resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was asked for but CUDA is not available; use 'cpu'")
+        raise UsageError("device='cuda' was asked for but CUDA is not available; use 'cpu'")
     return torch.device(name)
 
 
 def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
     if RunFolder.exists(folder) and not resume:
-        raise ValueError(
+        raise UsageError(
             f"{folder} already holds a training run; pass resume=True "
             "(--resume) to continue it, or choose another folder"
         )
     if not resume and folder.exists() and any(folder.iterdir()):
-        raise ValueError(
+        raise UsageError(
             f"{folder} is not empty; pass resume=True to continue a run there, "
             "or choose an empty folder"
         )

@@ -1,7 +1,9 @@
 """`reproduce` end to end on tiny settings: files, numbers behind the report, resume, bad input."""
 
 import dataclasses
+import itertools
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -11,8 +13,10 @@ import pytest
 from adjpos.cli import main
 from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
+from adjpos.study.claims.adjacency import ADJACENCY
+from adjpos.study.claims.variance import VARIANCE_LAYERS
 from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
-from adjpos.study.trained import ADJACENCY, VARIANCE_LAYERS
+from adjpos.study.report import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +66,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         assert (out / "figures" / f"{stem}.html").is_file()
         assert f"(figures/{stem}.html)" in report
     assert report.count("What it shows:") == 8
+    assert (results / "claims.csv").is_file()
     assert "device used: cpu" in report and "| n_eval | 8 |" in report
     html = (out / "report.html").read_text()
     assert html.count("<iframe") == len(list((out / "figures").glob("*.html")))
@@ -73,27 +78,56 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     report = (out / "report.md").read_text()
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "verdict" not in line]
-    assert len(rows) == 11
+    verdicts = VERDICTS.read(out / "results" / "claims.csv")
+    assert len(rows) == len(verdicts) == 16
+    for row, (_, v) in zip(rows, verdicts.iterrows(), strict=True):
+        counts = f"{v['n_for']} of {v['n_cells']} "
+        assert row.startswith(f"| {v['claim']} | {v['status']} ({counts}")
+        assert v["n_for"] + v["n_against"] + v["n_within"] == v["n_cells"]
+    assert "partly supported" not in report
+    assert "[0." not in report and "np.float64" not in report  # no Python reprs in prose
     numbers = json.loads((out / "results" / "numbers" / "adjacency.json").read_text())
     above = sum(t["trained_vs_layer0"] == "above" for t in numbers["per_task"])
-    verdict = "supported" if above == 4 else "partly supported" if above else "not supported"
-    assert rows[0].split(" | ")[1] == verdict and f"in {above} of 4 tasks" in rows[0]
-    assert "[0." not in report and "np.float64" not in report  # no Python reprs in prose
-    probing = json.loads((out / "results" / "numbers" / "probing.json").read_text())
-    wins = sum(t["cosine_vs_variance"].startswith("above") for t in probing["tasks"])
-    (row,) = [r for r in rows if r.startswith("| Probes read position")]
-    assert f"above the variance in {wins}, tied in" in row
-    versus = probing["trained_vs_control"]
-    assert {v["task"] for v in versus} == {"addition", "reversal", "indexing", "ordering"}
-    assert all(v["control_low"] <= v["control_high"] for v in versus)
+    first = verdicts.iloc[1]  # after the premise: the study's first claim
+    assert first["n_for"] == above and first["unit"] == "task"
+    (probing,) = verdicts[verdicts["claim"].str.startswith("Probes read position")]["seeds"]
+    assert probing == "0 only" and "| seed 0 only |" in report
     causal = json.loads((out / "results" / "numbers" / "causal.json").read_text())["rows"]
-    norm = [r for r in causal if r["intervention"] == "norm_permute" and r["layer"] >= 1]
-    hits = sum(r["verdict"] == "necessary" for r in norm)
-    (row,) = [r for r in rows if r.startswith("| The model reads position from the norms")]
-    assert f"necessary at {hits} of {len(norm)} task x layer x intervention cells" in row
-    assert ("| not shown |" in row) == (hits == 0)
-    (row,) = [r for r in rows if r.startswith("| The model needs linear position")]
-    assert "| not measured |" in row  # tiny runs no LEACE
+    norm = [r for r in causal if r["intervention"].startswith("norm_permute") and r["layer"] >= 1]
+    (cells,) = verdicts[
+        verdicts["claim"].str.startswith("The model reads position from the norms")
+    ]["n_cells"]
+    assert cells == len(norm)
+    leace = verdicts[verdicts["claim"].str.startswith("The model needs linear position")]
+    assert leace["status"].tolist() == ["not shown"] and leace["n_cells"].tolist() == [0]
+
+
+def test_every_table_row_has_its_headers_cells_and_the_html_keeps_each_evidence(tiny_run):
+    import html
+
+    out, _ = tiny_run
+    lines = (out / "report.md").read_text().splitlines()
+    tables = 0
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("|") and re.fullmatch(r"\|(:?---:?\|)+", lines[i + 1]):
+            tables += 1
+            width = _cells(line)
+            assert _cells(lines[i + 1]) == width
+            for row in itertools.takewhile(lambda x: x.startswith("|"), lines[i + 2 :]):
+                assert _cells(row) == width, row
+    assert tables >= 10
+    page = html.unescape((out / "report.html").read_text())
+    for evidence in VERDICTS.read(out / "results" / "claims.csv")["evidence"]:
+        assert evidence in page
+    claims = (out / "report.md").read_text().split("## The claims at a glance")[1]
+    assert claims.split("\n")[3] == "|:---|:---|:---|:---|"  # text columns left-aligned
+    models = (out / "report.md").read_text().split("## The models")[1].split("\n")[3]
+    assert models.split("|")[2:5] == ["---:", ":---", "---:"]  # seed, model, parameters
+
+
+def _cells(row: str) -> int:
+    """The cells of a markdown table row: its unescaped pipes, less one."""
+    return row.replace("\\|", "").count("|") - 1
 
 
 def test_the_stages_give_the_same_numbers_on_ray(tiny_run, tmp_path):
@@ -214,7 +248,7 @@ def test_cli_resumes_a_finished_run_and_prints_where_things_are(
 
 def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
     from adjpos.pretrained import load_pretrained, pretrained_folder
-    from adjpos.study.stages import Models
+    from adjpos.study import Models
 
     first = Models(device="cpu", train_dir=tmp_path / "models", train_steps=2)
     model, task = first.trained("addition")

@@ -14,8 +14,10 @@ from scipy.stats import spearmanr
 
 from adjpos import adjacency_score, build_model, get_task
 from adjpos.stats import spearman, variance_summary
-from adjpos.study.numbers import RANDOM, TRAINED, adjacency_numbers, variance_numbers
-from adjpos.study.trained import ADJACENCY, sequence_views
+from adjpos.study.claims.adjacency import ADJACENCY, adjacency_numbers
+from adjpos.study.claims.variance import variance_numbers
+from adjpos.study.models import RANDOM, TRAINED
+from adjpos.study.views import sequence_views
 from factories import tiny_config
 
 
@@ -123,8 +125,13 @@ def test_variance_verdicts_name_the_layers():
         + [row(RANDOM, s, 2, 0.9, -0.5, 0.05) for s in (0, 1)]
     )
     numbers = variance_numbers(table)
-    assert numbers["where"][TRAINED]["shrinks"] == [["reversal", 1]]
-    assert numbers["where"][RANDOM]["shrinks"] == [["reversal", 1], ["reversal", 2]]
+    shrinks = {
+        model: [
+            c["layer"] for c in numbers["cells"] if (c["model"], c["outcome"]) == (model, "shrinks")
+        ]
+        for model in (TRAINED, RANDOM)
+    }
+    assert shrinks == {TRAINED: [1], RANDOM: [1, 2]}
     versus = {v["layer"]: v["versus"] for v in numbers["versus"]}
     assert versus == {1: "below", 2: "within"}
 
@@ -132,9 +139,8 @@ def test_variance_verdicts_name_the_layers():
 def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):
     """A run trained with snapshots: one accuracy row and per-layer rows per snapshot, the
     step-0 snapshot equal to the untrained model's scores, and the numbers' trajectories."""
-    from adjpos.study import TINY
-    from adjpos.study.dynamics import DYNAMICS, dynamics_numbers, dynamics_unit
-    from adjpos.study.stages import Models
+    from adjpos.study import TINY, Models
+    from adjpos.study.claims.dynamics import DYNAMICS, dynamics_numbers, dynamics_unit
 
     models = Models(device="cpu", train_dir=tmp_path, train_steps=2)
     table = DYNAMICS.frame(

@@ -5,7 +5,7 @@ import torch
 
 from adjpos import build_model, is_position_free, load_model, save_model
 from adjpos.models import save_snapshot, snapshot_steps
-from adjpos.tasks import VOCAB_SIZE, get_task
+from adjpos.tasks import EOS_ID, VOCAB_SIZE, get_task
 from adjpos.training import TrainConfig, evaluate, predict, train
 from adjpos.training import loop as loop_module
 from adjpos.training.loop import answer_loss
@@ -134,6 +134,35 @@ def test_predict_decodes_greedily_until_the_end_token(name):
     assert predict(Oracle(task), task, prompts) == [task.solve(p) for p in prompts]
     accuracy, per_length = evaluate(Oracle(task), task, prompts)
     assert accuracy == 1.0 and set(per_length.values()) == {1.0}
+
+
+class OddOracle(Oracle):
+    """The oracle on prompts of even length; an empty answer (wrong) on odd ones."""
+
+    def forward(self, tokens):
+        logits = super().forward(tokens)
+        for row, ids in enumerate(tokens):
+            text = self.task.decode(ids)
+            if text.index("=") % 2 == 0:  # the prompt (up to and with "=") has odd length
+                logits[row, -1] = torch.nn.functional.one_hot(torch.tensor(EOS_ID), VOCAB_SIZE)
+        return logits
+
+
+@pytest.mark.parametrize("name", ["addition", "reversal"])
+def test_per_prompt_hits_are_predict_against_solve(name):
+    task = get_task(name)
+    prompts = task.draw_prompts(30, generator=torch.Generator().manual_seed(1), split="test")
+    model = OddOracle(task)
+    hits = evaluate(model, task, prompts, per_prompt=True)
+    answers = predict(model, task, prompts)
+    expected = [a == task.solve(p) for p, a in zip(prompts, answers, strict=True)]
+    assert hits == expected and all(isinstance(h, bool) for h in hits)
+    assert 0 < sum(hits) < len(hits)  # both outcomes occur, in the order of the prompts
+    accuracy, per_length = evaluate(model, task, prompts)
+    assert accuracy == sum(hits) / len(hits)
+    for length, value in per_length.items():
+        own = [h for p, h in zip(prompts, hits, strict=True) if len(p) == length]
+        assert value == sum(own) / len(own)
 
 
 @pytest.mark.usefixtures("user_errors")

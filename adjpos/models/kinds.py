@@ -1,4 +1,5 @@
-"""Which position signal each layer's attention gets, read from the modules themselves.
+"""Which position signal each layer's attention gets, read from the modules themselves, and
+whether a model has none at all (`is_position_free`).
 
 Kinds: ``"nope"`` (no positional signal), ``"rope"``, ``"sliding_rope"`` (RoPE inside a
 sliding window), ``"chunked_rope"`` (RoPE inside fixed chunks, Llama 4), ``"learned"``
@@ -11,7 +12,12 @@ For the residual stream (``site="resid_post"``) layer 0 is the embeddings: see
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+from torch import nn
+
+from adjpos.models.bridge import is_bridge
 
 _TL_KINDS = {
     "standard": "learned",
@@ -37,12 +43,7 @@ def layer_kinds(model: Any) -> list[str]:
     Raises:
         TypeError: `model` is neither a HookedTransformer nor a TransformerBridge.
     """
-    from transformer_lens import HookedTransformer
-
-    from adjpos.hf.load import is_bridge
-    from adjpos.models import is_position_free
-
-    if isinstance(model, HookedTransformer):
+    if _is_hooked_transformer(model):
         kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
         return [kind] * model.cfg.n_layers
     if is_bridge(model):
@@ -50,6 +51,25 @@ def layer_kinds(model: Any) -> list[str]:
     raise TypeError(
         f"layer_kinds needs a HookedTransformer or a TransformerBridge, got {type(model).__name__}"
     )
+
+
+def is_position_free(model: nn.Module) -> bool:
+    """True when no positional signal can enter `model`: no rotary or ALiBi, and any
+    additive positional embedding is exactly zero and frozen.
+
+    Works on any TransformerLens model with a ``cfg``; a learned-position model whose
+    `W_pos` happens to be zero but is trainable is not position-free. A bridged Hugging Face
+    model is position-free when every layer is NoPE (`adjpos.layer_kinds`).
+
+    Example:
+        >>> import adjpos
+        >>> adjpos.is_position_free(adjpos.build_model(adjpos.ModelConfig(n_layers=1)))
+        True
+    """
+    if is_bridge(model):  # read from the modules: every layer NoPE
+        return set(layer_kinds(model)) == {"nope"}
+    kind = getattr(getattr(model, "cfg", None), "positional_embedding_type", None)
+    return kind in ("standard", "shortformer") and _zero_and_frozen(model)
 
 
 def capture_kinds(model: Any, site: str = "resid_post") -> list[str]:
@@ -88,12 +108,25 @@ def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
     if type(attn).__name__ == "Cohere2Attention":  # RoPE only in the sliding layers
         return "nope" if attn.sliding_window is None else "sliding_rope"
     kind = _TL_KINDS.get(model.cfg.positional_embedding_type, model.cfg.positional_embedding_type)
-    w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
-    if kind == "learned" and w_pos is not None and not w_pos.requires_grad and not w_pos.any():
+    if kind == "learned" and _zero_and_frozen(model):
         return "nope"  # a learned embedding zeroed and frozen (as adjpos builds NoPE)
     if kind == "rope" and layer_type == "sliding_attention":
         return "sliding_rope"
     return kind
+
+
+def _zero_and_frozen(model: Any) -> bool:
+    """The model's additive positional embedding exists, is exactly zero and is frozen."""
+    w_pos = getattr(getattr(model, "pos_embed", None), "W_pos", None)
+    return w_pos is not None and not w_pos.requires_grad and not bool(w_pos.detach().any())
+
+
+def _is_hooked_transformer(model: Any) -> bool:
+    """isinstance(model, HookedTransformer), without importing TransformerLens: a model of
+    that class can only exist once TransformerLens is imported."""
+    lens = sys.modules.get("transformer_lens")
+    kind = getattr(lens, "HookedTransformer", None)
+    return kind is not None and isinstance(model, kind)
 
 
 def _unwrapped(module: Any) -> Any:

@@ -1,0 +1,184 @@
+"""Every residual layer of a model measured once and labelled with its kind (NoPE, RoPE, ...).
+
+`measure_layers` gives one row per layer: its kind (`adjpos.layer_kinds`), the adjacency score
+with a bootstrap interval over sequences, the change from the layer before (paired over the
+same sequences, so a NoPE layer after RoPE layers can be seen to keep, sharpen or wash out
+the pattern), the variance ratio and its Spearman correlation with position (intervals over
+sequences), and optionally the linear probes' R^2 for position. It works on any
+TransformerLens model; every layer is measured inside one forward pass
+(`adjpos.iter_residuals`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Int
+from torch import Tensor
+
+from adjpos.capture import check_tokens, iter_residuals
+from adjpos.metrics import position_variance
+from adjpos.metrics.checks import check_ties
+from adjpos.models import capture_kinds
+from adjpos.scoring import check_rows, sequence_scores
+from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
+from adjpos.tables import Table
+from adjpos.validation import UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+N_BOOT = 1000
+LAYERS = Table(
+    layer="int64",
+    kind="string",
+    adjacency="float64",
+    adjacency_low="float64",
+    adjacency_high="float64",
+    change="float64",
+    change_low="float64",
+    change_high="float64",
+    **VARIANCE_SUMMARY,
+)
+
+
+def measure_layers(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    *,
+    rows: Bool[Tensor, "batch pos"] | None = None,
+    center: bool = False,
+    ties: str = "half",
+    probe_features: Sequence[str] = (),
+    batch_size: int | None = None,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """One row per residual layer (0 = embeddings) of `model` on `tokens` (one length).
+
+    The adjacency columns are the scores S_b of the sequences (`adjpos.adjacency_score` with
+    ``per_sequence=True``, computed on float64 states): ``adjacency`` is their mean over the
+    scored sequences, ``adjacency_low``/``adjacency_high`` its percentile bootstrap interval,
+    and ``change`` at layer l the mean of S_b(l) - S_b(l - 1) over the same sequences, with
+    its own paired interval. The variance columns (`adjpos.stats.variance_summary`) read
+    every position of the raw states, whatever `rows` and `center` say.
+
+    Args:
+        model: any TransformerLens model (adjpos's, a HookedTransformer, `adjpos.load_hf`).
+        tokens: token ids [batch, pos], all sequences of one length (at least 3 tokens and
+            2 sequences).
+        rows: None (every row k >= 2) or a [batch, pos] boolean mask of the rows k to score,
+            e.g. a task's answer rows (`TaskBatch.answer_rows`); each row still looks at every
+            earlier position. A sequence with no selected row k >= 2 is left out of the
+            adjacency columns (at least 2 must remain).
+        center: subtract each sequence's mean state before the cosine
+            (`adjpos.metrics.center_states`), so a direction every state shares does not
+            enter the similarities.
+        ties: how the adjacency score counts tied pairs ("half" by default, so chance is 0.5
+            on any data, text with repeated tokens included; "strict" is the study's rule).
+        probe_features: feature sets to probe with ridge regression (e.g. ``("variance",
+            "resid")``, see `adjpos.probe_positions`); each adds a column ``r2_<name>``
+            (cross-validated R^2 of position, 1 = read exactly).
+        batch_size: sequences per forward pass.
+        n_boot: bootstrap resamples of the sequences.
+        seed: seed of the bootstrap.
+        progress: show progress bars.
+
+    Returns:
+        A frame with the columns of `LAYERS` (``change`` is NaN at layer 0), plus the probes'.
+
+    Raises:
+        ValueError: fewer than 2 sequences or 3 tokens, `rows` not a [batch, pos] boolean
+            mask or selecting scorable rows in fewer than 2 sequences, or an unknown `ties`.
+
+    Example:
+        >>> import adjpos, torch
+        >>> model = adjpos.load_hf(adjpos.hf_config("smollm3", nope="all"))
+        >>> table = adjpos.measure_layers(model, torch.randint(3, 256, (8, 12)))
+        >>> list(table["kind"][:3])
+        ['embed', 'nope', 'nope']
+    """
+    tokens = check_tokens(model, tokens)
+    scored = _check_measurable(tokens, rows, center, ties)
+    lengths = torch.full((tokens.shape[0],), tokens.shape[1])
+    kinds = capture_kinds(model)
+    records, before = [], None
+    for layer, acts in iter_residuals(model, tokens, batch_size=batch_size, progress=progress):
+        acts = acts.double()
+        scores = sequence_scores(acts, lengths, ties=ties, center=center, rows=rows).numpy()
+        scores = scores[scored]
+        variance = position_variance(acts).cpu().numpy()
+        records.append(
+            {
+                "layer": layer,
+                "kind": kinds[layer],
+                **_adjacency_columns(scores, before, n_boot, seed),
+                **variance_summary(variance, n_boot=n_boot, seed=seed),
+            }
+        )
+        before = scores
+    table = LAYERS.frame(records)
+    if probe_features:
+        table = table.join(_probe_r2(model, tokens, probe_features, seed), on="layer")
+    return table
+
+
+def _check_measurable(tokens: Tensor, rows: Tensor | None, center: Any, ties: str) -> np.ndarray:
+    """The options' checks; returns which sequences have a row to score."""
+    batch, n = tokens.shape
+    if batch < 2 or n < 3:
+        raise UsageError(
+            f"measure_layers needs at least 2 sequences of at least 3 tokens, got "
+            f"{tuple(tokens.shape)}"
+        )
+    check_ties(ties)
+    check_rows(rows, batch, n)
+    if not isinstance(center, bool):
+        raise TypeError(f"center must be True or False, got {center!r}")
+    scored = np.ones(batch, dtype=bool) if rows is None else rows[:, 2:].any(dim=1).cpu().numpy()
+    if scored.sum() < 2:
+        raise UsageError(
+            f"rows selects a row k >= 2 in {int(scored.sum())} sequence(s); measure_layers "
+            "needs at least 2 to bootstrap over"
+        )
+    return scored
+
+
+def _adjacency_columns(
+    scores: np.ndarray, before: np.ndarray | None, n_boot: int, seed: int
+) -> dict[str, float]:
+    """The adjacency score of a layer and its change from the layer before, with intervals."""
+    low, high = bootstrap_interval(scores, n_boot=n_boot, seed=seed)
+    change = (np.nan, np.nan, np.nan)
+    if before is not None:
+        diff = scores - before
+        change = (float(diff.mean()), *bootstrap_interval(diff, n_boot=n_boot, seed=seed))
+    return {
+        "adjacency": float(scores.mean()),
+        "adjacency_low": low,
+        "adjacency_high": high,
+        "change": change[0],
+        "change_low": change[1],
+        "change_high": change[2],
+    }
+
+
+def _probe_r2(model: Any, tokens: Tensor, features: Sequence[str], seed: int) -> pd.DataFrame:
+    import pandas as pd
+
+    from adjpos.probes import probe_positions
+
+    names = list(features)
+    result = probe_positions(
+        model, tokens, features=names, probe="ridge", seed=seed, repeats=1, progress=False
+    )
+    layers = sorted({s.layer for s in result.scores})
+    columns = {
+        f"r2_{name}": [result.value(layer, name, "ridge", "r2") for layer in layers]
+        for name in names
+    }
+    return pd.DataFrame(columns, index=pd.Index(layers, name="layer"))

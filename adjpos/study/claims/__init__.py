@@ -1,0 +1,36 @@
+"""The claims of the study, one module each, in the order the pipeline measures them and the
+report shows them. Each module reads top to bottom (measure -> tables -> numbers -> verdicts
+-> sentences -> figures) and ends with ``CLAIM``, an `adjpos.study.claim.Claim`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from adjpos.study.claim import Claim
+from adjpos.validation import UsageError
+
+# The one list of the study's claims: the pipeline's stages, the report's sections.
+NAMES = (
+    "models",
+    "adjacency",
+    "cosine",
+    "variance",
+    "dynamics",
+    "probing",
+    "causal",
+    "sweep",
+    "theory",
+)
+
+
+def claim(name: str) -> Claim:
+    """The registered claim `name`."""
+    if name not in NAMES:
+        raise UsageError(f"no claim {name!r}; the claims are {list(NAMES)}")
+    return importlib.import_module(f"adjpos.study.claims.{name}").CLAIM
+
+
+def claims() -> list[Claim]:
+    """Every claim, in order."""
+    return [claim(name) for name in NAMES]

@@ -1,0 +1,112 @@
+"""Claim 1, seen: the self-cosine matrix of the paper's example prompt of each task at every
+layer, trained and random-init. An illustration of one sequence, so it gives no verdict: the
+adjacency claim counts over many sequences with their uncertainty.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from adjpos.capture import capture_residuals
+from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.runs import write_json
+from adjpos.study.claim import Claim, Context, Criteria, Verdict
+from adjpos.study.claims.adjacency import by_layer
+from adjpos.study.models import RANDOM, TRAINED, rounded
+from adjpos.study.views import records
+from adjpos.tables import Table
+from adjpos.tasks import TASKS
+from adjpos.tasks.vocab import EOS
+
+# The paper's example prompt of each task (PAPER.md), drawn as the cosine heatmaps.
+EXAMPLE_PROMPTS = {
+    "addition": "123+456=",
+    "reversal": "rev(1234)=",
+    "indexing": "wherex(134504392,4)=",
+    "ordering": "ord(5831,3851)=",
+}
+COSINE_SCORES = Table(task="string", model="string", layer="int64", adjacency="float64")
+
+
+def measure(context: Context) -> dict[str, Any]:
+    scores, panels = measure_cosine(context.models)
+    COSINE_SCORES.write(context.results / "cosine_scores.csv", scores)
+    write_json(context.results / "cosine_heatmaps.json", panels)
+    return {"scores": records(scores)}
+
+
+def measure_cosine(models: Any) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Self-cosine matrices of each task's example sequence at every layer, trained and
+    random-init: their adjacency scores, and the matrices (rounded) for the heatmaps."""
+    scores, panels = [], []
+    for name in TASKS:
+        model, task = models.trained(name)
+        text = EXAMPLE_PROMPTS[name] + task.solve(EXAMPLE_PROMPTS[name]) + EOS
+        tokens = task.encode(text)[None]
+        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed=0))):
+            sims = cosine_matrix(capture_residuals(m, tokens).float())[:, 0]
+            for layer, sim in enumerate(sims):
+                key = {"task": name, "model": label, "layer": layer}
+                scores.append(key | {"adjacency": float(adjacency_probability(sim.double()))})
+                panels.append(key | {"text": text, "matrix": rounded(sim)})
+    return COSINE_SCORES.frame(scores), panels
+
+
+def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
+    return []  # one sequence per task: an illustration, not evidence
+
+
+def section(numbers: dict[str, Any], figures: Any) -> str:
+    return f"""{figures("cosine")}
+
+{by_layer(numbers["scores"], "adjacency")}
+
+What it shows: at layer 0 a cell depends only on its two characters (a repeated character is
+bright wherever it recurs). Where the pattern holds, each row is brightest next to the diagonal
+and fades with distance; the table gives the adjacency score of each matrix for this one
+sequence, which the table of Claim 1 averages over many."""
+
+
+CAPTION = (
+    "{task}: cosine similarity of each position's hidden state (rows) with the earlier "
+    "positions (columns), trained (top) and random-init (bottom), every layer; axes carry the "
+    "characters of the sequence ('.' ends the answer)."
+)
+
+
+def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
+    """One grid of self-cosine heatmaps per task: trained and random-init, every layer."""
+    from adjpos.figures import plot_cosine_heatmaps
+
+    out = {}
+    for task in dict.fromkeys(p["task"] for p in panels):
+        mine = [p for p in panels if p["task"] == task]
+        out[f"cosine_{task}"] = plot_cosine_heatmaps(
+            [p["matrix"] for p in mine],
+            titles=[f"{p['model']}, layer {p['layer']}" for p in mine],
+            labels=[list(p["text"]) for p in mine],
+            title=f"Self-cosine similarity, {task}: {mine[0]['text']}",
+            columns=max(p["layer"] for p in mine) + 1,
+        )
+    return out
+
+
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    panels = json.loads((results / "cosine_heatmaps.json").read_text())
+    return {
+        stem: (fig, CAPTION.format(task=stem.removeprefix("cosine_")))
+        for stem, fig in cosine_figures(panels).items()
+    }
+
+
+CLAIM = Claim(
+    name="cosine",
+    title="Claim 1, seen: self-cosine matrices of one prompt per task",
+    measure=measure,
+    verdicts=verdicts,
+    section=section,
+    figures=figures,
+)

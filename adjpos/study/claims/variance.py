@@ -1,0 +1,199 @@
+"""The other carrier: the variance of the hidden state over d_model shrinks with position
+(Chi et al.), trained models against random-init controls of the same architecture.
+
+Per layer the profile is summarised by its last-third / first-third ratio and its Spearman
+correlation with position, each with a 95% bootstrap interval over sequences; a group of seeds
+spans from its lowest interval to its highest, and a cell shrinks only when both spans lie
+below their null (ratio 1, correlation 0).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from adjpos.capture import capture_residuals
+from adjpos.metrics import position_variance
+from adjpos.probes import sequences_of_length
+from adjpos.stats import VARIANCE_SUMMARY, compare_intervals, variance_summary
+from adjpos.study import format as fmt
+from adjpos.study.claim import Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.models import RANDOM, TRAINED, gen, variants
+from adjpos.study.views import seed_spans_figure, seed_summary, span_of
+from adjpos.tables import Table
+from adjpos.tasks import TASKS
+
+VARIANCE = Table(
+    task="string", model="string", seed="Int64", layer="int64", position="int64", variance="float64"
+)
+# Both spans on one side of their null: how variance changes with position.
+OUTCOME = {"below": "shrinks", "above": "grows"}
+VARIANCE_LAYERS = Table(
+    task="string", model="string", seed="Int64", layer="int64", **VARIANCE_SUMMARY
+)
+
+
+def measure(context: Context) -> dict[str, Any]:
+    profiles, layers = measure_variance(context.models, context.sizes)
+    VARIANCE.write(context.results / "variance_by_position.csv", profiles)
+    VARIANCE_LAYERS.write(context.results / "variance_by_layer.csv", layers)
+    return variance_numbers(layers)
+
+
+def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Variance of the hidden state over d_model by position (mean over sequences of one
+    length), and per layer its ratio and Spearman correlation with position, each with a
+    95% bootstrap interval over the sequences; trained seeds and random-init control seeds."""
+    profiles, summary = [], []
+    for name in TASKS:
+        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
+        for label, seed, model in variants(models, sizes, name, learned=False):
+            per_sequence = position_variance(capture_residuals(model, tokens).double()).numpy()
+            for layer, values in enumerate(per_sequence):  # values: [sequence, position]
+                key = {"task": name, "model": label, "seed": seed, "layer": layer}
+                profile = values.mean(axis=0)
+                profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
+                summary.append({**key, **variance_summary(values)})
+    return VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
+
+
+def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
+    """Per task, model kind and layer: the ratio and Spearman spans over seeds and whether
+    variance shrinks (both spans below their null), grows (both above) or neither; per task
+    and layer >= 1, the trained ratio span against the controls'."""
+    ratio = seed_summary(table, "ratio", "ratio_low", "ratio_high")
+    rho = seed_summary(table, "spearman", "spearman_low", "spearman_high")
+    cells, seeds = [], table.groupby(["task", "model"], sort=False)["seed"].unique()
+    rho_by = rho.set_index(["task", "model", "layer"])
+    for (task, model, layer), r in ratio.set_index(["task", "model", "layer"]).iterrows():
+        s = rho_by.loc[(task, model, layer)]
+        ratio_side = compare_intervals(r["low"], r["high"], 1.0, 1.0)
+        rho_side = compare_intervals(s["low"], s["high"], 0.0, 0.0)
+        same = ratio_side == rho_side
+        cells.append(
+            {"task": task, "model": model, "layer": int(layer)}
+            | span_of("ratio", r)
+            | span_of("spearman", s)
+            | {"seeds": sorted(int(x) for x in seeds[task, model])}
+            | {"outcome": OUTCOME.get(ratio_side, "neither") if same else "neither"}
+        )
+    frame = pd.DataFrame(cells)
+    versus = []
+    for (task, layer), group in frame[frame["layer"] >= 1].groupby(["task", "layer"], sort=False):
+        by = group.set_index("model")
+        if {TRAINED, RANDOM} <= set(by.index):
+            mine, theirs = by.loc[TRAINED], by.loc[RANDOM]
+            side = compare_intervals(
+                mine["ratio_low"], mine["ratio_high"], theirs["ratio_low"], theirs["ratio_high"]
+            )
+            versus.append({"task": task, "layer": int(layer), "versus": side})
+    return {"cells": cells, "versus": versus, "deepest_layer": int(frame["layer"].max())}
+
+
+def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
+    side = {"shrinks": "below", "grows": "above", "neither": "within"}
+    out = []
+    for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
+        mine = [c for c in numbers["cells"] if c["model"] == model and c["layer"] >= 1]
+        shrinks = [(c["task"], c["layer"]) for c in mine if c["outcome"] == "shrinks"]
+        out.append(
+            Verdict.tally(
+                f"{name} NoPE models: variance shrinks with position (Chi et al.)",
+                [toward(side[c["outcome"]], favour="below") for c in mine],
+                seeds=seeds_text(s for c in mine for s in c["seeds"]),
+                unit="task x layer cell",
+                evidence="ratio and Spearman spans of the seeds' 95% intervals below 1 and 0, "
+                f"layers >= 1; shrinks at {fmt.cells(shrinks)}",
+            )
+        )
+    return out
+
+
+def section(numbers: dict[str, Any], figures: Any) -> str:
+    cells = numbers["cells"]
+    rows = [
+        [c["task"], c["model"], c["layer"], fmt.span(c["ratio"], c["ratio_low"], c["ratio_high"])]
+        + [fmt.span(c["spearman"], c["spearman_low"], c["spearman_high"])]
+        + [seeds_text(c["seeds"]), c["outcome"]]
+        for c in cells
+    ]
+    header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "variance"]
+    parts = []
+    for model in dict.fromkeys(c["model"] for c in cells):
+        mine = [c for c in cells if c["model"] == model and c["layer"] >= 1]
+        shrinks = [(c["task"], c["layer"]) for c in mine if c["outcome"] == "shrinks"]
+        grows = sum(c["outcome"] == "grows" for c in mine)
+        parts.append(
+            f"{model}: shrinks in {len(shrinks)} of {len(mine)} task x layer cells >= 1 "
+            f"({fmt.cells(shrinks)}), grows in {grows}"
+        )
+    versus = Counter(v["versus"] for v in numbers["versus"])
+    more = [(v["task"], v["layer"]) for v in numbers["versus"] if v["versus"] == "below"]
+    return SECTION.format(
+        by_position=figures("variance_by_position"),
+        by_layer=figures("variance_by_layer"),
+        table=fmt.table(header, rows),
+        text="; ".join(parts) + ". Trained against random-init, layer by layer: the trained "
+        f"ratio span lies below the controls' in {versus.get('below', 0)} of "
+        f"{len(numbers['versus'])} cells ({fmt.cells(more)}), above in {versus.get('above', 0)}.",
+    )
+
+
+SECTION = """{by_position}
+
+{by_layer}
+
+{table}
+
+What it shows: a ratio below 1 (variance lower over the last third of the positions than over
+the first third) with a negative Spearman correlation of variance with position is the
+shrinkage Chi et al. describe; each cell is the mean over seeds with the span of the seeds'
+95% bootstrap intervals over sequences, and it counts as shrinking only when both spans lie
+below their null (1 and 0). {text}"""
+
+CAPTIONS = {
+    "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
+    "position (mean over held-out sequences of one length and over seeds), one line per layer.",
+    "variance_by_layer": "Variance against position by layer: the last-third / first-third "
+    "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
+    "trained against random-init NoPE (mean over seeds; bars: from the lowest to the highest "
+    "seed's 95% bootstrap interval over sequences).",
+}
+
+
+def variance_figure(table: pd.DataFrame):
+    """Variance by position of the trained models, one panel per task, one line per layer."""
+    from adjpos.figures import plot_variance_by_position
+
+    return plot_variance_by_position(table[table["model"] == TRAINED], panel="task", line="layer")
+
+
+def variance_layers_figure(table: pd.DataFrame):
+    """Ratio and Spearman correlation of variance with position by layer, seed spans."""
+    frames = [
+        seed_summary(table, metric, f"{metric}_low", f"{metric}_high").assign(metric=metric)
+        for metric in ("ratio", "spearman")
+    ]
+    title = "Variance against position by layer (seed spans of 95% intervals)"
+    return seed_spans_figure(pd.concat(frames), row="metric", title=title)
+
+
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    profiles = VARIANCE.read(results / "variance_by_position.csv")
+    layers = VARIANCE_LAYERS.read(results / "variance_by_layer.csv")
+    return {
+        "variance_by_position": (variance_figure(profiles), CAPTIONS["variance_by_position"]),
+        "variance_by_layer": (variance_layers_figure(layers), CAPTIONS["variance_by_layer"]),
+    }
+
+
+CLAIM = Claim(
+    name="variance",
+    title="The other carrier: variance by position",
+    measure=measure,
+    verdicts=verdicts,
+    section=section,
+    figures=figures,
+)

@@ -1,0 +1,95 @@
+"""How the report writes numbers, lists and tables: one small set of helpers every claim uses.
+
+Tables are markdown: text columns left-aligned, number columns right-aligned, and a ``|``
+inside a cell escaped, so a cell such as "|Kendall's tau|" never splits a row.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table: a column is right-aligned when every value in it is a number (or
+    empty), left-aligned otherwise."""
+    cells = [[n(v) for v in row] for row in rows]
+    numeric = [
+        all(_is_number(row[i]) or row[i] is None for row in rows) and any(rows)
+        for i in range(len(header))
+    ]
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |"]
+    lines.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
+def n(value: Any) -> str:
+    """A number or value as prose: floats to 3 decimals, lists joined, nothing as a blank."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    if isinstance(value, (list, tuple)):
+        return join(value) or "none"
+    if isinstance(value, dict):  # a sub-grid: its axes
+        return " x ".join(f"{k} ({join(v)})" for k, v in value.items())
+    return str(value)
+
+
+def join(values: Sequence[Any]) -> str:
+    """Values joined by commas (by semicolons when they are sub-grids)."""
+    joiner = "; " if any(isinstance(v, dict) for v in values) else ", "
+    return joiner.join(n(v) for v in values)
+
+
+def span(value: Any, low: Any, high: Any) -> str:
+    """'value (low to high)'."""
+    return f"{n(value)} ({n(low)} to {n(high)})"
+
+
+def layers(found: Sequence[int]) -> str:
+    """'layer 2' or 'layers 1, 3'."""
+    return f"layer{'s' if len(found) > 1 else ''} {join(found)}"
+
+
+def cells(found: Sequence[Sequence[Any]]) -> str:
+    """(task, layer) cells as 'task (layers a, b), ...', or 'none'."""
+    if not found:
+        return "none"
+    by_task: dict[str, list[int]] = {}
+    for task, layer in found:
+        by_task.setdefault(task, []).append(layer)
+    return ", ".join(f"{task} ({layers(found)})" for task, found in by_task.items())
+
+
+def score(entry: Mapping[str, Any] | None) -> str:
+    """'value ± standard error (layer)'; the std over seeds where there is no standard error."""
+    if entry is None:
+        return "not probed"
+    for key in ("sem", "std"):
+        error = entry.get(key)
+        if error is not None and error == error:  # NaN: not measured
+            return f"{entry['value']:.2f} ± {error:.2f} ({entry['layer']})"
+    return f"{entry['value']:.2f} ({entry['layer']})"
+
+
+def figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> str:
+    """A figure: embedded (`html`), or its PNG inline with a link to the interactive HTML."""
+    if html:
+        return (
+            f'<figure><iframe src="{path}.html" width="1040" height="560" '
+            f'style="border:0"></iframe><figcaption>{caption}</figcaption></figure>'
+        )
+    image = f"![{caption}]({path}.png)\n\n" if png else ""
+    link = f" ([interactive figure]({path}.html))" if links else ""
+    return f"{image}*{caption}*{link}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, bool)
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")

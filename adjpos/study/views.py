@@ -1,0 +1,108 @@
+"""What several claims measure the same way: each sequence's adjacency in every view of the
+score, and the summary of a group of seeds.
+
+Adjacency by layer is scored in twelve views, so that what the whole-sequence score mixes can
+be told apart: the rows scored (all, the prompt's, the answer's: a model knows where ``=``
+is, and each answer digit resembles the digit it copies), the states as they are or centred
+(each sequence's mean state subtracted: random-init states point nearly the same way), and
+ties strict (the study's definition) or counted as half (chance 0.5 on any data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from adjpos.capture import iter_residuals
+from adjpos.metrics import adjacency_rows, center_states, cosine_matrix
+
+ROWS = ("all", "prompt", "answer")
+TIES = ("strict", "half")
+
+
+def task_masks(batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
+    """The tokens of a `TaskBatch` cut to its longest sequence, and the row masks of each
+    view: every row (None), the prompt's rows, the answer's rows."""
+    n = int(batch.lengths.max())
+    tokens, answer = batch.tokens[:, :n], batch.answer_rows[:, :n]
+    prompt = (torch.arange(n) < batch.lengths[:, None]) & ~answer
+    return tokens, {"all": None, "prompt": prompt, "answer": answer}
+
+
+def sequence_views(
+    model: Any, tokens: torch.Tensor, lengths: torch.Tensor, masks: dict[str, Any]
+) -> Iterator[tuple[int, dict[tuple[str, bool, str], np.ndarray], dict[bool, np.ndarray]]]:
+    """Per layer: each sequence's adjacency in every (rows, centred, ties) view (NaN where a
+    sequence has no defined row of the view), and each sequence's mean cosine between two
+    different real positions, as they are and centred."""
+    real_pairs = _pairs(lengths, tokens.shape[1])
+    for layer, acts in iter_residuals(model, tokens, progress=False):
+        views, cosines = {}, {}
+        for centred in (False, True):
+            states = center_states(acts, lengths.to(acts.device)) if centred else acts
+            sim = cosine_matrix(states.double())
+            pairs = real_pairs.to(sim.device)
+            cosines[centred] = ((sim * pairs).sum((1, 2)) / pairs.sum((1, 2))).cpu().numpy()
+            for ties in TIES:
+                per_row = adjacency_rows(sim, lengths=lengths.to(sim.device), ties=ties).cpu()
+                for rows in ROWS:
+                    mask = masks[rows]
+                    picked = per_row if mask is None else torch.where(mask, per_row, torch.nan)
+                    views[rows, centred, ties] = picked.nanmean(dim=1).numpy()
+        yield layer, views, cosines
+
+
+def seed_summary(frame: pd.DataFrame, value: str, low: str | None = None, high: str | None = None):
+    """Per (task, model, layer): the mean over seeds, the span of the seeds' intervals (their
+    lowest low to their highest high; the values' own range without intervals) and the
+    number of seeds."""
+    groups = frame.groupby(["task", "model", "layer"], sort=False)
+    out = groups.agg(
+        value=(value, "mean"),
+        low=(low or value, "min"),
+        high=(high or value, "max"),
+        seeds=(value, "size"),
+    )
+    return out.reset_index()
+
+
+def span_of(name: str, row: Any) -> dict[str, float]:
+    """A `seed_summary` row's value and span as ``{name, name_low, name_high}``."""
+    keys = {name: "value", f"{name}_low": "low", f"{name}_high": "high"}
+    return {key: float(row[column]) for key, column in keys.items()}
+
+
+def seed_spans_figure(frame: pd.DataFrame, *, row: str, title: str, y_title: str | None = None):
+    """`seed_summary` rows by layer: one line per model, one panel per (`row`, task)."""
+    from adjpos.figures import plot_intervals
+
+    return plot_intervals(
+        frame,
+        x="layer",
+        y="value",
+        low="low",
+        high="high",
+        color="model",
+        facet_col="task",
+        facet_row=row,
+        title=title,
+        y_title=y_title,
+    )
+
+
+def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows as plain JSON-able dicts (numpy and pandas scalars become Python ones)."""
+    return [
+        {k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in frame.to_dict(orient="records")
+    ]
+
+
+def _pairs(lengths: torch.Tensor, n: int) -> torch.Tensor:
+    """[batch, pos, pos] mask of the pairs i < k of real positions."""
+    k = torch.arange(n)
+    return (k[None, :] < k[:, None]) & (k[:, None] < lengths[:, None, None])
