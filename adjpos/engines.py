@@ -7,7 +7,8 @@ place that decides where the calls run, so the science has one code path whateve
 
 - ``workers=0``: in this process, one after the other, each with as many threads as a worker
   would have (`Resources.cpus`);
-- ``engine="process"`` (default): a local pool of spawned processes (default: one per core),
+- ``engine="process"`` (default): a local pool of processes (default: one per core) forked
+  from a server that has torch imported (spawned where there is none),
   each limited to `Resources.cpus` threads (1), so workers do not oversubscribe the cores;
 - ``engine="ray"``: Ray tasks, on a local Ray that adjpos starts (``workers`` CPUs) or on an
   existing cluster (``address``, e.g. ``"auto"`` or ``"ray://host:10001"``). Each task asks
@@ -116,13 +117,25 @@ def run_units(
 
 def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None, threads: int) -> Iterator:
     workers = workers or os.cpu_count() or 1
-    context = multiprocessing.get_context("spawn")  # fork is unsafe once torch threads exist
+    context = _context()
     with futures.ProcessPoolExecutor(
         workers, mp_context=context, initializer=set_threads, initargs=(threads,)
     ) as pool:
         pending = {pool.submit(fn, *job): job for job in jobs}
         for done in futures.as_completed(pending):
             yield pending[done], done.result()
+
+
+def _context() -> Any:
+    """Where the pool's workers come from: a fork server started once per process with torch
+    and adjpos already imported, so each pool after the first starts in a fraction of a second
+    (fork itself is unsafe once torch threads exist; a fresh "spawn" worker imports everything
+    again); "spawn" where there is no fork server (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "adjpos.engines"])
+    return context
 
 
 def _ray(fn, jobs, workers, address, resources: Resources) -> Iterator:

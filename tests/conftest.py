@@ -44,3 +44,15 @@ def user_errors():
     jaxtyping.config.update("jaxtyping_disable", True)
     yield
     jaxtyping.config.update("jaxtyping_disable", False)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray of 2 CPUs for every test that runs units on Ray: `adjpos.engines` joins a
+    Ray that is already running (and leaves it running), so its start and its workers' imports
+    are paid once per test session, not once per test."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -93,9 +93,11 @@ def test_bench_probes_quick_agrees_with_scikit_learn(run_in_process, tmp_path):
     assert total["sklearn_s"] == pytest.approx(sum(r["sklearn_s"] for r in result["sets"]))
 
 
-def test_bench_engines_quick_runs_every_engine_to_the_same_rows(tmp_path):
+def test_bench_engines_quick_runs_every_engine_to_the_same_rows(
+    run_in_process, tmp_path, local_ray
+):
     out = tmp_path / "bench.json"
-    assert run_in_subprocess("bench_engines.py", "--quick", "--json", str(out)).strip()
+    assert run_in_process("bench_engines.py", "--quick", "--json", str(out)).strip()
     result = json.loads(out.read_text())
     assert result["same_rows"] is True
     rows = result["engines"]

@@ -19,14 +19,14 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def test_every_engine_gives_the_same_results():
+def test_every_engine_gives_the_same_results(local_ray):
     expected = {job: sum(job) for job in JOBS}
     for kwargs in (dict(workers=0), dict(workers=2), dict(engine="ray", workers=2)):
         assert dict(run_units(operator.add, JOBS, **kwargs)) == expected, kwargs
     assert list(run_units(operator.add, [], engine="ray")) == []
 
 
-def test_every_unit_runs_with_the_threads_it_asked_for():
+def test_every_unit_runs_with_the_threads_it_asked_for(local_ray):
     """So a solver that stops at a tolerance stops at the same point on every engine."""
     before = torch.get_num_threads()
     for kwargs in (dict(workers=0), dict(workers=2), dict(workers=1), dict(engine="ray")):
@@ -40,7 +40,7 @@ def _table(result):
     return result.table.drop(columns=["seconds"])
 
 
-def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path):
+def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path, local_ray):
     serial = sweep(GRID, out_dir=tmp_path / "serial", workers=0, **SMALL)
     pooled = sweep(GRID, out_dir=tmp_path / "pool", workers=2, engine="process", **SMALL)
     on_ray = sweep(GRID, out_dir=tmp_path / "ray", workers=2, engine="ray", **SMALL)
@@ -49,7 +49,7 @@ def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path):
 
 
 @pytest.mark.parametrize(("first", "second"), [("ray", "process"), ("process", "ray")])
-def test_an_interrupted_sweep_finishes_on_the_other_engine(tmp_path, first, second):
+def test_an_interrupted_sweep_finishes_on_the_other_engine(tmp_path, first, second, local_ray):
     """Interrupted: two units' markers and the table are gone, as if the run was killed."""
     out = tmp_path / "run"
     whole = sweep(GRID, out_dir=out, workers=2, engine=first, **SMALL)
@@ -81,7 +81,7 @@ def test_bad_engines_are_named(monkeypatch):
         sweep(GRID, out_dir="unused", engine="ray", **SMALL)
 
 
-def test_the_sweep_command_gives_the_same_csv_on_both_engines(tmp_path, monkeypatch):
+def test_the_sweep_command_gives_the_same_csv_on_both_engines(tmp_path, monkeypatch, local_ray):
     from adjpos.cli import main
     from adjpos.study.sweep import read_sweep
 

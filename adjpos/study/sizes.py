@@ -185,6 +185,8 @@ QUICK = dataclasses.replace(
 )
 TINY = dataclasses.replace(
     QUICK,
+    trained_seeds=(0, 1),
+    dynamics_seeds=(1,),
     n_eval=8,
     n_sequences=8,
     n_probe_sequences=8,

@@ -157,23 +157,31 @@ def test_the_kernel_uses_no_more_threads_than_torch_and_agrees_across_counts(mon
     import adjpos.metrics.adjacency as module
 
     used, original = [], module.count_ordered_pairs
+    sim = torch.randint(0, 4, (16, 40, 40), generator=torch.Generator().manual_seed(3)).float()
+    # Launch numba's thread pool first (its launch resets the OpenMP thread count torch reads),
+    # and let it use every thread, whatever an earlier test in this process left it at.
+    adjacency_rows(sim)
+    numba_before = numba.get_num_threads()
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
     def recording(values, prefix):
         used.append(numba.get_num_threads())
         return original(values, prefix)
 
     monkeypatch.setattr(module, "count_ordered_pairs", recording)
-    sim = torch.randint(0, 4, (16, 40, 40), generator=torch.Generator().manual_seed(3)).float()
     before = torch.get_num_threads(), numba.get_num_threads()
     results = {}
-    for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):  # 1, and all when there are more
-        torch.set_num_threads(threads)
-        try:
-            results[threads] = adjacency_rows(sim)
-        finally:
-            torch.set_num_threads(before[0])
-        assert used.pop() == threads
-    assert (torch.get_num_threads(), numba.get_num_threads()) == before
+    try:
+        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):  # 1, and all if more
+            torch.set_num_threads(threads)
+            try:
+                results[threads] = adjacency_rows(sim)
+            finally:
+                torch.set_num_threads(before[0])
+            assert used.pop() == threads
+        assert (torch.get_num_threads(), numba.get_num_threads()) == before
+    finally:
+        numba.set_num_threads(numba_before)
     rows = list(results.values())
     torch.testing.assert_close(rows[0], rows[-1], rtol=0, atol=0, equal_nan=True)
 
