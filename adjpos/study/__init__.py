@@ -29,7 +29,6 @@ __all__ = [
     "StudySizes",
     "SweepResult",
     "Verdict",
-    "claims",
     "read_sweep",
     "reproduce",
     "rows_of_subgrid",
