@@ -155,7 +155,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
                 seeds=seeds_text(numbers["seeds"]),
                 unit="task x layer x intervention cell",
                 evidence=f"necessary beyond the matched control, layers >= 1 "
-                f"({', '.join(names)}){'; ' + detail if detail else ''}"
+                f"({', '.join(n for n in names if any(r['intervention'] == n for r in mine))})"
+                f"{'; ' + detail if detail else ''}"
                 if mine
                 else "not in this run's interventions",
             )
