@@ -7,8 +7,9 @@ The top level holds the verbs a user reaches for::
     adjpos.adjacency_score(model, tokens)
 
 Everything else lives in namespaces: `adjpos.figures` (plotly figures), `adjpos.theory` (the
-first-layer argument), `adjpos.hf` (Hugging Face models with NoPE layers), `adjpos.study`
-(the paper's study: sweeps, `reproduce`, the report), and the packages below
+first-layer argument), `adjpos.hf` (Hugging Face models with NoPE layers), `adjpos.sweep`
+(random-init models over a grid of configs), `adjpos.study` (the paper's study: `reproduce`,
+the report), and the packages below
 (`adjpos.probes`, `adjpos.tasks`, ...). Each is an attribute of `adjpos` (``import adjpos;
 adjpos.theory.compare_first_layer``), imported on first use (PEP 562). TransformerLens,
 transformers, scikit-learn and plotly are imported only when a function needs them, so
@@ -106,6 +107,7 @@ _NAMESPACES = (
     "scoring",
     "stats",
     "study",
+    "sweep",
     "tables",
     "tasks",
     "theory",

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from adjpos.runs import versions, write_json
-from adjpos.study.sweep import sweep
+from adjpos.sweep import sweep
 
 
 def main(quick: bool, workers: int, json_path: str | None) -> None:

@@ -16,13 +16,15 @@ import adjpos.figures  # noqa: F401
 import adjpos.interventions  # noqa: F401
 import adjpos.stats  # noqa: F401
 import adjpos.study  # noqa: F401
+import adjpos.sweep  # noqa: F401
 import adjpos.theory  # noqa: F401
 
 HEADER = """# API reference
 
 The first section is the top level (`import adjpos`); the others are namespaces, imported as
 `import adjpos.figures`, `import adjpos.theory`, `import adjpos.interventions`,
-`import adjpos.hf`, `import adjpos.study`, `import adjpos.engines` and `import adjpos.stats`.
+`import adjpos.hf`, `import adjpos.sweep`, `import adjpos.study`, `import adjpos.engines` and
+`import adjpos.stats`.
 Shapes use TransformerLens's dimension names; `*batch` is any number of leading dimensions.
 This page is generated from the docstrings by `python docs/make_api.py`.
 """
@@ -32,7 +34,8 @@ NAMESPACES = {
     "adjpos.theory": "The first-layer argument",
     "adjpos.interventions": "Interventions: change one carrier of position inside a model",
     "adjpos.hf": "Hugging Face models with NoPE layers",
-    "adjpos.study": "The paper's study: sweeps, reproduce, the report",
+    "adjpos.sweep": "Random-init sweeps over a grid of model configs",
+    "adjpos.study": "The paper's study: reproduce, the report",
     "adjpos.engines": "Engines: where the units of a long job run",
     "adjpos.stats": "Statistics on plain arrays",
 }

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import adjpos.figures
 import adjpos.study
+import adjpos.sweep
 from adjpos.study.claims import sweep
 
 
@@ -23,7 +24,7 @@ def main(out: Path, quick: bool, workers: int | None) -> None:
     saved = adjpos.figures.save_figures(figures, out, png=not quick)
     print("wrote", ", ".join(str(p) for p in saved.written))
     numbers = sweep.sweep_numbers(
-        result.table, adjpos.study.rows_of_subgrid(result.table, sizes.grid[0], base)
+        result.table, adjpos.sweep.rows_of_subgrid(result.table, sizes.grid[0], base)
     )
     print(
         f"{numbers['above_chance']} of {numbers['models']} models above 0.5 at their deepest "

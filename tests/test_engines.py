@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from adjpos.engines import Resources, check_engine, run_units
-from adjpos.study.sweep import sweep
+from adjpos.sweep import sweep
 
 JOBS = [(1, 2), (3, 4), (5, 6)]
 GRID = {"init_range": [0.05, 0.1], "d_model": [16, 32]}
@@ -83,7 +83,7 @@ def test_bad_engines_are_named(monkeypatch):
 
 def test_the_sweep_command_gives_the_same_csv_on_both_engines(tmp_path, monkeypatch, local_ray):
     from adjpos.cli import main
-    from adjpos.study.sweep import read_sweep
+    from adjpos.sweep import read_sweep
 
     monkeypatch.setattr("adjpos.figures.save._write_png", lambda fig, path: "PNG skipped: test")
     common = ["--param", "init_range=0.05,0.1", "--param", "d_model=16,32", "--seeds", "0"]

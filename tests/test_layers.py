@@ -21,6 +21,7 @@ LAYERS = (
     ("capture",),  # hook names and residual streams
     # what is measured or done with a model
     ("scoring", "layerwise", "probes", "theory", "training", "interventions", "pretrained"),
+    ("sweep",),  # random-init models over a grid (uses the engines and the measures)
     ("hf",),  # Hugging Face families, tokenizers, summaries by layer kind
     ("figures",),  # tidy tables in, plotly figures out
     ("study",),  # the paper's study

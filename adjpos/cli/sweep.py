@@ -70,7 +70,7 @@ def add_sweep_parser(commands: Any) -> None:
 
 def _run_sweep(args: argparse.Namespace) -> int:
     from adjpos.figures import save_figures, sweep_heatmap, sweep_histogram, sweep_layer_lines
-    from adjpos.study.sweep import DEFAULT_GRID, last_layer_rows, rows_of_subgrid, sweep
+    from adjpos.sweep import DEFAULT_GRID, last_layer_rows, rows_of_subgrid, sweep
 
     if args.grid is not None and args.param:
         raise UsageError("give --grid FILE or --param NAME=..., not both")

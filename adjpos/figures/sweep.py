@@ -22,7 +22,7 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
     """Mean adjacency score (over seeds and any other parameters) at one layer, over x and y.
 
     Args:
-        rows: the sweep's table (`adjpos.study.sweep.read_sweep`) or its rows as dicts.
+        rows: the sweep's table (`adjpos.sweep.read_sweep`) or its rows as dicts.
         x, y: two grid parameters (columns of the table).
         layer: which layer (default: the deepest in the rows).
     """

@@ -1,7 +1,8 @@
 """What every claim of the study is: one module that measures, counts and says.
 
 A claim module (``adjpos/study/claims/NAME.py``) reads top to bottom: measure -> tables ->
-numbers -> verdicts -> sentences -> figures, and ends with ``CLAIM = Claim(...)``. The pipeline
+numbers -> verdicts -> sentences -> figures; `adjpos.study.claims.claim` makes its `Claim` from
+its ``TITLE`` and those functions. The pipeline
 calls `Claim.measure` once per run (the module writes its tables under ``results/`` and returns
 its numbers, which the pipeline writes to ``results/numbers/NAME.json``); the report calls
 `Claim.verdicts` and `Claim.section` on those numbers alone, and `Claim.figures` on the tables.

@@ -10,17 +10,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from adjpos.sweep import DEFAULT_GRID
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
 Grid = tuple[dict[str, list[Any]], ...]
-
-# The default sweep grid answers: which band of init scale and width shows the pattern, how
-# depth and normalization placement matter, and how NoPE compares with positional schemes.
-DEFAULT_GRID: Grid = (
-    {"init_range": [0.02, 0.05, 0.1, 0.2, 0.5], "d_model": [32, 64, 128]},
-    {"n_layers": [1, 2, 4, 8], "normalization_type": ["LN", "LNPre", "RMS", None]},
-    {"positional": ["none", "learned", "rotary", "alibi"], "init_range": [0.05, 0.1, 0.2]},
-)
 QUICK_GRID: Grid = (
     {"init_range": [0.02, 0.1, 0.5], "d_model": [32, 64]},
     {"positional": ["none", "learned", "rotary", "alibi"]},

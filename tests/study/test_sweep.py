@@ -10,7 +10,7 @@ import torch
 
 from adjpos import adjacency_score, build_model
 from adjpos.models import ModelConfig
-from adjpos.study.sweep import read_sweep, sweep
+from adjpos.sweep import read_sweep, sweep
 
 BASE = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=20, n_ctx=16)
 GRID = {"init_range": [0.05, 0.2], "normalization_type": ["LN", None]}
@@ -53,7 +53,7 @@ def test_workers_give_the_same_rows_and_rerun_skips(tmp_path):
 def test_killed_run_resumes_to_the_same_rows(tmp_path):
     whole = sweep(GRID, out_dir=tmp_path / "whole", workers=0, **SMALL)
     script = (
-        "from adjpos.study.sweep import sweep\n"
+        "from adjpos.sweep import sweep\n"
         "from adjpos.models import ModelConfig\n"
         f"base = ModelConfig(**{BASE.to_dict()!r})\n"
         f"sweep({GRID!r}, seeds=[0, 1], n_sequences=4, seq_len=8, base=base,\n"
@@ -126,7 +126,7 @@ def test_other_grid_in_the_folder_is_refused(tmp_path):
 
 
 def test_rows_of_subgrid_keep_other_parameters_at_base(tmp_path):
-    from adjpos.study import rows_of_subgrid
+    from adjpos.sweep import rows_of_subgrid
 
     grid = [{"init_range": [0.05, 0.2]}, {"positional": ["rotary"], "init_range": [0.05]}]
     rows = sweep(grid, out_dir=tmp_path / "g", workers=0, **SMALL).table

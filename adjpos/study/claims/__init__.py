@@ -1,6 +1,7 @@
 """The claims of the study, one module each, in the order the pipeline measures them and the
 report shows them. Each module reads top to bottom (measure -> tables -> numbers -> verdicts
--> sentences -> figures) and ends with ``CLAIM``, an `adjpos.study.claim.Claim`.
+-> sentences -> figures): its ``TITLE`` and the functions ``measure``, ``verdicts``,
+``section`` and (optionally) ``figures`` make its `adjpos.study.claim.Claim`.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ NAMES = (
 
 
 def claim(name: str) -> Claim:
-    """The registered claim `name`."""
+    """The registered claim `name`, made from its module."""
     if name not in NAMES:
         raise UsageError(f"no claim {name!r}; the claims are {list(NAMES)}")
-    return importlib.import_module(f"adjpos.study.claims.{name}").CLAIM
+    module = importlib.import_module(f"adjpos.study.claims.{name}")
+    figures = getattr(module, "figures", lambda results, sizes: {})
+    return Claim(name, module.TITLE, module.measure, module.verdicts, module.section, figures)
 
 
 def claims() -> list[Claim]:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from adjpos.stats import bootstrap_interval, compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import Context, Criteria, Verdict, seeds_text, toward
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
 from adjpos.study.views import (
     records,
@@ -30,6 +30,8 @@ from adjpos.study.views import (
 )
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
+
+TITLE = "Claim 1: nearby hidden states are more similar (the adjacency pattern)"
 
 ADJACENCY = Table(
     task="string",
@@ -342,13 +344,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         ),
         "adjacency_views": (adjacency_views_figure(table), CAPTIONS["adjacency_views"]),
     }
-
-
-CLAIM = Claim(
-    name="adjacency",
-    title="Claim 1: nearby hidden states are more similar (the adjacency pattern)",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

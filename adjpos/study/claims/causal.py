@@ -26,13 +26,14 @@ from adjpos.study.claim import (
     CRITERIA,
     FOR,
     WITHIN,
-    Claim,
     Context,
     Criteria,
     Verdict,
     seeds_text,
 )
 from adjpos.study.models import TRAINED
+
+TITLE = "Does the model read the pattern? (causal tests)"
 
 # Interventions whose verdicts the report gives (each against its control, see CONTROL_OF).
 TESTED = (
@@ -279,13 +280,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
 
 def _float(value: Any) -> float | None:
     return None if pd.isna(value) else float(value)
-
-
-CLAIM = Claim(
-    name="causal",
-    title="Does the model read the pattern? (causal tests)",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

@@ -13,13 +13,15 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.runs import write_json
-from adjpos.study.claim import Claim, Context, Criteria, Verdict
+from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
 from adjpos.study.views import records
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 from adjpos.tasks.vocab import EOS
+
+TITLE = "Claim 1, seen: self-cosine matrices of one prompt per task"
 
 # The paper's example prompt of each task (PAPER.md), drawn as the cosine heatmaps.
 EXAMPLE_PROMPTS = {
@@ -100,13 +102,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         stem: (fig, CAPTION.format(task=stem.removeprefix("cosine_")))
         for stem, fig in cosine_figures(panels).items()
     }
-
-
-CLAIM = Claim(
-    name="cosine",
-    title="Claim 1, seen: self-cosine matrices of one prompt per task",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

@@ -23,10 +23,12 @@ from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
 from adjpos.study.views import sequence_views, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
+
+TITLE = "When the pattern appears: training dynamics"
 
 DYNAMICS = Table(
     task="string",
@@ -267,13 +269,3 @@ def dynamics_figure(table: pd.DataFrame):
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = DYNAMICS.read(results / "dynamics.csv")
     return {} if table.empty else {"dynamics": (dynamics_figure(table), CAPTION)}
-
-
-CLAIM = Claim(
-    name="dynamics",
-    title="When the pattern appears: training dynamics",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

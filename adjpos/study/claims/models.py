@@ -12,12 +12,14 @@ import pandas as pd
 from adjpos.pretrained import pretrained_info
 from adjpos.stats import bootstrap_interval, compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import Context, Criteria, Verdict, seeds_text, toward
 from adjpos.study.models import gen
 from adjpos.study.views import records
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 from adjpos.training import evaluate
+
+TITLE = "The models"
 
 MODELS = Table(
     task="string",
@@ -105,17 +107,3 @@ def section(numbers: dict[str, Any], figures: Any) -> str:
         f"prompts is at least {fmt.n(worst['accuracy'])} ({worst['task']}): the models solve "
         "their tasks, so they must know where their tokens are."
     )
-
-
-def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    return {}
-
-
-CLAIM = Claim(
-    name="models",
-    title="The models",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

@@ -25,9 +25,11 @@ from adjpos.probes import (
 )
 from adjpos.stats import compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
 from adjpos.study.models import RANDOM, TRAINED, gen
 from adjpos.tasks import TASKS
+
+TITLE = "Claim 2: similarity carries position better than variance (probes)"
 
 ORDER_METHODS = ("spectral_seriation", "variance_sort", "first_similarity_sort")
 ORDER_COLUMNS = ("spectral_seriation", "first_similarity_sort", "variance_sort")
@@ -384,13 +386,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         if result.model.startswith(TRAINED):  # the copies are in the report's tables
             out[path.stem] = (plot_probe_scores(result), CAPTION.format(model=result.model))
     return out
-
-
-CLAIM = Claim(
-    name="probing",
-    title="Claim 2: similarity carries position better than variance (probes)",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

@@ -1,5 +1,5 @@
 """Claim 3: random-init NoPE models show the pattern too, over which hyperparameters: the
-random-init sweep (`adjpos.study.sweep`) over the study's grid.
+random-init sweep (`adjpos.sweep`) over the study's grid.
 
 Each cell x seed is one random-init model scored on random tokens; a model shows the pattern
 when its deepest layer scores above chance. The sweep keeps one score per model (its mean over
@@ -15,8 +15,10 @@ import pandas as pd
 from adjpos.models import ModelConfig
 from adjpos.stats import compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Claim, Context, Criteria, Verdict, seeds_text, toward
-from adjpos.study.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
+from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
+
+TITLE = "Claim 3: the pattern in random-init models, over which hyperparameters"
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -150,13 +152,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     base = ModelConfig(n_layers=sizes["sweep_layers"])
     drawn = sweep_figures(read_sweep(results / "sweep"), sizes["grid"], base)
     return {stem: (fig, CAPTIONS[stem]) for stem, fig in drawn.items()}
-
-
-CLAIM = Claim(
-    name="sweep",
-    title="Claim 3: the pattern in random-init models, over which hyperparameters",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

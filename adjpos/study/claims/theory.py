@@ -20,7 +20,6 @@ from adjpos.study.claim import (
     AGAINST,
     CRITERIA,
     FOR,
-    Claim,
     Context,
     Criteria,
     Verdict,
@@ -29,6 +28,8 @@ from adjpos.study.claim import (
 from adjpos.study.models import gen, rounded
 from adjpos.tables import Table
 from adjpos.theory import compare_first_layer, effective_width, predicted_adjacency
+
+TITLE = "Claim 4: the first-layer argument"
 
 THEORY = Table(
     init_range="float64",
@@ -206,13 +207,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     scale = sizes["theory_heatmap_scale"]
     drawn = theory_figures(table, matrices, scale)
     return {stem: (fig, CAPTIONS[stem].format(scale=scale)) for stem, fig in drawn.items()}
-
-
-CLAIM = Claim(
-    name="theory",
-    title="Claim 4: the first-layer argument",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

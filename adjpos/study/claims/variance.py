@@ -19,11 +19,13 @@ from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
 from adjpos.stats import VARIANCE_SUMMARY, compare_intervals, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import Claim, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import Context, Criteria, Verdict, seeds_text, toward
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
 from adjpos.study.views import seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
+
+TITLE = "The other carrier: variance by position"
 
 VARIANCE = Table(
     task="string", model="string", seed="Int64", layer="int64", position="int64", variance="float64"
@@ -187,13 +189,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         "variance_by_position": (variance_figure(profiles), CAPTIONS["variance_by_position"]),
         "variance_by_layer": (variance_layers_figure(layers), CAPTIONS["variance_by_layer"]),
     }
-
-
-CLAIM = Claim(
-    name="variance",
-    title="The other carrier: variance by position",
-    measure=measure,
-    verdicts=verdicts,
-    section=section,
-    figures=figures,
-)

@@ -27,7 +27,6 @@ from tqdm.auto import tqdm
 from adjpos.engines import Resources, check_engine, run_units
 from adjpos.models import ModelConfig
 from adjpos.runs import RunFolder, read_run
-from adjpos.study.sizes import DEFAULT_GRID
 from adjpos.tables import Table, config_table
 from adjpos.validation import UsageError, check_int_list, check_positive_int, resolve_device
 
@@ -35,6 +34,13 @@ Grid = Mapping[str, Sequence[Any]] | Sequence[Mapping[str, Sequence[Any]]]
 # The columns after the grid parameters: what each cell x seed x layer measured.
 MEASURED = Table(
     seed="int64", layer="int64", adjacency="float64", variance_slope="float64", seconds="float64"
+)
+# The default sweep grid answers: which band of init scale and width shows the pattern, how
+# depth and normalization placement matter, and how NoPE compares with positional schemes.
+DEFAULT_GRID: tuple[dict[str, list[Any]], ...] = (
+    {"init_range": [0.02, 0.05, 0.1, 0.2, 0.5], "d_model": [32, 64, 128]},
+    {"n_layers": [1, 2, 4, 8], "normalization_type": ["LN", "LNPre", "RMS", None]},
+    {"positional": ["none", "learned", "rotary", "alibi"], "init_range": [0.05, 0.1, 0.2]},
 )
 __all__ = ["DEFAULT_GRID", "MEASURED", "SweepResult", "read_sweep", "rows_of_subgrid", "sweep"]
 
