@@ -5,8 +5,9 @@ with a bootstrap interval over sequences, the change from the layer before (pair
 same sequences, so a NoPE layer after RoPE layers can be seen to keep, sharpen or wash out
 the pattern), the variance ratio and its Spearman correlation with position (intervals over
 sequences), and optionally the linear probes' R^2 for position. It works on any
-TransformerLens model; every layer is measured inside one forward pass
-(`adjpos.iter_residuals`).
+TransformerLens model (a bridged Hugging Face model too); every layer is measured inside its
+hook during one forward pass (`adjpos.capture.reduce_residuals`), so it costs one forward pass
+and holds one layer's states at a time.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import torch
 from jaxtyping import Bool, Int
 from torch import Tensor
 
-from adjpos.capture import check_tokens, iter_residuals
+from adjpos.capture import check_tokens, reduce_residuals
 from adjpos.metrics import position_variance
 from adjpos.metrics.checks import check_ties
 from adjpos.models import capture_kinds
-from adjpos.scoring import check_rows, sequence_scores
+from adjpos.scoring import check_rows, check_skip_first, sequence_scores
 from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
 from adjpos.tables import Table
 from adjpos.validation import UsageError
@@ -32,6 +33,11 @@ if TYPE_CHECKING:
     import pandas as pd
 
 N_BOOT = 1000
+# The tie rule of the per-layer measures, shared by `measure_layers` and ``adjpos score``: a
+# tied pair counts one half, so chance is 0.5 on any data (text repeats tokens, and a repeated
+# token in the same context gives tied cosines). `adjpos.adjacency_score` keeps the study's
+# strict rule as its default.
+MEASURE_TIES = "half"
 LAYERS = Table(
     layer="int64",
     kind="string",
@@ -51,7 +57,8 @@ def measure_layers(
     *,
     rows: Bool[Tensor, "batch pos"] | None = None,
     center: bool = False,
-    ties: str = "half",
+    ties: str = MEASURE_TIES,
+    skip_first: int = 0,
     probe_features: Sequence[str] = (),
     batch_size: int | None = None,
     n_boot: int = N_BOOT,
@@ -65,7 +72,8 @@ def measure_layers(
     scored sequences, ``adjacency_low``/``adjacency_high`` its percentile bootstrap interval,
     and ``change`` at layer l the mean of S_b(l) - S_b(l - 1) over the same sequences, with
     its own paired interval. The variance columns (`adjpos.stats.variance_summary`) read
-    every position of the raw states, whatever `rows` and `center` say.
+    every position of the raw states (from `skip_first` on), whatever `rows` and `center`
+    say.
 
     Args:
         model: any TransformerLens model (adjpos's, a HookedTransformer, `adjpos.load_hf`).
@@ -78,8 +86,13 @@ def measure_layers(
         center: subtract each sequence's mean state before the cosine
             (`adjpos.metrics.center_states`), so a direction every state shares does not
             enter the similarities.
-        ties: how the adjacency score counts tied pairs ("half" by default, so chance is 0.5
-            on any data, text with repeated tokens included; "strict" is the study's rule).
+        ties: how the adjacency score counts tied pairs (`MEASURE_TIES`, "half", by default,
+            so chance is 0.5 on any data, text with repeated tokens included; "strict" is the
+            study's rule). ``adjpos score --ties`` has the same default.
+        skip_first: leave the first K positions out of every measure (an attention sink:
+            position 0 of a language model can carry a massive activation that dominates the
+            variance ratio); the adjacency and variance columns then read positions K .. n-1
+            only, as if each sequence began at K (see `adjpos.adjacency_score`).
         probe_features: feature sets to probe with ridge regression (e.g. ``("variance",
             "resid")``, see `adjpos.probe_positions`); each adds a column ``r2_<name>``
             (cross-validated R^2 of position, 1 = read exactly).
@@ -92,8 +105,9 @@ def measure_layers(
         A frame with the columns of `LAYERS` (``change`` is NaN at layer 0), plus the probes'.
 
     Raises:
-        ValueError: fewer than 2 sequences or 3 tokens, `rows` not a [batch, pos] boolean
-            mask or selecting scorable rows in fewer than 2 sequences, or an unknown `ties`.
+        ValueError: fewer than 2 sequences or 3 tokens (after `skip_first`), `rows` not a
+            [batch, pos] boolean mask or selecting scorable rows in fewer than 2 sequences,
+            or an unknown `ties`.
 
     Example:
         >>> import adjpos, torch
@@ -103,15 +117,23 @@ def measure_layers(
         ['embed', 'nope', 'nope']
     """
     tokens = check_tokens(model, tokens)
-    scored = _check_measurable(tokens, rows, center, ties)
+    scored = _check_measurable(tokens, rows, center, ties, skip_first)
     lengths = torch.full((tokens.shape[0],), tokens.shape[1])
     kinds = capture_kinds(model)
-    records, before = [], None
-    for layer, acts in iter_residuals(model, tokens, batch_size=batch_size, progress=progress):
+
+    def reduce(layer: int, acts: Tensor, seqs: slice) -> tuple[Tensor, Tensor]:
         acts = acts.double()
-        scores = sequence_scores(acts, lengths, ties=ties, center=center, rows=rows).numpy()
-        scores = scores[scored]
-        variance = position_variance(acts).cpu().numpy()
+        picked = None if rows is None else rows[seqs]
+        scores = sequence_scores(
+            acts, lengths[seqs], ties=ties, center=center, rows=picked, skip_first=skip_first
+        )
+        return scores, position_variance(acts[:, skip_first:]).cpu()
+
+    parts = reduce_residuals(model, tokens, reduce, batch_size=batch_size, progress=progress)
+    records, before = [], None
+    for layer, chunks in parts.items():
+        scores = torch.cat([c[0] for c in chunks]).numpy()[scored]
+        variance = torch.cat([c[1] for c in chunks]).numpy()
         records.append(
             {
                 "layer": layer,
@@ -127,7 +149,9 @@ def measure_layers(
     return table
 
 
-def _check_measurable(tokens: Tensor, rows: Tensor | None, center: Any, ties: str) -> np.ndarray:
+def _check_measurable(
+    tokens: Tensor, rows: Tensor | None, center: Any, ties: str, skip_first: Any
+) -> np.ndarray:
     """The options' checks; returns which sequences have a row to score."""
     batch, n = tokens.shape
     if batch < 2 or n < 3:
@@ -137,12 +161,16 @@ def _check_measurable(tokens: Tensor, rows: Tensor | None, center: Any, ties: st
         )
     check_ties(ties)
     check_rows(rows, batch, n)
+    check_skip_first(skip_first, torch.tensor([n]))
     if not isinstance(center, bool):
         raise TypeError(f"center must be True or False, got {center!r}")
-    scored = np.ones(batch, dtype=bool) if rows is None else rows[:, 2:].any(dim=1).cpu().numpy()
+    first = skip_first + 2  # the first defined row
+    scored = (
+        np.ones(batch, dtype=bool) if rows is None else rows[:, first:].any(dim=1).cpu().numpy()
+    )
     if scored.sum() < 2:
         raise UsageError(
-            f"rows selects a row k >= 2 in {int(scored.sum())} sequence(s); measure_layers "
+            f"rows selects a row k >= {first} in {int(scored.sum())} sequence(s); measure_layers "
             "needs at least 2 to bootstrap over"
         )
     return scored

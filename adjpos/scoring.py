@@ -1,4 +1,5 @@
-"""Model-level scores: capture each layer (or read it from a cache), then apply the pure metrics."""
+"""Model-level scores: each layer scored inside its hook during one forward pass (or read from a
+cache), with the pure metrics."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from adjpos.capture import SITES, check_tokens, hook_name, iter_residuals, n_capture_layers
+from adjpos.capture import SITES, check_tokens, hook_name, n_capture_layers, reduce_residuals
 from adjpos.metrics import adjacency_probability, center_states, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, is_int
 
 
 def adjacency_score(
@@ -29,15 +30,18 @@ def adjacency_score(
     center: bool = False,
     rows: Bool[Tensor, "batch pos"] | None = None,
     per_sequence: bool = False,
+    skip_first: int = 0,
 ) -> Float[Tensor, " layer"] | Float[Tensor, "layer batch"]:
     """The model's adjacency score at every layer: the mean matrix score over sequences.
 
     Works on any TransformerLens model, or on the `ActivationCache` of a run you already
     made: ``adjacency_score(model.run_with_cache(tokens)[1])`` equals
-    ``adjacency_score(model, tokens)``. A model's layers are streamed, so memory does not
-    grow with depth. With ``site="resid_post"`` there are n_layers + 1 values (layer 0 =
-    embeddings: ``blocks.0.hook_resid_pre``, then ``blocks.{l}.hook_resid_post``); the other
-    sites have one value per block (``blocks.{l}.hook_{site}``).
+    ``adjacency_score(model, tokens)``. A model is run once (per `batch_size` chunk): each
+    layer is scored inside its hook (`adjpos.capture.reduce_residuals`), so time is one
+    forward pass and memory one layer deep, whatever the depth. With ``site="resid_post"``
+    there are n_layers + 1 values (layer 0 = embeddings: ``blocks.0.hook_resid_pre``, then
+    ``blocks.{l}.hook_resid_post``); the other sites have one value per block
+    (``blocks.{l}.hook_{site}``).
 
     Each sequence b gets the matrix score S_b (the mean of its selected defined rows s_k, see
     `adjpos.adjacency_probability`); the layer's score is the plain mean of S_b over the
@@ -66,31 +70,43 @@ def adjacency_score(
             interval over the sequences (`adjpos.stats.bootstrap_interval`). NaN marks a
             sequence without a selected defined row (possible only with `rows`). The default
             result is exactly ``adjacency_score(..., per_sequence=True).nanmean(dim=1)``.
+        skip_first: leave the first K positions out of the measure (an attention sink such as
+            a BOS token or position 0 of a language model, whose state is unlike the rest):
+            each sequence is scored as if it began at position K (rows, compared positions
+            and the centring mean alike), so it needs at least K + 3 tokens.
 
     Returns:
         Float64 tensor [layer] on the CPU; [layer, batch] with `per_sequence`.
 
     Raises:
-        ValueError: a sequence is shorter than 3 tokens, bad tokens or lengths, non-finite
-            activations, or a cache without the hooks of `site` (the message names them).
+        ValueError: a sequence is shorter than 3 tokens (K + 3 with `skip_first`), bad
+            tokens or lengths, non-finite activations, or a cache without the hooks of
+            `site` (the message names them).
         TypeError: a model without tokens, or a cache with tokens or a batch_size; a
             `center` or `per_sequence` that is not a bool.
     """
     check_ties(ties)
-    stream, batch, n = _layer_stream(model_or_cache, tokens, site, batch_size, progress)
-    lens = check_lengths(lengths, (batch,), n)
-    check_scorable(lens)
-    check_rows(rows, batch, n)
     for name, flag in (("center", center), ("per_sequence", per_sequence)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
-    scores = {}
-    for layer, acts in stream:
-        try:
-            scores[layer] = sequence_scores(acts, lens, ties=ties, center=center, rows=rows)
-        except UsageError as err:
-            raise UsageError(f"layer {layer} ({site}): {err}") from None
-    stacked = torch.stack([scores[layer] for layer in sorted(scores)])
+    options = {"ties": ties, "center": center, "skip_first": skip_first}
+    if _is_cache(model_or_cache):
+        cached = _cached_layers(model_or_cache, site, tokens, batch_size)
+        lens = _check_batch(cached[0][1].shape[:2], lengths, rows, skip_first)
+        scores = [_layer_scores(x, site, acts, lens, rows, options) for x, acts in cached]
+    else:
+        tokens = _model_tokens(model_or_cache, tokens, site)
+        lens = _check_batch(tokens.shape, lengths, rows, skip_first)
+
+        def score(layer: int, acts: Tensor, seqs: slice) -> Tensor:
+            picked = None if rows is None else rows[seqs]
+            return _layer_scores(layer, site, acts, lens[seqs], picked, options)
+
+        parts = reduce_residuals(
+            model_or_cache, tokens, score, site=site, batch_size=batch_size, progress=progress
+        )
+        scores = [torch.cat(chunks) for chunks in parts.values()]
+    stacked = torch.stack(scores)
     return stacked if per_sequence else stacked.nanmean(dim=1)
 
 
@@ -101,11 +117,16 @@ def sequence_scores(
     ties: str = "strict",
     center: bool = False,
     rows: Bool[Tensor, "batch pos"] | None = None,
+    skip_first: int = 0,
 ) -> Float[Tensor, " batch"]:
     """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
-    centred first with `center` (`adjpos.metrics.center_states`), then the mean of the rows
-    that `rows` selects (NaN for a sequence with none). The step `adjacency_score` and
-    `adjpos.measure_layers` apply to every layer."""
+    the first `skip_first` positions dropped, centred with `center`
+    (`adjpos.metrics.center_states`), then the mean of the rows that `rows` selects (NaN for
+    a sequence with none). The step `adjacency_score` and `adjpos.measure_layers` apply to
+    every layer."""
+    if skip_first:
+        states, lengths = states[:, skip_first:], lengths - skip_first
+        rows = None if rows is None else rows[:, skip_first:]
     if center:
         states = center_states(states, lengths.to(states.device))
     sim = cosine_matrix(states)
@@ -123,34 +144,51 @@ def check_rows(rows: Tensor | None, batch: int, n: int) -> None:
         )
 
 
-def _layer_stream(
-    model_or_cache: Any,
-    tokens: TokenInput | None,
-    site: str,
-    batch_size: int | None,
-    progress: bool | None,
-) -> tuple[Iterable[tuple[int, Tensor]], int, int]:
-    """``(layer, activations)`` of every layer of `site`, from a cache or streamed from a
-    model's forward passes, and the batch and sequence sizes."""
-    if _is_cache(model_or_cache):
-        if tokens is not None or batch_size is not None:
-            raise TypeError(
-                "adjacency_score(cache) reads the activations from the cache: pass no tokens "
-                "and no batch_size (the run that made the cache decided them)"
-            )
-        layers = _cached_layers(model_or_cache, site)
-        batch, n = layers[0][1].shape[:2]
-        return iter(layers), batch, n
+def check_skip_first(skip_first: Any, lengths: Tensor) -> int:
+    """`skip_first` is an int K >= 0 that leaves every sequence at least 3 positions."""
+    if not is_int(skip_first) or skip_first < 0:
+        raise UsageError(
+            f"skip_first must be an int >= 0 (positions to leave out), got {skip_first!r}"
+        )
+    shortest = int(lengths.min())
+    if skip_first and shortest - skip_first < 3:
+        raise UsageError(
+            f"skip_first={skip_first} leaves {shortest - skip_first} positions of the shortest "
+            f"sequence ({shortest} tokens); the adjacency score needs at least 3: use "
+            f"skip_first <= {max(shortest - 3, 0)} or longer sequences"
+        )
+    return int(skip_first)
+
+
+def _layer_scores(layer, site, acts, lengths, rows, options) -> Tensor:
+    """`sequence_scores` of one layer, its errors naming the layer."""
+    try:
+        return sequence_scores(acts, lengths, rows=rows, **options)
+    except UsageError as err:
+        raise UsageError(f"layer {layer} ({site}): {err}") from None
+
+
+def _check_batch(shape: Any, lengths: Tensor | None, rows: Tensor | None, skip: Any) -> Tensor:
+    """The lengths of a [batch, n] run, checked with `rows` and `skip_first`, before any
+    forward pass."""
+    batch, n = shape
+    lens = check_lengths(lengths, (batch,), n)
+    check_scorable(lens)
+    check_rows(rows, batch, n)
+    check_skip_first(skip, lens)
+    return lens
+
+
+def _model_tokens(model: Any, tokens: TokenInput | None, site: str) -> Tensor:
+    """The tokens to score `model` on, checked with `site` before any forward pass."""
     if tokens is None:
         raise TypeError(
             "adjacency_score(model) needs tokens: adjacency_score(model, tokens), or pass "
             "the ActivationCache of model.run_with_cache(tokens) alone"
         )
-    model = model_or_cache
     tokens = check_tokens(model, tokens)
-    n_capture_layers(model, site)  # checks the site before any forward pass
-    stream = iter_residuals(model, tokens, site=site, batch_size=batch_size, progress=progress)
-    return stream, *tokens.shape
+    n_capture_layers(model, site)
+    return tokens
 
 
 def _is_cache(obj: Any) -> bool:
@@ -159,8 +197,15 @@ def _is_cache(obj: Any) -> bool:
     return isinstance(obj, ActivationCache)
 
 
-def _cached_layers(cache: Any, site: str) -> list[tuple[int, Tensor]]:
+def _cached_layers(
+    cache: Any, site: str, tokens: Any, batch_size: int | None
+) -> list[tuple[int, Tensor]]:
     """``(layer, activations[batch, pos, d_model])`` of every layer of `site` in `cache`."""
+    if tokens is not None or batch_size is not None:
+        raise TypeError(
+            "adjacency_score(cache) reads the activations from the cache: pass no tokens "
+            "and no batch_size (the run that made the cache decided them)"
+        )
     model = getattr(cache, "model", None)
     if getattr(model, "cfg", None) is not None:
         n = n_capture_layers(model, site)

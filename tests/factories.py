@@ -28,3 +28,75 @@ def tiny_bridge():
             positional_embedding_type="rotary",
         )
     )
+
+
+def tiny_gguf(path):
+    """A tiny random Llama written as a GGUF file with the `gguf` package's writer (float32
+    tensors, a byte-level tokenizer of 64 single characters); returns the Hugging Face model
+    it was written from. The query and key rows are permuted as llama.cpp's converter does,
+    so transformers' reader gives back the same weights."""
+    import gguf
+    import torch
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        hf = transformers.LlamaForCausalLM(config).eval()
+    state = {k: v.detach().numpy() for k, v in hf.state_dict().items()}
+
+    def permute(w, heads):
+        return w.reshape(heads, 2, w.shape[0] // heads // 2, -1).swapaxes(1, 2).reshape(w.shape)
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_name("tiny-llama")
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_head_count_kv(config.num_key_value_heads)
+    writer.add_rope_freq_base(config.rope_parameters["rope_theta"])
+    writer.add_layer_norm_rms_eps(config.rms_norm_eps)
+    writer.add_vocab_size(config.vocab_size)
+    tokens = [*"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", "Ġ", "!"]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([1] * len(tokens))
+    writer.add_token_scores([0.0] * len(tokens))
+    writer.add_token_merges([])
+    writer.add_bos_token_id(63)
+    writer.add_eos_token_id(62)
+    names = {
+        "attn_norm": "input_layernorm",
+        "attn_v": "self_attn.v_proj",
+        "attn_output": "self_attn.o_proj",
+        "ffn_norm": "post_attention_layernorm",
+        "ffn_gate": "mlp.gate_proj",
+        "ffn_up": "mlp.up_proj",
+        "ffn_down": "mlp.down_proj",
+    }
+    writer.add_tensor("token_embd.weight", state["model.embed_tokens.weight"])
+    for i in range(config.num_hidden_layers):
+        layer = f"model.layers.{i}."
+        for ours, theirs in names.items():
+            writer.add_tensor(f"blk.{i}.{ours}.weight", state[f"{layer}{theirs}.weight"])
+        q, k = state[f"{layer}self_attn.q_proj.weight"], state[f"{layer}self_attn.k_proj.weight"]
+        writer.add_tensor(f"blk.{i}.attn_q.weight", permute(q, config.num_attention_heads))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", permute(k, config.num_key_value_heads))
+    writer.add_tensor("output_norm.weight", state["model.norm.weight"])
+    writer.add_tensor("output.weight", state["lm_head.weight"])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return hf

@@ -131,3 +131,17 @@ def test_bench_time_to_99_quick_and_from_runs(run_in_process, tmp_path):
         {"task": "reversal", "seed": 2, "steps": 500, "seconds": 21.0, "ratio_to_budget": 21 / 900}
     ]
     assert result["settings"]["budget_s"] == 900 and result["settings"]["target"] == 0.99
+
+
+def test_bench_one_pass_quick(tmp_path):
+    # Its own process, as bench_adjacency: each variant runs in a fresh child process.
+    out = tmp_path / "bench.json"
+    assert run_in_subprocess("bench_one_pass.py", "--quick", "--json", str(out)).strip()
+    result = json.loads(out.read_text())
+    assert result["machine"]["quick"] and result["n_layers"] == 4
+    rows = {row["variant"]: row for row in result["rows"]}
+    assert list(rows) == ["forward", "score", "measure_layers"]
+    for row in rows.values():
+        assert row["seconds"] > 0 and row["peak_mb"] >= 0
+        assert row["time_ratio"] == pytest.approx(row["seconds"] / rows["forward"]["seconds"])
+    assert rows["forward"]["time_ratio"] == 1

@@ -13,6 +13,7 @@ import torch
 
 from adjpos import adjacency_score, build_model, get_task, load_model, save_model
 from adjpos.cli import main
+from adjpos.layerwise import MEASURE_TIES
 from adjpos.tasks import VOCAB_SIZE
 from adjpos.validation import UsageError
 from factories import tiny_config
@@ -48,7 +49,7 @@ def _no_model_built(monkeypatch):
 def test_score_writes_the_scores_of_the_model_it_describes(tmp_path):
     assert main([*SMALL, "--csv", str(tmp_path / "s.csv")]) == 0
     model = build_model(tiny_config(), device="cpu")
-    expected = adjacency_score(model, _tokens(20, 4, 10)).float()
+    expected = adjacency_score(model, _tokens(20, 4, 10), ties=MEASURE_TIES).float()
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
 
@@ -58,7 +59,8 @@ def test_score_options_reach_the_model(capsys, tmp_path):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[1] for r in rows] == ["learned", "learned"]  # attn_out: one row per block
     model = build_model(tiny_config(positional="learned", attn_only=True, seed=3), device="cpu")
-    expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out").float()
+    expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out", ties=MEASURE_TIES)
+    expected = expected.float()
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
 
@@ -66,7 +68,12 @@ def test_score_a_checkpoint(tmp_path):
     save_model(build_model(tiny_config(n_layers=3, seed=5)), tmp_path / "m")
     args = ["--model", str(tmp_path / "m"), "--n-sequences", "3", "--seq-len", "8"]
     assert main(["score", *args, "--csv", str(tmp_path / "s.csv")]) == 0
-    expected = adjacency_score(load_model(tmp_path / "m", device="cpu"), _tokens(20, 3, 8))
+    model = load_model(tmp_path / "m", device="cpu")
+    expected = adjacency_score(model, _tokens(20, 3, 8), ties=MEASURE_TIES)
+    torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
+    options = ["--ties", "strict", "--center", "--skip-first", "2"]
+    assert main(["score", *args, *options, "--csv", str(tmp_path / "s.csv")]) == 0
+    expected = adjacency_score(model, _tokens(20, 3, 8), ties="strict", center=True, skip_first=2)
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
 
 

@@ -31,10 +31,13 @@ def tokens():
     return torch.stack([torch.randperm(20, generator=gen)[:10] for _ in range(6)])
 
 
-def _as_before(model, tokens, ties):
-    """The table measure_layers made before it took rows and center, step by step."""
+def _as_before(model, tokens, ties, batch_size=None):
+    """The table measure_layers made before it took rows and center, step by step; each
+    layer captured by runs of its own (the per-layer path it replaced)."""
     records, before = [], None
-    for layer, acts in enumerate(adjpos.capture_residuals(model, tokens)):
+    kinds = adjpos.models.capture_kinds(model)
+    for layer in range(len(kinds)):
+        acts = adjpos.capture_residuals(model, tokens, layers=[layer], batch_size=batch_size)[0]
         acts = acts.double()
         scores = adjacency_probability(cosine_matrix(acts), ties=ties).numpy()
         low, high = bootstrap_interval(scores, n_boot=N_BOOT)
@@ -46,7 +49,7 @@ def _as_before(model, tokens, ties):
         records.append(
             {
                 "layer": layer,
-                "kind": "embed" if layer == 0 else "nope",
+                "kind": kinds[layer],
                 "adjacency": scores.mean(),
                 "adjacency_low": low,
                 "adjacency_high": high,
@@ -67,6 +70,19 @@ def test_without_rows_or_centring_the_numbers_are_as_before(model, tokens, ties)
     pd.testing.assert_frame_equal(got, expected, check_dtype=False, rtol=1e-12)
     same = measure_layers(model, tokens, rows=torch.ones_like(tokens, dtype=torch.bool))
     pd.testing.assert_frame_equal(same, measure_layers(model, tokens))
+
+
+@pytest.mark.parametrize("batch_size", [None, 4])
+def test_one_pass_on_a_bridge_gives_the_per_layer_numbers(tokens, batch_size):
+    bridge = adjpos.load_hf(adjpos.hf_config("smollm3", {"num_hidden_layers": 4}))
+    entries = []
+    handle = bridge.blocks[0].register_forward_pre_hook(lambda *args: entries.append(1))
+    got = measure_layers(bridge, tokens, n_boot=N_BOOT, batch_size=batch_size)
+    handle.remove()
+    assert len(entries) == (1 if batch_size is None else 2)  # one forward pass per chunk
+    expected = _as_before(bridge, tokens, "half", batch_size)
+    assert list(got["kind"]) == ["embed", "rope", "rope", "rope", "nope"]
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_exact=True)
 
 
 def _brute_force(model, tokens, rows, center):
@@ -136,3 +152,35 @@ def test_bad_options_name_what_is_allowed(model, tokens):
         measure_layers(model, tokens, ties="none")
     with pytest.raises(ValueError, match="at least 2 sequences of at least 3 tokens"):
         measure_layers(model, tokens[:1])
+
+
+def test_skip_first_leaves_the_first_positions_out_of_every_column(model, tokens):
+    table = measure_layers(model, tokens, skip_first=3, n_boot=N_BOOT)
+    scores = adjpos.adjacency_score(model, tokens, ties="half", skip_first=3, per_sequence=True)
+    np.testing.assert_allclose(table["adjacency"], scores.mean(dim=1).numpy(), rtol=1e-12)
+    for layer, acts in enumerate(adjpos.capture_residuals(model, tokens)):
+        variance = variance_summary(position_variance(acts.double()[:, 3:]).numpy(), n_boot=N_BOOT)
+        assert table.loc[layer, "ratio"] == variance["ratio"]
+        assert table.loc[layer, "spearman_low"] == variance["spearman_low"]
+    assert not np.allclose(table["ratio"], measure_layers(model, tokens, n_boot=N_BOOT)["ratio"])
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_skip_first_must_leave_three_positions(model, tokens):
+    with pytest.raises(ValueError, match=r"skip_first=8 leaves 2 positions"):
+        measure_layers(model, tokens, skip_first=8)
+    rows = torch.zeros_like(tokens, dtype=torch.bool)
+    rows[:, 3] = True  # row 3 is defined, unless the first 2 positions are left out
+    assert len(measure_layers(model, tokens, rows=rows, n_boot=N_BOOT)) == 3
+    with pytest.raises(ValueError, match=r"rows selects a row k >= 4 in 0 sequence"):
+        measure_layers(model, tokens, rows=rows, skip_first=2)
+
+
+def test_the_tie_rule_is_one_default_for_the_api_and_the_cli():
+    import inspect
+
+    from adjpos.cli import _parser
+    from adjpos.layerwise import MEASURE_TIES
+
+    assert inspect.signature(measure_layers).parameters["ties"].default == MEASURE_TIES
+    assert _parser().parse_args(["score"]).ties == MEASURE_TIES

@@ -207,9 +207,10 @@ def test_rows_must_be_a_mask_of_the_tokens():
 # per_sequence=True: one score per layer and sequence, to bootstrap over
 
 
-def _slow_sequence_scores(model, tokens, lengths, rows=None, ties="strict", center=False):
+def _slow_sequence_scores(model, tokens, lengths, rows=None, ties="strict", center=False, skip=0):
     """[layer][sequence] from TL's own cache, one truncated sequence at a time, and the loop
-    references: optionally centred, the mean of the selected defined rows (NaN if none)."""
+    references: the first `skip` states dropped, optionally centred, the mean of the selected
+    defined rows (NaN if none)."""
     import math
 
     from reference import slow_adjacency_rows
@@ -222,12 +223,12 @@ def _slow_sequence_scores(model, tokens, lengths, rows=None, ties="strict", cent
         with torch.no_grad():
             _, cache = model.run_with_cache(seq[None, :n])
         for layer, name in enumerate(names):
-            states = cache[name][0].tolist()
+            states = cache[name][0].tolist()[skip:]
             if center:
-                mean = [sum(col) / n for col in zip(*states, strict=True)]
+                mean = [sum(col) / (n - skip) for col in zip(*states, strict=True)]
                 states = [[x - m for x, m in zip(row, mean, strict=True)] for row in states]
-            scores = slow_adjacency_rows(slow_cosine(states), n, ties)
-            keep = [True] * n if rows is None else rows[b][:n].tolist()
+            scores = slow_adjacency_rows(slow_cosine(states), n - skip, ties)
+            keep = [True] * (n - skip) if rows is None else rows[b][skip:n].tolist()
             picked = [s for s, k in zip(scores, keep, strict=True) if k and not math.isnan(s)]
             out[layer].append(sum(picked) / len(picked) if picked else math.nan)
     return torch.tensor(out, dtype=torch.float64)
@@ -283,3 +284,117 @@ def test_per_sequence_mean_is_the_default_score_and_marks_unscored_sequences(tin
 def test_per_sequence_takes_a_bool(tiny_model, tokens):
     with pytest.raises(TypeError, match="per_sequence must be True or False"):
         adjacency_score(tiny_model, tokens, per_sequence=1)
+
+
+# One forward pass: the numbers of the old per-layer path, on any model
+
+
+def _per_layer_path(model, tokens, batch_size, **kwargs):
+    """The old path: each layer captured by its own run(s), then scored."""
+    from adjpos.capture import capture_residuals, n_capture_layers
+    from adjpos.scoring import sequence_scores
+
+    lengths = kwargs.pop("lengths", None)
+    lengths = torch.full((len(tokens),), tokens.shape[1]) if lengths is None else lengths
+    out = []
+    for layer in range(n_capture_layers(model, "resid_post")):
+        acts = capture_residuals(model, tokens, layers=[layer], batch_size=batch_size)[0]
+        out.append(sequence_scores(acts, lengths, **kwargs))
+    return torch.stack(out)
+
+
+_BRIDGES = {}
+
+
+def _bridge(kind):
+    import adjpos
+    from factories import tiny_bridge
+
+    if kind not in _BRIDGES:
+        config = adjpos.hf_config("smollm3", {"num_hidden_layers": 4})
+        _BRIDGES[kind] = {"hf": lambda: adjpos.load_hf(config), "native": tiny_bridge}[kind]()
+    return _BRIDGES[kind]
+
+
+@settings(max_examples=10)
+@given(
+    seed=st.integers(0, 2**16),
+    ties=st.sampled_from(["strict", "half"]),
+    center=st.booleans(),
+    padded=st.booleans(),
+    batch_size=st.sampled_from([None, 2, 3]),
+    kind=st.sampled_from(["hf", "native"]),
+)
+def test_one_pass_gives_the_per_layer_numbers_on_a_bridge(
+    seed, ties, center, padded, batch_size, kind
+):
+    model = _bridge(kind)
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(3, 20, (5, 10), generator=gen)  # repeats: ties count too
+    lengths = torch.randint(3, 11, (5,), generator=gen) if padded else None
+    kwargs = dict(ties=ties, center=center, lengths=lengths)
+    got = adjacency_score(model, tokens, per_sequence=True, batch_size=batch_size, **kwargs)
+    assert torch.equal(got, _per_layer_path(model, tokens, batch_size, **kwargs))
+
+
+def test_a_bridge_is_run_once_per_chunk():
+    model = _bridge("hf")
+    entries = []
+    handle = model.blocks[0].register_forward_pre_hook(lambda *args: entries.append(1))
+    adjacency_score(model, torch.randint(3, 20, (5, 10)), batch_size=2)
+    handle.remove()
+    assert len(entries) == 3
+
+
+def _same(a, b):
+    """Equal to the last bit, NaN where NaN."""
+    torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
+
+
+@settings(max_examples=10)
+@given(
+    seed=st.integers(0, 2**16),
+    skip=st.integers(0, 4),
+    center=st.booleans(),
+    masked=st.booleans(),
+)
+def test_skip_first_scores_the_states_from_position_k_on(seed, skip, center, masked):
+    """Leaving K positions out is scoring the states (not the tokens: the context stays)
+    from K on, as sequences K shorter; the loop reference says the same."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.stack([torch.randperm(20, generator=gen)[:10] for _ in range(4)])
+    lengths = torch.randint(skip + 3, 11, (4,), generator=gen)
+    rows = torch.rand(4, 10, generator=gen) < 0.5 if masked else None
+    kwargs = dict(lengths=lengths, ties="half", center=center, rows=rows)
+    got = adjacency_score(_FLOAT64_MODEL, tokens, per_sequence=True, skip_first=skip, **kwargs)
+    with torch.no_grad():
+        _, cache = _FLOAT64_MODEL.run_with_cache(tokens)
+    _same(adjacency_score(cache, per_sequence=True, skip_first=skip, **kwargs), got)
+    expected = []
+    names = ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]
+    for name in names:
+        states = cache[name][:, skip:]
+        sliced = None if rows is None else rows[:, skip:]
+        from adjpos.scoring import sequence_scores
+
+        expected.append(
+            sequence_scores(states, lengths - skip, ties="half", center=center, rows=sliced)
+        )
+    _same(got, torch.stack(expected))
+    if skip == 0:
+        _same(got, adjacency_score(_FLOAT64_MODEL, tokens, per_sequence=True, **kwargs))
+    slow = _slow_sequence_scores(
+        _FLOAT64_MODEL, tokens, lengths.tolist(), rows, "half", center, skip
+    )
+    torch.testing.assert_close(got, slow, equal_nan=True)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_skip_first_must_leave_three_positions(tiny_model, tokens):
+    with pytest.raises(ValueError, match=r"skip_first=10 leaves 2 positions .* <= 9"):
+        adjacency_score(tiny_model, tokens, skip_first=10)
+    with pytest.raises(ValueError, match=r"leaves 1 positions of the shortest sequence \(5"):
+        adjacency_score(tiny_model, tokens, lengths=torch.tensor([12, 5, 9, 9, 9, 9]), skip_first=4)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="skip_first must be an int >= 0"):
+            adjacency_score(tiny_model, tokens, skip_first=bad)

@@ -1,4 +1,5 @@
-"""Hook-based capture of hidden states at every layer."""
+"""Hook-based capture of hidden states at every layer (stacked, streamed, or reduced in the
+hooks of one forward pass)."""
 
 from adjpos.capture.residuals import (
     SITES,
@@ -9,6 +10,7 @@ from adjpos.capture.residuals import (
     hook_name,
     iter_residuals,
     n_capture_layers,
+    reduce_residuals,
 )
 
 __all__ = [
@@ -20,4 +22,5 @@ __all__ = [
     "hook_name",
     "iter_residuals",
     "n_capture_layers",
+    "reduce_residuals",
 ]

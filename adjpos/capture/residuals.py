@@ -5,15 +5,21 @@ block 0 (token embeddings; `blocks.0.hook_resid_pre`) and layer l >= 1 is the ou
 l-1 (`blocks.{l-1}.hook_resid_post`), so a model with L blocks has L+1 layers. For the other
 sites (``resid_mid``, ``attn_out``, ``mlp_out``) layer l is block l, L layers in all.
 
-Hooks are attached only inside `run_with_cache(names_filter=...)`, which removes them on exit
-(also on error). Works on any TransformerLens model with ``cfg.n_layers`` and
-``blocks.{l}.hook_*`` points (HookedTransformer, TransformerBridge).
+Hooks are attached only inside `run_with_cache(names_filter=...)` or ``model.hooks(...)``,
+which remove them on exit (also on error). Works on any TransformerLens model with
+``cfg.n_layers`` and ``blocks.{l}.hook_*`` points (HookedTransformer, TransformerBridge).
+
+Three ways to read the layers, from the most memory to the least: `capture_residuals` stacks
+them; `iter_residuals` yields them one at a time (one forward pass on a HookedTransformer,
+about (L+1)/2 on a bridge); `reduce_residuals` applies a function inside each layer's hook
+and keeps only its result, one forward pass per batch chunk on any model. A per-layer
+measure belongs in `reduce_residuals`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import torch
 from jaxtyping import Float, Int
@@ -24,6 +30,7 @@ from adjpos.types import TokenInput
 from adjpos.validation import UsageError, check_positive_int, is_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
+R = TypeVar("R")
 
 
 def hook_name(site: str, layer: int) -> str:
@@ -143,8 +150,8 @@ def iter_residuals(
     Memory holds one or two layers, whatever the depth. A HookedTransformer is run block by
     block (`start_at_layer`/`stop_at_layer`), one forward pass in all; other models (such as
     TransformerBridge, which cannot start mid-model) are run once per layer, stopping after
-    the block that layer needs, so they cost about (L+1)/2 forward passes. Arguments as
-    `capture_residuals`.
+    the block that layer needs, so they cost about (L+1)/2 forward passes: to measure every
+    layer of a bridge, use `reduce_residuals` (one pass). Arguments as `capture_residuals`.
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
@@ -155,6 +162,103 @@ def iter_residuals(
         for layer, acts in stream(model, chunks, site, layers):
             bar.update(1)
             yield layer, acts
+
+
+def reduce_residuals(
+    model: Any,
+    tokens: TokenInput,
+    reduce: Callable[[int, Tensor, slice], R],
+    *,
+    site: str = "resid_post",
+    layers: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+) -> dict[int, list[R]]:
+    """``reduce(layer, activations, sequences)`` at every requested layer, inside that layer's
+    hook: one forward pass per batch chunk on any TransformerLens model (HookedTransformer or
+    TransformerBridge), keeping only what `reduce` returns.
+
+    `activations` is the layer's [chunk, pos, d_model] tensor and `sequences` the slice of
+    `tokens`' rows the chunk holds (to index per-sequence data such as lengths). Once `reduce`
+    returns, the states can go, so memory holds the forward pass and one layer's reduction
+    (e.g. the cosine counts), whatever the depth. The pass stops right after the deepest
+    requested layer: the blocks past it and the unembedding never run. `reduce` runs under
+    ``torch.inference_mode`` and must not change `activations` in place (they are the
+    model's own). Hooks are removed on exit, also when `reduce` raises.
+
+    Args:
+        model: a TransformerLens model.
+        tokens: token ids [batch, pos] (or one sequence [pos]).
+        reduce: called once per (layer, chunk), layers in order within each chunk.
+        site, layers, batch_size, progress: as `capture_residuals`.
+
+    Returns:
+        ``{layer: [reduce's result on each chunk, in chunk order]}``, layers ascending.
+
+    Example:
+        >>> import adjpos, torch
+        >>> model = adjpos.build_model(adjpos.ModelConfig(n_layers=2, d_model=16, n_heads=2))
+        >>> tokens = torch.randint(0, 64, (6, 10))
+        >>> norms = reduce_residuals(model, tokens, lambda layer, acts, rows: acts.norm(dim=-1),
+        ...                          batch_size=4)
+        >>> [torch.cat(parts).shape for parts in norms.values()]
+        [torch.Size([6, 10]), torch.Size([6, 10]), torch.Size([6, 10])]
+    """
+    tokens = check_tokens(model, tokens)
+    layers = sorted(set(check_layers(model, site, layers)))
+    chunks = _split(tokens, batch_size)
+    results: dict[int, list[R]] = {layer: [] for layer in layers}
+    steps = len(layers) * len(chunks)
+    bar = tqdm(total=steps, desc="layers", disable=_disable(progress, steps))
+    start = 0
+    with bar:
+        for chunk in chunks:
+            rows = slice(start, start + len(chunk))
+            hooks = [
+                (hook_name(site, layer), _reducing_hook(reduce, layer, rows, results, bar))
+                for layer in layers
+            ]
+            _run_until_reduced(model, chunk, hooks)
+            start += len(chunk)
+    _check_fired(results, len(chunks), site)
+    return results
+
+
+class _Reduced(Exception):
+    """Raised by the deepest requested layer's hook: nothing past it is needed."""
+
+
+def _reducing_hook(reduce, layer, rows, results, bar):
+    last = max(results)
+
+    def hook(acts: Tensor, hook: Any) -> None:
+        results[layer].append(reduce(layer, acts.detach(), rows))
+        bar.update(1)
+        if layer == last:  # the blocks after it, and the unembedding, would be wasted work
+            raise _Reduced
+
+    return hook
+
+
+def _run_until_reduced(model: Any, chunk: Tensor, hooks: list) -> None:
+    """One forward pass of `chunk` with `hooks`, ended by the deepest one (`_Reduced`)."""
+    with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
+        try:
+            model(chunk, return_type=None)
+        except _Reduced:
+            pass
+
+
+def _check_fired(results: dict[int, list], n_chunks: int, site: str) -> None:
+    """Every requested hook fired once per chunk (a model with missing hook points would
+    otherwise give silently short results)."""
+    wrong = {layer: len(parts) for layer, parts in results.items() if len(parts) != n_chunks}
+    if wrong:
+        raise RuntimeError(
+            f"the hooks of site={site!r} fired {wrong} times (layer: count) over {n_chunks} "
+            "forward pass(es), not once per pass: this model does not run its hook points in "
+            "the TransformerLens order"
+        )
 
 
 def check_layers(model: Any, site: str, layers: Sequence[int] | None) -> list[int]:

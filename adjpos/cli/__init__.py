@@ -6,6 +6,7 @@
     adjpos intervene   causal tests: change one carrier of position, measure the task
     adjpos sweep   random-init sweeps over a grid of hyperparameters
     adjpos reproduce   the whole study: results, figures and a report
+    adjpos convert-gguf   a GGUF model file written as a Hugging Face folder
 
 One module per command; `_options` holds what they share (``--model`` means the same in
 score, probe and train). Bad input (an `adjpos.validation.UsageError`, or an `OSError` such as
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from adjpos import __version__
 from adjpos.cli._options import HelpFormatter
+from adjpos.cli.convert_gguf import add_convert_gguf_parser
 from adjpos.cli.intervene import add_intervene_parser
 from adjpos.cli.probe import add_probe_parser
 from adjpos.cli.reproduce import add_reproduce_parser
@@ -56,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     add_intervene_parser(commands)
     add_sweep_parser(commands)
     add_reproduce_parser(commands)
+    add_convert_gguf_parser(commands)
     for command in commands.choices.values():
         command.formatter_class = HelpFormatter  # one help style, set here for every command
         # No abbreviations: a removed option must be refused, not read as a longer one

@@ -21,6 +21,8 @@ from adjpos.validation import UsageError
 
 def add_score_parser(commands: Any) -> None:
     from adjpos.capture import SITES
+    from adjpos.layerwise import MEASURE_TIES
+    from adjpos.metrics.checks import TIES
 
     score = commands.add_parser(
         "score",
@@ -41,8 +43,10 @@ def add_score_parser(commands: Any) -> None:
     source.add_argument(
         "--text",
         type=Path,
-        help="with --hf: a text file, tokenized with the model's tokenizer (stored with it) "
-        "into consecutive sequences of --seq-len tokens (at most --n-sequences of them)",
+        help="with --hf: a UTF-8 text file, tokenized once with the model's tokenizer (stored "
+        "with it), without special tokens, and cut into consecutive sequences of --seq-len "
+        "tokens (at most --n-sequences of them, from the start; the tail is dropped); see "
+        "adjpos.hf.text_tokens",
     )
     source.add_argument(
         "--random-tokens",
@@ -55,7 +59,35 @@ def add_score_parser(commands: Any) -> None:
         type=int,
         help="tokens per sequence (default: 32, or the model's n_ctx when that is shorter)",
     )
+    score.add_argument(
+        "--bos",
+        action="store_true",
+        help="with --text: start every sequence with the tokenizer's BOS token (then "
+        "--seq-len - 1 text tokens); without it every token is text",
+    )
     score.add_argument("--data-seed", type=int, default=0, help="seed of the random tokens")
+    score.add_argument(
+        "--ties",
+        choices=TIES,
+        default=MEASURE_TIES,
+        help="how a tied pair of cosines counts, with adjpos.measure_layers's default: half "
+        "(one half ordered, so chance is 0.5 on any data) or strict (the study's rule: not "
+        "ordered)",
+    )
+    score.add_argument(
+        "--center",
+        action="store_true",
+        help="subtract each sequence's mean state before the cosine (a direction every state "
+        "shares leaves the similarities)",
+    )
+    score.add_argument(
+        "--skip-first",
+        type=int,
+        default=0,
+        metavar="K",
+        help="leave the first K positions out of the measure (attention sinks: a BOS token, "
+        "position 0 of a language model)",
+    )
     score.add_argument(
         "--site",
         choices=SITES,
@@ -106,15 +138,23 @@ def _run_score(args: argparse.Namespace) -> int:
             args.text.read_text(encoding="utf-8"),
             seq_len,
             max_sequences=args.n_sequences,
+            bos=args.bos,
         )
-        what = f"{len(tokens)} x {seq_len} tokens of {args.text}"
+        bos = "with BOS" if args.bos else "no BOS"
+        what = f"{len(tokens)} x {seq_len} tokens of {args.text}, {bos}"
     else:
+        if args.bos:
+            raise UsageError("--bos goes with --text (random tokens have no BOS token)")
         gen = torch.Generator().manual_seed(args.data_seed)
         tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
         what = f"{args.n_sequences} x {seq_len} random tokens"
-    scores = adjacency_score(model, tokens, site=args.site, batch_size=args.batch_size).tolist()
+    options = {"ties": args.ties, "center": args.center, "skip_first": args.skip_first}
+    scores = adjacency_score(
+        model, tokens, site=args.site, batch_size=args.batch_size, **options
+    ).tolist()
     kinds = capture_kinds(model, args.site)
-    print(f"adjacency score per layer of {name} ({args.site}, {what})")
+    settings = ", ".join(f"{key}={value}" for key, value in options.items())
+    print(f"adjacency score per layer of {name} ({args.site}, {what}; {settings})")
     print(f"{'layer':>5}  {'kind':<12}  {'adjacency':>9}")
     for layer, (kind, value) in enumerate(zip(kinds, scores, strict=True)):
         print(f"{layer:>5}  {kind:<12}  {value:>9.4f}")

@@ -2,6 +2,7 @@
 
 `hf_config` builds a config of each family that interleaves NoPE with RoPE layers
 (`FAMILIES`); `load_tokenizer` and `text_tokens` turn text into token ids for a model;
+`convert_gguf` writes a GGUF file (llama.cpp's format) as a Hugging Face folder;
 `summarise_kinds` and `nope_layer_effects` read the tables of `measure_layers` by layer kind.
 This package builds on `adjpos.models`, where the bridge itself lives: `load_hf` wraps a
 causal LM (a local folder, a hub name, or a config with random weights) in a
@@ -11,6 +12,7 @@ re-exported here.
 """
 
 from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config, task_config
+from adjpos.hf.gguf import convert_gguf
 from adjpos.hf.load import (
     hf_state_dict,
     load_hf,
@@ -27,6 +29,7 @@ __all__ = [
     "LAYERS",
     "NOPE_LAYOUTS",
     "capture_kinds",
+    "convert_gguf",
     "hf_config",
     "hf_state_dict",
     "layer_kinds",

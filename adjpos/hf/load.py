@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from jaxtyping import Int
+from torch import Tensor
 
 from adjpos.models.bridge import (
     WEIGHT_FILES,
@@ -23,6 +25,7 @@ from adjpos.models.bridge import (
     save_hf,
     supported_architectures,
 )
+from adjpos.models.gguf import check_gguf_reader, find_gguf
 from adjpos.validation import UsageError, check_positive_int
 
 __all__ = [
@@ -43,7 +46,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) -> Any:
-    """The tokenizer stored beside a model (a folder, or a hub name with the network).
+    """The tokenizer stored beside a model (a folder, a GGUF file, which holds its tokenizer,
+    or a hub name with the network).
 
     Raises:
         ValueError: no tokenizer files there (or the hub is out of reach); score random
@@ -51,6 +55,9 @@ def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) ->
     """
     import transformers
 
+    if (gguf := find_gguf(source)) is not None:
+        check_gguf_reader()
+        return transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     offline = hub_offline() if offline is None else bool(offline)
     folder = Path(source)
     if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
@@ -70,21 +77,79 @@ def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) ->
         ) from None
 
 
-def text_tokens(tokenizer: Any, text: str, seq_len: int, *, max_sequences: int | None = None):
-    """Token ids of `text` cut into consecutive sequences of `seq_len` tokens [n, seq_len]
-    (the incomplete tail is dropped).
+def text_tokens(
+    tokenizer: Any,
+    text: str,
+    seq_len: int,
+    *,
+    max_sequences: int | None = None,
+    bos: bool = False,
+) -> Int[Tensor, "batch pos"]:
+    """Text as a batch of token ids [n, seq_len]: the one way adjpos turns text into model
+    input (``adjpos score --text`` calls it too).
+
+    The whole text is tokenized once without special tokens and cut into consecutive,
+    non-overlapping sequences; the incomplete tail is dropped. With `bos` every sequence
+    starts with the tokenizer's BOS token, followed by the next ``seq_len - 1`` text tokens
+    (so no text token is lost between sequences); without it, all `seq_len` tokens are text.
+
+    Args:
+        tokenizer: a `transformers` tokenizer, or where one is stored (a model folder or hub
+            name, read with `load_tokenizer`).
+        text: the text.
+        seq_len: tokens per sequence (the BOS token included).
+        max_sequences: at most this many sequences, from the start of the text (default: as
+            many as the text fills).
+        bos: start every sequence with the BOS token.
 
     Raises:
-        ValueError: `text` has fewer than `seq_len` tokens.
+        ValueError: `text` is too short for one sequence, a `bos` tokenizer without a BOS
+            token, or `seq_len`/`max_sequences` not a positive int (`seq_len` at least 2
+            with `bos`).
+
+    Example:
+        >>> from transformers import PreTrainedTokenizerFast
+        >>> from tokenizers import Tokenizer, models, pre_tokenizers
+        >>> words = {w: i for i, w in enumerate(["<s>", "a", "b", "c", "d", "<unk>"])}
+        >>> raw = Tokenizer(models.WordLevel(words, unk_token="<unk>"))
+        >>> raw.pre_tokenizer = pre_tokenizers.Whitespace()
+        >>> tok = PreTrainedTokenizerFast(tokenizer_object=raw, bos_token="<s>")
+        >>> text_tokens(tok, "a b c d a b c", 3)
+        tensor([[1, 2, 3],
+                [4, 1, 2]])
+        >>> text_tokens(tok, "a b c d a b c", 3, bos=True)
+        tensor([[0, 1, 2],
+                [0, 3, 4],
+                [0, 1, 2]])
     """
     check_positive_int("seq_len", seq_len)
+    if max_sequences is not None:
+        check_positive_int("max_sequences", max_sequences)
+    if isinstance(tokenizer, str | os.PathLike):
+        tokenizer = load_tokenizer(tokenizer)
+    prefix = _bos_prefix(tokenizer, seq_len) if bos else []
+    step = seq_len - len(prefix)
     ids = torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
-    n = len(ids) // seq_len
+    n = len(ids) // step
     if max_sequences is not None:
         n = min(n, max_sequences)
     if n == 0:
         raise UsageError(
-            f"the text has {len(ids)} tokens, fewer than one sequence of {seq_len}: pass more "
-            "text or a shorter --seq-len"
+            f"the text has {len(ids)} tokens, fewer than one sequence of {step} text tokens: "
+            "pass more text or a shorter --seq-len"
         )
-    return ids[: n * seq_len].view(n, seq_len)
+    body = ids[: n * step].view(n, step)
+    return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(n, -1), body], dim=1)
+
+
+def _bos_prefix(tokenizer: Any, seq_len: int) -> list[int]:
+    """[the BOS id], for a tokenizer that has one and a sequence with room for text."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        raise UsageError(
+            "this tokenizer has no BOS token (bos_token_id is None): score without a BOS "
+            "token (bos=False, the default; no --bos on the command line)"
+        )
+    if seq_len < 2:
+        raise UsageError(f"seq_len={seq_len} leaves no room for text after the BOS token")
+    return [int(bos)]

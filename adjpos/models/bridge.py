@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from adjpos.models.build import quiet_transformer_lens
+from adjpos.models.gguf import find_gguf, gguf_config, load_gguf
 from adjpos.runs import atomic_write, write_json
 from adjpos.validation import UsageError
 
@@ -40,12 +41,14 @@ def load_hf(
     """A TransformerLens `TransformerBridge` around a Hugging Face causal LM.
 
     Args:
-        source: a local folder saved with ``save_pretrained`` (its config and weights), a hub
-            name such as ``"HuggingFaceTB/SmolLM3-3B"``, or a `transformers` config (random
-            weights; `adjpos.hf_config` builds one per family).
+        source: a local folder saved with ``save_pretrained`` (its config and weights), a
+            GGUF file (llama.cpp's format, or a folder holding one and no config.json;
+            dequantised to float, needs the ``gguf`` extra: ``pip install -e ".[gguf]"``), a
+            hub name such as ``"HuggingFaceTB/SmolLM3-3B"``, or a `transformers` config
+            (random weights; `adjpos.hf_config` builds one per family).
         device: where the model lives (default: the CPU).
         dtype: its floating dtype, e.g. ``torch.float32`` or ``"bfloat16"`` (default: the
-            checkpoint's, float32 for a config).
+            checkpoint's, float32 for a config or a GGUF file).
         offline: never reach the hub (default: the ``HF_HUB_OFFLINE`` environment variable).
         seed: with a config, the seed of the random weights (the global torch RNG is left as
             it was); ignored for a checkpoint.
@@ -61,8 +64,9 @@ def load_hf(
     Raises:
         ValueError: an architecture the bridge does not support (the message lists those it
             does), a folder without weights or config, a hub name that cannot be fetched
-            (offline or unknown), a token id outside the vocabulary, or a Cohere2 config
-            without a sliding window.
+            (offline or unknown), a token id outside the vocabulary, a Cohere2 config
+            without a sliding window, or a GGUF file without the ``gguf`` package installed
+            (the message names the extra).
     """
     import transformers
 
@@ -77,6 +81,11 @@ def load_hf(
             hf = transformers.AutoModelForCausalLM.from_config(
                 config, dtype=dtype or torch.float32, **_kernels(dtype)
             )
+    elif isinstance(source, str | os.PathLike) and (gguf := find_gguf(source)) is not None:
+        config = gguf_config(gguf)
+        _check_config(config)
+        _check_architecture(_architecture(config))
+        hf = load_gguf(gguf, dtype=dtype)
     elif isinstance(source, str | os.PathLike):
         config = _load_config(source, offline)
         _check_config(config)

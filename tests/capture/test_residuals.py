@@ -1,7 +1,9 @@
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from adjpos.capture import SITES, capture_residuals, hook_name, iter_residuals
+from adjpos.capture import SITES, capture_residuals, hook_name, iter_residuals, reduce_residuals
 from adjpos.capture import residuals as residuals_module
 from adjpos.models import build_model
 from factories import tiny_bridge, tiny_config
@@ -124,3 +126,103 @@ def test_bad_options(tiny_model, tokens):
     attn_only = build_model(tiny_config(attn_only=True))
     with pytest.raises(ValueError, match=r"sites it has: \['resid_post', 'attn_out'\]"):
         capture_residuals(attn_only, tokens, site="mlp_out")
+
+
+# reduce_residuals: every layer reduced inside its hook, one forward pass per chunk
+
+
+def _forward_counter(model):
+    """Counts the entries into block 0 (one per forward pass) and into the last block."""
+    calls = {"first": 0, "last": 0}
+
+    def counter(key):
+        return lambda *args: calls.__setitem__(key, calls[key] + 1)
+
+    handles = [
+        model.blocks[0].register_forward_pre_hook(counter("first")),
+        model.blocks[-1].register_forward_pre_hook(counter("last")),
+    ]
+    return calls, handles
+
+
+def _hf_bridge():
+    import adjpos
+
+    return adjpos.load_hf(adjpos.hf_config("smollm3", {"num_hidden_layers": 4}))
+
+
+@settings(max_examples=12)
+@given(
+    site=st.sampled_from(SITES),
+    batch_size=st.sampled_from([None, 1, 2, 5]),
+    picked=st.lists(st.integers(0, 2), min_size=1, max_size=3),
+    kind=st.sampled_from(["hooked", "bridge"]),
+)
+def test_reduced_states_are_the_captured_ones(site, batch_size, picked, kind):
+    """Whatever the site, layers and chunks, reduce sees exactly the states the per-layer
+    capture gives (the old path: one run per layer on a bridge), with the rows of its chunk."""
+    model = _MODELS[kind]
+    layers = [x for x in picked if x < (3 if site == "resid_post" else 2)] or [0]
+    tokens = torch.randint(0, 20, (5, 9), generator=torch.Generator().manual_seed(len(picked)))
+    seen = reduce_residuals(
+        model,
+        tokens,
+        lambda layer, acts, rows: (acts.clone(), rows),
+        site=site,
+        layers=layers,
+        batch_size=batch_size,
+    )
+    assert list(seen) == sorted(set(layers))
+    for layer, parts in seen.items():
+        expected = capture_residuals(
+            model, tokens, site=site, layers=[layer], batch_size=batch_size
+        )[0]
+        assert torch.equal(torch.cat([acts for acts, _ in parts]), expected)
+        assert [rows for _, rows in parts] == [
+            slice(s, min(s + (batch_size or 5), 5)) for s in range(0, 5, batch_size or 5)
+        ]
+    assert _no_hooks_left(model)
+
+
+_MODELS = {"hooked": build_model(tiny_config()), "bridge": tiny_bridge()}
+
+
+@pytest.mark.parametrize("kind", ["hooked", "bridge", "hf"])
+def test_one_forward_pass_per_chunk_stopping_after_the_deepest_layer(kind):
+    model = {"hooked": lambda: build_model(tiny_config(n_layers=4)), "hf": _hf_bridge}.get(
+        kind, tiny_bridge
+    )()
+    tokens = torch.randint(3, 20, (6, 8), generator=torch.Generator().manual_seed(0))
+    calls, handles = _forward_counter(model)
+    reduce_residuals(model, tokens, lambda *args: None, batch_size=4)
+    assert calls == {"first": 2, "last": 2}  # one pass per chunk, all blocks
+    calls.update(first=0, last=0)
+    reduce_residuals(model, tokens, lambda *args: None, layers=[0, 1])
+    assert calls == {"first": 1, "last": 0}  # the blocks past layer 1 never ran
+    for handle in handles:
+        handle.remove()
+    assert _no_hooks_left(model)
+
+
+def test_reduce_errors_leave_no_hook(tiny_model, tokens):
+    def broken(layer, acts, rows):
+        if layer == 1:
+            raise ValueError("reduce failed")
+
+    with pytest.raises(ValueError, match="reduce failed"):
+        reduce_residuals(tiny_model, tokens, broken)
+    assert _no_hooks_left(tiny_model)
+    assert reduce_residuals(tiny_model, tokens, lambda *a: 1, layers=[2]) == {2: [1]}
+
+
+def test_a_hook_that_never_fires_is_an_error(tokens, monkeypatch):
+    model = build_model(tiny_config(attn_only=True))  # keeps an idle blocks.0.hook_mlp_out
+    real = residuals_module.hook_name
+
+    def idle(site, layer):
+        return "blocks.0.hook_mlp_out" if layer == 2 else real(site, layer)
+
+    monkeypatch.setattr(residuals_module, "hook_name", idle)
+    with pytest.raises(RuntimeError, match=r"fired \{2: 0\} times"):
+        reduce_residuals(model, tokens, lambda *a: None, layers=[1, 2])
+    assert _no_hooks_left(model)

@@ -9,6 +9,7 @@ import transformers
 import adjpos
 from adjpos.cli import main
 from adjpos.hf import FAMILIES, NOPE_LAYOUTS, hf_config, layer_kinds, load_hf, text_tokens
+from adjpos.layerwise import MEASURE_TIES
 from factories import tiny_bridge, tiny_config
 from reference import slow_adjacency_probability, slow_cosine
 
@@ -174,13 +175,15 @@ def test_dtype_is_applied():
     assert next(model.parameters()).dtype == torch.float64
 
 
-def _tokenizer(folder):
+def _tokenizer(folder, bos=None):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
     words = ["<pad>", "<s>", "</s>", "<unk>", *(f"w{i}" for i in range(100))]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token=bos
+    )
     fast.save_pretrained(folder)
     return fast
 
@@ -204,7 +207,7 @@ def test_text_is_tokenized_into_sequences(tmp_path, capsys):
     assert main([*argv, "--csv", str(tmp_path / "s.csv")]) == 0
     out = capsys.readouterr().out
     assert "6 x 8 tokens of" in out
-    expected = adjpos.adjacency_score(load_hf(folder), tokens)
+    expected = adjpos.adjacency_score(load_hf(folder), tokens, ties=MEASURE_TIES)
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "s.csv")
@@ -212,11 +215,53 @@ def test_text_is_tokenized_into_sequences(tmp_path, capsys):
     torch.testing.assert_close(torch.tensor(table["adjacency"].to_numpy()), expected)
 
 
+def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
+    folder = _saved(tmp_path, hf_config("exaone4", SMALL))
+    tokenizer = _tokenizer(folder, bos="<s>")
+    text = " ".join(f"w{(7 * i) % 100}" for i in range(50))
+    (tmp_path / "t.txt").write_text(text)
+    words = tokenizer(text, add_special_tokens=False)["input_ids"]
+    tokens = text_tokens(tokenizer, text, 8, bos=True)
+    assert tokens.shape == (7, 8) and (tokens[:, 0] == 1).all()  # 50 words, 7 per sequence
+    assert tokens[:, 1:].reshape(-1).tolist() == words[:49]  # none skipped
+    assert torch.equal(text_tokens(str(folder), text, 8, bos=True), tokens)  # from the folder
+    assert text_tokens(tokenizer, text, 8, bos=True, max_sequences=3).shape == (3, 8)
+    with pytest.raises(ValueError, match="max_sequences must be"):
+        text_tokens(tokenizer, text, 8, max_sequences=0)
+    with pytest.raises(ValueError, match="no room for text after the BOS"):
+        text_tokens(tokenizer, text, 1, bos=True)
+    with pytest.raises(ValueError, match="has no BOS token"):
+        text_tokens(_tokenizer(tmp_path / "other"), text, 8, bos=True)
+
+    argv = ["score", "--hf", str(folder), "--text", str(tmp_path / "t.txt"), "--seq-len", "8"]
+    options = ["--bos", "--ties", "strict", "--center", "--skip-first", "1"]
+    assert main([*argv, *options, "--csv", str(tmp_path / "s.csv")]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "7 x 8 tokens of" in header and "with BOS" in header
+    assert header.endswith("ties=strict, center=True, skip_first=1)")
+    expected = adjpos.adjacency_score(
+        load_hf(folder), tokens, ties="strict", center=True, skip_first=1
+    )
+    import pandas as pd
+
+    got = torch.tensor(pd.read_csv(tmp_path / "s.csv")["adjacency"].to_numpy())
+    torch.testing.assert_close(got, expected)
+    assert main([*argv]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[0]
+        .endswith(f"no BOS; ties={MEASURE_TIES}, center=False, skip_first=0)")
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--random-tokens"], "--text and --random-tokens go with --hf"),
         (["--hf", "x"], "--hf needs --text FILE"),
+        (["--bos"], "--bos goes with --text"),
+        (["--skip-first", "30"], "skip_first=30 leaves 2 positions"),
+        (["--skip-first", "-1"], "skip_first must be an int >= 0"),
         (["--hf", "x", "--random-tokens", "--model", "pretrained:addition"], "either --model"),
     ],
 )
