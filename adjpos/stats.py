@@ -1,8 +1,11 @@
 """Small statistics on plain arrays: the percentile bootstrap interval of a mean over
-independent units (prompts, sequences, seeds), the variance ratio of a profile and its
-Spearman correlation with position, with intervals over sequences."""
+independent units (prompts, sequences, seeds), the paired difference of two measurements of
+the same units, the interval of a mean over a few seeds, the variance ratio of a profile and
+its Spearman correlation with position, with intervals over sequences."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -14,7 +17,10 @@ __all__ = [
     "VARIANCE_SUMMARY",
     "bootstrap_interval",
     "compare_intervals",
+    "paired_difference",
+    "seed_interval",
     "spearman",
+    "variance_difference",
     "variance_ratio",
     "variance_summary",
 ]
@@ -114,6 +120,81 @@ def bootstrap_interval(
     return float(low), float(high)
 
 
+def paired_difference(
+    a: ArrayLike,
+    b: ArrayLike,
+    summary: Callable[[np.ndarray], np.ndarray] | None = None,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """The difference of two measurements of the same units, with a paired percentile
+    bootstrap interval: the units (rows of `a` and `b`, e.g. the same sequences under two
+    models) are resampled together, so what the two share cancels.
+
+    The statistic is ``summary(mean of a's rows) - summary(mean of b's rows)``; `summary`
+    maps mean rows [k, ...] to k numbers (default: the mean itself, so with one number per
+    unit the difference of the means). Units where either side is NaN are left out.
+
+    Example:
+        >>> a = np.arange(50.0)
+        >>> d, low, high = paired_difference(a + 1.0, a)  # every unit 1 higher
+        >>> d, low, high
+        (1.0, 1.0, 1.0)
+
+    Raises:
+        ValueError: `a` and `b` of different shapes, no unit measured on both sides,
+            `level` outside (0, 1) or `n_boot` below 1.
+    """
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim == 0:
+        raise UsageError(
+            f"a and b must have the same shape [unit, ...], got {x.shape} and {y.shape}"
+        )
+    x, y = x.reshape(len(x), -1), y.reshape(len(y), -1)
+    kept = ~(np.isnan(x).any(axis=1) | np.isnan(y).any(axis=1))
+    x, y = x[kept], y[kept]
+    if not len(x):
+        raise UsageError("paired_difference needs at least one unit measured on both sides")
+    if not 0 < level < 1:
+        raise UsageError(f"level must be in (0, 1), got {level!r}")
+    if not is_int(n_boot) or n_boot < 1:
+        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+    n = len(x)
+    counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
+    if summary is None:  # the mean of the per-unit differences, resampled as one
+        boots, value = (counts @ (x - y))[:, 0] / n, (x - y).mean(axis=0)
+    else:
+        boots = summary(counts @ x / n) - summary(counts @ y / n)  # [n_boot]
+        value = summary(x.mean(axis=0, keepdims=True)) - summary(y.mean(axis=0, keepdims=True))
+    tail = (1 - level) / 2
+    low, high = np.nanquantile(boots, [tail, 1 - tail])
+    return float(value[0]), float(low), float(high)
+
+
+def seed_interval(values: ArrayLike, *, level: float = LEVEL) -> tuple[float, float, float]:
+    """The mean of a few per-seed values with its Student-t interval over the seeds (NaN
+    bounds for a single seed: one draw says nothing of the spread).
+
+    Example:
+        >>> mean, low, high = seed_interval([1.0, 2.0, 3.0])
+        >>> mean, round(low, 2), round(high, 2)
+        (2.0, -0.48, 4.48)
+    """
+    from scipy.stats import t
+
+    x = np.asarray(values, dtype=float).reshape(-1)
+    x = x[~np.isnan(x)]
+    if not len(x):
+        raise UsageError("seed_interval needs at least one value")
+    mean = float(x.mean())
+    if len(x) < 2:
+        return mean, float("nan"), float("nan")
+    half = float(t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x)))
+    return mean, mean - half, mean + half
+
+
 def variance_ratio(profile: ArrayLike) -> float:
     """Mean over the last third of the positions divided by the mean over the first third (a
     third is at least one position) of a per-position profile, such as the variance of the
@@ -139,9 +220,7 @@ def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -
     n = values.shape[0]
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
-    third = max(1, values.shape[1] // 3)
-    ratios = boots[:, -third:].mean(axis=1) / boots[:, :third].mean(axis=1)
-    rhos = _spearman_rows(boots)
+    ratios, rhos = _ratio_rows(boots), _spearman_rows(boots)
     profile = values.mean(axis=0)
     return {
         "ratio": variance_ratio(profile),
@@ -152,6 +231,25 @@ def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -
         "spearman_high": float(np.quantile(rhos, 0.975)),
         "n_sequences": n,
     }
+
+
+def variance_difference(
+    a: np.ndarray, b: np.ndarray, *, n_boot: int = 1000, seed: int = 0
+) -> dict[str, float]:
+    """`variance_summary`'s ratio and Spearman correlation of `a` minus those of `b`, two
+    [sequence, position] variance profiles of the same sequences (e.g. a trained model and
+    its initial weights), each with a paired bootstrap interval (`paired_difference`)."""
+    out = {}
+    for name, rows in (("ratio", _ratio_rows), ("spearman", _spearman_rows)):
+        value, low, high = paired_difference(a, b, rows, n_boot=n_boot, seed=seed)
+        out |= {name: value, f"{name}_low": low, f"{name}_high": high}
+    return out
+
+
+def _ratio_rows(rows: np.ndarray) -> np.ndarray:
+    """`variance_ratio` of each row of `rows` [n, positions]."""
+    third = max(1, rows.shape[1] // 3)
+    return rows[:, -third:].mean(axis=1) / rows[:, :third].mean(axis=1)
 
 
 def spearman(profile: np.ndarray) -> float:

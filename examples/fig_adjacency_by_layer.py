@@ -20,7 +20,7 @@ from adjpos.study.claims import adjacency
 
 def main(quick: bool, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
-    table = adjacency.measure_adjacency(adjpos.study.Models(device="cpu"), sizes)
+    table, _ = adjacency.measure_adjacency(adjpos.study.Models(device="cpu"), sizes)
     study = adjacency.score_view(table, adjacency.MAIN_VIEW)
     means = study.groupby(["task", "model", "layer"], sort=False)["adjacency"].mean()
     print(means.unstack("layer").round(3).to_string())

@@ -23,8 +23,8 @@ from adjpos.study.claims import variance
 def main(quick: bool, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
     models = adjpos.study.Models(device="cpu")
-    profiles, layers = variance.measure_variance(models, sizes)
-    cells = pd.DataFrame(variance.variance_numbers(layers)["cells"])
+    profiles, layers, paired = variance.measure_variance(models, sizes)
+    cells = pd.DataFrame(variance.variance_numbers(layers, paired)["cells"])
     print("variance of the last third of the positions / the first third (mean over seeds)")
     print(cells.set_index(["task", "model", "layer"])["ratio"].unstack().round(2).to_string())
     figures = {

@@ -194,18 +194,28 @@ def test_check_pretrained(run_example, addition):
     assert close(accuracy, slow_exact_match(model, task, prompts))
 
 
+def own_initial_weights(task: str, seed: int):
+    """The random-init model a shipped seed was trained from: its config, its seed."""
+    model, _ = adjpos.load_pretrained(task, seed)
+    return adjpos.build_model(model.adjpos_config.with_changes(seed=seed, positional="none"))
+
+
 def test_fig_adjacency_by_layer(run_example, addition):
-    # The random-init NoPE control of addition (seed 0, the trained seed 0's architecture)
-    # at its deepest layer, on the held-out sequences the study scores (padding cut off).
+    # The random-init NoPE controls of addition (each trained seed's own initial weights),
+    # mean over the seeds, at the deepest layer, on the held-out sequences the study scores
+    # (padding cut off).
     out, _ = run_example("fig_adjacency_by_layer.py")
     printed = pandas_row(out, "addition", "random-init")
-    model, task = addition
-    control = adjpos.build_model(model.adjpos_config.with_changes(seed=0, positional="none"))
+    task = addition[1]
     batch = task.sample(adjpos.study.TINY.n_sequences, generator=gen(2), split="test")
     tokens = batch.tokens[:, : int(batch.lengths.max())]
-    states = residual(control, tokens, layer=control.cfg.n_layers)
+    scores = []
+    for seed in adjpos.study.TINY.trained_seeds:
+        control = own_initial_weights("addition", seed)
+        states = residual(control, tokens, layer=control.cfg.n_layers)
+        scores.append(slow_adjacency(states, batch.lengths))
     assert len(printed) == control.cfg.n_layers + 1
-    assert close(f"{printed[-1]:.3f}", slow_adjacency(states, batch.lengths))
+    assert close(f"{printed[-1]:.3f}", sum(scores) / len(scores))
 
 
 def test_fig_cosine_heatmaps(run_example, addition):
@@ -219,22 +229,23 @@ def test_fig_cosine_heatmaps(run_example, addition):
 
 
 def test_fig_probing(run_example):
-    # One row per carrier the tiny sizes probe, against one random-init copy: its range is
-    # one value.
+    # One row per carrier the tiny sizes probe, the trained seed against its own initial
+    # weights: the difference is trained - control, inside its interval's ends.
     from adjpos.study.claims.probing import CONTROL_CARRIERS
 
     out, _ = run_example("fig_probing.py")
     sizes = adjpos.study.TINY
     expected = [
         carrier
-        for carrier, (features, probe, _) in CONTROL_CARRIERS.items()
+        for carrier, (features, _, probe, _) in CONTROL_CARRIERS.items()
         if features in sizes.features and probe in sizes.probes
     ]
-    table = out.split("control_high")[1]  # the second table: trained against the copies
+    table = out.split("trained")[-1]  # the last table: trained against its initial weights
     versus = [line.split() for line in table.splitlines() if line.startswith("addition")]
-    assert [" ".join(r[1:-5]) for r in versus] == expected and len(sizes.probe_controls) == 1
-    for *_, trained, _layer, low, high, _side in versus:
-        assert float(trained) <= 1 and float(low) == float(high)
+    assert [" ".join(r[2:-5]) for r in versus] == expected
+    for *_, trained, control, difference, low, high in versus:
+        assert float(trained) <= 1 and float(low) <= float(high)
+        assert abs(float(difference) - (float(trained) - float(control))) < 3e-6
 
 
 def test_fig_random_init_sweep(run_example):
@@ -271,17 +282,21 @@ def test_fig_theory_first_layer(run_example):
 
 
 def test_fig_variance_by_position(run_example, addition):
-    # The random-init control of addition at its deepest layer: variance over d_model,
-    # mean over the sequences, last third over first third of the positions.
+    # The random-init controls of addition (each trained seed's own initial weights) at the
+    # deepest layer: variance over d_model, mean over the sequences, last third over first
+    # third of the positions, mean over the seeds.
     out, _ = run_example("fig_variance_by_position.py")
     printed = pandas_row(out, "addition", "random-init")
-    model, task = addition
-    control = adjpos.build_model(model.adjpos_config.with_changes(seed=0, positional="none"))
+    task = addition[1]
     tokens = adjpos.sequences_of_length(task, adjpos.study.TINY.n_sequences, generator=gen(3))
-    states = residual(control, tokens, layer=control.cfg.n_layers).double()
-    profile = ((states - states.mean(-1, keepdim=True)) ** 2).mean(-1).mean(0)
-    third = len(profile) // 3
-    assert close(f"{printed[-1]:.2f}", float(profile[-third:].mean() / profile[:third].mean()))
+    ratios = []
+    for seed in adjpos.study.TINY.trained_seeds:
+        control = own_initial_weights("addition", seed)
+        states = residual(control, tokens, layer=control.cfg.n_layers).double()
+        profile = ((states - states.mean(-1, keepdim=True)) ** 2).mean(-1).mean(0)
+        third = len(profile) // 3
+        ratios.append(float(profile[-third:].mean() / profile[:third].mean()))
+    assert close(f"{printed[-1]:.2f}", sum(ratios) / len(ratios))
 
 
 def test_layerwise_probing(run_example):

@@ -89,3 +89,84 @@ def test_the_spearman_of_many_rows_is_scipys_row_by_row(rows):
             assert np.isnan(value)
         else:
             assert value == pytest.approx(expected, abs=1e-12)
+
+
+def _slow_paired(a, b, summary, n_boot, seed):
+    """The paired bootstrap by hand: draw the resampled units one by one (the same draws as
+    `paired_difference`: a multinomial count per unit), recompute both sides, subtract."""
+    n = len(a)
+    counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
+    diffs = []
+    for row in counts:
+        units = np.repeat(np.arange(n), row)
+        diffs.append(summary(a[units].mean(axis=0)) - summary(b[units].mean(axis=0)))
+    return np.quantile(diffs, [0.025, 0.975])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 6), st.integers(0, 10_000))
+def test_the_paired_interval_is_the_slow_paired_bootstrap(n, width, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.random((n, width)) + 0.5, rng.random((n, width)) + 0.5
+    from adjpos.stats import paired_difference, variance_ratio
+
+    def ratios(rows):
+        return np.array([variance_ratio(r) if len(r) > 1 else r[0] for r in rows])
+
+    value, low, high = paired_difference(a, b, ratios, n_boot=200, seed=seed)
+    slow = _slow_paired(a, b, lambda r: ratios(r[None])[0], 200, seed)
+    assert value == pytest.approx(ratios(a.mean(0)[None])[0] - ratios(b.mean(0)[None])[0])
+    assert (low, high) == pytest.approx(tuple(slow))
+
+
+def test_the_paired_interval_cancels_what_the_units_share():
+    """Two models scored on the same sequences: sequence-to-sequence spread is shared, so the
+    paired interval of the difference is far narrower than the unpaired intervals."""
+    from adjpos.stats import paired_difference
+
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0, 1, 300)
+    a, b = shared + 0.1 + rng.normal(0, 0.01, 300), shared + rng.normal(0, 0.01, 300)
+    value, low, high = paired_difference(a, b)
+    assert 0.09 < low < value < high < 0.11
+    unpaired = [bootstrap_interval(x) for x in (a, b)]
+    assert unpaired[0][0] < unpaired[1][1]  # the separate intervals overlap
+
+
+def test_the_paired_difference_drops_units_missing_on_either_side():
+    from adjpos.stats import paired_difference
+
+    a, b = np.array([1.0, np.nan, 3.0]), np.array([0.0, 5.0, np.nan])
+    assert paired_difference(a, b) == pytest.approx((1.0, 1.0, 1.0))
+    with pytest.raises(ValueError, match="same shape"):
+        paired_difference([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="at least one unit"):
+        paired_difference([np.nan], [1.0])
+
+
+def test_the_seed_interval_is_students_t():
+    from scipy import stats
+
+    from adjpos.stats import seed_interval
+
+    values = [0.2, 0.5, 0.3, 0.9]
+    mean, low, high = seed_interval(values)
+    expected = stats.t.interval(0.95, 3, loc=np.mean(values), scale=stats.sem(values))
+    assert (low, high) == pytest.approx(expected)
+    assert mean == pytest.approx(np.mean(values))
+    one = seed_interval([0.4])
+    assert one[0] == 0.4 and math.isnan(one[1]) and math.isnan(one[2])
+
+
+def test_the_variance_difference_is_each_summary_minus_the_other():
+    from adjpos.stats import variance_difference, variance_summary
+
+    rng = np.random.default_rng(3)
+    a = rng.random((40, 9)) * np.linspace(2, 1, 9)  # shrinking with position
+    b = rng.random((40, 9))
+    out = variance_difference(a, b, n_boot=300)
+    mine, theirs = variance_summary(a), variance_summary(b)
+    for key in ("ratio", "spearman"):
+        assert out[key] == pytest.approx(mine[key] - theirs[key])
+        assert out[f"{key}_low"] <= out[key] <= out[f"{key}_high"]
+    assert out["ratio_high"] < 0  # a shrinks, b does not: paired, the gap is clear

@@ -4,9 +4,17 @@
 cosine-similarity sets, the raw residual, and shuffled controls), `fit` cross-validates
 scikit-learn probes by sequence beside chance baselines, `order` recovers a shuffled sequence's
 order from its cosine matrix or its variances, and `positions` composes capture, features and
-probes for a model. Results are `ProbeResult`s.
+probes for a model. Results are `ProbeResult`s. `compare` compares two feature sets fairly: on
+the same positions and folds, with a paired bootstrap interval over sequences.
 """
 
+from adjpos.probes.compare import (
+    COMPARISON_TABLE,
+    SequenceScores,
+    compare_feature_sets,
+    compare_scores,
+    score_sequences,
+)
 from adjpos.probes.data import sequences_of_length
 from adjpos.probes.features import (
     BASE_FEATURE_SETS,
@@ -15,10 +23,17 @@ from adjpos.probes.features import (
     position_features,
     shuffle_positions,
 )
-from adjpos.probes.fit import METRICS, PROBES, check_probes, cross_validate
+from adjpos.probes.fit import (
+    METRICS,
+    PROBES,
+    check_probes,
+    cross_validate,
+    predict_out_of_fold,
+)
 from adjpos.probes.order import (
     expected_abs_tau,
     kendall_tau,
+    order_scores,
     reconstruct_order,
     spectral_order,
     variance_order,
@@ -28,6 +43,7 @@ from adjpos.probes.result import PROBE_TABLE, ProbeResult, ProbeScore
 
 __all__ = [
     "BASE_FEATURE_SETS",
+    "COMPARISON_TABLE",
     "DEFAULT_FEATURES",
     "FEATURE_SETS",
     "METRICS",
@@ -35,14 +51,20 @@ __all__ = [
     "PROBE_TABLE",
     "ProbeResult",
     "ProbeScore",
+    "SequenceScores",
     "check_feature_sets",
     "check_probes",
+    "compare_feature_sets",
+    "compare_scores",
     "cross_validate",
     "expected_abs_tau",
     "kendall_tau",
+    "order_scores",
     "position_features",
+    "predict_out_of_fold",
     "probe_positions",
     "reconstruct_order",
+    "score_sequences",
     "sequences_of_length",
     "shuffle_positions",
     "spectral_order",

@@ -22,6 +22,8 @@
   ends near n/2, so no fixed number is the chance level.
 
 Folds are `GroupKFold` with the sequence as the group: no sequence is in both train and test.
+`cross_validate` scores each fold; `predict_out_of_fold` returns every sample's prediction by
+the probe of the fold that held its sequence out (what `adjpos.probes.compare` pools).
 """
 
 from __future__ import annotations
@@ -105,8 +107,6 @@ def cross_validate(
         (their std / sqrt(cv); an approximation, as folds share training data). The logistic
         probe solves every fold of every seed at once.
     """
-    from sklearn.model_selection import GroupKFold
-
     check_probes(probe)
     samples = list(samples) * len(seeds) if len(samples) == 1 else list(samples)
     if len(samples) != len(seeds):
@@ -114,18 +114,58 @@ def cross_validate(
             f"give one sample set, or one per seed; got {len(samples)} for {len(seeds)}"
         )
     folds = []  # (seed index, x, y, train, test)
-    for index, ((x, y, groups), seed) in enumerate(zip(samples, seeds, strict=True)):
-        if not probe_applies(probe, x.shape[1]):
-            raise UsageError(f"the {probe} probe reads one number; got {x.shape[1]} features")
-        split = GroupKFold(n_splits=cv, shuffle=True, random_state=seed)
-        for train, test in split.split(x.cpu().numpy(), y.cpu().numpy(), groups.cpu().numpy()):
-            folds.append((index, x, y, torch.as_tensor(train), torch.as_tensor(test)))
+    for index, (sample, seed) in enumerate(zip(samples, seeds, strict=True)):
+        folds += _folds(index, sample, probe=probe, cv=cv, seed=seed)
     predictions = _PREDICTORS[probe](probe, folds)
     per_seed: list[list[dict]] = [[] for _ in seeds]
     for (index, _, y, train, test), predicted in zip(folds, predictions, strict=True):
         truth = y.cpu().numpy()
         per_seed[index].append(_SCORERS[probe](predicted, truth[train], truth[test]))
     return [{m: _fold_summary([f[m] for f in runs]) for m in METRICS[probe]} for runs in per_seed]
+
+
+def predict_out_of_fold(samples: Samples, *, probe: str, cv: int, seed: int) -> np.ndarray:
+    """The out-of-fold prediction of every sample: each is predicted by the probe fitted on the
+    folds that do not hold its sequence (the folds of `cross_validate` with this seed).
+
+    Args:
+        samples: ``(features, positions, groups)``: [samples, features] probe inputs,
+            [samples] the target position, [samples] the sequence of each sample.
+        probe: "ridge", "logistic" or "spline" (one-number features only).
+        cv: number of folds.
+        seed: shuffles which sequences go to which fold.
+
+    Returns:
+        float array [samples]: the predicted position of each sample (a class for logistic).
+
+    Example:
+        >>> x = torch.arange(12.0)[:, None]
+        >>> y, groups = torch.arange(12), torch.arange(12) // 3
+        >>> predict_out_of_fold((x, y, groups), probe="ridge", cv=2, seed=0).round(2)
+        array([ 0.,  1.,  2.,  3.,  4.,  5.,  6.,  7.,  8.,  9., 10., 11.])
+    """
+    check_probes(probe)
+    folds = _folds(0, samples, probe=probe, cv=cv, seed=seed)
+    predicted = np.empty(len(samples[1]), dtype=float)
+    for (*_, test), values in zip(folds, _PREDICTORS[probe](probe, folds), strict=True):
+        predicted[test.numpy()] = values
+    return predicted
+
+
+def _folds(index: int, samples: Samples, *, probe: str, cv: int, seed: int) -> list[tuple]:
+    """(index, x, y, train, test) of each of `cv` folds grouped by sequence: the split depends
+    only on the sequences present and the seed, so two sample sets of the same sequences get
+    the same folds."""
+    from sklearn.model_selection import GroupKFold
+
+    x, y, groups = samples
+    if not probe_applies(probe, x.shape[1]):
+        raise UsageError(f"the {probe} probe reads one number; got {x.shape[1]} features")
+    split = GroupKFold(n_splits=cv, shuffle=True, random_state=seed)
+    return [
+        (index, x, y, torch.as_tensor(train), torch.as_tensor(test))
+        for train, test in split.split(x.cpu().numpy(), y.cpu().numpy(), groups.cpu().numpy())
+    ]
 
 
 def _fold_summary(folds: list[tuple[float, float]]) -> tuple[float, float, float]:

@@ -37,6 +37,7 @@ from torch import Tensor
 
 from adjpos.capture import check_layers, check_tokens, iter_residuals
 from adjpos.metrics import cosine_matrix, position_variance
+from adjpos.probes.compare import SequenceScores
 from adjpos.probes.features import random_orders, shuffle_positions
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
@@ -137,38 +138,105 @@ def reconstruct_order(
         std = their standard deviation, sem = std / sqrt(sequences), baseline =
         `expected_abs_tau` of the items ranked.
     """
-    tokens = check_tokens(model, tokens)
-    layers = check_layers(model, "resid_post", layers)
+    tokens, layers = _check_order(model, tokens, layers)
     batch, n = tokens.shape
-    if n < 3:
-        raise UsageError(f"order reconstruction needs sequences of at least 3 tokens, got {n}")
-    truth = random_orders(batch, n, seed=seed)
-    # The first-similarity sort ranks the n - 1 states that are not the first one.
-    # Their slots, in slot order (random), so a tie is not broken by the true position.
-    others = (truth == 0).int().argsort(dim=1, stable=True)[:, :-1]
     baselines = {
         m: expected_abs_tau(n - 1 if m == "first_similarity_sort" else n) for m in ORDER_METHODS
     }
     scores = []
-    stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=progress)
-    for layer, acts in stream:
-        shuffled = shuffle_positions(acts.cpu(), seed=seed)  # slot s holds position truth[s]
-        sim = cosine_matrix(shuffled)
-        first = truth.argmin(dim=1)  # the slot holding position 0
-        to_first = sim[torch.arange(batch), first].gather(1, others)
-        ranks = {
-            "spectral_seriation": (spectral_order(sim), truth),
-            "variance_sort": (variance_order(shuffled), truth),
-            "first_similarity_sort": (_ranks(-to_first.double()), truth.gather(1, others)),
-        }
-        for method, (rank, true_rank) in ranks.items():
-            tau = kendall_tau(rank, true_rank).abs()
+    for layer, taus in _layer_taus(model, tokens, layers, seed, batch_size, progress):
+        for method, tau in taus.items():
             std = float(tau.std()) if batch > 1 else math.nan
             keys = (layer, ORDER_METHODS[method], method, ORDER_METRIC)
             backward, sem = method in BACKWARD_METHODS, std / math.sqrt(batch)
             score = ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward, sem)
             scores.append(score)
     return ProbeResult(model_name, tuple(scores), batch, n, cv=0, seeds=(seed,))
+
+
+def order_scores(
+    model: Any,
+    tokens: TokenInput,
+    *,
+    layers: Sequence[int] | None = None,
+    seed: int = 0,
+    drop_first: bool = False,
+    batch_size: int | None = None,
+) -> dict[str, SequenceScores]:
+    """Each method's |Kendall's tau| per sequence and layer, for paired comparisons
+    (`adjpos.probes.compare.compare_scores`): every method ranks the same shuffled states of
+    the same sequences.
+
+    Args:
+        model, tokens, layers, seed, batch_size: as in `reconstruct_order`.
+        drop_first: every method ranks only the n - 1 states other than position 0, the
+            states the first-similarity sort ranks (so it is compared on the same positions);
+            otherwise seriation and the variance sort rank all n.
+
+    Returns:
+        ``{method: SequenceScores}`` (features: the method's name, probe: "order", metric
+        "abs_kendall_tau"), one entry per `ORDER_METHODS` method.
+    """
+    tokens, layers = _check_order(model, tokens, layers)
+    taus: dict[str, list[np.ndarray]] = {method: [] for method in ORDER_METHODS}
+    found = []
+    stream = _layer_taus(model, tokens, layers, seed, batch_size, False, drop_first)
+    for layer, per_method in stream:
+        found.append(layer)
+        for method, tau in per_method.items():
+            taus[method].append(tau.numpy())
+    first = {method: 1 if drop_first else 0 for method in ORDER_METHODS}
+    first["first_similarity_sort"] = 1
+    scores = {}
+    for method, values in taus.items():
+        per_layer = np.stack(values, axis=1)  # [sequence, layer]
+        sums = np.stack([np.ones_like(per_layer), per_layer], axis=-1)
+        positions = f"{first[method]}..{tokens.shape[1] - 1}"
+        statistics = ("count", ORDER_METRIC)
+        scores[method] = SequenceScores(method, "order", tuple(found), positions, statistics, sums)
+    return scores
+
+
+def _layer_taus(model, tokens, layers, seed, batch_size, progress, drop_first=False):
+    """(layer, {method: |tau| of each sequence}) for every layer, from one forward pass."""
+    batch, n = tokens.shape
+    truth = random_orders(batch, n, seed=seed)
+    # The first-similarity sort ranks the n - 1 states that are not the first one.
+    # Their slots, in slot order (random), so a tie is not broken by the true position.
+    others = (truth == 0).int().argsort(dim=1, stable=True)[:, :-1]
+    rows = torch.arange(batch)
+    stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=progress)
+    for layer, acts in stream:
+        shuffled = shuffle_positions(acts.cpu(), seed=seed)  # slot s holds position truth[s]
+        sim = cosine_matrix(shuffled)
+        first = truth.argmin(dim=1)  # the slot holding position 0
+        to_first = sim[rows, first].gather(1, others)
+        ranked, true_rank = (shuffled, sim), truth
+        if drop_first:
+            kept = others[..., None]
+            rows_kept = sim.gather(1, kept.expand(-1, -1, n))
+            ranked = (
+                shuffled.gather(1, kept.expand(-1, -1, shuffled.shape[-1])),
+                rows_kept.gather(2, others[:, None, :].expand(-1, n - 1, -1)),
+            )
+            true_rank = truth.gather(1, others)
+        ranks = {
+            "spectral_seriation": (spectral_order(ranked[1]), true_rank),
+            "variance_sort": (variance_order(ranked[0]), true_rank),
+            "first_similarity_sort": (_ranks(-to_first.double()), truth.gather(1, others)),
+        }
+        yield layer, {m: kendall_tau(r, t).abs() for m, (r, t) in ranks.items()}
+
+
+def _check_order(model: Any, tokens: TokenInput, layers: Sequence[int] | None):
+    """The checked tokens and layers: sequences of one length, at least 3 tokens."""
+    tokens = check_tokens(model, tokens)
+    layers = check_layers(model, "resid_post", layers)
+    if tokens.shape[1] < 3:
+        raise UsageError(
+            f"order reconstruction needs sequences of at least 3 tokens, got {tokens.shape[1]}"
+        )
+    return tokens, layers
 
 
 def _ranks(values: Tensor) -> Tensor:

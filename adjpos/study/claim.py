@@ -113,6 +113,27 @@ def toward(outcome: str, favour: str = "above") -> str:
     return FOR if outcome == favour else AGAINST
 
 
+def across_seeds(sides: Iterable[str]) -> str:
+    """A cell's `compare_intervals` outcome over its seeds: "above" or "below" only when
+    every seed's is, else "within" (a cell counts only when it holds for every seed)."""
+    found = set(sides)
+    return found.pop() if len(found) == 1 and found <= {"above", "below"} else "within"
+
+
+def seed_agreement(cells: Iterable[dict[str, Any]]) -> str:
+    """How the seeds of paired cells (``seeds``, ``seeds_above``, ``seeds_below``) agree:
+    'above in all 3 seeds in 2 of 8 cells, in some of them in 3'."""
+    cells = list(cells)
+    every = sum(c["seeds_above"] == c["seeds"] > 0 for c in cells)
+    some = sum(0 < c["seeds_above"] < c["seeds"] for c in cells)
+    below = sum(c["seeds_below"] == c["seeds"] > 0 for c in cells)
+    n = max((c["seeds"] for c in cells), default=0)
+    return (
+        f"above in all {n} seeds in {every} of {len(cells)} cells, in some of them in {some}, "
+        f"below in all in {below}"
+    )
+
+
 def seeds_text(seeds: Iterable[Any]) -> str:
     """'0, 1, 2', or '0 only' for a single seed."""
     found = sorted({int(s) for s in seeds})

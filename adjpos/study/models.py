@@ -101,14 +101,14 @@ class Models:
 
 
 def variants(models: Models, sizes: Any, name: str, *, learned: bool = True):
-    """(label, seed, model) of task `name`: each trained seed, then the random-init NoPE
-    controls (and, with `learned`, learned-position controls) of its architecture."""
+    """(label, seed, model) of task `name`, seed by seed: each trained seed, its own initial
+    weights (the random-init NoPE control it is paired with) and, with `learned`, the same
+    architecture and seed with learned positions."""
     for seed in models.seeds(name, sizes):
         yield TRAINED, seed, models.trained(name, seed)[0]
-    for seed in sizes.control_seeds:
-        yield RANDOM, seed, models.control(name, seed)
+        yield RANDOM, seed, models.control(name, seed, like=seed)
         if learned:
-            yield LEARNED, seed, models.control(name, seed, positional="learned")
+            yield LEARNED, seed, models.control(name, seed, positional="learned", like=seed)
 
 
 def gen(seed: int) -> torch.Generator:

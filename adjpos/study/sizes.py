@@ -55,22 +55,15 @@ class StudySizes:
         "held-out task sequences for the adjacency and variance stages", 256
     )
     trained_seeds: tuple[int, ...] | None = help_field(
-        "seeds of the trained models of each task measured by the adjacency and variance "
-        "stages (None: every shipped seed; seed 0 when the run trains its models)",
+        "seeds of the trained models of each task that every stage measures, each paired "
+        "with its own initial weights (None: every shipped seed; seed 0 when the run trains "
+        "its models)",
         None,
-    )
-    control_seeds: tuple[int, ...] = help_field(
-        "seeds of the random-init controls of each trained architecture", (0, 1, 2)
     )
     n_probe_sequences: int = help_field("sequences of one length per probed model", 64)
     features: tuple[str, ...] = help_field("feature sets probed", CARRIERS + CONTROLS)
     probes: tuple[str, ...] = help_field(
         "probes (spline reads the one-number sets only)", ("ridge", "logistic", "spline")
-    )
-    probe_controls: tuple[int, ...] = help_field(
-        "seeds of the random-init copies of each trained model probed on its very sequences "
-        "(seed 0 is its own starting weights)",
-        (0, 1, 2),
     )
     intervention_prompts: int = help_field(
         "fresh held-out prompts per task for the causal tests (as many again fit them)", 500
@@ -143,17 +136,16 @@ class StudySizes:
 FULL = StudySizes()
 QUICK = dataclasses.replace(
     FULL,
-    n_eval=200,
-    n_sequences=64,
-    control_seeds=(0,),
+    n_eval=100,
+    n_sequences=32,
     n_probe_sequences=32,
-    features=("variance", "cosine_first", "cosine_profile", "resid", "token_identity"),
-    probe_controls=(0,),
-    intervention_prompts=100,
+    features=("variance", "cosine_first", "cosine_profile"),
+    probes=("ridge", "spline"),
+    intervention_prompts=40,
     intervention_layers=(1,),
-    dynamics_snapshots=4,
-    dynamics_prompts=100,
-    dynamics_sequences=32,
+    dynamics_snapshots=3,
+    dynamics_prompts=50,
+    dynamics_sequences=24,
     interventions=(
         "none",
         "norm_permute",

@@ -108,3 +108,21 @@ def test_unknown_probe_names_the_allowed_ones():
         ValueError, match=r"unknown probes \['svm'\]; choose from \['ridge', 'logistic', 'spline'\]"
     ):
         check_probes(["ridge", "svm"])
+
+
+def test_out_of_fold_predictions_score_like_the_folds():
+    """Each sample predicted by the probe of the fold that held its sequence out: scored fold
+    by fold, the predictions give cross_validate's mean error."""
+    from sklearn.model_selection import GroupKFold
+
+    from adjpos.probes import predict_out_of_fold
+
+    x, y, g = _data(seed=2)
+    x[:, 0] = x[:, 0] / 10
+    for probe, inputs in (("ridge", x), ("spline", x[:, :1]), ("logistic", x)):
+        predicted = predict_out_of_fold((inputs, y, g), probe=probe, cv=3, seed=4)
+        split = GroupKFold(3, shuffle=True, random_state=4).split(inputs, y, g)
+        errors = [np.abs(predicted[test] - y.numpy()[test]).mean() for _, test in split]
+        metric = "mae" if probe != "logistic" else "mean_abs_distance"
+        expected = _cv(inputs, y, g, probe=probe, cv=3, seed=4)[metric][0]
+        assert np.mean(errors) == pytest.approx(expected, abs=1e-9)

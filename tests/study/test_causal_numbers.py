@@ -68,3 +68,30 @@ def test_uniform_attention_is_judged_against_the_baseline():
     )
     verdicts = [r["verdict"] for r in causal_numbers(table)["rows"]]
     assert verdicts == ["breaks the task", "not needed"]
+
+
+def test_a_cell_counts_only_when_every_seed_agrees():
+    """Two seeds: necessary in both -> for; necessary in one, not needed in the other ->
+    within; each seed keeps its own row."""
+    from adjpos.study.claim import CRITERIA
+    from adjpos.study.claims.causal import verdicts
+
+    rows = []
+    for seed, em in ((0, 0.10), (1, 0.10)):  # layer 1: both seeds necessary
+        rows += [{**_row("none", 1, 0.99, perturbation=0.0), "seed": seed}]
+        rows += [{**_row("norm_permute", 1, em), "seed": seed}]
+        rows += [{**_row("norm_scale_control", 1, 0.9), "seed": seed}]
+    for seed, em in ((0, 0.10), (1, 0.98)):  # layer 2: the seeds disagree
+        rows += [{**_row("none", 2, 0.99, perturbation=0.0), "seed": seed}]
+        rows += [{**_row("norm_permute", 2, em), "seed": seed}]
+        rows += [{**_row("norm_scale_control", 2, 0.9), "seed": seed}]
+    numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
+    assert sorted((r["seed"], r["layer"], r["verdict"]) for r in numbers["rows"]) == [
+        (0, 1, "necessary"),
+        (0, 2, "necessary"),
+        (1, 1, "necessary"),
+        (1, 2, "not needed"),
+    ]
+    norms = verdicts(numbers, CRITERIA)[0]
+    assert (norms.n_for, norms.n_within, norms.n_cells) == (1, 1, 2)
+    assert norms.seeds == "0, 1"

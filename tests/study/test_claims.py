@@ -62,12 +62,16 @@ def _dynamics(outcomes, seeds):
 
 
 def _probing(outcomes, seeds):
+    # Per seed: every seed above (for), every seed below (against), or the first seed within
+    # and the others above (within: a cell counts only when every seed holds).
+    sides = {FOR: ["above"] * 3, AGAINST: ["below"] * 3, WITHIN: ["within", "above", "above"]}
     rows = [
-        {"task": f"t{i}", "cosine_vs_variance": SIDE[o], "profile_vs_variance_ridge": "above"}
-        | {"seriation_vs_variance_sort": "unknown", "first_sort_vs_variance_sort": "below"}
+        {"task": f"t{i}", "seed": seed, "backward": "cosine_first_vs_variance"}
+        | {"comparisons": {"cosine_first_vs_variance": {"side": sides[o][j]}}}
         for i, o in enumerate(outcomes)
+        for j, seed in enumerate(seeds)
     ]
-    return {"tasks": rows, "trained_vs_control": [], "z": 2.0, "seeds": list(seeds)}
+    return {"rows": rows, "versus": [], "level": 0.95, "seeds": list(seeds)}
 
 
 def _causal(outcomes, seeds):
@@ -159,9 +163,8 @@ def test_one_favourable_cell_is_never_supported():
     """The probing claim of an earlier report: 1 above, 1 tied, 2 below."""
     numbers = _probing([FOR, WITHIN, AGAINST, AGAINST], (0,))
     verdict = claim("probing").verdicts(numbers, CRITERIA)[0]
-    assert verdict.status == "mixed" and verdict.counts == (
-        "1 of 4 trained models for, 2 against, 1 within"
-    )
+    assert verdict.status == "mixed"
+    assert verdict.counts == "1 of 4 tasks for, 2 against, 1 within"
     order = claim("probing").verdicts(numbers, CRITERIA)[1]  # every cell unknown: not shown
     assert order.status == "not shown" and order.n_within == 4
 

@@ -60,7 +60,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         "dynamics",
         "sweep_histogram",
         "theory_first_layer",
-        "probes_trained_reversal",
+        "probes_trained_reversal_seed_0",
         "interventions",
     ):
         assert (out / "figures" / f"{stem}.html").is_file()
@@ -91,9 +91,14 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     first = verdicts.iloc[1]  # after the premise: the study's first claim
     assert first["n_for"] == above and first["unit"] == "task"
     (probing,) = verdicts[verdicts["claim"].str.startswith("Probes read position")]["seeds"]
-    assert probing == "0 only" and "| seed 0 only |" in report
+    assert probing == "0, 1" and "| seeds 0, 1 |" in report  # every trained seed of tiny
     causal = json.loads((out / "results" / "numbers" / "causal.json").read_text())["rows"]
-    norm = [r for r in causal if r["intervention"].startswith("norm_permute") and r["layer"] >= 1]
+    norm = {
+        (r["task"], r["layer"], r["intervention"])  # a cell holds every seed's row
+        for r in causal
+        if r["intervention"].startswith("norm_permute") and r["layer"] >= 1
+    }
+    assert len(causal) == 2 * len({(r["task"], r["layer"], r["intervention"]) for r in causal})
     (cells,) = verdicts[
         verdicts["claim"].str.startswith("The model reads position from the norms")
     ]["n_cells"]
@@ -172,15 +177,16 @@ def test_a_rerun_skips_finished_units_and_gives_the_same_report(tiny_run, tmp_pa
     # An interrupted run: the probing stage never finished (no marker, a stale partial file,
     # one model's probes not yet done).
     (copy / "done" / "probing.json").unlink()
-    (copy / "done" / "probing_trained_indexing.json").unlink()
+    (copy / "done" / "probing_indexing_seed_1.json").unlink()
     (copy / "results" / "probes.csv").write_text("model,layer\npartial")
-    (copy / "results" / "probes_trained_indexing.json").unlink()
+    (copy / "results" / "probes_trained_indexing_seed_1.json").unlink()
     again = reproduce(copy, TINY)
     assert again.ran == ("probing",) and len(again.skipped) == len(STAGES) - 1
     for name in (
         "report.md",
         "results/probes.csv",
-        "results/probes_trained_indexing.json",
+        "results/probes_trained_indexing_seed_1.json",
+        "results/probe_comparisons.csv",
         "results/adjacency_by_layer.csv",
     ):
         assert (copy / name).read_text() == (out / name).read_text()

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 
 from adjpos import adjacency_score, build_model, get_task
 from adjpos.stats import spearman, variance_summary
-from adjpos.study.claims.adjacency import ADJACENCY, adjacency_numbers
+from adjpos.study.claims.adjacency import ADJACENCY, PAIRED, adjacency_numbers
 from adjpos.study.claims.variance import variance_numbers
 from adjpos.study.models import RANDOM, TRAINED
 from adjpos.study.views import sequence_views
@@ -82,24 +82,65 @@ def _cell(model, seed, layer, value, half_width, **view):
     }
 
 
-def test_adjacency_verdicts_need_the_seed_spans_apart():
-    rows = []
+def _paired(seed, layer, difference, half_width):
+    return {
+        "task": "addition",
+        "seed": seed,
+        "layer": layer,
+        "rows": "all",
+        "centred": False,
+        "ties": "strict",
+        "difference": difference,
+        "low": difference - half_width,
+        "high": difference + half_width,
+        "n_sequences": 10,
+    }
+
+
+def test_adjacency_cells_count_only_when_every_seed_holds():
+    """Each trained seed minus its own initial weights: a cell is below (above) only when
+    every seed's paired interval is, and its difference is the seeds' mean with a t-interval."""
+    rows, paired = [], []
     for seed, value in ((0, 0.60), (1, 0.62), (2, 0.64)):
         rows += [_cell(TRAINED, seed, 0, 0.5, 0.01), _cell(TRAINED, seed, 1, value, 0.01)]
         rows += [_cell(TRAINED, seed, 2, value + 0.05 * seed, 0.01)]
-    for seed, value in ((0, 0.70), (1, 0.72)):
-        rows += [_cell(RANDOM, seed, 0, 0.5, 0.01), _cell(RANDOM, seed, 1, value, 0.01)]
+        rows += [_cell(RANDOM, seed, 0, 0.5, 0.01), _cell(RANDOM, seed, 1, 0.70, 0.01)]
         rows += [_cell(RANDOM, seed, 2, 0.70, 0.01)]
-    numbers = adjacency_numbers(ADJACENCY.frame(rows))
+        paired += [_paired(seed, 1, value - 0.70, 0.02)]
+        paired += [_paired(seed, 2, value + 0.05 * seed - 0.70, 0.02)]
+    numbers = adjacency_numbers(ADJACENCY.frame(rows), PAIRED.frame(paired))
     cells = {c["layer"]: c for c in numbers["views"][0]["cells"]}
-    # Layer 1: trained seeds span [0.59, 0.65], controls [0.69, 0.73]: apart, below.
-    assert cells[1]["versus"] == "below" and cells[1]["trained_seeds"] == 3
+    # Layer 1: every seed's difference (-0.10, -0.08, -0.06, +-0.02) lies below 0.
+    assert cells[1]["versus"] == "below" and cells[1]["seeds_below"] == 3
+    assert cells[1]["difference"] == pytest.approx(-0.08)
+    assert cells[1]["difference_low"] < -0.08 < cells[1]["difference_high"]
     assert cells[1]["trained_low"] == pytest.approx(0.59)
-    assert cells[1]["control_high"] == pytest.approx(0.73)
-    # Layer 2: one trained seed (0.72) reaches the controls: inside the spread, within.
+    # Layer 2: seed 2 (+0.04) lies above 0, seed 1 (-0.03) below: the seeds disagree.
     assert cells[2]["versus"] == "within"
+    assert (cells[2]["seeds_above"], cells[2]["seeds_below"]) == (1, 2)
     (task,) = numbers["per_task"]
     assert task["trained_vs_layer0"] == "above" and task["control_vs_layer0"] == "above"
+
+
+def test_the_paired_table_is_trained_minus_its_own_initial_weights():
+    """measure_adjacency pairs each trained seed with its own initial weights: the paired
+    difference of each view is the difference of the two models' scores on the same
+    sequences."""
+    from adjpos.study import TINY, Models
+    from adjpos.study.claims.adjacency import measure_adjacency
+
+    sizes = dataclasses.replace(TINY, trained_seeds=(1,))
+    table, paired = measure_adjacency(Models(device="cpu"), sizes, n_boot=50)
+    assert set(paired["seed"]) == {1} and set(table["seed"]) == {1}
+    key = ["task", "layer", "rows", "centred", "ties"]
+    scores = table.pivot_table(index=key, columns="model", values="adjacency")
+    merged = paired.set_index(key).join(scores)
+    # The mean of per-sequence differences equals the difference of the means when both
+    # sides score the same sequences (every view of the whole sequence does).
+    whole = merged[merged.index.get_level_values("rows") == "all"]
+    assert np.allclose(whole["difference"], whole[TRAINED] - whole[RANDOM])
+    assert (paired["low"] <= paired["difference"] + 1e-12).all()
+    assert (paired["difference"] <= paired["high"] + 1e-12).all()
 
 
 def test_variance_verdicts_name_the_layers():
@@ -124,7 +165,19 @@ def test_variance_verdicts_name_the_layers():
         + [row(RANDOM, s, 1, 0.9, -0.5, 0.05) for s in (0, 1)]
         + [row(RANDOM, s, 2, 0.9, -0.5, 0.05) for s in (0, 1)]
     )
-    numbers = variance_numbers(table)
+
+    def paired(seed, layer, ratio, width):
+        return (
+            {"task": "reversal", "seed": seed, "layer": layer}
+            | {"ratio": ratio, "ratio_low": ratio - width, "ratio_high": ratio + width}
+            | {"spearman": 0.0, "spearman_low": -0.1, "spearman_high": 0.1}
+        )
+
+    differences = pd.DataFrame(
+        [paired(s, 1, -0.6, 0.1) for s in (0, 1)]  # every seed below its initial weights
+        + [paired(0, 2, 0.05, 0.01), paired(1, 2, -0.2, 0.1)]  # the seeds disagree
+    )
+    numbers = variance_numbers(table, differences)
     shrinks = {
         model: [
             c["layer"] for c in numbers["cells"] if (c["model"], c["outcome"]) == (model, "shrinks")
@@ -132,8 +185,10 @@ def test_variance_verdicts_name_the_layers():
         for model in (TRAINED, RANDOM)
     }
     assert shrinks == {TRAINED: [1], RANDOM: [1, 2]}
-    versus = {v["layer"]: v["versus"] for v in numbers["versus"]}
-    assert versus == {1: "below", 2: "within"}
+    versus = {v["layer"]: v for v in numbers["versus"]}
+    assert {k: v["versus"] for k, v in versus.items()} == {1: "below", 2: "within"}
+    assert versus[1]["difference"] == pytest.approx(-0.6) and versus[1]["seeds_below"] == 2
+    assert (versus[2]["seeds_above"], versus[2]["seeds_below"]) == (1, 1)
 
 
 def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):

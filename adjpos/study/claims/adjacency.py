@@ -16,9 +16,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from adjpos.stats import bootstrap_interval, compare_intervals
+from adjpos.stats import bootstrap_interval, compare_intervals, paired_difference, seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import (
+    Context,
+    Criteria,
+    Verdict,
+    across_seeds,
+    seed_agreement,
+    seeds_text,
+    toward,
+)
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
 from adjpos.study.views import (
     records,
@@ -47,6 +55,19 @@ ADJACENCY = Table(
     mean_cosine="float64",
     n_sequences="int64",
 )
+# Each trained seed minus its own initial weights on the same sequences (paired).
+PAIRED = Table(
+    task="string",
+    seed="int64",
+    layer="int64",
+    rows="string",
+    centred="boolean",
+    ties="string",
+    difference="float64",
+    low="float64",
+    high="float64",
+    n_sequences="int64",
+)
 # The views the report shows, (rows, centred, ties) -> label; the first is the study's score.
 ADJACENCY_VIEWS = {
     ("all", False, "strict"): "whole (the study's score)",
@@ -60,32 +81,56 @@ MAIN_VIEW = next(iter(ADJACENCY_VIEWS))
 
 
 def measure(context: Context) -> dict[str, Any]:
-    table = measure_adjacency(context.models, context.sizes, n_boot=context.criteria.n_boot)
+    n_boot = context.criteria.n_boot
+    table, paired = measure_adjacency(context.models, context.sizes, n_boot=n_boot)
     ADJACENCY.write(context.results / "adjacency_by_layer.csv", table)
-    return adjacency_numbers(table)
+    PAIRED.write(context.results / "adjacency_paired.csv", paired)
+    return adjacency_numbers(table, paired)
 
 
-def measure_adjacency(models: Any, sizes: Any, *, n_boot: int = 1000) -> pd.DataFrame:
-    """Adjacency per layer on held-out task sequences in every view, for every trained seed
-    and control seed, each with a 95% bootstrap interval over the sequences."""
-    out = []
+def measure_adjacency(
+    models: Any, sizes: Any, *, n_boot: int = 1000
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Adjacency per layer on held-out task sequences in every view, for every trained seed,
+    its own initial weights and its learned-position twin, each with a 95% bootstrap interval
+    over the sequences; and each trained seed minus its own initial weights on the same
+    sequences, with a paired bootstrap interval."""
+    out, paired = [], []
     for name in TASKS:
         batch = models.trained(name)[1].sample(sizes.n_sequences, generator=gen(2), split="test")
         tokens, masks = task_masks(batch)
+        scored: dict[tuple[str, int], dict] = {}
         for label, seed, model in variants(models, sizes, name):
             for layer, views, cosines in sequence_views(model, tokens, batch.lengths, masks):
-                for (rows, centred, ties), scores in views.items():
+                for view, scores in views.items():
+                    scored.setdefault((label, seed), {})[layer, view] = scores
                     kept = scores[~np.isnan(scores)]
                     low, high = bootstrap_interval(kept, n_boot=n_boot)
                     key = {"task": name, "model": label, "seed": seed, "layer": layer}
                     out.append(
                         key
-                        | {"rows": rows, "centred": centred, "ties": ties}
+                        | dict(zip(("rows", "centred", "ties"), view, strict=True))
                         | {"adjacency": float(kept.mean()), "low": low, "high": high}
-                        | {"mean_cosine": float(cosines[centred].mean())}
+                        | {"mean_cosine": float(cosines[view[1]].mean())}
                         | {"n_sequences": kept.size}
                     )
-    return ADJACENCY.frame(out)
+            if label == RANDOM:  # the seed's own initial weights: pair them with the seed
+                paired += _paired(name, seed, scored[TRAINED, seed], scored[label, seed], n_boot)
+    return ADJACENCY.frame(out), PAIRED.frame(paired)
+
+
+def _paired(name: str, seed: int, trained: dict, control: dict, n_boot: int) -> list[dict]:
+    rows = []
+    for (layer, view), scores in trained.items():
+        theirs = control[layer, view]
+        difference, low, high = paired_difference(scores, theirs, n_boot=n_boot)
+        rows.append(
+            {"task": name, "seed": seed, "layer": layer}
+            | dict(zip(("rows", "centred", "ties"), view, strict=True))
+            | {"difference": difference, "low": low, "high": high}
+            | {"n_sequences": int((~np.isnan(scores - theirs)).sum())}
+        )
+    return rows
 
 
 def score_view(table: pd.DataFrame, key: tuple[str, bool, str]) -> pd.DataFrame:
@@ -94,14 +139,18 @@ def score_view(table: pd.DataFrame, key: tuple[str, bool, str]) -> pd.DataFrame:
     return table[(table["rows"] == rows) & (table["centred"] == centred) & (table["ties"] == ties)]
 
 
-def adjacency_numbers(table: pd.DataFrame) -> dict[str, Any]:
-    """Per view, task and layer >= 1: the trained seeds' span against the random-init NoPE
-    control seeds' ("versus"); per task (the study's score): the trained models' best layer
-    >= 1 against their layer 0, and the controls' deepest layer against theirs, seed by seed."""
+def adjacency_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
+    """Per view, task and layer >= 1: each trained seed minus its own initial weights on the
+    same sequences (paired), "above" or "below" only when every seed's interval is
+    ("versus"); per task (the study's score): the trained models' best layer >= 1 against
+    their layer 0, and the controls' deepest layer against theirs, seed by seed."""
     views = []
     for key, label in ADJACENCY_VIEWS.items():
         summary = seed_summary(score_view(table, key), "adjacency", "low", "high")
-        cells = [_versus(task, layer, group) for (task, layer), group in _cells(summary)]
+        differences = score_view(paired, key)
+        cells = [
+            _versus(task, layer, group, differences) for (task, layer), group in _cells(summary)
+        ]
         counts = Counter(c["versus"] for c in cells)
         views.append(
             {"view": label, "rows": key[0], "centred": key[1], "ties": key[2], "cells": cells}
@@ -123,15 +172,18 @@ def _cells(summary: pd.DataFrame):
             yield (task, layer), group.set_index("model")
 
 
-def _versus(task: str, layer: int, by: pd.DataFrame) -> dict[str, Any]:
+def _versus(task: str, layer: int, by: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
     mine, theirs = by.loc[TRAINED], by.loc[RANDOM]
-    versus = compare_intervals(mine["low"], mine["high"], theirs["low"], theirs["high"])
+    seeds = paired[(paired["task"] == task) & (paired["layer"] == layer)]
+    sides = [compare_intervals(r.low, r.high, 0.0, 0.0) for r in seeds.itertuples()]
+    mean, low, high = seed_interval(seeds["difference"])
     return (
         {"task": task, "layer": int(layer)}
         | span_of("trained", mine)
-        | {"trained_seeds": int(mine["seeds"])}
         | span_of("control", theirs)
-        | {"control_seeds": int(theirs["seeds"]), "versus": versus}
+        | {"difference": mean, "difference_low": low, "difference_high": high}
+        | {"seeds": len(sides), "seeds_above": sides.count("above")}
+        | {"seeds_below": sides.count("below"), "versus": across_seeds(sides)}
     )
 
 
@@ -155,7 +207,6 @@ def _layer0(main: pd.DataFrame, task: str) -> dict[str, Any]:
         "control_layer0": float(control_means.loc[layers[0]]),
         "control_vs_layer0": _every_seed(control, deepest, layers[0]),
         "seeds": sorted(int(s) for s in trained["seed"].unique()),
-        "control_seeds": sorted(int(s) for s in control["seed"].unique()),
     }
 
 
@@ -189,17 +240,19 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         Verdict.tally(
             "Random-init NoPE models of the task architectures show the pattern too",
             control,
-            seeds=seeds_text(s for t in per_task for s in t["control_seeds"]),
+            seeds=seeds,
             unit="task",
-            evidence="deepest layer above layer 0, every seed's 95% intervals apart",
+            evidence="each trained seed's initial weights: deepest layer above layer 0, every "
+            "seed's 95% intervals apart",
         ),
         Verdict.tally(
             "Training strengthens the pattern (control, not a claim of the study)",
             [toward(c["versus"]) for c in main["cells"]],
             seeds=seeds,
             unit="task x layer cell",
-            evidence="trained seeds' span of 95% intervals above the random-init seeds' span, "
-            f"layers >= 1; by view: {counts}",
+            evidence="each trained seed minus its own initial weights on the same sequences, "
+            "paired 95% interval above 0 in every seed, layers >= 1 ("
+            f"{seed_agreement(main['cells'])}); by view: {counts}",
         ),
     ]
 
@@ -217,10 +270,13 @@ def section(numbers: dict[str, Any], figures: Any) -> str:
     rows = [
         [c["task"], c["layer"], fmt.span(c["trained"], c["trained_low"], c["trained_high"])]
         + [fmt.span(c["control"], c["control_low"], c["control_high"])]
+        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"])]
+        + [f"{c['seeds_above']} / {c['seeds_below']} of {c['seeds']}"]
         + [verdict.get((v["view"], c["task"], c["layer"])) for v in views]
         for c in views[0]["cells"]
     ]
-    header = ["task", "layer", "trained (seed span)", "random-init (seed span)"]
+    header = ["task", "layer", "trained (seed span)", "own initial weights (seed span)"]
+    header += ["trained - own initial (t-interval over seeds)", "seeds above / below"]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
     return SECTION.format(
         figure=figures("adjacency_by_layer"),
@@ -242,7 +298,7 @@ same characters at the same places), so each layer is compared with layer 0, not
 Uncertainty: each model's 95% bootstrap interval over sequences; with several seeds a
 difference counts only when it holds for every seed's intervals.
 
-### Trained against untrained copies, in six views of the score
+### Trained against their own initial weights, in six views of the score
 
 {views_figure}
 
@@ -250,11 +306,14 @@ The whole-sequence score mixes the prompt rows (which know only the prompt) with
 rows (each answer character resembles the character it copies), rewards states that all point
 the same way (mean cosine between two positions of a sequence, trained and random-init by
 layer: {mean_cosine}), and with strict ties puts chance below 0.5 where tokens repeat.
-So each layer >= 1 is compared in six views: trained seeds against random-init NoPE seeds of
-the same architecture on the same sequences. A group spans from its lowest seed's 95% interval
-to its highest; "above" or "below" needs the two spans apart, so a difference inside the seed
-spread is no difference. The table gives the study's score with its spans, then the verdict of
-each view (every view's numbers are in results/adjacency_by_layer.csv).
+So each layer >= 1 is compared in six views, pair by pair: each trained seed against its own
+initial weights (the random-init NoPE model it was trained from) on the same sequences, their
+difference with a paired 95% bootstrap interval over the sequences. A cell is "above" or
+"below" only when every seed's interval is; otherwise it is "within". The table gives the
+study's score (mean over seeds, with the span of the seeds' intervals), the difference (mean
+over seeds, with its Student-t interval over seeds), how many seeds lie above and below, then
+the verdict of each view (results/adjacency_by_layer.csv has every view's scores,
+results/adjacency_paired.csv every seed's difference).
 
 {views_table}
 
@@ -301,7 +360,7 @@ def _versus_text(views: list[dict[str, Any]]) -> str:
     return (
         f"Of {len(cells)} task x layer cells, the trained models are {counts}. Below in every "
         f"view: {fmt.cells(agree['below'])}; above in every view: {fmt.cells(agree['above'])}. "
-        "Elsewhere the verdict depends on the view or lies inside the seed spread."
+        "Elsewhere the verdict depends on the view or the seeds disagree."
     )
 
 
@@ -312,8 +371,8 @@ CAPTIONS = {
     "over seeds; bars: std over seeds).",
     "adjacency_views": "Adjacency score per layer in four views (rows: the study's score, the "
     "prompt rows, the answer rows, the prompt rows of centred states; ties as half except in "
-    "the first), trained against random-init NoPE (mean over seeds; bars: from the lowest to "
-    "the highest seed's 95% bootstrap interval over sequences).",
+    "the first), trained against their own initial weights (mean over seeds; bars: from the "
+    "lowest to the highest seed's 95% bootstrap interval over sequences).",
 }
 
 

@@ -71,24 +71,28 @@ def measure(context: Context) -> dict[str, Any]:
 
 
 def causal_unit(models: Any, sizes: Any, name: str) -> list[dict[str, Any]]:
-    """The causal tests on the trained model of task `name` (`intervention_table`), as records."""
-    model, task = models.trained(name)
-    return intervention_table(
-        model,
-        task,
-        layers=sizes.intervention_layers,
-        interventions=sizes.interventions,
-        n_prompts=sizes.intervention_prompts,
-        model_name=TRAINED,
-        model_seed=model.adjpos_config.seed,
-        progress=False,
-    ).to_dict("records")
+    """The causal tests on every trained seed of task `name` (`intervention_table`, the same
+    prompts for each), as records."""
+    records = []
+    for seed in models.seeds(name, sizes):
+        model, task = models.trained(name, seed)
+        records += intervention_table(
+            model,
+            task,
+            layers=sizes.intervention_layers,
+            interventions=sizes.interventions,
+            n_prompts=sizes.intervention_prompts,
+            model_name=TRAINED,
+            model_seed=seed,
+            progress=False,
+        ).to_dict("records")
+    return records
 
 
 def causal_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[str, Any]:
     """Every tested cell beside its control and the baseline, with its verdict."""
     rows = []
-    for (task, layer), group in table.groupby(["task", "layer"], sort=False):
+    for (task, seed, layer), group in table.groupby(["task", "seed", "layer"], sort=False):
         by = group.set_index("intervention")
         if "none" not in by.index:
             continue
@@ -97,7 +101,7 @@ def causal_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[s
             control = by.loc[control_name] if control_name in by.index else None
             theirs = {} if control is None else _cell(control)
             rows.append(
-                {"task": task, "layer": int(layer), "intervention": name}
+                {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
                 | {"control": control_name if control is not None else None}
                 | _cell(mine)
                 | {f"control_{k}": theirs.get(k) for k in ("exact_match", "low", "high")}
@@ -142,27 +146,39 @@ OUTCOME = {"necessary": FOR, "not needed": AGAINST}
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """Layers >= 1 only: at layer 0 the states are the token embeddings, which carry no
-    position. A change no worse than its control is no evidence either way (within)."""
+    position. A cell is a task, layer and intervention; it counts for (against) only when
+    every seed's verdict is "necessary" ("not needed"); a change no worse than its control,
+    or seeds that disagree, is no evidence either way (within)."""
     rows = [r for r in numbers["rows"] if r["layer"] >= 1]
     out = []
     for names, claim in CLAIMS.items():
-        mine = [r for r in rows if r["intervention"] in names]
-        others = sorted({r["verdict"] for r in mine} - {"necessary"})
-        detail = "; ".join(f"{v} at {sum(r['verdict'] == v for r in mine)}" for v in others)
+        cells: dict[tuple, list[str]] = {}
+        for r in (r for r in rows if r["intervention"] in names):
+            cells.setdefault((r["task"], r["layer"], r["intervention"]), []).append(r["verdict"])
+        outcomes = [_across_seeds(verdicts) for verdicts in cells.values()]
+        found = [r["verdict"] for r in rows if r["intervention"] in names]
+        detail = "; ".join(f"{v} at {found.count(v)}" for v in sorted(set(found) - {"necessary"}))
+        tested = ", ".join(n for n in names if any(r["intervention"] == n for r in rows))
         out.append(
             Verdict.tally(
                 claim,
-                [OUTCOME.get(r["verdict"], WITHIN) for r in mine],
+                outcomes,
                 seeds=seeds_text(numbers["seeds"]),
                 unit="task x layer x intervention cell",
-                evidence=f"necessary beyond the matched control, layers >= 1 "
-                f"({', '.join(n for n in names if any(r['intervention'] == n for r in mine))})"
+                evidence=f"necessary beyond the matched control in every seed, layers >= 1 "
+                f"({tested}); per seed: necessary at {found.count('necessary')}"
                 f"{'; ' + detail if detail else ''}"
-                if mine
+                if cells
                 else "not in this run's interventions",
             )
         )
     return out
+
+
+def _across_seeds(verdicts: list[str]) -> str:
+    """A cell's outcome over its seeds' verdicts."""
+    outcomes = {OUTCOME.get(v, WITHIN) for v in verdicts}
+    return outcomes.pop() if len(outcomes) == 1 else WITHIN
 
 
 def section(numbers: dict[str, Any], figures: Any) -> str:
@@ -171,11 +187,11 @@ def section(numbers: dict[str, Any], figures: Any) -> str:
     def interval(value: Any, low: Any, high: Any) -> str:
         return "" if value is None else f"{value:.3f} ({low:.3f} to {high:.3f})"
 
-    header = ["task", "layer", "change", "exact match", "control", "control's exact match"]
+    header = ["task", "seed", "layer", "change", "exact match", "control"]
     table = fmt.table(
-        header + ["baseline", "change size", "verdict"],
+        header + ["control's exact match", "baseline", "change size", "verdict"],
         [
-            [r["task"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
+            [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
             + [interval(r["exact_match"], r["low"], r["high"]), r["control"]]
             + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
             + [r["baseline"], _sizes(r), r["verdict"]]
@@ -208,11 +224,12 @@ def _norms_text(rows: list[dict[str, Any]]) -> str:
         if mine:
             hits = [r for r in mine if r["verdict"] == "necessary"]
             beyond += len(hits)
-            where = ", ".join(f"{r['task']} {r['layer']}" for r in hits) or "none"
+            where = ", ".join(f"{r['task']} {r['layer']} (seed {r['seed']})" for r in hits)
             dropped = sum(r["verdict"] != "not needed" for r in mine)
             lines.append(
                 f"moved by {words}, below the baseline in {dropped} and beyond the size-matched "
-                f"control in {len(hits)} of {len(mine)} cells (task and layer: {where})"
+                f"control in {len(hits)} of {len(mine)} task x seed x layer cases "
+                f"({where or 'none'})"
             )
     reading = (
         "where the drop goes beyond the control, it is where the norms went, not only how much "
@@ -230,16 +247,16 @@ def _norms_text(rows: list[dict[str, Any]]) -> str:
 
 
 def _per_task(rows: list[dict[str, Any]]) -> str:
+    """Per task, the carriers whose change breaks the task beyond its control in every seed."""
     parts = []
     for task in dict.fromkeys(r["task"] for r in rows):
+        verdicts: dict[tuple[str, int], set[str]] = {}
+        for r in (r for r in rows if r["task"] == task and r["layer"] >= 1):
+            verdicts.setdefault((r["intervention"], r["layer"]), set()).add(r["verdict"])
         found: dict[str, list[int]] = {}
-        for r in rows:
-            if (
-                r["task"] == task
-                and r["layer"] >= 1
-                and r["verdict"] in ("necessary", "breaks the task")
-            ):
-                found.setdefault(r["intervention"], []).append(r["layer"])
+        for (name, layer), seen in verdicts.items():
+            if seen <= {"necessary"} or seen <= {"breaks the task"}:
+                found.setdefault(name, []).append(layer)
         named = [f"{WORDS.get(n, n)} at {fmt.layers(layers)}" for n, layers in found.items()]
         parts.append(f"{task}: {'; '.join(named) or 'no carrier beyond its control'}")
     return "; ".join(parts)
@@ -258,11 +275,12 @@ brackets):
 What it shows: Every cosine kept and the norms moved (layers >= 1): {norms}. Carriers whose
 change breaks the task beyond its control ("necessary": exact match below the control's interval
 and at least {min_gap} below it, with a change at most {size_slack} times the control's; uniform
-attention has no matched control and is judged against the baseline): {per_task}. At layer 0 the
-states are the token embeddings, which carry no position: the "position" subspace and LEACE there
-find the directions of the tokens the format puts at each place, so layer 0 is shown but left out
-of the counts. Each verdict is for the trained model of seed {seeds} per task, and the intervals
-are over prompts only (not over training seeds)."""
+attention has no matched control and is judged against the baseline), in every seed:
+{per_task}. At layer 0 the states are the token embeddings, which carry no position: the
+"position" subspace and LEACE there find the directions of the tokens the format puts at each
+place, so layer 0 is shown but left out of the counts. The trained seeds are {seeds}, each on
+the same prompts; the intervals are over prompts, and a verdict of the claims table counts a
+cell only when every seed agrees."""
 
 CAPTION = (
     "Exact match of each trained model with one carrier of position changed at the input of "

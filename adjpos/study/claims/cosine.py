@@ -30,28 +30,31 @@ EXAMPLE_PROMPTS = {
     "indexing": "wherex(134504392,4)=",
     "ordering": "ord(5831,3851)=",
 }
-COSINE_SCORES = Table(task="string", model="string", layer="int64", adjacency="float64")
+COSINE_SCORES = Table(
+    task="string", model="string", seed="int64", layer="int64", adjacency="float64"
+)
 
 
 def measure(context: Context) -> dict[str, Any]:
-    scores, panels = measure_cosine(context.models)
+    scores, panels = measure_cosine(context.models, context.sizes)
     COSINE_SCORES.write(context.results / "cosine_scores.csv", scores)
     write_json(context.results / "cosine_heatmaps.json", panels)
     return {"scores": records(scores)}
 
 
-def measure_cosine(models: Any) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """Self-cosine matrices of each task's example sequence at every layer, trained and
-    random-init: their adjacency scores, and the matrices (rounded) for the heatmaps."""
+def measure_cosine(models: Any, sizes: Any) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Self-cosine matrices of each task's example sequence at every layer, each trained seed
+    and its own initial weights: their adjacency scores, and the matrices (rounded) for the
+    heatmaps."""
     scores, panels = [], []
-    for name in TASKS:
-        model, task = models.trained(name)
+    for name, seed in ((n, s) for n in TASKS for s in models.seeds(n, sizes)):
+        model, task = models.trained(name, seed)
         text = EXAMPLE_PROMPTS[name] + task.solve(EXAMPLE_PROMPTS[name]) + EOS
         tokens = task.encode(text)[None]
-        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed=0))):
+        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed, like=seed))):
             sims = cosine_matrix(capture_residuals(m, tokens).float())[:, 0]
             for layer, sim in enumerate(sims):
-                key = {"task": name, "model": label, "layer": layer}
+                key = {"task": name, "model": label, "seed": seed, "layer": layer}
                 scores.append(key | {"adjacency": float(adjacency_probability(sim.double()))})
                 panels.append(key | {"text": text, "matrix": rounded(sim)})
     return COSINE_SCORES.frame(scores), panels
@@ -64,7 +67,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 def section(numbers: dict[str, Any], figures: Any) -> str:
     return f"""{figures("cosine")}
 
-{by_layer(numbers["scores"], "adjacency")}
+{by_layer(_labelled(numbers["scores"]), "adjacency")}
 
 What it shows: at layer 0 a cell depends only on its two characters (a repeated character is
 bright wherever it recurs). Where the pattern holds, each row is brightest next to the diagonal
@@ -72,15 +75,21 @@ and fades with distance; the table gives the adjacency score of each matrix for 
 sequence, which the table of Claim 1 averages over many."""
 
 
+def _labelled(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The scores with the seed in the model's label (one table row per model and seed)."""
+    return [{**r, "model": f"{r['model']}, seed {r['seed']}"} for r in scores]
+
+
 CAPTION = (
     "{task}: cosine similarity of each position's hidden state (rows) with the earlier "
-    "positions (columns), trained (top) and random-init (bottom), every layer; axes carry the "
-    "characters of the sequence ('.' ends the answer)."
+    "positions (columns), each trained seed and its own initial weights (random-init), every "
+    "layer; axes carry the characters of the sequence ('.' ends the answer)."
 )
 
 
 def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """One grid of self-cosine heatmaps per task: trained and random-init, every layer."""
+    """One grid of self-cosine heatmaps per task: each trained seed and its initial weights,
+    every layer."""
     from adjpos.figures import plot_cosine_heatmaps
 
     out = {}
@@ -88,7 +97,7 @@ def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [p for p in panels if p["task"] == task]
         out[f"cosine_{task}"] = plot_cosine_heatmaps(
             [p["matrix"] for p in mine],
-            titles=[f"{p['model']}, layer {p['layer']}" for p in mine],
+            titles=[f"{p['model']} (seed {p.get('seed', 0)}), layer {p['layer']}" for p in mine],
             labels=[list(p["text"]) for p in mine],
             title=f"Self-cosine similarity, {task}: {mine[0]['text']}",
             columns=max(p["layer"] for p in mine) + 1,

@@ -23,7 +23,16 @@ from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import (
+    CRITERIA,
+    Context,
+    Criteria,
+    Verdict,
+    across_seeds,
+    seed_agreement,
+    seeds_text,
+    toward,
+)
 from adjpos.study.views import sequence_views, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
@@ -184,21 +193,36 @@ CLAIMS = {
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
+    """One cell per task and layer: it counts only when every seed with snapshots moves the
+    same way."""
     out = []
     for metric, (claim, favour) in CLAIMS.items():
-        mine = [t for t in numbers["trajectories"] if t["metric"] == metric]
-        sides = ["above" if t["rises"] else "below" if t["falls"] else "within" for t in mine]
+        cells = seed_cells([t for t in numbers["trajectories"] if t["metric"] == metric])
         out.append(
             Verdict.tally(
                 claim,
-                [toward(s, "above" if favour == "rises" else "below") for s in sides],
-                seeds=seeds_text(t["seed"] for t in mine),
-                unit="task x seed x layer trajectory",
+                [toward(c["versus"], "above" if favour == "rises" else "below") for c in cells],
+                seeds=seeds_text(t["seed"] for t in numbers["trajectories"]),
+                unit="task x layer cell",
                 evidence=f"{metric} at the end of training against the initial weights "
-                "(step 0), 95% intervals apart",
+                f"(step 0), 95% intervals apart in every seed ({seed_agreement(cells)})",
             )
         )
     return out
+
+
+def seed_cells(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Trajectories grouped by (task, layer): how many seeds rise and fall, and the cell's
+    outcome over them (`across_seeds`)."""
+    cells: dict[tuple[str, int], list[str]] = {}
+    for t in trajectories:
+        side = "above" if t["rises"] else "below" if t["falls"] else "within"
+        cells.setdefault((t["task"], t["layer"]), []).append(side)
+    return [
+        {"task": task, "layer": layer, "versus": across_seeds(sides), "seeds": len(sides)}
+        | {"seeds_above": sides.count("above"), "seeds_below": sides.count("below")}
+        for (task, layer), sides in cells.items()
+    ]
 
 
 def section(numbers: dict[str, Any], figures: Any) -> str:

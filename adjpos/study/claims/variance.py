@@ -17,9 +17,23 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import VARIANCE_SUMMARY, compare_intervals, variance_summary
+from adjpos.stats import (
+    VARIANCE_SUMMARY,
+    compare_intervals,
+    seed_interval,
+    variance_difference,
+    variance_summary,
+)
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import (
+    Context,
+    Criteria,
+    Verdict,
+    across_seeds,
+    seed_agreement,
+    seeds_text,
+    toward,
+)
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
 from adjpos.study.views import seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
@@ -35,22 +49,33 @@ OUTCOME = {"below": "shrinks", "above": "grows"}
 VARIANCE_LAYERS = Table(
     task="string", model="string", seed="Int64", layer="int64", **VARIANCE_SUMMARY
 )
+# Each trained seed's ratio and Spearman correlation minus its own initial weights'.
+VARIANCE_PAIRED = Table(
+    task="string",
+    seed="int64",
+    layer="int64",
+    **{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n_sequences"},
+)
 
 
 def measure(context: Context) -> dict[str, Any]:
-    profiles, layers = measure_variance(context.models, context.sizes)
+    profiles, layers, paired = measure_variance(context.models, context.sizes)
     VARIANCE.write(context.results / "variance_by_position.csv", profiles)
     VARIANCE_LAYERS.write(context.results / "variance_by_layer.csv", layers)
-    return variance_numbers(layers)
+    VARIANCE_PAIRED.write(context.results / "variance_paired.csv", paired)
+    return variance_numbers(layers, paired)
 
 
-def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Variance of the hidden state over d_model by position (mean over sequences of one
     length), and per layer its ratio and Spearman correlation with position, each with a
-    95% bootstrap interval over the sequences; trained seeds and random-init control seeds."""
-    profiles, summary = [], []
+    95% bootstrap interval over the sequences, for each trained seed and its own initial
+    weights; and per seed and layer the trained minus the initial ratio and correlation on
+    the same sequences, with paired intervals."""
+    profiles, summary, paired = [], [], []
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
+        trained = {}
         for label, seed, model in variants(models, sizes, name, learned=False):
             per_sequence = position_variance(capture_residuals(model, tokens).double()).numpy()
             for layer, values in enumerate(per_sequence):  # values: [sequence, position]
@@ -58,13 +83,20 @@ def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFram
                 profile = values.mean(axis=0)
                 profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
                 summary.append({**key, **variance_summary(values)})
-    return VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
+                if label == TRAINED:
+                    trained[seed, layer] = values
+                else:  # the seed's own initial weights, on the same sequences
+                    difference = variance_difference(trained[seed, layer], values)
+                    paired.append({"task": name, "seed": seed, "layer": layer, **difference})
+    frames = VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
+    return (*frames, VARIANCE_PAIRED.frame(paired))
 
 
-def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
+def variance_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
     """Per task, model kind and layer: the ratio and Spearman spans over seeds and whether
     variance shrinks (both spans below their null), grows (both above) or neither; per task
-    and layer >= 1, the trained ratio span against the controls'."""
+    and layer >= 1, each trained seed's ratio minus its own initial weights' (paired), below
+    or above only when every seed's interval is."""
     ratio = seed_summary(table, "ratio", "ratio_low", "ratio_high")
     rho = seed_summary(table, "spearman", "spearman_low", "spearman_high")
     cells, seeds = [], table.groupby(["task", "model"], sort=False)["seed"].unique()
@@ -83,14 +115,15 @@ def variance_numbers(table: pd.DataFrame) -> dict[str, Any]:
         )
     frame = pd.DataFrame(cells)
     versus = []
-    for (task, layer), group in frame[frame["layer"] >= 1].groupby(["task", "layer"], sort=False):
-        by = group.set_index("model")
-        if {TRAINED, RANDOM} <= set(by.index):
-            mine, theirs = by.loc[TRAINED], by.loc[RANDOM]
-            side = compare_intervals(
-                mine["ratio_low"], mine["ratio_high"], theirs["ratio_low"], theirs["ratio_high"]
-            )
-            versus.append({"task": task, "layer": int(layer), "versus": side})
+    for (task, layer), group in paired[paired["layer"] >= 1].groupby(["task", "layer"], sort=False):
+        sides = [compare_intervals(r.ratio_low, r.ratio_high, 0.0, 0.0) for r in group.itertuples()]
+        mean, low, high = seed_interval(group["ratio"])
+        versus.append(
+            {"task": task, "layer": int(layer), "versus": across_seeds(sides)}
+            | {"difference": mean, "difference_low": low, "difference_high": high}
+            | {"seeds": len(sides), "seeds_above": sides.count("above")}
+            | {"seeds_below": sides.count("below")}
+        )
     return {"cells": cells, "versus": versus, "deepest_layer": int(frame["layer"].max())}
 
 
@@ -137,9 +170,11 @@ def section(numbers: dict[str, Any], figures: Any) -> str:
         by_position=figures("variance_by_position"),
         by_layer=figures("variance_by_layer"),
         table=fmt.table(header, rows),
-        text="; ".join(parts) + ". Trained against random-init, layer by layer: the trained "
-        f"ratio span lies below the controls' in {versus.get('below', 0)} of "
-        f"{len(numbers['versus'])} cells ({fmt.cells(more)}), above in {versus.get('above', 0)}.",
+        text="; ".join(parts) + ". Each trained seed against its own initial weights on the "
+        "same sequences (the ratio's paired difference, below or above only when every seed's "
+        f"interval is): below in {versus.get('below', 0)} of {len(numbers['versus'])} task x "
+        f"layer cells ({fmt.cells(more)}), above in {versus.get('above', 0)} "
+        f"({seed_agreement(numbers['versus'])}).",
     )
 
 
