@@ -126,15 +126,25 @@ def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None, thread
             yield pending[done], done.result()
 
 
+def start_early(engine: str, workers: int | None) -> None:
+    """Start the process engine's fork server now, so that it imports torch and
+    TransformerLens while the caller does other work (a no-op for Ray or in-process runs)."""
+    if engine == "process" and workers != 0 and _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def _context() -> Any:
-    """Where the pool's workers come from: a fork server started once per process with torch
-    and adjpos already imported, so each pool after the first starts in a fraction of a second
-    (fork itself is unsafe once torch threads exist; a fresh "spawn" worker imports everything
+    """Where the pool's workers come from: a fork server started once per process with torch,
+    TransformerLens and adjpos already imported, so each pool after the first starts in a
+    fraction of a second and no worker imports TransformerLens again (about 5 s each; fork
+    itself is unsafe once torch threads exist; a fresh "spawn" worker imports everything
     again); "spawn" where there is no fork server (Windows)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "adjpos.engines"])
+    context.set_forkserver_preload(["torch", "transformer_lens", "adjpos.engines"])
     return context
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adjpos.engines import check_engine
+from adjpos.engines import check_engine, start_early
 from adjpos.runs import RunFolder, write_json
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import NAMES
@@ -119,6 +119,7 @@ def reproduce(
     train_dir = folder.path / "models" if cfg.train else None
     models = Models(device=device, train_dir=train_dir, train_steps=cfg.sizes.train_steps)
     context = Context(folder, models, cfg.sizes, CRITERIA, cfg.engine, cfg.workers, cfg.address)
+    start_early(cfg.engine, cfg.workers)  # the workers' imports overlap the first stages
     ran, skipped = [], []
     for index, name in enumerate(STAGES):
         done = folder.is_done(name)

@@ -82,19 +82,21 @@ def _labelled(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 CAPTION = (
     "{task}: cosine similarity of each position's hidden state (rows) with the earlier "
-    "positions (columns), each trained seed and its own initial weights (random-init), every "
-    "layer; axes carry the characters of the sequence ('.' ends the answer)."
+    "positions (columns), the first trained seed (top) and its own initial weights "
+    "(random-init, bottom), every layer; axes carry the characters of the sequence ('.' ends "
+    "the answer). The table gives every seed's scores."
 )
 
 
 def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """One grid of self-cosine heatmaps per task: each trained seed and its initial weights,
-    every layer."""
+    """One grid of self-cosine heatmaps per task: its first trained seed and that seed's
+    initial weights, every layer (the other seeds' scores are in the table)."""
     from adjpos.figures import plot_cosine_heatmaps
 
     out = {}
     for task in dict.fromkeys(p["task"] for p in panels):
-        mine = [p for p in panels if p["task"] == task]
+        first = min(p.get("seed", 0) for p in panels if p["task"] == task)
+        mine = [p for p in panels if p["task"] == task and p.get("seed", 0) == first]
         out[f"cosine_{task}"] = plot_cosine_heatmaps(
             [p["matrix"] for p in mine],
             titles=[f"{p['model']} (seed {p.get('seed', 0)}), layer {p['layer']}" for p in mine],

@@ -574,15 +574,19 @@ its standard error over sequences; differences with their paired intervals):
 
 What it shows: {text}"""
 
-CAPTION = "Position probes per layer: {model}."
+CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The probe scores of each task's first trained seed by layer (every seed and copy is
+    in probes.csv and the report's tables)."""
     from adjpos.figures import plot_probe_scores
 
-    out = {}
-    for path in sorted(results.glob("probes_*.json")):
+    out, drawn = {}, set()
+    for path in sorted(results.glob(f"probes_{TRAINED}_*.json")):
         result = ProbeResult.from_json(path)
-        if result.model.startswith(TRAINED):  # the copies are in the report's tables
+        task = result.model.removeprefix(f"{TRAINED} ").split(" ")[0]
+        if task not in drawn:  # sorted by seed within a task: the first seed
+            drawn.add(task)
             out[path.stem] = (plot_probe_scores(result), CAPTION.format(model=result.model))
     return out
