@@ -2,7 +2,7 @@
 layer by layer, with order reconstruction, for each trained seed and the random-init model of
 its own initial weights on the same sequences, and the paired comparisons behind the verdicts.
 
-The study's own stage (`adjpos.study.claims.probing.probe_unit`, one per trained seed): ridge,
+The study's own stage (`adjpos.study.probe_units.probe_unit`, one per trained seed): ridge,
 logistic and spline probes with folds grouped by sequence, each score beside its chance level;
 then the paired comparisons (the best backward cosine number against the variance on the same
 positions and folds, the trained seed against its initial weights), each with a 95% bootstrap
@@ -22,6 +22,7 @@ import pandas as pd
 import adjpos.figures
 import adjpos.study
 from adjpos.probes import ProbeResult
+from adjpos.study import probe_units
 from adjpos.study.claim import CRITERIA
 from adjpos.study.claims import probing
 
@@ -29,15 +30,15 @@ from adjpos.study.claims import probing
 def main(quick: bool, only: str | None, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
     models = adjpos.study.Models(device="cpu")
-    units = probing.probe_units(models, sizes)
+    units = probe_units.probe_units(models, sizes)
     units = [(t, s) for t, s in units if (only or ("addition" if quick else "")) in f"{t} seed {s}"]
     found = []
     for task, seed in units[:1] if quick else units:
-        unit = json.loads(probing.probe_unit(models, sizes, CRITERIA, task, seed))
+        unit = json.loads(probe_units.probe_unit(models, sizes, CRITERIA, task, seed))
         for kind in ("trained", "control"):
             unit[kind] = ProbeResult.from_json(json.dumps(unit[kind]))
             fig = adjpos.figures.plot_probe_scores(unit[kind])
-            name = f"probes_{probing.slug(unit[kind].model)}"
+            name = f"probes_{probe_units.slug(unit[kind].model)}"
             saved = adjpos.figures.save_figure(fig, out / name, png=not quick)
             print("wrote", ", ".join(str(p) for p in saved.written))
         found.append(unit)

@@ -498,6 +498,14 @@ def test_reproduce_size(args, size, reproduce_config, tmp_path):
     assert reproduce_config["cfg"].size == size and reproduce_config["cfg"].workers == 0
 
 
+def test_reproduce_writes_pngs_unless_told_not_to(reproduce_config, tmp_path):
+    out = ["--device", "cpu", "--out", str(tmp_path / "r")]
+    assert main(["reproduce", *out]) == 0 and reproduce_config["cfg"].png is True
+    assert main(["reproduce", "--no-png", *out]) == 0 and reproduce_config["cfg"].png is False
+    # PNGs change no number: the run's identity ignores them
+    assert reproduce_config["cfg"].to_dict() == {"size": "full", "device": "cpu", "train": False}
+
+
 def test_reproduce_refuses_quick_with_another_size(reproduce_config, capsys, tmp_path):
     assert main(["reproduce", "--quick", "--size", "tiny", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err

@@ -231,7 +231,7 @@ def test_fig_cosine_heatmaps(run_example, addition):
 def test_fig_probing(run_example):
     # One row per carrier the tiny sizes probe, the trained seed against its own initial
     # weights: the difference is trained - control, inside its interval's ends.
-    from adjpos.study.claims.probing import CONTROL_CARRIERS
+    from adjpos.study.probe_units import CONTROL_CARRIERS
 
     out, _ = run_example("fig_probing.py")
     sizes = adjpos.study.TINY

@@ -42,6 +42,13 @@ def add_reproduce_parser(commands: Any) -> None:
         help="train the task models with the shipped recipes instead of loading them "
         "(hours on a CPU; a few steps with --size quick or tiny)",
     )
+    parser.add_argument(
+        "--no-png",
+        dest="png",
+        action="store_false",
+        help="write the figures as HTML only (PNG export takes about 10 s per run; it needs "
+        "kaleido and a Chrome)",
+    )
     parser.set_defaults(run=_run_reproduce)
 
 
@@ -55,6 +62,7 @@ def _run_reproduce(args: argparse.Namespace) -> int:
         engine=args.engine,
         address=args.address,
         train=args.train,
+        png=args.png,
     )
 
     def announce(name: str, index: int, total: int, skipped: bool) -> None:
@@ -62,7 +70,7 @@ def _run_reproduce(args: argparse.Namespace) -> int:
         print(f"[{index + 1}/{total}] {name}{note}", file=sys.stderr, flush=True)
 
     result = reproduce(args.out, cfg, on_stage=announce)
-    if result.png_skipped:
+    if result.png_skipped and args.png:
         print(f"figures: HTML only. {result.png_skipped}", file=sys.stderr)
     print(f"{len(result.figures)} figure files in {args.out / 'figures'}")
     print(f"results in {args.out / 'results'}")

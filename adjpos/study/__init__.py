@@ -4,7 +4,8 @@ core imports this package; the random-init sweep it runs is `adjpos.sweep`.
 
 Submodules: `claims` (one module per claim, see `claim` for what each one is), `claim`
 (`Claim`, `Verdict`, `Criteria`), `models` (the trained models and their controls), `views`
-(measurements several claims share), `format` (how the report writes numbers and tables),
+(measurements several claims share), `probe_units` (what one unit of the probing stage
+measures and writes), `format` (how the report writes numbers and tables),
 `pipeline`, `report`, `sizes`.
 """
 

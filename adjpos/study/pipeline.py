@@ -53,6 +53,11 @@ class ReproduceConfig:
         "ones (hours on a CPU; a few steps with quick)",
         False,
     )
+    png: bool = help_field(
+        "also write each figure as PNG when static export works (kaleido and a Chrome); "
+        "False writes HTML only, which is faster and changes no number",
+        True,
+    )
 
     def __post_init__(self) -> None:
         check_choice("size", self.size, SIZES)
@@ -71,8 +76,8 @@ class ReproduceConfig:
         return SIZES[self.size]
 
     def to_dict(self) -> dict[str, Any]:
-        """What decides the results (not the workers or the engine, which only change where
-        and how fast the units run)."""
+        """What decides the results (not the workers, the engine or the PNGs, which only
+        change where and how fast the units run and which files show the figures)."""
         return {"size": self.size, "device": self.device, "train": self.train}
 
 
@@ -134,7 +139,7 @@ def reproduce(
         write_json(path, json.loads(json.dumps(numbers)))
         folder.mark_done(name, {"seconds": round(time.perf_counter() - began, 1)})
         ran.append(name)
-    figures, png_skipped = write_outputs(folder.path)
+    figures, png_skipped = write_outputs(folder.path, png=cfg.png)
     seconds = time.perf_counter() - start
     out = folder.path
     return ReproduceResult(
@@ -142,17 +147,18 @@ def reproduce(
     )
 
 
-def write_outputs(out: str | Path) -> tuple[tuple[Path, ...], str | None]:
-    """Draw every figure of the run in `out` from its result files, then write
-    ``results/claims.csv`` and the report.
+def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...], str | None]:
+    """Draw every figure of the run in `out` from its result files (HTML, and PNG with `png`
+    when static export works), then write ``results/claims.csv`` and the report.
 
-    Returns the figure files written and, when PNG export does not work, why (once).
+    Returns the figure files written and, when PNGs were not written, why (once).
     """
     from adjpos.figures import save_figures
     from adjpos.study.report import write_report
 
     drawn = run_figures(out)
-    saved = save_figures({stem: fig for stem, (fig, _) in drawn.items()}, Path(out) / "figures")
+    figures = {stem: fig for stem, (fig, _) in drawn.items()}
+    saved = save_figures(figures, Path(out) / "figures", png=png)
     pngs = {p.stem for p in saved.written if p.suffix == ".png"}
     write_report(out, {stem: caption for stem, (_, caption) in drawn.items()}, pngs)
     return saved.written, saved.png_skipped

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from adjpos.probes import ProbeResult
+from adjpos.study import probe_units
 from adjpos.study.claim import CRITERIA
 from adjpos.study.claims import probing
 from adjpos.study.models import Models
@@ -102,7 +103,7 @@ def test_the_control_table_gives_each_seed_and_an_interval_over_seeds():
 
 @pytest.fixture(scope="module")
 def unit():
-    return json.loads(probing.probe_unit(Models(device="cpu"), TINY, CRITERIA, "reversal", 1))
+    return json.loads(probe_units.probe_unit(Models(device="cpu"), TINY, CRITERIA, "reversal", 1))
 
 
 def test_a_unit_pairs_a_trained_seed_with_its_own_initial_weights(unit):

@@ -20,7 +20,7 @@ from adjpos.study.report import VERDICTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TINY = ReproduceConfig(size="tiny", device="cpu", workers=0)
+TINY = ReproduceConfig(size="tiny", device="cpu", workers=0, png=False)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +32,8 @@ def tiny_run(tmp_path_factory):
 def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     out, result = tiny_run
     assert result.ran == STAGES and result.skipped == ()
+    assert result.png_skipped == "PNG not requested"  # png=False: HTML only
+    assert not list((out / "figures").glob("*.png"))
     run = json.loads((out / "run.json").read_text())
     assert run["kind"] == "reproduce" and run["spec"]["settings"] == TINY.to_dict()
     assert run["spec"]["sizes"]["n_eval"] == TINY_SIZES.n_eval

@@ -332,15 +332,9 @@ def by_layer(rows: list[dict[str, Any]], value: str) -> str:
 
 
 def _mean_cosine(numbers: dict[str, Any]) -> str:
-    deep = [x for x in numbers["layers"] if x >= 1]
-    ranges = {
-        model: [
-            r["value"]
-            for r in numbers["mean_cosine"]
-            if (r["model"], r["layer"] in deep) == (model, True)
-        ]
-        for model in (TRAINED, RANDOM)
-    }
+    """The range of the mean cosine over layers >= 1, trained and random-init."""
+    rows = [r for r in numbers["mean_cosine"] if r["layer"] >= 1]
+    ranges = {m: [r["value"] for r in rows if r["model"] == m] for m in (TRAINED, RANDOM)}
     return ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in ranges.items() if v)
 
 

@@ -2,38 +2,24 @@
 order reconstruction from shuffled states, and trained models against random-init copies of
 their own initial weights on the very same sequences.
 
-Seeds are the unit. Every trained seed of a task is probed beside the random-init copy with its
-own starting weights (the seed's step-0 weights), both on the same held-out sequences. Every
-comparison is paired (`adjpos.probes.compare`): two feature sets of one trained model on the
-same positions and folds (position 0 dropped for both when either cannot score it), or a
-trained model against its own copy on the same sequences; each side at its best layer >= 1,
-chosen again in every draw of a percentile bootstrap over sequences (`Criteria.level`,
-`Criteria.n_boot`). A task (or task x carrier cell) counts for a claim only when the interval
-of the difference lies above 0 in every seed, against only when it lies below in every seed,
-and within otherwise.
+Seeds are the unit: every trained seed is probed beside the random-init copy with its own
+starting weights on the same held-out sequences (`adjpos.study.probe_units`). Every comparison
+is paired (`adjpos.probes.compare`): two feature sets of one model on the same positions and
+folds, or a trained model against its copy; each side at its best layer >= 1, chosen again in
+every draw of a percentile bootstrap over sequences. A task (or task x carrier cell) counts for
+a claim only when the difference lies above 0 in every seed, against only when below in every
+seed, and within otherwise.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from adjpos.probes import (
-    COMPARISON_TABLE,
-    PROBE_TABLE,
     ProbeResult,
-    compare_scores,
-    order_scores,
-    probe_positions,
-    reconstruct_order,
-    score_sequences,
-    sequences_of_length,
 )
-from adjpos.runs import write_text
 from adjpos.stats import compare_intervals, seed_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import (
@@ -45,26 +31,23 @@ from adjpos.study.claim import (
     seeds_text,
     toward,
 )
-from adjpos.study.models import RANDOM, TRAINED, gen
-from adjpos.tables import Table
-from adjpos.tasks import TASKS
+from adjpos.study.models import TRAINED
+from adjpos.study.probe_units import (
+    PROBE_COMPARISONS,
+    PROBES,
+    probe_records,
+    probe_unit,
+    probe_units,
+    read_unit,
+    unit_name,
+    write_unit,
+)
 
 TITLE = "Claim 2: similarity carries position better than variance (probes)"
 
 ORDER_METHODS = ("spectral_seriation", "variance_sort", "first_similarity_sort")
 ORDER_COLUMNS = ("spectral_seriation", "first_similarity_sort", "variance_sort")
 BACKWARD_COSINES = ("cosine_first", "cosine_previous")
-# The comparisons within each trained model: name -> (a, b, probe, metric).
-COMPARISONS = {
-    "cosine_first_vs_variance": ("cosine_first", "variance", "spline", "r2"),
-    "cosine_previous_vs_variance": ("cosine_previous", "variance", "spline", "r2"),
-    "profile_vs_variance_ridge": ("cosine_profile", "variance", "ridge", "r2"),
-}
-# Order reconstruction: name -> (a, b, whether both rank only the states after position 0).
-ORDER_COMPARISONS = {
-    "seriation_vs_variance_sort": ("spectral_seriation", "variance_sort", False),
-    "first_sort_vs_variance_sort": ("first_similarity_sort", "variance_sort", True),
-}
 # The cells over seeds: name -> the comparison each seed reads ("backward": the better of
 # the backward cosine numbers against the variance).
 CELLS = {
@@ -80,18 +63,6 @@ SUMMARY = {
     "seriation vs variance sort": "order",
     "first sort vs variance sort": "first",
 }
-# The carriers compared between a trained model (a) and its own initial weights (b).
-CONTROL_CARRIERS = {
-    "variance (spline R^2)": ("variance", "variance", "spline", "r2"),
-    "cosine_first (spline R^2)": ("cosine_first", "cosine_first", "spline", "r2"),
-    "cosine_previous (spline R^2)": ("cosine_previous", "cosine_previous", "spline", "r2"),
-    "resid (logistic accuracy)": ("resid", "resid", "logistic", "accuracy"),
-}
-# probes.csv: every score of every probed model, with the trained seed it belongs to.
-PROBES = Table(task="string", seed="int64", kind="string", control_seed="Int64") + PROBE_TABLE
-# probe_comparisons.csv (two feature sets of a trained model) and probe_copies.csv (a carrier
-# of a trained model, a, against its own initial weights, b): one row per paired comparison.
-PROBE_COMPARISONS = Table(task="string", seed="int64", comparison="string") + COMPARISON_TABLE
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -105,7 +76,7 @@ def measure(context: Context) -> dict[str, Any]:
         write_unit(results, json.loads(text))
         folder.mark_done(unit_name(task, seed))
     found = [read_unit(results, task, seed) for task, seed in units]
-    PROBES.write(results / "probes.csv", [r for unit in found for r in _probe_records(unit)])
+    PROBES.write(results / "probes.csv", [r for unit in found for r in probe_records(unit)])
     PROBE_COMPARISONS.write(
         results / "probe_comparisons.csv", [r for unit in found for r in unit["comparisons"]]
     )
@@ -113,162 +84,6 @@ def measure(context: Context) -> dict[str, Any]:
         results / "probe_copies.csv", [r for unit in found for r in unit["copies"]]
     )
     return probe_numbers(found, context.criteria)
-
-
-@dataclass(frozen=True)
-class ProbeSubject:
-    """One probed model: a trained seed or the random-init copy of its initial weights, and
-    the held-out sequences of its task (the same for every seed and copy)."""
-
-    label: str
-    task: str
-    kind: str  # TRAINED or RANDOM
-    seed: int  # the trained seed (a copy has that seed's initial weights)
-    model: Any
-    tokens: torch.Tensor
-
-
-def probe_units(models: Any, sizes: Any) -> list[tuple[str, int]]:
-    """(task, trained seed) of every unit, in order: the seeds the other stages measure."""
-    return [(task, seed) for task in TASKS for seed in models.seeds(task, sizes)]
-
-
-def unit_name(task: str, seed: int) -> str:
-    """The run folder's marker of one unit."""
-    return f"probing {task} seed {seed}"
-
-
-def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubject, ProbeSubject]:
-    """Trained seed `seed` of `task` and the random-init model of its own initial weights
-    (`Models.control` with ``like=seed``), on the task's held-out sequences of one length."""
-    model, spec = models.trained(task, seed)
-    tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
-    copy = models.control(task, seed, like=seed)
-    return (
-        ProbeSubject(f"{TRAINED} {task} seed {seed}", task, TRAINED, seed, model, tokens),
-        ProbeSubject(f"{RANDOM} {task} seed {seed}", task, RANDOM, seed, copy, tokens),
-    )
-
-
-def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int) -> str:
-    """One unit of the probing stage as JSON: both models' `ProbeResult`s, the comparisons
-    within the trained model and the trained model against its copy (see `write_unit`)."""
-    trained, copy = probe_pair(models, sizes, task, seed)
-    draws = {"n_boot": criteria.n_boot, "level": criteria.level}
-    unit = {
-        "task": task,
-        "seed": seed,
-        "trained": json.loads(measure_probes(trained, sizes).to_json()),
-        "control": json.loads(measure_probes(copy, sizes).to_json()),
-        "comparisons": compare_within(trained, sizes, **draws),
-        "copies": compare_copies(trained, copy, sizes, **draws),
-    }
-    return json.dumps(unit)
-
-
-def measure_probes(subject: ProbeSubject, sizes: Any) -> ProbeResult:
-    """Every feature set with every probe, and order reconstruction."""
-    common = {"model_name": subject.label, "progress": False}
-    features, probes = list(sizes.features), list(sizes.probes)
-    result = probe_positions(
-        subject.model, subject.tokens, features=features, probe=probes, cv=sizes.cv,
-        repeats=sizes.repeats, **common,
-    )  # fmt: skip
-    return result + reconstruct_order(subject.model, subject.tokens, **common)
-
-
-def compare_within(subject: ProbeSubject, sizes: Any, **draws: Any) -> list[dict[str, Any]]:
-    """The `COMPARISONS` this size measures and the `ORDER_COMPARISONS` of one trained model,
-    each side at its best layer >= 1: the rows of ``probe_comparisons.csv``."""
-    rows = _paired(subject, subject, COMPARISONS, sizes, **draws)
-    layers = list(range(1, subject.model.cfg.n_layers + 1))
-    for name, (a, b, drop_first) in ORDER_COMPARISONS.items():
-        taus = order_scores(subject.model, subject.tokens, layers=layers, drop_first=drop_first)
-        found = compare_scores(taus[a], taus[b], metric="abs_kendall_tau", best_layer=True, **draws)
-        rows += _named(subject, name, found)
-    return rows
-
-
-def compare_copies(
-    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, **draws: Any
-) -> list[dict[str, Any]]:
-    """Each of the `CONTROL_CARRIERS` this size measures, the trained model minus its own
-    initial weights on the same sequences, each at its best layer >= 1: the rows of
-    ``probe_copies.csv``."""
-    return _paired(trained, copy, CONTROL_CARRIERS, sizes, **draws)
-
-
-def _paired(first: ProbeSubject, second: ProbeSubject, specs: dict, sizes: Any, **draws: Any):
-    """Set a on `first` minus set b on `second` for each spec (a, b, probe, metric) whose sets
-    and probe this size measures; two sets of one model are scored together, on the
-    positions both have."""
-    layers = list(range(1, first.model.cfg.n_layers + 1))
-    rows = []
-    for probe in sizes.probes:
-        wanted = {
-            name: (a, b, metric)
-            for name, (a, b, p, metric) in specs.items()
-            if p == probe and {a, b} <= set(sizes.features)
-        }
-        if not wanted:
-            continue
-        if first is second:
-            groups = [(a, b) for a, b, _ in wanted.values()]
-            mine = theirs = _scores(first, groups, probe, layers, sizes)
-        else:  # the same set on two models: the same samples and folds
-            groups = [(a,) for a, _, _ in wanted.values()]
-            mine, theirs = (_scores(s, groups, probe, layers, sizes) for s in (first, second))
-        for (name, (a, b, metric)), x, y in zip(wanted.items(), mine, theirs, strict=True):
-            found = compare_scores(x[a], y[b], metric=metric, best_layer=True, **draws)
-            rows += _named(first, name, found)
-    return rows
-
-
-def _named(subject: ProbeSubject, name: str, rows: list[dict]) -> list[dict[str, Any]]:
-    return [{"task": subject.task, "seed": subject.seed, "comparison": name} | r for r in rows]
-
-
-def _scores(subject: ProbeSubject, groups: list, probe: str, layers: list, sizes: Any) -> list:
-    return score_sequences(
-        subject.model, subject.tokens, groups, probe=probe, layers=layers, cv=sizes.cv, seed=0
-    )
-
-
-def slug(label: str) -> str:
-    """A file-name-safe form of a model label."""
-    return "".join(c if c.isalnum() else "_" for c in label).strip("_").replace("__", "_")
-
-
-def write_unit(results: Any, unit: dict[str, Any]) -> None:
-    """A unit's files: ``probes_<model>.json`` for each of its two models (the figures read
-    them) and ``probe_pairs_<task>_seed_<seed>.json`` with its comparisons."""
-    for kind in ("trained", "control"):
-        result = ProbeResult.from_json(json.dumps(unit[kind]))
-        result.to_json(results / f"probes_{slug(result.model)}.json")
-    pairs = {k: unit[k] for k in ("task", "seed", "comparisons", "copies")}
-    pairs |= {"trained": unit["trained"]["model"], "control": unit["control"]["model"]}
-    write_text(results / _pairs_file(unit["task"], unit["seed"]), json.dumps(pairs, indent=1))
-
-
-def read_unit(results: Any, task: str, seed: int) -> dict[str, Any]:
-    """What `write_unit` wrote, with both `ProbeResult`s."""
-    unit = json.loads((results / _pairs_file(task, seed)).read_text())
-    for kind in ("trained", "control"):
-        unit[kind] = ProbeResult.from_json(results / f"probes_{slug(unit[kind])}.json")
-    return unit
-
-
-def _pairs_file(task: str, seed: int) -> str:
-    return f"probe_pairs_{task}_seed_{seed}.json"
-
-
-def _probe_records(unit: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for kind, control_seed in ((TRAINED, None), (RANDOM, unit["seed"])):
-        result = unit["trained" if kind == TRAINED else "control"]
-        keys = {"task": unit["task"], "seed": unit["seed"], "kind": kind}
-        rows += [keys | {"control_seed": control_seed} | r for r in result.records()]
-    return rows
 
 
 def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) -> dict[str, Any]:
@@ -385,7 +200,7 @@ def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     per task x carrier, the trained seeds against their initial weights (``copies``)."""
     rows = numbers["rows"]
     cells = {
-        name: _over_seeds(rows, lambda row, key=key: _side(_comparison(row, key)))
+        name: _over_seeds(rows, lambda row, key=key: (_comparison(row, key) or {}).get("side"))
         for name, key in CELLS.items()
     }
     cells["copies"] = _over_seeds(numbers["versus"], lambda v: v["side"], ("task", "comparison"))
@@ -398,10 +213,6 @@ def _comparison(row: dict[str, Any], key: str) -> dict[str, Any] | None:
     return row["comparisons"].get(key) if key else None
 
 
-def _side(comparison: dict | None) -> str | None:
-    return None if comparison is None else comparison["side"]
-
-
 def _over_seeds(rows: list[dict], side: Any, key: tuple[str, ...] = ("task",)) -> list[dict]:
     """One cell per `key` (in order of appearance) with its seeds' sides (None: not measured)
     and its outcome: 'above' when every seed is above 0, 'below' when every seed is below,
@@ -409,14 +220,11 @@ def _over_seeds(rows: list[dict], side: Any, key: tuple[str, ...] = ("task",)) -
     cells: dict[tuple, list[str | None]] = {}
     for row in rows:
         cells.setdefault(tuple(row[k] for k in key), []).append(side(row))
-    out = []
-    for name, sides in cells.items():
-        counts = {s: sides.count(s) for s in ("above", "below", "within")}
-        out.append(
-            {"cell": name, "sides": sides, "outcome": across_seeds([s or "within" for s in sides])}
-            | counts
-        )
-    return out
+    return [
+        {"cell": name, "sides": sides, "outcome": across_seeds([s or "within" for s in sides])}
+        | {s: sides.count(s) for s in ("above", "below", "within")}
+        for name, sides in cells.items()
+    ]
 
 
 def _held(cells: list[dict]) -> str:

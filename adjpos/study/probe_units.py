@@ -1,0 +1,211 @@
+"""The probing stage's unit: one trained seed of a task and the random-init copy with its own
+initial weights, probed on the same held-out sequences; the paired comparisons of each; and the
+unit's files (``probes_<model>.json`` and ``probe_pairs_<task>_seed_<seed>.json``). The claim
+(`adjpos.study.claims.probing`) runs the units and reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from adjpos.probes import (
+    COMPARISON_TABLE,
+    PROBE_TABLE,
+    ProbeResult,
+    compare_scores,
+    order_scores,
+    probe_positions,
+    reconstruct_order,
+    score_sequences,
+    sequences_of_length,
+)
+from adjpos.runs import write_text
+from adjpos.study.claim import Criteria
+from adjpos.study.models import RANDOM, TRAINED, gen
+from adjpos.tables import Table
+from adjpos.tasks import TASKS
+
+# The comparisons within each trained model: name -> (a, b, probe, metric).
+COMPARISONS = {
+    "cosine_first_vs_variance": ("cosine_first", "variance", "spline", "r2"),
+    "cosine_previous_vs_variance": ("cosine_previous", "variance", "spline", "r2"),
+    "profile_vs_variance_ridge": ("cosine_profile", "variance", "ridge", "r2"),
+}
+# Order reconstruction: name -> (a, b, whether both rank only the states after position 0).
+ORDER_COMPARISONS = {
+    "seriation_vs_variance_sort": ("spectral_seriation", "variance_sort", False),
+    "first_sort_vs_variance_sort": ("first_similarity_sort", "variance_sort", True),
+}
+# The carriers compared between a trained model (a) and its own initial weights (b).
+CONTROL_CARRIERS = {
+    "variance (spline R^2)": ("variance", "variance", "spline", "r2"),
+    "cosine_first (spline R^2)": ("cosine_first", "cosine_first", "spline", "r2"),
+    "cosine_previous (spline R^2)": ("cosine_previous", "cosine_previous", "spline", "r2"),
+    "resid (logistic accuracy)": ("resid", "resid", "logistic", "accuracy"),
+}
+
+# probes.csv: every score of every probed model, with the trained seed it belongs to.
+PROBES = Table(task="string", seed="int64", kind="string", control_seed="Int64") + PROBE_TABLE
+# probe_comparisons.csv (two feature sets of a trained model) and probe_copies.csv (a carrier
+# of a trained model, a, against its own initial weights, b): one row per paired comparison.
+PROBE_COMPARISONS = Table(task="string", seed="int64", comparison="string") + COMPARISON_TABLE
+
+
+@dataclass(frozen=True)
+class ProbeSubject:
+    """One probed model: a trained seed or the random-init copy of its initial weights, and
+    the held-out sequences of its task (the same for every seed and copy)."""
+
+    label: str
+    task: str
+    kind: str  # TRAINED or RANDOM
+    seed: int  # the trained seed (a copy has that seed's initial weights)
+    model: Any
+    tokens: torch.Tensor
+
+
+def probe_units(models: Any, sizes: Any) -> list[tuple[str, int]]:
+    """(task, trained seed) of every unit, in order: the seeds the other stages measure."""
+    return [(task, seed) for task in TASKS for seed in models.seeds(task, sizes)]
+
+
+def unit_name(task: str, seed: int) -> str:
+    """The run folder's marker of one unit."""
+    return f"probing {task} seed {seed}"
+
+
+def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubject, ProbeSubject]:
+    """Trained seed `seed` of `task` and the random-init model of its own initial weights
+    (`Models.control` with ``like=seed``), on the task's held-out sequences of one length."""
+    model, spec = models.trained(task, seed)
+    tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
+    copy = models.control(task, seed, like=seed)
+    return (
+        ProbeSubject(f"{TRAINED} {task} seed {seed}", task, TRAINED, seed, model, tokens),
+        ProbeSubject(f"{RANDOM} {task} seed {seed}", task, RANDOM, seed, copy, tokens),
+    )
+
+
+def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int) -> str:
+    """One unit of the probing stage as JSON: both models' `ProbeResult`s, the comparisons
+    within the trained model and the trained model against its copy (see `write_unit`)."""
+    trained, copy = probe_pair(models, sizes, task, seed)
+    draws = {"n_boot": criteria.n_boot, "level": criteria.level}
+    unit = {
+        "task": task,
+        "seed": seed,
+        "trained": json.loads(measure_probes(trained, sizes).to_json()),
+        "control": json.loads(measure_probes(copy, sizes).to_json()),
+        "comparisons": compare_within(trained, sizes, **draws),
+        "copies": compare_copies(trained, copy, sizes, **draws),
+    }
+    return json.dumps(unit)
+
+
+def measure_probes(subject: ProbeSubject, sizes: Any) -> ProbeResult:
+    """Every feature set with every probe, and order reconstruction."""
+    common = {"model_name": subject.label, "progress": False}
+    features, probes = list(sizes.features), list(sizes.probes)
+    result = probe_positions(
+        subject.model, subject.tokens, features=features, probe=probes, cv=sizes.cv,
+        repeats=sizes.repeats, **common,
+    )  # fmt: skip
+    return result + reconstruct_order(subject.model, subject.tokens, **common)
+
+
+def compare_within(subject: ProbeSubject, sizes: Any, **draws: Any) -> list[dict[str, Any]]:
+    """The `COMPARISONS` this size measures and the `ORDER_COMPARISONS` of one trained model,
+    each side at its best layer >= 1: the rows of ``probe_comparisons.csv``."""
+    rows = _paired(subject, subject, COMPARISONS, sizes, **draws)
+    layers = list(range(1, subject.model.cfg.n_layers + 1))
+    for name, (a, b, drop_first) in ORDER_COMPARISONS.items():
+        taus = order_scores(subject.model, subject.tokens, layers=layers, drop_first=drop_first)
+        found = compare_scores(taus[a], taus[b], metric="abs_kendall_tau", best_layer=True, **draws)
+        rows += _named(subject, name, found)
+    return rows
+
+
+def compare_copies(
+    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, **draws: Any
+) -> list[dict[str, Any]]:
+    """Each of the `CONTROL_CARRIERS` this size measures, the trained model minus its own
+    initial weights on the same sequences, each at its best layer >= 1: the rows of
+    ``probe_copies.csv``."""
+    return _paired(trained, copy, CONTROL_CARRIERS, sizes, **draws)
+
+
+def _paired(first: ProbeSubject, second: ProbeSubject, specs: dict, sizes: Any, **draws: Any):
+    """Set a on `first` minus set b on `second` for each spec (a, b, probe, metric) whose sets
+    and probe this size measures; two sets of one model are scored together, on the
+    positions both have."""
+    layers = list(range(1, first.model.cfg.n_layers + 1))
+    rows = []
+    for probe in sizes.probes:
+        wanted = {
+            name: (a, b, metric)
+            for name, (a, b, p, metric) in specs.items()
+            if p == probe and {a, b} <= set(sizes.features)
+        }
+        if not wanted:
+            continue
+        if first is second:
+            groups = [(a, b) for a, b, _ in wanted.values()]
+            mine = theirs = _scores(first, groups, probe, layers, sizes)
+        else:  # the same set on two models: the same samples and folds
+            groups = [(a,) for a, _, _ in wanted.values()]
+            mine, theirs = (_scores(s, groups, probe, layers, sizes) for s in (first, second))
+        for (name, (a, b, metric)), x, y in zip(wanted.items(), mine, theirs, strict=True):
+            found = compare_scores(x[a], y[b], metric=metric, best_layer=True, **draws)
+            rows += _named(first, name, found)
+    return rows
+
+
+def _named(subject: ProbeSubject, name: str, rows: list[dict]) -> list[dict[str, Any]]:
+    return [{"task": subject.task, "seed": subject.seed, "comparison": name} | r for r in rows]
+
+
+def _scores(subject: ProbeSubject, groups: list, probe: str, layers: list, sizes: Any) -> list:
+    return score_sequences(
+        subject.model, subject.tokens, groups, probe=probe, layers=layers, cv=sizes.cv, seed=0
+    )
+
+
+def slug(label: str) -> str:
+    """A file-name-safe form of a model label."""
+    return "".join(c if c.isalnum() else "_" for c in label).strip("_").replace("__", "_")
+
+
+def write_unit(results: Any, unit: dict[str, Any]) -> None:
+    """A unit's files: ``probes_<model>.json`` for each of its two models (the figures read
+    them) and ``probe_pairs_<task>_seed_<seed>.json`` with its comparisons."""
+    for kind in ("trained", "control"):
+        result = ProbeResult.from_json(json.dumps(unit[kind]))
+        result.to_json(results / f"probes_{slug(result.model)}.json")
+    pairs = {k: unit[k] for k in ("task", "seed", "comparisons", "copies")}
+    pairs |= {"trained": unit["trained"]["model"], "control": unit["control"]["model"]}
+    write_text(results / _pairs_file(unit["task"], unit["seed"]), json.dumps(pairs, indent=1))
+
+
+def read_unit(results: Any, task: str, seed: int) -> dict[str, Any]:
+    """What `write_unit` wrote, with both `ProbeResult`s."""
+    unit = json.loads((results / _pairs_file(task, seed)).read_text())
+    for kind in ("trained", "control"):
+        unit[kind] = ProbeResult.from_json(results / f"probes_{slug(unit[kind])}.json")
+    return unit
+
+
+def _pairs_file(task: str, seed: int) -> str:
+    return f"probe_pairs_{task}_seed_{seed}.json"
+
+
+def probe_records(unit: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for kind, control_seed in ((TRAINED, None), (RANDOM, unit["seed"])):
+        result = unit["trained" if kind == TRAINED else "control"]
+        keys = {"task": unit["task"], "seed": unit["seed"], "kind": kind}
+        rows += [keys | {"control_seed": control_seed} | r for r in result.records()]
+    return rows
