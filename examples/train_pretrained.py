@@ -8,11 +8,14 @@ held-out prompts (test split, a seed training never used) into ``heldout.json``.
 ``--recipe wide`` they use the first, slower recipe of seed 0 (``adjpos.pretrained.recipe``). With
 ``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
 seed 1 with its training snapshots stored in float16 (``install(..., snapshots=True)`` keeps
-another seed's where seed 1 did not pass). (The shipped seed 0 of each task is the
-first, slower recipe's model: train seeds 1 and 2 with ``--seeds 1 2``.)
+another seed's where seed 1 did not pass); with ``--snapshots-all K`` every installed seed
+keeps K of its snapshots (spread over the log-spaced steps, the first and last among them).
+(The shipped seed 0 of each task is the first, slower recipe's model: train seeds 1 and 2 with
+``--seeds 1 2``.)
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
-        [--seeds 1 2] [--recipe fast|wide] [--workers 2] [--install] [--quick]
+        [--seeds 1 2] [--recipe fast|wide] [--workers 2] [--install]
+        [--snapshots-all K] [--quick]
 """
 
 import argparse
@@ -56,17 +59,28 @@ def train_one(
     return {"task": task, "seed": seed, **check}
 
 
-def install(out: Path, task: str, seed: int, *, snapshots: bool | None = None) -> Path:
-    """Copy a passing run into the package, with its snapshots in float16 when `snapshots`
-    (default: for seed `SNAPSHOT_SEED`)."""
-    source, target = out / task / f"seed{seed}", HERE / task / f"seed{seed}"
+def install(
+    out: Path,
+    task: str,
+    seed: int,
+    *,
+    snapshots: bool | None = None,
+    keep: int | None = None,
+    into: Path = HERE,
+) -> Path:
+    """Copy a passing run into the package folder `into`, with its snapshots in float16 when
+    `snapshots` (default: for seed `SNAPSHOT_SEED`), `keep` of them when given (spread evenly by
+    index, the first and the last among them)."""
+    from adjpos.study.claims.dynamics import spread
+
+    source, target = out / task / f"seed{seed}", into / task / f"seed{seed}"
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "train.json", "heldout.json"):
         shutil.copy2(source / name, target / name)
     if seed == SNAPSHOT_SEED if snapshots is None else snapshots:
-        for step in snapshot_steps(source):
+        for step in spread(snapshot_steps(source), keep):
             model = adjpos.load_model(source, step=step, device="cpu")
             save_snapshot(model, target, step, dtype=torch.float16)
     return target
@@ -80,12 +94,14 @@ def main(
     do_install: bool,
     quick: bool,
     recipe_name: str = "fast",
+    snapshots_all: int | None = None,
 ) -> None:
     jobs = [(task, seed, str(out), quick, recipe_name) for task in tasks for seed in seeds]
+    every = {"snapshots": True, "keep": snapshots_all} if snapshots_all else {}
     for _, row in run_units(train_one, jobs, engine="process", workers=workers):
         print(json.dumps({k: v for k, v in row.items() if k != "per_length_accuracy"}), flush=True)
         if do_install and row["passes"]:
-            print("installed", install(out, row["task"], row["seed"]), flush=True)
+            print("installed", install(out, row["task"], row["seed"], **every), flush=True)
 
 
 if __name__ == "__main__":
@@ -97,9 +113,25 @@ if __name__ == "__main__":
     parser.add_argument("--recipe", default="fast", choices=sorted(adjpos.pretrained.RECIPES))
     parser.add_argument("--install", action="store_true", help="copy passing runs into the package")
     parser.add_argument(
+        "--snapshots-all",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --install: every seed keeps K of its snapshots (float16)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="addition, seed 1, a tiny model, in-process"
     )
     args = parser.parse_args()
     if args.quick:
         args.tasks, args.seeds, args.workers, args.install = ["addition"], [1], 0, False
-    main(args.out, args.tasks, args.seeds, args.workers, args.install, args.quick, args.recipe)
+    main(
+        args.out,
+        args.tasks,
+        args.seeds,
+        args.workers,
+        args.install,
+        args.quick,
+        args.recipe,
+        args.snapshots_all,
+    )

@@ -377,7 +377,7 @@ def test_train_hf(run_example):
 
 def test_train_pretrained(run_example, tmp_path):
     # The held-out check of the quick run, decoded here from its saved model.
-    out, _ = run_example("train_pretrained.py")
+    out, script = run_example("train_pretrained.py")
     row = json.loads(next(x for x in out.splitlines() if x.startswith("{")))
     folder = tmp_path / "runs" / "pretrained" / "addition" / "seed1"
     model = adjpos.load_model(folder, device="cpu")
@@ -385,6 +385,13 @@ def test_train_pretrained(run_example, tmp_path):
     prompts = task.draw_prompts(row["n_prompts"], generator=gen(2026), split="test")
     assert row["n_prompts"] == 20
     assert row["accuracy"] == pytest.approx(slow_exact_match(model, task, prompts))
+    # Installing with thinned snapshots (into a scratch package folder, not the real one).
+    steps = adjpos.models.snapshot_steps(folder)
+    runs, package = tmp_path / "runs" / "pretrained", tmp_path / "package"
+    target = script["install"](runs, "addition", 1, snapshots=True, keep=2, into=package)
+    assert target == package / "addition" / "seed1"
+    assert adjpos.models.snapshot_steps(target) == [steps[0], steps[-1]]
+    assert (target / "heldout.json").is_file() and (target / "model.safetensors").is_file()
 
 
 def test_trained_adjacency_by_length(run_example, addition):
