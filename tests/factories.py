@@ -1,6 +1,10 @@
 """Small config factories for tests."""
 
 from adjpos.models import ModelConfig
+from adjpos.study.pipeline import ReproduceConfig
+
+# The tests' `reproduce` settings: tiny sizes, in-process, HTML figures only.
+TINY_REPRODUCE = ReproduceConfig(size="tiny", device="cpu", workers=0, png=False)
 
 
 def tiny_config(**overrides) -> ModelConfig:
