@@ -44,10 +44,11 @@ WIDE_TRAIN = {
 }
 WIDE_STEPS = {"addition": 20_000, "reversal": 12_000, "indexing": 20_000, "ordering": 12_000}
 # The candidate for one recipe per task: width 64 with 8 heads of width 8, AdamW at 1e-3 with
-# warmup 500 and the fast recipe's evaluation (the fast recipe stalled on indexing and
-# ordering seeds; 8 heads at 3e-3 stalled on ordering).
+# warmup 500, stop at 99.9% on the 1,000 evaluation prompts (the fast recipe stalled on
+# indexing and ordering seeds; 8 heads at 3e-3 stalled on ordering; stopping at 99.5% left
+# ordering seed 1 at 0.988 on 2,000 fresh prompts).
 H8_MODEL = {"n_layers": 4, "d_model": 64, "n_heads": 8}
-H8_TRAIN = {**RECIPE_TRAIN, "lr": 1e-3, "warmup_steps": 500}
+H8_TRAIN = {**RECIPE_TRAIN, "lr": 1e-3, "warmup_steps": 500, "target_accuracy": 0.999}
 RECIPES = {
     "fast": (RECIPE_MODEL, RECIPE_TRAIN, RECIPE_STEPS),
     "wide": (WIDE_MODEL, WIDE_TRAIN, WIDE_STEPS),
