@@ -1,8 +1,9 @@
 """How the position-subspace swap depends on its rank, for each shipped trained model.
 
 Exact match with the LDA position subspace of rank r swapped between positions (norms kept),
-beside a random subspace of the same rank, at layers 1 to 3, on fresh held-out prompts (as
-many again fit the subspace). Public API only; ``--quick`` is the test suite's smoke run.
+beside a random subspace of the same rank holding the same share of the states' variance (the
+mean over its draws), the read-out positions kept, at layers 1 to 3, on fresh held-out prompts
+(as many again fit the subspace). Public API only; ``--quick`` is the test suite's smoke run.
 
     python examples/subspace_rank.py [--quick]
 """
@@ -31,6 +32,8 @@ def main(quick: bool) -> None:
                 interventions=["subspace_swap", "subspace_swap_random"],
                 n_prompts=n_prompts,
                 rank=rank,
+                control_draws=2 if quick else 10,
+                readouts=["kept"],
                 progress=False,
             )
             for layer, rows in table.groupby("layer"):

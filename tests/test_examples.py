@@ -345,12 +345,13 @@ def test_real_models(run_example):
 
 
 def test_subspace_rank(run_example, addition):
-    # Exact match over the m test prompts the table keeps is a multiple of 1/m.
+    # Exact match over the m test prompts the table keeps is a multiple of 1/m; the random
+    # subspace's, a mean over its two draws, a multiple of 1/(2m).
     out, _ = run_example("subspace_rank.py")
     _, swapped, _, random = rows_by_first_word(out)["addition"]
     m = len(adjpos.interventions.held_out_prompts(addition[1], 24).test.prompts)
-    possible = {f"{k / m:.2f}" for k in range(m + 1)}
-    assert swapped in possible and random in possible
+    assert swapped in {f"{k / m:.2f}" for k in range(m + 1)}
+    assert random in {f"{k / (2 * m):.2f}" for k in range(2 * m + 1)}
 
 
 def test_theory_first_layer_table(run_example):

@@ -23,7 +23,7 @@ from adjpos.validation import UsageError
 
 def add_intervene_parser(commands: Any) -> None:
     from adjpos.interventions import DEFAULT_INTERVENTIONS, NAMES
-    from adjpos.interventions.measure import DEFAULT_PROMPTS, DEFAULT_RANK
+    from adjpos.interventions.measure import DEFAULT_DRAWS, DEFAULT_PROMPTS, DEFAULT_RANK, READOUTS
     from adjpos.tasks import TASKS
 
     parser = commands.add_parser(
@@ -70,6 +70,21 @@ def add_intervene_parser(commands: Any) -> None:
         "--rank", type=int, default=DEFAULT_RANK, help="rank of the position subspace"
     )
     parser.add_argument(
+        "--readouts",
+        type=comma_list,
+        default=",".join(READOUTS),
+        help="comma-separated read-out variants: 'kept' leaves the read-out positions (the last "
+        "prompt position and every answer position) untouched, 'changed' changes them like the "
+        "others (default: both)",
+    )
+    parser.add_argument(
+        "--control-draws",
+        type=int,
+        default=DEFAULT_DRAWS,
+        help="draws of each random control (the size-matched norm rescalings, the "
+        "variance-matched random subspaces, the size-matched random erasures)",
+    )
+    parser.add_argument(
         "--data-seed",
         type=int,
         default=0,
@@ -95,6 +110,12 @@ def _run_intervene(args: argparse.Namespace) -> int:
         raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
     if args.n_prompts < 2:
         raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
+    from adjpos.interventions.measure import READOUTS
+
+    if not args.readouts or set(args.readouts) - set(READOUTS):
+        raise UsageError(f"--readouts {args.readouts}: choose from {list(READOUTS)}")
+    if args.control_draws < 1:
+        raise UsageError(f"--control-draws must be at least 1, got {args.control_draws}")
     if not 1 <= args.rank <= model.cfg.d_model:
         raise UsageError(f"--rank must be in [1, {model.cfg.d_model}] (d_model), got {args.rank}")
     config = getattr(model, "adjpos_config", None)
@@ -106,6 +127,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         "interventions": names,
         "n_prompts": args.n_prompts,
         "rank": args.rank,
+        "readouts": args.readouts,
+        "control_draws": args.control_draws,
         # intervention_table's `seed`; under the key that folders made with --seed hold
         "seed": args.data_seed,
     }
@@ -120,7 +143,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
     )
     done = len(folder.done_units())
     if done:
-        print(f"resuming: {done} of {len(layers) * len(names)} units already in {args.out}")
+        units = len(layers) * len(names) * len(args.readouts)
+        print(f"resuming: {done} of {units} units already in {args.out}")
     table = intervention_table(
         model,
         task,
@@ -128,6 +152,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         interventions=names,
         n_prompts=args.n_prompts,
         rank=args.rank,
+        control_draws=args.control_draws,
+        readouts=args.readouts,
         seed=args.data_seed,
         model_name=args.model,
         model_seed=None if config is None else config.seed,
@@ -159,11 +185,11 @@ def _model_and_task(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _print_table(table: Any) -> None:
-    """Exact match (and its interval) per intervention and layer."""
+    """Exact match (and its interval) per intervention, read-out variant and layer."""
     layers = sorted(table["layer"].unique())
     print(f"\nexact match [95% interval], {int(table['n_prompts'].iloc[0])} prompts")
-    print(f"{'intervention':<30}" + "".join(f"{'layer ' + str(x):>20}" for x in layers))
-    for name, rows in table.groupby("intervention", sort=False):
+    print(f"{'intervention (read-out)':<40}" + "".join(f"{'layer ' + str(x):>20}" for x in layers))
+    for (name, readout), rows in table.groupby(["intervention", "readout"], sort=False):
         by_layer = rows.set_index("layer")
         cells = "".join(
             f"{by_layer.loc[x, 'exact_match']:>7.3f} [{by_layer.loc[x, 'exact_match_low']:.2f},"
@@ -172,4 +198,4 @@ def _print_table(table: Any) -> None:
             else " " * 20
             for x in layers
         )
-        print(f"{name:<30}{cells}")
+        print(f"{f'{name} ({readout})':<40}{cells}")

@@ -14,7 +14,9 @@ NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", 
 BASELINE = dict(color="#000000", width=2.5)
 
 
-def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
+def plot_interventions(
+    rows: Rows, *, title: str | None = None, readout: str | None = None
+) -> go.Figure:
     """Exact match against the layer intervened at, one line per intervention with its 95%
     interval; each control is dashed in the colour of the intervention it controls, and the
     baseline ("none") is black. One panel per task (the ``task`` column, when there is one).
@@ -23,6 +25,8 @@ def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
         rows: the rows of `adjpos.interventions.intervention_table` (or dicts with at least
             layer, intervention, control and exact_match with its _low and _high).
         title: figure title.
+        readout: the read-out variant drawn, where rows have a ``readout`` column (default:
+            "kept" when there, else the first found).
 
     Raises:
         ValueError: a needed column is missing.
@@ -33,6 +37,12 @@ def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
         raise UsageError(f"intervention rows lack columns {missing}; need {list(NEEDED)}")
     if "task" not in table.columns:
         table = table.assign(task="")
+    if "readout" in table.columns:
+        found = list(dict.fromkeys(table["readout"]))
+        if readout is not None and readout not in found:
+            raise UsageError(f"no rows with readout {readout!r}; the rows have {found}")
+        chosen = readout or ("kept" if "kept" in found else found[0])
+        table = table[table["readout"] == chosen]
     tasks = list(dict.fromkeys(table["task"]))
     cols = min(2, len(tasks))
     n_rows = -(-len(tasks) // cols)
@@ -73,6 +83,8 @@ def plot_interventions(rows: Rows, *, title: str | None = None) -> go.Figure:
     fig.update_xaxes(title_text="layer intervened at", dtick=1)
     fig.update_yaxes(title_text="exact match", range=[-0.03, 1.03], col=1)
     text = title or "Exact match with one carrier of position changed (controls dashed)"
+    if "readout" in table.columns and title is None:
+        text += f", read-out positions {table['readout'].iloc[0]}"
     return apply_style(fig, title=text, rows=max(n_rows, 2))  # room for a dozen legend lines
 
 

@@ -14,18 +14,26 @@ as adjpos numbers residual layers: the hidden states entering block l
   norm of the same position in another sequence of the batch (the next row, cyclically), a
   change of norms that moves no position information between positions (but a smaller one).
 - `NormScaleControl` ("norm_scale_control"): the size-matched control: the permutation's own
-  norm ratios, applied at random places.
+  norm ratios, applied at random places (at the read-out positions, its own ratio).
+- `NormCommonScale` ("norm_common_scale"): every norm of a sequence scaled by one factor of the
+  permutation's mean log-norm change: the norms' order over positions kept.
 - `SubspaceSwap` ("subspace_swap"): each state's component in the position subspace (LDA of
   position, rank r) replaced by that of another position of its sequence, the norm restored;
-  ``subspace_swap_random`` swaps in a random subspace of the same rank instead.
+  ``subspace_swap_random`` swaps in a random subspace of the same rank holding the same share
+  of the states' variance instead.
 - `LeaceErase` ("leace_position"): linear erasure of position with LEACE; ``leace_random``
   erases a concept of the same rank fitted to shuffled position labels.
+- `SubspaceErase` ("erase_random"): as many random directions as LEACE erases, chosen so the
+  states change as much (LEACE's matched control).
 - `UniformAttention` ("uniform_attention"): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
 
 `intervention_table` measures each on a model's task (exact match under greedy decoding,
 teacher-forced token accuracy, the adjacency score and variance ratio it leaves, the size of
-the change), with bootstrap intervals over prompts; ``adjpos intervene`` is its command.
+the change), with bootstrap intervals over prompts, in two read-out variants (`READOUTS`: the
+read-out positions kept or changed); each tested intervention is set against its control
+(`CONTROL_OF`) by a paired difference over prompts, the random controls (`DRAWN`) measured
+over several draws. ``adjpos intervene`` is its command.
 
 Each states in its tests what it preserves (`tests/interventions`).
 """
@@ -34,9 +42,11 @@ from adjpos.interventions.hooks import (
     INTERVENTIONS,
     LeaceErase,
     NoIntervention,
+    NormCommonScale,
     NormPermute,
     NormPermuteControl,
     NormScaleControl,
+    SubspaceErase,
     SubspaceSwap,
     UniformAttention,
     intervene,
@@ -44,8 +54,10 @@ from adjpos.interventions.hooks import (
 from adjpos.interventions.measure import (
     CONTROL_OF,
     DEFAULT_INTERVENTIONS,
+    DRAWN,
     INTERVENTION_TABLE,
     NAMES,
+    READOUTS,
     HeldOut,
     build_intervention,
     held_out_prompts,
@@ -56,15 +68,19 @@ from adjpos.interventions.measure import (
 __all__ = [
     "CONTROL_OF",
     "DEFAULT_INTERVENTIONS",
+    "DRAWN",
     "INTERVENTIONS",
     "INTERVENTION_TABLE",
     "NAMES",
+    "READOUTS",
     "HeldOut",
     "LeaceErase",
     "NoIntervention",
+    "NormCommonScale",
     "NormPermute",
     "NormPermuteControl",
     "NormScaleControl",
+    "SubspaceErase",
     "SubspaceSwap",
     "UniformAttention",
     "build_intervention",

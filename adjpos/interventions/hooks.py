@@ -24,7 +24,7 @@ class NoIntervention:
     site = "resid_pre"
     label = name
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         return resid
 
 
@@ -43,7 +43,7 @@ class NormPermute:
     name = "norm_permute"
     site = "resid_pre"
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         order = _partners(resid, self.seed, mirrored=self.mirrored)
         norms = resid.norm(dim=-1, keepdim=True)
         return _with_norms(resid, norms.gather(1, order[..., None]))
@@ -62,7 +62,7 @@ class NormPermuteControl:
     site = "resid_pre"
     label = name
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         if resid.shape[0] < 2:
             raise UsageError("norm_permute_control needs at least 2 sequences in the batch")
         norms = resid.norm(dim=-1, keepdim=True)
@@ -79,7 +79,9 @@ class UniformAttention:
     site = "pattern"
     label = name
 
-    def __call__(self, pattern: Float[Tensor, "batch head query key"]) -> Tensor:
+    def __call__(
+        self, pattern: Float[Tensor, "batch head query key"], readout: Any = None
+    ) -> Tensor:
         q, k = pattern.shape[-2:]
         causal = torch.ones(q, k, device=pattern.device, dtype=pattern.dtype).tril()
         uniform = causal / causal.sum(dim=-1, keepdim=True)
@@ -93,14 +95,25 @@ class UniformAttention:
 @dataclass(frozen=True)
 class NormScaleControl:
     """The size-matched control of `NormPermute`: each state keeps its direction and its norm
-    is multiplied by a ratio drawn at random (without replacement, over every state of the
-    batch) from the ratios ||x_pi(k)|| / ||x_k|| that `NormPermute` with the same seed and
-    `mirrored` would apply to this batch. The log-norm changes are the permutation's, exactly
-    as a set, but no state takes the norm another position had; they land at random positions.
+    is multiplied by a ratio drawn at random (without replacement) from the ratios
+    ||x_pi(k)|| / ||x_k|| that `NormPermute` with the same seed and `mirrored` would apply to
+    this batch. The log-norm changes are the permutation's, exactly as a set, but no state
+    takes the norm another position had; they land at random places.
+
+    Matched position by position at the read-out positions: where the hook is told which
+    positions are read out (``readout``, see `intervene`), those keep the permutation's own
+    ratio, and only the other ratios are shuffled, among the other states. So the control
+    changes the read-out states exactly as the permutation does (or, with the read-out kept,
+    neither changes them).
+
+    Args:
+        seed, mirrored: the permutation whose ratios are used (as `NormPermute`).
+        draw: which random placement (one control distribution: draws 0, 1, ...).
     """
 
     seed: int = 0
     mirrored: bool = False
+    draw: int = 0
     name = "norm_scale_control"
     site = "resid_pre"
 
@@ -108,15 +121,41 @@ class NormScaleControl:
     def label(self) -> str:
         return "norm_scale_control_mirrored" if self.mirrored else "norm_scale_control"
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         batch, pos, _ = resid.shape
-        norms = resid.norm(dim=-1, keepdim=True)
-        order = _partners(resid, self.seed, mirrored=self.mirrored)
-        ratios = norms.gather(1, order[..., None]) / norms.clamp_min(_EPS)
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 7)
-        shuffle = torch.randperm(batch * pos, generator=gen).to(resid.device)
-        ratios = ratios.reshape(-1)[shuffle].reshape(batch, pos, 1)
-        return _with_norms(resid, norms * ratios)
+        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
+        free = _free_mask(readout, batch, pos, resid.device)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 7 + 7_919 * self.draw)
+        pool = ratios[free]
+        shuffled = pool[torch.randperm(pool.numel(), generator=gen).to(resid.device)]
+        ratios = ratios.masked_scatter(free, shuffled)
+        return _with_norms(resid, (norms * ratios)[..., None])
+
+
+@dataclass(frozen=True)
+class NormCommonScale:
+    """The common-rescaling control of `NormPermute`: every norm of a sequence multiplied by
+    one factor, exp(mean |log ratio|) of the permutation's log-norm changes in that sequence (a
+    change of the same mean size that keeps the norms' order over positions). Read-out
+    positions, where given, keep the permutation's own ratio (as `NormScaleControl`)."""
+
+    seed: int = 0
+    mirrored: bool = False
+    name = "norm_common_scale"
+    site = "resid_pre"
+
+    @property
+    def label(self) -> str:
+        return "norm_common_scale_mirrored" if self.mirrored else "norm_common_scale"
+
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
+        batch, pos, _ = resid.shape
+        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
+        free = _free_mask(readout, batch, pos, resid.device)
+        logs = ratios.clamp_min(_EPS).log().abs() * free
+        factor = (logs.sum(dim=1) / free.sum(dim=1).clamp_min(1)).exp()
+        ratios = torch.where(free, factor[:, None].expand_as(ratios), ratios)
+        return _with_norms(resid, (norms * ratios)[..., None])
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,14 +214,33 @@ class SubspaceSwap:
         return cls(basis=basis, seed=seed)
 
     @classmethod
-    def random_subspace(cls, d_model: int, *, rank: int, seed: int = 0) -> SubspaceSwap:
-        """A uniformly random rank-`rank` subspace of R^d_model (QR of a Gaussian matrix)."""
+    def random_subspace(
+        cls,
+        d_model: int,
+        *,
+        rank: int,
+        seed: int = 0,
+        draw: int = 0,
+        states: Tensor | None = None,
+        share: float | None = None,
+    ) -> SubspaceSwap:
+        """A random rank-`rank` subspace of R^d_model (QR of a Gaussian matrix; `draw` picks
+        which). With `states` and `share`, it is variance-matched: tilted towards the states'
+        high- (or low-) variance directions until it holds `share` of their variance
+        (`variance_share`), as the tested subspace does."""
         _check_rank(rank, d_model, "d_model")
-        gen = torch.Generator().manual_seed(seed)
-        basis, _ = torch.linalg.qr(torch.randn(d_model, rank, generator=gen, dtype=torch.float64))
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + draw)
+        if states is None or share is None:
+            basis, _ = torch.linalg.qr(
+                torch.randn(d_model, rank, generator=gen, dtype=torch.float64)
+            )
+        else:
+            basis = tilted_subspace(
+                states, rank, lambda b: variance_share(b, states), share, generator=gen
+            )
         return cls(basis=basis, seed=seed, random=True)
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         order = _partners(resid, self.seed)
         basis = self.basis.to(device=resid.device, dtype=resid.dtype)
         coords = resid @ basis
@@ -242,8 +300,98 @@ class LeaceErase:
         eraser = LeaceEraser.fit(states.double().cpu(), onehot, svd_tol=1e-12)
         return cls(eraser=eraser, shuffled=shuffled)
 
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"]) -> Tensor:
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         return self.eraser(resid.detach().double().cpu()).to(resid)
+
+
+@dataclass(frozen=True, eq=False)
+class SubspaceErase:
+    """The size-matched control of `LeaceErase`: a random subspace of the same rank erased,
+    x' = x - B B^T (x - mean), tilted towards the states' high- or low-variance directions
+    until its mean relative change ||x' - x|| / ||x|| on the fitting states equals the
+    eraser's. Build it with `SubspaceErase.matched`; labelled ``erase_random``.
+
+    Args:
+        basis: [d_model, r] orthonormal columns (the erased directions).
+        mean: [d_model] the fitting states' mean.
+    """
+
+    basis: Tensor
+    mean: Tensor
+    name = "erase_random"
+    site = "resid_pre"
+    label = name
+
+    @property
+    def rank(self) -> int:
+        return int(self.basis.shape[1])
+
+    @classmethod
+    def matched(
+        cls, states: Float[Tensor, "n d_model"], eraser: LeaceErase, *, draw: int = 0
+    ) -> SubspaceErase:
+        """As many directions as `eraser` erases, changing `states` as much on average."""
+        states = states.double().cpu()
+        mean = states.mean(dim=0)
+        target = float(relative_change(states, eraser(states[None])[0]))
+        gen = torch.Generator().manual_seed(1_000_003 + draw)
+
+        def change(basis: Tensor) -> float:
+            return float(relative_change(states, cls(basis=basis, mean=mean)(states[None])[0]))
+
+        return cls(
+            basis=tilted_subspace(states, eraser.rank, change, target, generator=gen), mean=mean
+        )
+
+    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
+        basis = self.basis.to(device=resid.device, dtype=resid.dtype)
+        return resid - ((resid - self.mean.to(resid)) @ basis) @ basis.T
+
+
+def variance_share(basis: Tensor, states: Float[Tensor, "n d_model"]) -> float:
+    """The share of the states' variance (about their mean) inside the span of `basis`'s
+    orthonormal columns."""
+    centred = states.double() - states.double().mean(dim=0)
+    return float((centred @ basis.double()).square().sum() / centred.square().sum())
+
+
+def relative_change(before: Tensor, after: Tensor) -> Tensor:
+    """Mean ||after - before|| / ||before|| over the states (zero states count 0)."""
+    own = before.norm(dim=-1)
+    return ((after - before).norm(dim=-1) / own.clamp_min(_EPS)).mean()
+
+
+def tilted_subspace(
+    states: Float[Tensor, "n d_model"],
+    rank: int,
+    measure: Any,
+    target: float,
+    *,
+    generator: torch.Generator,
+) -> Tensor:
+    """A random rank-`rank` orthonormal basis Q(alpha) = qr(C^(alpha/2) G), with G Gaussian
+    and C the states' covariance (scaled to largest eigenvalue 1), and alpha in [-8, 8] set by
+    bisection so that `measure(Q)` equals `target` (alpha = 0: uniformly random; larger alpha:
+    higher-variance directions). Where no alpha reaches `target`, the closer end."""
+    states = states.double().cpu()
+    values, vectors = torch.linalg.eigh(torch.cov(states.T))
+    values = (values / values.max()).clamp_min(1e-12)
+    gauss = torch.randn(states.shape[1], rank, generator=generator, dtype=torch.float64)
+
+    def basis(alpha: float) -> Tensor:
+        return torch.linalg.qr(vectors @ (values[:, None] ** (alpha / 2) * (vectors.T @ gauss)))[0]
+
+    low, high = -8.0, 8.0
+    m_low, m_high = measure(basis(low)), measure(basis(high))
+    if not m_low < target < m_high:
+        return basis(low if abs(m_low - target) <= abs(m_high - target) else high)
+    for _ in range(40):
+        mid = (low + high) / 2
+        if measure(basis(mid)) < target:
+            low = mid
+        else:
+            high = mid
+    return basis((low + high) / 2)
 
 
 INTERVENTIONS = {
@@ -255,14 +403,35 @@ INTERVENTIONS = {
         NormScaleControl,
         SubspaceSwap,
         LeaceErase,
+        SubspaceErase,
+        NormCommonScale,
         UniformAttention,
     )
 }
 
 
 @contextmanager
-def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
+def intervene(
+    model: Any,
+    intervention: Any,
+    *,
+    layer: int,
+    readout_from: int | None = None,
+    keep_readout: bool = False,
+    record: list | None = None,
+) -> Iterator[Any]:
     """Apply `intervention` at `layer` of `model` for the duration of the block.
+
+    Args:
+        readout_from: the first read-out position: positions readout_from.. are where the
+            model's output is read (the last prompt position and every answer position). The
+            controls matched at the read-out positions use it (`NormScaleControl`).
+        keep_readout: leave the read-out positions untouched (their states, or for an
+            attention-pattern intervention their attention rows, pass unchanged). Needs
+            `readout_from`.
+        record: a list; every call appends ``(sum of ||x' - x|| / ||x||, states)`` over the
+            states the hook changed (read-out positions left out when kept), so the change
+            size can be read from the calls a decoding actually made.
 
     Example:
         >>> import adjpos
@@ -275,8 +444,9 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
 
     Raises:
         ValueError: a layer outside 0 .. n_layers - 1, an unknown intervention, heads out of
-            range, or an attention-pattern intervention on a model other than a
-            HookedTransformer (a TransformerBridge's pattern hook is read-only).
+            range, `keep_readout` without `readout_from`, or an attention-pattern intervention
+            on a model other than a HookedTransformer (a TransformerBridge's pattern hook is
+            read-only).
     """
     n_layers = model.cfg.n_layers
     if not is_int(layer) or not 0 <= layer < n_layers:
@@ -285,6 +455,10 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
         raise UsageError(
             f"unknown intervention {intervention!r}; choose from {list(INTERVENTIONS)}"
         )
+    if readout_from is not None and (not is_int(readout_from) or readout_from < 0):
+        raise UsageError(f"readout_from must be an int >= 0, got {readout_from!r}")
+    if keep_readout and readout_from is None:
+        raise UsageError("keep_readout needs readout_from (the first read-out position)")
     name = f"blocks.{layer}.hook_resid_pre"
     if intervention.site == "pattern":
         from transformer_lens import HookedTransformer
@@ -297,7 +471,24 @@ def intervene(model: Any, intervention: Any, *, layer: int) -> Iterator[Any]:
             )
         name = f"blocks.{layer}.attn.hook_pattern"
         _check_heads(intervention.heads or (), model.cfg.n_heads)
-    with model.hooks(fwd_hooks=[(name, lambda acts, hook: intervention(acts))]):
+
+    def hook(acts: Tensor, hook: Any) -> Tensor:
+        pos = acts.shape[-2]  # [batch, pos, d] or, for the pattern, [batch, head, query, key]
+        readout = None
+        if readout_from is not None:
+            readout = torch.arange(pos, device=acts.device) >= readout_from
+        out = intervention(acts, readout=readout)
+        if keep_readout:
+            shape = (1, pos, 1) if acts.ndim == 3 else (1, 1, pos, 1)
+            out = torch.where(readout.view(shape), acts, out)
+        if record is not None and acts.ndim == 3:
+            changed = acts if readout is None or not keep_readout else acts[:, ~readout]
+            after = out if readout is None or not keep_readout else out[:, ~readout]
+            sizes = (after - changed).norm(dim=-1) / changed.norm(dim=-1).clamp_min(_EPS)
+            record.append((float(sizes.detach().sum()), int(sizes.numel())))
+        return out
+
+    with model.hooks(fwd_hooks=[(name, hook)]):
         yield model
 
 
@@ -311,6 +502,21 @@ def _partners(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:
         gen = torch.Generator().manual_seed(seed * 1_000_003 + pos)
         order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
     return order.to(resid.device)
+
+
+def _permutation_ratios(resid: Tensor, seed: int, mirrored: bool) -> tuple[Tensor, Tensor]:
+    """Each state's norm [batch, pos] and the ratio ||x_pi(k)|| / ||x_k|| the permutation
+    (`NormPermute` with this seed and `mirrored`) would apply to it."""
+    norms = resid.norm(dim=-1)
+    order = _partners(resid, seed, mirrored=mirrored)
+    return norms, norms.gather(1, order) / norms.clamp_min(_EPS)
+
+
+def _free_mask(readout: Tensor | None, batch: int, pos: int, device: Any) -> Tensor:
+    """[batch, pos] True at the positions that are not read out (all, without `readout`)."""
+    if readout is None:
+        return torch.ones(batch, pos, dtype=torch.bool, device=device)
+    return (~readout).expand(batch, pos)
 
 
 def _check_rank(rank: Any, most: int, what: str) -> None:

@@ -24,39 +24,59 @@ from adjpos.capture import capture_residuals, check_tokens
 from adjpos.interventions.hooks import (
     LeaceErase,
     NoIntervention,
+    NormCommonScale,
     NormPermute,
     NormPermuteControl,
     NormScaleControl,
+    SubspaceErase,
     SubspaceSwap,
     UniformAttention,
     intervene,
+    variance_share,
 )
 from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
-from adjpos.stats import bootstrap_interval, variance_ratio
+from adjpos.stats import bootstrap_interval, paired_difference, variance_ratio
 from adjpos.tables import Table
 from adjpos.tasks import Task, TaskBatch
 from adjpos.validation import UsageError, is_int
 
 # Each intervention and the control it is compared with: the norm permutations with the
-# rescaling by the very same ratios at random places (equal size); the position subspace with a
-# random subspace of its rank; LEACE of position with LEACE of shuffled labels (equal rank).
-# Uniform attention has no matched control: it is compared with the baseline. The
-# `norm_permute_control` (the norm of the same position in another sequence) is measured too.
+# rescaling by the very same ratios at random places (equal size, matched at the read-out
+# positions); the position subspace with random subspaces of its rank holding as much of the
+# states' variance; LEACE of position with random subspaces of its rank erased, changing the
+# states as much. Uniform attention has no matched control: it is compared with the baseline.
+# Also measured: `norm_common_scale(_mirrored)` (one factor of the same mean size for every
+# norm), `norm_permute_control` (the norm of the same position in another sequence) and
+# `leace_random` (LEACE of shuffled labels: as many directions, a smaller change).
 CONTROL_OF = {
     "none": "none",
     "norm_permute": "norm_scale_control",
     "norm_permute_mirrored": "norm_scale_control_mirrored",
     "norm_scale_control": "none",
     "norm_scale_control_mirrored": "none",
+    "norm_common_scale": "none",
+    "norm_common_scale_mirrored": "none",
     "norm_permute_control": "none",
     "subspace_swap": "subspace_swap_random",
     "subspace_swap_random": "none",
-    "leace_position": "leace_random",
+    "leace_position": "erase_random",
+    "erase_random": "none",
     "leace_random": "none",
     "uniform_attention": "none",
 }
 NAMES = tuple(CONTROL_OF)
 DEFAULT_INTERVENTIONS = NAMES
+# Controls measured as distributions: `control_draws` random draws each (the row holds their
+# mean; `percentile` places the tested intervention among them).
+DRAWN = (
+    "norm_scale_control",
+    "norm_scale_control_mirrored",
+    "subspace_swap_random",
+    "erase_random",
+)
+# The read-out positions (the last prompt position and every answer position): changed like
+# the others, or kept (left untouched, so only the states the answer is computed from change).
+READOUTS = ("kept", "changed")
 # What each intervention moves (the carrier it tests), for tables and the report.
 CARRIER = {
     "norm_permute": "norm (cosines kept)",
@@ -67,6 +87,7 @@ CARRIER = {
 }
 DEFAULT_RANK = 8
 DEFAULT_PROMPTS = 500
+DEFAULT_DRAWS = 20
 
 INTERVENTION_TABLE = Table(
     model="string",
@@ -74,6 +95,7 @@ INTERVENTION_TABLE = Table(
     seed="Int64",
     layer="int64",
     intervention="string",
+    readout="string",
     control="string",
     rank="Int64",
     exact_match="float64",
@@ -90,6 +112,12 @@ INTERVENTION_TABLE = Table(
     variance_ratio_last="float64",
     perturbation="float64",
     log_norm_change="float64",
+    difference="float64",
+    difference_low="float64",
+    difference_high="float64",
+    control_draws="Int64",
+    percentile="float64",
+    share="float64",
     n_prompts="int64",
 )
 
@@ -149,21 +177,29 @@ def build_intervention(
     positions: Tensor | None = None,
     rank: int = DEFAULT_RANK,
     seed: int = 0,
+    draw: int = 0,
+    matched: Any = None,
 ) -> Any:
     """The intervention called `name` (one of `NAMES`), fitted on `states` and their
-    `positions` where it needs fitting (subspace_swap, leace_position, leace_random).
+    `positions` where it needs fitting (subspace_swap, leace_position, leace_random) or
+    matching (subspace_swap_random to the variance share of `matched`, a fitted
+    `SubspaceSwap`; erase_random to the change size of `matched`, a fitted `LeaceErase`; each
+    built fresh when not given). `draw` picks one draw of a random control.
 
     Raises:
-        ValueError: an unknown name, or a fitted one without states.
+        ValueError: an unknown name, or a fitted or matched one without states.
     """
     simple = {
         "none": NoIntervention,
         "norm_permute": lambda: NormPermute(seed=seed),
         "norm_permute_mirrored": lambda: NormPermute(seed=seed, mirrored=True),
         "norm_permute_control": NormPermuteControl,
-        "norm_scale_control": lambda: NormScaleControl(seed=seed),
-        "norm_scale_control_mirrored": lambda: NormScaleControl(seed=seed, mirrored=True),
-        "subspace_swap_random": lambda: SubspaceSwap.random_subspace(d_model, rank=rank, seed=seed),
+        "norm_scale_control": lambda: NormScaleControl(seed=seed, draw=draw),
+        "norm_scale_control_mirrored": lambda: NormScaleControl(
+            seed=seed, mirrored=True, draw=draw
+        ),
+        "norm_common_scale": lambda: NormCommonScale(seed=seed),
+        "norm_common_scale_mirrored": lambda: NormCommonScale(seed=seed, mirrored=True),
         "uniform_attention": UniformAttention,
     }
     if name in simple:
@@ -174,7 +210,20 @@ def build_intervention(
         raise UsageError(f"{name} is fitted: pass the states and positions to fit it on")
     if name == "subspace_swap":
         return SubspaceSwap.fit(states, positions, rank=rank, seed=seed)
+    if name == "subspace_swap_random":
+        swap = matched or SubspaceSwap.fit(states, positions, rank=rank, seed=seed)
+        share = variance_share(swap.basis, states)
+        return SubspaceSwap.random_subspace(
+            d_model, rank=rank, seed=seed, draw=draw, states=states, share=share
+        )
+    if name == "erase_random":
+        eraser = matched or LeaceErase.fit(states, positions, seed=seed)
+        return SubspaceErase.matched(states, eraser, draw=draw)
     return LeaceErase.fit(states, positions, shuffled=name == "leace_random", seed=seed)
+
+
+# The fitted intervention each matched control is matched to.
+MATCHED_TO = {"subspace_swap_random": "subspace_swap", "erase_random": "leace_position"}
 
 
 def check_interventions(names: Sequence[str]) -> list[str]:
@@ -188,26 +237,53 @@ def check_interventions(names: Sequence[str]) -> list[str]:
 
 
 def measure_intervention(
-    model: Any, task: Task, intervention: Any, *, layer: int, batch: TaskBatch, seed: int = 0
+    model: Any,
+    task: Task,
+    intervention: Any,
+    *,
+    layer: int,
+    batch: TaskBatch,
+    seed: int = 0,
+    readout: str = "changed",
 ) -> dict[str, Any]:
     """One unit: the model on `batch` with `intervention` at `layer`.
 
-    Returns a dict of the measurement columns of `INTERVENTION_TABLE`:
+    The read-out positions are the last prompt position and every answer position (where the
+    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
+    change like the others (see `intervene`).
+
+    Returns a dict of the measurement columns of `INTERVENTION_TABLE`, and ``hits`` (each
+    prompt's exact match, in the order of `batch`, for paired comparisons):
     - exact_match: greedy decoding with the hook active at every step, and its 95% interval;
     - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
     - adjacency_at_layer: the adjacency score (ties counted half, chance 0.5) of the states
       the intervention writes (block `layer`'s input; for an attention-pattern intervention,
-      block `layer`'s output), whole sequences; adjacency_last: at the last layer;
+      block `layer`'s output), whole sequences, teacher-forced; adjacency_last: at the last
+      layer;
     - variance_ratio_at_layer / _last: variance over the last third of the positions over
       the first third (mean variance profile of each length, averaged over lengths);
-    - perturbation: mean ||x' - x|| / ||x|| over those states; log_norm_change: mean
-      |log ||x'|| - log ||x|| |.
+    - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
+      (every call of every step; read-out positions left out when kept; 0 for an attention
+      intervention, the teacher-forced change of the block's output); log_norm_change: mean
+      |log ||x'|| - log ||x|| | teacher-forced.
+
+    Raises:
+        ValueError: `readout` is not one of `READOUTS`.
     """
     from adjpos.training.decode import predict
 
-    with intervene(model, intervention, layer=layer):
-        answers = predict(model, task, list(batch.prompts))
-    hits = np.array([a == b for a, b in zip(answers, batch.answers, strict=True)], dtype=float)
+    if readout not in READOUTS:
+        raise UsageError(f"readout must be one of {list(READOUTS)}, got {readout!r}")
+    keep = readout == "kept"
+    starts = [len(task.encode(p)) - 1 for p in batch.prompts]
+    hits, record = np.zeros(len(starts)), []
+    for start in sorted(set(starts)):
+        rows = [i for i, s in enumerate(starts) if s == start]
+        with intervene(
+            model, intervention, layer=layer, readout_from=start, keep_readout=keep, record=record
+        ):
+            answers = predict(model, task, [batch.prompts[i] for i in rows])
+        hits[rows] = [a == batch.answers[i] for a, i in zip(answers, rows, strict=True)]
     n_layers = model.cfg.n_layers
     site = f"blocks.{layer}.hook_resid_pre"
     if intervention.site == "pattern":
@@ -215,13 +291,16 @@ def measure_intervention(
     last = f"blocks.{n_layers - 1}.hook_resid_post"
     right, total, adjacency, changes = [], [], [], defaultdict(list)
     profiles: dict[str, list[tuple[int, Tensor]]] = defaultdict(list)
-    for length in batch.lengths.unique().tolist():
-        rows = (batch.lengths == length).nonzero().flatten()
+    lengths = batch.lengths.tolist()
+    for start, length in sorted(set(zip(starts, lengths, strict=True))):
+        rows = [
+            i for i, key in enumerate(zip(starts, lengths, strict=True)) if key == (start, length)
+        ]
         tokens = check_tokens(model, batch.tokens[rows, :length])
         mask = batch.loss_mask[rows, : length - 1]
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
-            with intervene(model, intervention, layer=layer):
+            with intervene(model, intervention, layer=layer, readout_from=start, keep_readout=keep):
                 logits, cache = model.run_with_cache(tokens, names_filter=[site, last])
         hit = (logits[:, :-1].argmax(-1).cpu() == tokens[:, 1:].cpu()) & mask
         right += hit.sum(dim=1).tolist()
@@ -240,6 +319,7 @@ def measure_intervention(
     em_low, em_high = bootstrap_interval(hits, seed=seed)
     tok_low, tok_high = bootstrap_interval(np.array(right) / np.array(total), total, seed=seed)
     adj_low, adj_high = bootstrap_interval(adjacency, seed=seed)
+    sized = sum(n for _, n in record)
     return {
         "exact_match": float(hits.mean()),
         "exact_match_low": em_low,
@@ -253,9 +333,12 @@ def measure_intervention(
         "adjacency_last": float(torch.cat(changes["adjacency_last"]).mean()),
         "variance_ratio_at_layer": _mean_ratio(profiles["at_layer"]),
         "variance_ratio_last": _mean_ratio(profiles["last"]),
-        "perturbation": float(torch.cat(changes["perturbation"]).mean()),
+        "perturbation": sum(t for t, _ in record) / sized
+        if sized
+        else float(torch.cat(changes["perturbation"]).mean()),
         "log_norm_change": float(torch.cat(changes["log_norm_change"]).mean()),
         "n_prompts": len(hits),
+        "hits": hits.tolist(),
     }
 
 
@@ -267,14 +350,23 @@ def intervention_table(
     interventions: Sequence[str] = DEFAULT_INTERVENTIONS,
     n_prompts: int = DEFAULT_PROMPTS,
     rank: int = DEFAULT_RANK,
+    control_draws: int = DEFAULT_DRAWS,
+    readouts: Sequence[str] = READOUTS,
     seed: int = 0,
     model_name: str = "model",
     model_seed: int | None = None,
     folder: Any = None,
     progress: bool | None = None,
 ) -> Any:
-    """Every (layer, intervention) unit on fresh held-out prompts of `task`, as a DataFrame
-    with the columns of `INTERVENTION_TABLE`.
+    """Every (layer, read-out variant, intervention) unit on fresh held-out prompts of
+    `task`, as a DataFrame with the columns of `INTERVENTION_TABLE`.
+
+    Each tested intervention is compared with its control (`CONTROL_OF`) on the same prompts:
+    ``difference`` is the mean per-prompt difference in exact match (intervention minus
+    control), with a paired bootstrap interval over prompts (``difference_low``,
+    ``difference_high``). The controls in `DRAWN` are measured `control_draws` times (their row
+    holds the mean over draws, per prompt), and the tested row's ``percentile`` is its exact
+    match's place among the draws' (0: below every draw; ties count half).
 
     Args:
         model: a TransformerLens model trained on `task`.
@@ -283,6 +375,9 @@ def intervention_table(
         interventions: names from `NAMES` (default: all).
         n_prompts: test prompts (and as many fitting prompts), see `held_out_prompts`.
         rank: rank of the position subspace (and its random control).
+        control_draws: draws of each random control.
+        readouts: the read-out variants to run, from `READOUTS` ("kept": the read-out
+            positions untouched; "changed": changed like the others).
         seed: seed of the prompts, the permutations, the random subspace and the bootstrap.
         model_name, model_seed: the model and seed columns.
         folder: an `adjpos.runs.RunFolder`: finished units are read back from it instead of
@@ -290,8 +385,8 @@ def intervention_table(
         progress: show a progress bar over units (default: only on a terminal).
 
     Raises:
-        ValueError: a layer out of range, unknown interventions, too few prompts, or a rank
-            the position subspace cannot have.
+        ValueError: a layer out of range, unknown interventions or read-out variants, too few
+            prompts or draws, or a rank the position subspace cannot have.
     """
     names = check_interventions(interventions)
     n_layers = model.cfg.n_layers
@@ -299,40 +394,128 @@ def intervention_table(
     bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
     if bad or not layers:
         raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
+    readouts = list(readouts)
+    if (
+        not readouts
+        or any(r not in READOUTS for r in readouts)
+        or len(set(readouts)) < len(readouts)
+    ):
+        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
+    if not is_int(control_draws) or control_draws < 1:
+        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
     held = held_out_prompts(task, n_prompts, seed=seed)
-    units = [(layer, name) for layer in layers for name in names]
+    units = [(layer, readout, name) for layer in layers for readout in readouts for name in names]
     rows = []
     fitted: dict[int, tuple[Tensor, Tensor]] = {}
-    for layer, name in tqdm(units, desc="interventions", disable=_quiet(progress)):
-        unit = f"layer{layer}-{name}"
+    tested: dict[tuple[int, str], Any] = {}
+    for layer, readout, name in tqdm(units, desc="interventions", disable=_quiet(progress)):
+        unit = f"layer{layer}-{readout}-{name}"
         if folder is not None and folder.is_done(unit):
             rows.append(folder.result(unit))
             continue
-        if name in ("subspace_swap", "leace_position", "leace_random") and layer not in fitted:
+        if name not in _SIMPLE and layer not in fitted:
             fitted[layer] = fit_states(model, held.fit, layer)
         states, positions = fitted.get(layer, (None, None))
-        iv = build_intervention(
-            name,
-            d_model=model.cfg.d_model,
-            states=states,
-            positions=positions,
-            rank=rank,
-            seed=seed,
-        )
+        draws = control_draws if name in DRAWN else 1
+        built, measured = [], []
+        for draw in range(draws):
+            matched = None
+            if name in MATCHED_TO:
+                key = (layer, MATCHED_TO[name])
+                if key not in tested:
+                    tested[key] = build_intervention(
+                        MATCHED_TO[name],
+                        d_model=model.cfg.d_model,
+                        states=states,
+                        positions=positions,
+                        rank=rank,
+                        seed=seed,
+                    )
+                matched = tested[key]
+            iv = build_intervention(
+                name,
+                d_model=model.cfg.d_model,
+                states=states,
+                positions=positions,
+                rank=rank,
+                seed=seed,
+                draw=draw,
+                matched=matched,
+            )
+            built.append(iv)
+            measured.append(
+                measure_intervention(
+                    model, task, iv, layer=layer, batch=held.test, seed=seed, readout=readout
+                )
+            )
         row = {
             "model": model_name,
             "task": task.name,
             "seed": model_seed,
             "layer": layer,
             "intervention": name,
+            "readout": readout,
             "control": CONTROL_OF[name],
-            "rank": getattr(iv, "rank", None),
-            **measure_intervention(model, task, iv, layer=layer, batch=held.test, seed=seed),
+            "rank": getattr(built[0], "rank", None),
+            **_mean_of_draws(measured, seed),
+            "control_draws": draws if name in DRAWN else None,
+            "share": None
+            if states is None or not hasattr(built[0], "basis")
+            else float(np.mean([variance_share(iv.basis, states) for iv in built])),
         }
         if folder is not None:
             folder.mark_done(unit, row)
         rows.append(row)
-    return INTERVENTION_TABLE.frame(rows)
+    return INTERVENTION_TABLE.frame(_paired_with_controls(rows, seed))
+
+
+_SIMPLE = (
+    "none",
+    "norm_permute",
+    "norm_permute_mirrored",
+    "norm_permute_control",
+    "norm_scale_control",
+    "norm_scale_control_mirrored",
+    "norm_common_scale",
+    "norm_common_scale_mirrored",
+    "uniform_attention",
+)
+
+
+def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """One draw's measurements as they are; several draws' as their mean, each prompt's exact
+    match the mean over the draws (its interval bootstrapped over prompts), and each draw's
+    exact match under ``draw_exact_match``."""
+    if len(measured) == 1:
+        return measured[0]
+    out = {k: float(np.mean([m[k] for m in measured])) for k in measured[0] if k != "hits"}
+    hits = np.mean([m["hits"] for m in measured], axis=0)
+    out["exact_match_low"], out["exact_match_high"] = bootstrap_interval(hits, seed=seed)
+    out["n_prompts"] = measured[0]["n_prompts"]
+    out["hits"] = hits.tolist()
+    out["draw_exact_match"] = [m["exact_match"] for m in measured]
+    return out
+
+
+def _paired_with_controls(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+    """Each row beside its control's row of the same layer and read-out variant: the paired
+    difference in exact match over prompts and the percentile among the control's draws."""
+    index = {(r["layer"], r["readout"], r["intervention"]): r for r in rows}
+    out = []
+    for r in rows:
+        control = index.get((r["layer"], r["readout"], r["control"]))
+        extra = {"difference": None, "difference_low": None, "difference_high": None}
+        extra["percentile"] = None
+        if control is not None and control is not r:
+            d, low, high = paired_difference(r["hits"], control["hits"], seed=seed)
+            extra |= {"difference": d, "difference_low": low, "difference_high": high}
+            draws = control.get("draw_exact_match")
+            if draws:
+                below = np.mean(np.array(draws) < r["exact_match"])
+                ties = np.mean(np.array(draws) == r["exact_match"])
+                extra["percentile"] = float(100 * (below + ties / 2))
+        out.append({k: v for k, v in r.items() if k not in ("hits", "draw_exact_match")} | extra)
+    return out
 
 
 def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:

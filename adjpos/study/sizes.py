@@ -35,13 +35,15 @@ CAUSAL = (
     "none",
     "norm_permute",
     "norm_scale_control",
+    "norm_common_scale",
     "norm_permute_mirrored",
     "norm_scale_control_mirrored",
+    "norm_common_scale_mirrored",
     "norm_permute_control",
     "subspace_swap",
     "subspace_swap_random",
     "leace_position",
-    "leace_random",
+    "erase_random",
     "uniform_attention",
 )
 
@@ -73,6 +75,12 @@ class StudySizes:
     )
     interventions: tuple[str, ...] = help_field(
         "interventions of the causal tests, each with its control", CAUSAL
+    )
+    control_draws: int = help_field("draws of each random control of the causal tests", 20)
+    readouts: tuple[str, ...] = help_field(
+        "read-out variants of the causal tests ('kept': the read-out positions untouched, "
+        "which the verdicts use; 'changed': changed like the others, reported beside)",
+        ("kept", "changed"),
     )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
@@ -122,6 +130,10 @@ class StudySizes:
         from adjpos.interventions.measure import check_interventions
 
         check_interventions(self.interventions)
+        from adjpos.interventions.measure import READOUTS
+
+        if not self.readouts or set(self.readouts) - set(READOUTS):
+            raise UsageError(f"readouts must be names from {list(READOUTS)}, got {self.readouts}")
         if self.theory_heatmap_scale not in self.theory_scales:
             raise UsageError(
                 f"theory_heatmap_scale={self.theory_heatmap_scale} must be one of "
@@ -143,6 +155,8 @@ QUICK = dataclasses.replace(
     probes=("ridge", "spline"),
     intervention_prompts=24,
     intervention_layers=(1,),
+    control_draws=2,
+    readouts=("kept",),
     dynamics_snapshots=2,
     dynamics_prompts=32,
     dynamics_sequences=16,
@@ -181,6 +195,7 @@ TINY = dataclasses.replace(
     dynamics_sequences=8,
     intervention_layers=(1,),
     interventions=("none", "norm_permute", "norm_scale_control"),
+    readouts=("kept", "changed"),
     cv=2,
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     sweep_sequences=2,

@@ -11,7 +11,14 @@ from adjpos.figures import plot_interventions
 from adjpos.interventions import INTERVENTION_TABLE
 from factories import tiny_config
 
-FAST = ["--layers", "1", "--interventions", "none,norm_permute,norm_scale_control"]
+FAST = [
+    "--layers",
+    "1",
+    "--interventions",
+    "none,norm_permute,norm_scale_control",
+    "--control-draws",
+    "2",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -24,17 +31,25 @@ def test_intervene_writes_its_files_and_resumes(tmp_path, capsys):
     args = ["intervene", "--model", "pretrained:addition", *FAST, "--n-prompts", "24"]
     assert main([*args, "--out", str(out)]) == 0
     table = INTERVENTION_TABLE.read(out / "interventions.csv")
-    assert table["intervention"].tolist() == ["none", "norm_permute", "norm_scale_control"]
+    names = ["none", "norm_permute", "norm_scale_control"]
+    assert table["intervention"].tolist() == names * 2
+    assert table["readout"].tolist() == ["kept"] * 3 + ["changed"] * 3
+    tested = table[table["intervention"] == "norm_permute"]
+    assert (tested["difference_low"] <= tested["difference"]).all()
+    assert (tested["difference"] <= tested["difference_high"]).all()
+    assert tested["percentile"].between(0, 100).all()
+    assert set(table.loc[table["intervention"] == "norm_scale_control", "control_draws"]) == {2}
     assert set(table["task"]) == {"addition"} and set(table["layer"]) == {1}
     assert (table["exact_match_low"] <= table["exact_match"]).all()
     assert (table["exact_match"] <= table["exact_match_high"]).all()
     settings = json.loads((out / "interventions.json").read_text())["settings"]
     assert settings["n_prompts"] == 24 and settings["layers"] == [1]
+    assert settings["readouts"] == ["kept", "changed"] and settings["control_draws"] == 2
     assert (out / "interventions.html").is_file()
     first = capsys.readouterr().out
     assert "exact match [95% interval]" in first and "norm_scale_control" in first
     assert main([*args, "--out", str(out)]) == 0
-    assert "resuming: 3 of 3 units" in capsys.readouterr().out
+    assert "resuming: 6 of 6 units" in capsys.readouterr().out
     assert INTERVENTION_TABLE.read(out / "interventions.csv").equals(table)
 
 
@@ -57,6 +72,8 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
         (["--layers", "4"], r"--layers \[4\]: layers must be in \[0, 3\]"),
         (["--n-prompts", "1"], "--n-prompts must be at least 2"),
         (["--rank", "0"], r"--rank must be in \[1, 128\]"),
+        (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
+        (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
     ],
 )
 def test_bad_options_are_named(tmp_path, capsys, extra, message):

@@ -70,12 +70,18 @@ def test_the_size_matched_control_changes_norms_as_much(addition):
 
 def test_the_table_resumes_from_its_run_folder(addition, tmp_path, monkeypatch):
     model, task = addition
-    settings = dict(layers=[1], interventions=["none", "leace_position"], n_prompts=30, seed=0)
+    settings = dict(
+        layers=[1],
+        interventions=["none", "leace_position"],
+        n_prompts=30,
+        seed=0,
+        readouts=["kept"],
+    )
     folder = RunFolder.open(tmp_path / "run", kind="intervene", spec=settings)
     table = intervention_table(model, task, folder=folder, model_name="m", **settings)
     assert list(table.columns) == INTERVENTION_TABLE.names
     assert table["intervention"].tolist() == ["none", "leace_position"]
-    assert table.loc[1, "control"] == "leace_random" and table.loc[1, "rank"] > 0
+    assert table.loc[1, "control"] == "erase_random" and table.loc[1, "rank"] > 0
     assert table.loc[1, "exact_match"] < table.loc[0, "exact_match"]
 
     def refuse(*args, **kwargs):
@@ -94,3 +100,60 @@ def test_bad_layers_and_names_are_named(addition):
         intervention_table(model, task, interventions=["none", "shuffle"], n_prompts=10)
     with pytest.raises(ValueError, match="subspace_swap is fitted: pass the states"):
         build_intervention("subspace_swap", d_model=128)
+
+
+def test_paired_differences_and_percentiles_follow_the_units_own_measurements(addition):
+    """The table's difference is the mean per-prompt difference against the control's draws
+    (each measured on its own here), and the percentile places the test among the draws."""
+    from adjpos.interventions.measure import READOUTS
+    from adjpos.stats import paired_difference
+
+    model, task = addition
+    names = ["none", "norm_permute_mirrored", "norm_scale_control_mirrored"]
+    table = intervention_table(
+        model, task, layers=[2], interventions=names, n_prompts=40, control_draws=3, seed=0
+    )
+    batch = held_out_prompts(task, 40, seed=0).test
+    for readout in READOUTS:
+        rows = table[table["readout"] == readout].set_index("intervention")
+
+        def hits(name, draw=0, readout=readout):
+            iv = build_intervention(name, d_model=128, seed=0, draw=draw)
+            kwargs = dict(layer=2, batch=batch, readout=readout)
+            return measure_intervention(model, task, iv, **kwargs)
+
+        test = hits("norm_permute_mirrored")
+        draws = [hits("norm_scale_control_mirrored", d) for d in range(3)]
+        control = torch.tensor([d["hits"] for d in draws], dtype=torch.float64).mean(dim=0)
+        expected = paired_difference(test["hits"], control.numpy(), seed=0)
+        got = rows.loc["norm_permute_mirrored", ["difference", "difference_low", "difference_high"]]
+        assert tuple(got) == pytest.approx(expected)
+        ems = [d["exact_match"] for d in draws]
+        below = (
+            sum(e < test["exact_match"] for e in ems)
+            + sum(e == test["exact_match"] for e in ems) / 2
+        )
+        assert rows.loc["norm_permute_mirrored", "percentile"] == pytest.approx(100 * below / 3)
+        assert rows.loc["norm_scale_control_mirrored", "exact_match"] == pytest.approx(sum(ems) / 3)
+        assert rows.loc["norm_scale_control_mirrored", "control_draws"] == 3
+        assert rows.loc["norm_permute_mirrored", "perturbation"] == pytest.approx(
+            test["perturbation"]
+        )
+    kept = table[table["readout"] == "kept"].set_index("intervention")
+    changed = table[table["readout"] == "changed"].set_index("intervention")
+    # Leaving the read-out states alone changes fewer states: a smaller recorded change.
+    assert kept.loc["none", "exact_match"] == changed.loc["none", "exact_match"]
+    assert (
+        kept.loc["norm_permute_mirrored", "perturbation"]
+        != changed.loc["norm_permute_mirrored", "perturbation"]
+    )
+
+
+def test_kept_readout_under_no_intervention_is_the_baseline(addition):
+    model, task = addition
+    batch = held_out_prompts(task, 30, seed=4).test
+    kept = measure_intervention(model, task, NoIntervention(), layer=1, batch=batch, readout="kept")
+    plain = measure_intervention(model, task, NoIntervention(), layer=1, batch=batch)
+    assert kept["hits"] == plain["hits"] and kept["token_accuracy"] == plain["token_accuracy"]
+    with pytest.raises(ValueError, match=r"readout must be one of \['kept', 'changed'\]"):
+        measure_intervention(model, task, NoIntervention(), layer=1, batch=batch, readout="x")

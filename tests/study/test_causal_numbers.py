@@ -2,17 +2,20 @@
 
 import pytest
 
-from adjpos.interventions import CONTROL_OF, INTERVENTION_TABLE
+from adjpos.interventions import CONTROL_OF, DRAWN, INTERVENTION_TABLE
 from adjpos.study.claims.causal import causal_numbers
 
 
-def _row(name, layer, em, half=0.02, perturbation=0.5):
+def _row(name, layer, em, half=0.02, perturbation=0.5, readout="kept", difference=None):
+    """One table row; `difference`: (value, low, high) against its control, or None."""
+    low_high = difference or (None, None, None)
     return {
         "model": "trained",
         "task": "addition",
         "seed": 0,
         "layer": layer,
         "intervention": name,
+        "readout": readout,
         "control": CONTROL_OF[name],
         "rank": None,
         "exact_match": em,
@@ -29,8 +32,19 @@ def _row(name, layer, em, half=0.02, perturbation=0.5):
         "variance_ratio_last": 1.0,
         "perturbation": perturbation,
         "log_norm_change": 0.0,
+        "difference": low_high[0],
+        "difference_low": low_high[1],
+        "difference_high": low_high[2],
+        "control_draws": 20 if name in DRAWN else None,
+        "percentile": None if difference is None else 2.5,
+        "share": None,
         "n_prompts": 100,
     }
+
+
+def _paired(em, control_em, half=0.03):
+    d = em - control_em
+    return (d, d - half, d + half)
 
 
 @pytest.mark.parametrize(
@@ -48,13 +62,45 @@ def test_each_verdict(em, control_em, size, control_size, verdict):
     table = INTERVENTION_TABLE.frame(
         [
             _row("none", 1, 0.99, perturbation=0.0),
-            _row("norm_permute", 1, em, perturbation=size),
+            _row("norm_permute", 1, em, perturbation=size, difference=_paired(em, control_em)),
             _row("norm_scale_control", 1, control_em, perturbation=control_size),
         ]
     )
     (row,) = causal_numbers(table)["rows"]
     assert row["verdict"] == verdict
     assert row["control"] == "norm_scale_control" and row["baseline"] == 0.99
+    assert row["control_draws"] == 20 and row["readout"] == "kept"
+
+
+def test_a_paired_interval_that_reaches_zero_is_no_evidence():
+    """A large mean difference whose paired interval reaches zero: not beyond the control."""
+    table = INTERVENTION_TABLE.frame(
+        [
+            _row("none", 1, 0.99, perturbation=0.0),
+            _row("norm_permute", 1, 0.3, difference=(-0.3, -0.62, 0.01)),
+            _row("norm_scale_control", 1, 0.6),
+        ]
+    )
+    (row,) = causal_numbers(table)["rows"]
+    assert row["verdict"] == "no more than its control"
+
+
+def test_the_verdicts_use_the_kept_readout_and_report_the_changed_one():
+    from adjpos.study.claim import CRITERIA
+    from adjpos.study.claims.causal import verdicts
+
+    rows = []
+    for readout, em in (("kept", 0.85), ("changed", 0.10)):  # the read-out carries the effect
+        rows += [_row("none", 2, 0.99, perturbation=0.0, readout=readout)]
+        rows += [_row("norm_permute", 2, em, readout=readout, difference=_paired(em, 0.9))]
+        rows += [_row("norm_scale_control", 2, 0.9, readout=readout)]
+    numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
+    found = {r["readout"]: r["verdict"] for r in numbers["rows"]}
+    assert found == {"kept": "no more than its control", "changed": "necessary"}
+    norms = verdicts(numbers, CRITERIA)[0]
+    assert (norms.n_for, norms.n_cells) == (0, 1)
+    assert "read-out positions kept" in norms.evidence
+    assert "with the read-out changed: necessary at 1 of 1" in norms.evidence
 
 
 def test_uniform_attention_is_judged_against_the_baseline():
@@ -79,11 +125,11 @@ def test_a_cell_counts_only_when_every_seed_agrees():
     rows = []
     for seed, em in ((0, 0.10), (1, 0.10)):  # layer 1: both seeds necessary
         rows += [{**_row("none", 1, 0.99, perturbation=0.0), "seed": seed}]
-        rows += [{**_row("norm_permute", 1, em), "seed": seed}]
+        rows += [{**_row("norm_permute", 1, em, difference=_paired(em, 0.9)), "seed": seed}]
         rows += [{**_row("norm_scale_control", 1, 0.9), "seed": seed}]
     for seed, em in ((0, 0.10), (1, 0.98)):  # layer 2: the seeds disagree
         rows += [{**_row("none", 2, 0.99, perturbation=0.0), "seed": seed}]
-        rows += [{**_row("norm_permute", 2, em), "seed": seed}]
+        rows += [{**_row("norm_permute", 2, em, difference=_paired(em, 0.9)), "seed": seed}]
         rows += [{**_row("norm_scale_control", 2, 0.9), "seed": seed}]
     numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
     assert sorted((r["seed"], r["layer"], r["verdict"]) for r in numbers["rows"]) == [

@@ -77,7 +77,8 @@ def _probing(outcomes, seeds):
 def _causal(outcomes, seeds):
     word = {FOR: "necessary", AGAINST: "not needed", WITHIN: "no more than its control"}
     rows = [
-        {"task": f"t{i}", "layer": 1, "intervention": "norm_permute", "verdict": word[o]}
+        {"task": f"t{i}", "layer": 1, "intervention": "norm_permute", "readout": "kept"}
+        | {"verdict": word[o]}
         for i, o in enumerate(outcomes)
     ]
     return {"rows": rows, "seeds": list(seeds)}

@@ -95,7 +95,9 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
         for r in causal
         if r["intervention"].startswith("norm_permute") and r["layer"] >= 1
     }
-    assert len(causal) == 2 * len({(r["task"], r["layer"], r["intervention"]) for r in causal})
+    cells_of = {(r["task"], r["layer"], r["intervention"]) for r in causal}
+    assert {r["readout"] for r in causal} == {"kept", "changed"}
+    assert len(causal) == 2 * 2 * len(cells_of)  # two seeds, two read-out variants per cell
     (cells,) = verdicts[
         verdicts["claim"].str.startswith("The model reads position from the norms")
     ]["n_cells"]

@@ -1,14 +1,19 @@
 """Does the model read the pattern? Causal tests: one carrier of position changed at the input
 of one block of each trained model, beside its matched control (`adjpos.interventions`).
 
-Per task, layer and tested intervention, exact match with its 95% interval over prompts is
-judged against the baseline's and its control's:
+Every intervention runs in two variants: the read-out positions (the last prompt position and
+every answer position) kept untouched, which the verdicts use, and changed like the others,
+reported beside. Per task, seed, layer, variant and tested intervention, exact match is judged
+against the baseline's and, paired prompt by prompt, against its control's (the mean over the
+control's draws):
 
-- "not needed": the interval reaches the baseline's (no drop beyond sampling);
-- "necessary": the interval lies below the control's, at least `Criteria.min_gap` below it,
-  and the change is at most `Criteria.size_slack` times the control's;
+- "not needed": its 95% interval over prompts reaches the baseline's (no drop beyond sampling);
+- "necessary": the paired difference from the control (intervention minus control) has its
+  95% interval below zero and is at least `Criteria.min_gap` below it, and the change (measured
+  on the states the hook changed while decoding) is at most `Criteria.size_slack` times the
+  control's;
 - "beyond a smaller control": the same, but a larger change than the control's;
-- "no more than its control": a drop, but the control drops about as far;
+- "no more than its control": a drop, but not beyond the control's;
 - for uniform attention (no matched control): "breaks the task" or "not needed".
 """
 
@@ -59,7 +64,7 @@ CLAIMS = {
     "between positions, norms kept, breaks the task beyond a random subspace of its rank "
     "(causal test)",
     ("leace_position",): "The model needs linear position information: erasing it breaks the "
-    "task beyond erasing as many directions of shuffled labels (causal test)",
+    "task beyond erasing as many random directions, the states changed as much (causal test)",
 }
 
 
@@ -82,6 +87,8 @@ def causal_unit(models: Any, sizes: Any, name: str) -> list[dict[str, Any]]:
             layers=sizes.intervention_layers,
             interventions=sizes.interventions,
             n_prompts=sizes.intervention_prompts,
+            control_draws=sizes.control_draws,
+            readouts=sizes.readouts,
             model_name=TRAINED,
             model_seed=seed,
             progress=False,
@@ -90,9 +97,11 @@ def causal_unit(models: Any, sizes: Any, name: str) -> list[dict[str, Any]]:
 
 
 def causal_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[str, Any]:
-    """Every tested cell beside its control and the baseline, with its verdict."""
+    """Every tested cell beside its control and the baseline, with its verdict, in each
+    read-out variant."""
     rows = []
-    for (task, seed, layer), group in table.groupby(["task", "seed", "layer"], sort=False):
+    keys = ["task", "seed", "layer", "readout"]
+    for (task, seed, layer, readout), group in table.groupby(keys, sort=False):
         by = group.set_index("intervention")
         if "none" not in by.index:
             continue
@@ -102,11 +111,15 @@ def causal_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[s
             theirs = {} if control is None else _cell(control)
             rows.append(
                 {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
+                | {"readout": readout}
                 | {"control": control_name if control is not None else None}
                 | _cell(mine)
                 | {f"control_{k}": theirs.get(k) for k in ("exact_match", "low", "high")}
                 | {"baseline": _float(by.loc["none", "exact_match"])}
                 | {"control_perturbation": theirs.get("perturbation")}
+                | {k: _float(mine[k]) for k in ("difference", "difference_low", "difference_high")}
+                | {"percentile": _float(mine["percentile"])}
+                | {"control_draws": None if control is None else _int(control["control_draws"])}
                 | {"verdict": _verdict(mine, control, by.loc["none"], criteria)}
             )
     return {
@@ -132,8 +145,9 @@ def _verdict(mine: pd.Series, control: Any, base: pd.Series, criteria: Criteria)
         return "not needed"
     if control is None or mine.name == "uniform_attention":
         return "breaks the task"
-    apart = compare_intervals(*interval, control["exact_match_low"], control["exact_match_high"])
-    if apart != "below" or control["exact_match"] - mine["exact_match"] < criteria.min_gap:
+    if pd.isna(mine["difference"]):
+        return "no more than its control"
+    if not (mine["difference_high"] < 0 and -mine["difference"] >= criteria.min_gap):
         return "no more than its control"
     if mine["perturbation"] > criteria.size_slack * control["perturbation"]:
         return "beyond a smaller control"
@@ -144,12 +158,21 @@ def _verdict(mine: pd.Series, control: Any, base: pd.Series, criteria: Criteria)
 OUTCOME = {"necessary": FOR, "not needed": AGAINST}
 
 
+def judged(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The read-out variant the verdicts use ("kept" when measured) and its rows."""
+    readout = "kept" if any(r["readout"] == "kept" for r in rows) else "changed"
+    return readout, [r for r in rows if r["readout"] == readout]
+
+
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """Layers >= 1 only: at layer 0 the states are the token embeddings, which carry no
-    position. A cell is a task, layer and intervention; it counts for (against) only when
-    every seed's verdict is "necessary" ("not needed"); a change no worse than its control,
-    or seeds that disagree, is no evidence either way (within)."""
-    rows = [r for r in numbers["rows"] if r["layer"] >= 1]
+    position. The read-out positions kept (`judged`). A cell is a task, layer and intervention;
+    it counts for (against) only when every seed's verdict is "necessary" ("not needed"); a
+    change no worse than its control, or seeds that disagree, is no evidence either way
+    (within). The evidence also counts the variant with the read-out changed."""
+    inner = [r for r in numbers["rows"] if r["layer"] >= 1]
+    readout, rows = judged(inner)
+    other = [r for r in inner if r["readout"] != readout]
     out = []
     for names, claim in CLAIMS.items():
         cells: dict[tuple, list[str]] = {}
@@ -159,15 +182,22 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         found = [r["verdict"] for r in rows if r["intervention"] in names]
         detail = "; ".join(f"{v} at {found.count(v)}" for v in sorted(set(found) - {"necessary"}))
         tested = ", ".join(n for n in names if any(r["intervention"] == n for r in rows))
+        beside = [r["verdict"] for r in other if r["intervention"] in names]
+        changed = (
+            f"; with the read-out changed: necessary at {beside.count('necessary')} of "
+            f"{len(beside)}"
+            if beside
+            else ""
+        )
         out.append(
             Verdict.tally(
                 claim,
                 outcomes,
                 seeds=seeds_text(numbers["seeds"]),
                 unit="task x layer x intervention cell",
-                evidence=f"necessary beyond the matched control in every seed, layers >= 1 "
-                f"({tested}); per seed: necessary at {found.count('necessary')}"
-                f"{'; ' + detail if detail else ''}"
+                evidence=f"necessary beyond the matched control in every seed, layers >= 1, "
+                f"read-out positions {readout} ({tested}); per seed: necessary at "
+                f"{found.count('necessary')}{'; ' + detail if detail else ''}{changed}"
                 if cells
                 else "not in this run's interventions",
             )
@@ -182,31 +212,50 @@ def _across_seeds(verdicts: list[str]) -> str:
 
 
 def section(numbers: dict[str, Any], figures: Any) -> str:
-    rows = numbers["rows"]
+    readout, rows = judged(numbers["rows"])
+    beside = {
+        (r["task"], r["seed"], r["layer"], r["intervention"]): r
+        for r in numbers["rows"]
+        if r["readout"] != readout
+    }
 
     def interval(value: Any, low: Any, high: Any) -> str:
         return "" if value is None else f"{value:.3f} ({low:.3f} to {high:.3f})"
 
+    def other(r: dict[str, Any]) -> list[Any]:
+        o = beside.get((r["task"], r["seed"], r["layer"], r["intervention"]))
+        return ["", ""] if o is None else [f"{o['exact_match']:.3f}", o["verdict"]]
+
     header = ["task", "seed", "layer", "change", "exact match", "control"]
+    header += ["control's exact match", "difference", "percentile", "baseline", "change size"]
+    header += ["verdict", "read-out changed: exact match", "verdict"]
     table = fmt.table(
-        header + ["control's exact match", "baseline", "change size", "verdict"],
+        header,
         [
             [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
             + [interval(r["exact_match"], r["low"], r["high"]), r["control"]]
             + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
-            + [r["baseline"], _sizes(r), r["verdict"]]
+            + [interval(r["difference"], r["difference_low"], r["difference_high"])]
+            + [_percentile(r), r["baseline"], _sizes(r), r["verdict"], *other(r)]
             for r in rows
         ],
     )
     return SECTION.format(
         figure=figures("interventions"),
         table=table,
+        readout=readout,
         norms=_norms_text(rows),
         per_task=_per_task(rows),
         min_gap=fmt.n(numbers["min_gap"]),
         size_slack=fmt.n(numbers["size_slack"]),
         seeds=seeds_text(numbers["seeds"]),
     )
+
+
+def _percentile(r: dict[str, Any]) -> str:
+    if r["percentile"] is None:
+        return ""
+    return f"{r['percentile']:.0f} ({r['control_draws']} draws)"
 
 
 def _sizes(r: dict[str, Any]) -> str:
@@ -266,26 +315,32 @@ SECTION = """{figure}
 
 Each trained model on fresh held-out prompts with one carrier of position changed at the input
 of one block (layer 0 = the token embeddings), beside its control (exact match under greedy
-decoding, the change active at every step, with its 95% bootstrap interval over prompts; "change
-size" is the mean relative size ||x' - x|| / ||x|| of the change to the states, the control's in
-brackets):
+decoding, the change active at every step, with its 95% bootstrap interval over prompts). The
+read-out positions (the last prompt position and every answer position, where the answer is
+read) are {readout} in the verdicts; the other variant is in the last two columns. A random
+control is the mean of its draws; "difference" is the paired per-prompt difference from the
+control with its 95% bootstrap interval, "percentile" the share (%) of the control's draws
+whose exact match is below the intervention's (ties count half), "change size" the mean
+relative size ||x' - x|| / ||x|| of the states the hook changed while decoding (the control's
+in brackets):
 
 {table}
 
 What it shows: Every cosine kept and the norms moved (layers >= 1): {norms}. Carriers whose
-change breaks the task beyond its control ("necessary": exact match below the control's interval
-and at least {min_gap} below it, with a change at most {size_slack} times the control's; uniform
-attention has no matched control and is judged against the baseline), in every seed:
-{per_task}. At layer 0 the states are the token embeddings, which carry no position: the
-"position" subspace and LEACE there find the directions of the tokens the format puts at each
-place, so layer 0 is shown but left out of the counts. The trained seeds are {seeds}, each on
-the same prompts; the intervals are over prompts, and a verdict of the claims table counts a
-cell only when every seed agrees."""
+change breaks the task beyond its control ("necessary": the paired difference from the control
+below zero, its interval too, by at least {min_gap}, with a change at most {size_slack} times the
+control's; uniform attention has no matched control and is judged against the baseline), in
+every seed: {per_task}. At layer 0 the states are the token embeddings, which carry no
+position: the "position" subspace and LEACE there find the directions of the tokens the format
+puts at each place, so layer 0 is shown but left out of the counts. The trained seeds are
+{seeds}, each on the same prompts; the intervals are over prompts, and a verdict of the claims
+table counts a cell only when every seed agrees."""
 
 CAPTION = (
     "Exact match of each trained model with one carrier of position changed at the input of "
-    "one block (layer 0 = token embeddings), each control dashed in its intervention's colour, "
-    "the unchanged model black (bars: 95% bootstrap intervals over prompts)."
+    "one block (layer 0 = token embeddings), the read-out positions kept, each control dashed "
+    "in its intervention's colour, the unchanged model black (bars: 95% bootstrap intervals "
+    "over prompts)."
 )
 
 
@@ -298,3 +353,7 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
 
 def _float(value: Any) -> float | None:
     return None if pd.isna(value) else float(value)
+
+
+def _int(value: Any) -> int | None:
+    return None if pd.isna(value) else int(value)
