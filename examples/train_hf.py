@@ -3,7 +3,7 @@
 The modern architecture (RMSNorm, SwiGLU MLP, grouped-query attention, every layer NoPE:
 `adjpos.hf.task_config`) at the width of the shipped fast recipe (4 layers, d_model 64, 4
 heads of which 2 key-value heads, MLP width 256), trained by `adjpos.train` through the
-bridge with the fast recipe's optimiser settings (`adjpos.pretrained.RECIPE_TRAIN`), resumable
+bridge with the fast recipe's optimiser settings (`adjpos.pretrained.FAST_TRAIN`), resumable
 in ``OUT/TASK/smollm3_seedS``, checked on 2,000 fresh held-out prompts (`heldout_check`).
 
 Then both architectures are measured the same way (`adjpos.measure_layers` on held-out
@@ -25,7 +25,7 @@ import torch
 
 import adjpos
 from adjpos.hf import load_hf, measure_layers, task_config
-from adjpos.pretrained import HERE, RECIPE_STEPS, RECIPE_TRAIN, heldout_check
+from adjpos.pretrained import FAST_TRAIN, HERE, RECIPE_STEPS, heldout_check
 from adjpos.probes import sequences_of_length
 from adjpos.runs import write_json, write_text
 
@@ -45,7 +45,7 @@ COMPARE_SEED = 1  # the shipped fast-recipe seed with snapshots (its initial wei
 def train(task_name: str, seed: int, out: Path, quick: bool) -> tuple[Path, dict]:
     folder = out / task_name / f"{FAMILY}_seed{seed}"
     task = adjpos.get_task(task_name)
-    settings = {**RECIPE_TRAIN, "steps": RECIPE_STEPS[task_name], "seed": seed}
+    settings = {**FAST_TRAIN, "steps": RECIPE_STEPS[task_name], "seed": seed}
     settings |= {"device": "cpu"}
     if quick:
         settings |= {"steps": 20, "eval_every": 10, "eval_size": 8}

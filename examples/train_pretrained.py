@@ -1,21 +1,17 @@
-"""Train the shipped models: three seeds per task with one recipe, checked on fresh prompts.
+"""Train the shipped models: three seeds per task with its one recipe, checked on fresh prompts.
 
 Each (task, seed) is one ``adjpos train`` run in ``OUT/TASK/seedS`` (resumable: run the script
-again to continue), started with ``--seed S --data-seed S`` and the recipe of
-``adjpos.pretrained`` (``RECIPE_MODEL``, ``RECIPE_TRAIN``, ``RECIPE_STEPS``), in a local
-process pool with one thread per run. Each finished run is then checked on 2,000 fresh
-held-out prompts (test split, a seed training never used) into ``heldout.json``. With
-``--recipe wide`` they use the first, slower recipe of seed 0 (``adjpos.pretrained.recipe``). With
-``--install`` the runs that pass (>= 99%) are copied into ``adjpos/pretrained/TASK/seedS``,
-seed 1 with its training snapshots stored in float16 (``install(..., snapshots=True)`` keeps
-another seed's where seed 1 did not pass); with ``--snapshots-all K`` every installed seed
-keeps K of its snapshots (spread over the log-spaced steps, the first and last among them).
-(The shipped seed 0 of each task is the first, slower recipe's model: train seeds 1 and 2 with
-``--seeds 1 2``.)
+again to continue), started with ``--seed S --data-seed S`` and the task's recipe
+(``adjpos.pretrained.recipe(task)``; the seeds differ only in the seed), in a local process
+pool with one thread per run. Each finished run is then checked on 2,000 fresh held-out
+prompts (test split, a seed training never used) into ``heldout.json``. ``--recipe NAME``
+trains with an earlier recipe instead (``adjpos.pretrained.EARLIER``: how the failures in
+docs/pretrained.md were found). With ``--install`` the runs that pass (>= 99%) are copied into
+``adjpos/pretrained/TASK/seedS`` with ``--snapshots K`` of their training snapshots in float16
+(spread over the log-spaced steps, the first and the last among them).
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
-        [--seeds 1 2] [--recipe fast|wide] [--workers 2] [--install]
-        [--snapshots-all K] [--quick]
+        [--seeds 0 1 2] [--recipe NAME] [--workers 2] [--install] [--snapshots K] [--quick]
 """
 
 import argparse
@@ -32,7 +28,8 @@ from adjpos.models import save_snapshot, snapshot_steps
 from adjpos.pretrained import CHECK_PROMPTS, HERE, heldout_check, recipe
 from adjpos.runs import write_json
 
-SNAPSHOT_SEED = 1
+# Snapshots each installed seed keeps: the package's weights stay under 50 MB.
+SNAPSHOTS = 3
 
 
 # --quick: a tiny model a few steps, checked on a few prompts (the smoke test).
@@ -40,7 +37,7 @@ QUICK = {"n_layers": 1, "d_model": 16, "n_heads": 2, "steps": 20, "eval_every": 
 
 
 def train_one(
-    task: str, seed: int, out: str, quick: bool = False, recipe_name: str = "fast"
+    task: str, seed: int, out: str, quick: bool = False, recipe_name: str | None = None
 ) -> dict:
     """One run (resumed if its folder holds one), then its check on fresh prompts."""
     folder = Path(out) / task / f"seed{seed}"
@@ -64,13 +61,11 @@ def install(
     task: str,
     seed: int,
     *,
-    snapshots: bool | None = None,
-    keep: int | None = None,
+    keep: int | None = SNAPSHOTS,
     into: Path = HERE,
 ) -> Path:
-    """Copy a passing run into the package folder `into`, with its snapshots in float16 when
-    `snapshots` (default: for seed `SNAPSHOT_SEED`), `keep` of them when given (spread evenly by
-    index, the first and the last among them)."""
+    """Copy a passing run into the package folder `into`, with `keep` of its snapshots in
+    float16 (all when None; spread evenly by index, the first and the last among them)."""
     from adjpos.study.claims.dynamics import spread
 
     source, target = out / task / f"seed{seed}", into / task / f"seed{seed}"
@@ -79,10 +74,9 @@ def install(
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "train.json", "heldout.json"):
         shutil.copy2(source / name, target / name)
-    if seed == SNAPSHOT_SEED if snapshots is None else snapshots:
-        for step in spread(snapshot_steps(source), keep):
-            model = adjpos.load_model(source, step=step, device="cpu")
-            save_snapshot(model, target, step, dtype=torch.float16)
+    for step in spread(snapshot_steps(source), keep):
+        model = adjpos.load_model(source, step=step, device="cpu")
+        save_snapshot(model, target, step, dtype=torch.float16)
     return target
 
 
@@ -93,31 +87,36 @@ def main(
     workers: int,
     do_install: bool,
     quick: bool,
-    recipe_name: str = "fast",
-    snapshots_all: int | None = None,
+    recipe_name: str | None = None,
+    snapshots: int = SNAPSHOTS,
 ) -> None:
     jobs = [(task, seed, str(out), quick, recipe_name) for task in tasks for seed in seeds]
-    every = {"snapshots": True, "keep": snapshots_all} if snapshots_all else {}
     for _, row in run_units(train_one, jobs, engine="process", workers=workers):
         print(json.dumps({k: v for k, v in row.items() if k != "per_length_accuracy"}), flush=True)
         if do_install and row["passes"]:
-            print("installed", install(out, row["task"], row["seed"], **every), flush=True)
+            where = install(out, row["task"], row["seed"], keep=snapshots)
+            print("installed", where, flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/pretrained"))
     parser.add_argument("--tasks", nargs="+", default=list(adjpos.TASKS), choices=adjpos.TASKS)
-    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--workers", type=int, default=2, help="runs at once (0: in-process)")
-    parser.add_argument("--recipe", default="fast", choices=sorted(adjpos.pretrained.RECIPES))
+    parser.add_argument(
+        "--recipe",
+        default=None,
+        choices=sorted(adjpos.pretrained.EARLIER),
+        help="an earlier recipe instead of each task's own",
+    )
     parser.add_argument("--install", action="store_true", help="copy passing runs into the package")
     parser.add_argument(
-        "--snapshots-all",
+        "--snapshots",
         type=int,
-        default=None,
+        default=SNAPSHOTS,
         metavar="K",
-        help="with --install: every seed keeps K of its snapshots (float16)",
+        help=f"with --install: each seed keeps K of its snapshots in float16 (default {SNAPSHOTS})",
     )
     parser.add_argument(
         "--quick", action="store_true", help="addition, seed 1, a tiny model, in-process"
@@ -133,5 +132,5 @@ if __name__ == "__main__":
         args.install,
         args.quick,
         args.recipe,
-        args.snapshots_all,
+        args.snapshots,
     )

@@ -112,9 +112,9 @@ def test_bench_time_to_99_quick_and_from_runs(run_in_process, tmp_path):
     first evaluation at 99% or more, read from each run's metrics.json."""
     out = tmp_path / "rows.json"
     run_in_process("bench_time_to_99.py", "--quick", "--tasks", "addition", "--json", str(out))
-    assert json.loads(out.read_text())["rows"] == [
-        {"task": "addition", "seed": 0, "steps": None, "seconds": None, "ratio_to_budget": None}
-    ]
+    (row,) = json.loads(out.read_text())["rows"]
+    unreached = {"steps": None, "seconds": None, "ratio_to_budget": None, "stop_step": 4}
+    assert row == {"task": "addition", "seed": 0, **unreached, "stop_seconds": row["stop_seconds"]}
     run = tmp_path / "runs" / "reversal" / "seed2"
     run.mkdir(parents=True)
     history = [
@@ -129,6 +129,7 @@ def test_bench_time_to_99_quick_and_from_runs(run_in_process, tmp_path):
     result = json.loads(out.read_text())
     assert result["rows"] == [
         {"task": "reversal", "seed": 2, "steps": 500, "seconds": 21.0, "ratio_to_budget": 21 / 900}
+        | {"stop_step": 750, "stop_seconds": 30.0}
     ]
     assert result["settings"]["budget_s"] == 900 and result["settings"]["target"] == 0.99
 

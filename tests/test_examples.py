@@ -389,7 +389,7 @@ def test_train_pretrained(run_example, tmp_path):
     # Installing with thinned snapshots (into a scratch package folder, not the real one).
     steps = adjpos.models.snapshot_steps(folder)
     runs, package = tmp_path / "runs" / "pretrained", tmp_path / "package"
-    target = script["install"](runs, "addition", 1, snapshots=True, keep=2, into=package)
+    target = script["install"](runs, "addition", 1, keep=2, into=package)
     assert target == package / "addition" / "seed1"
     assert adjpos.models.snapshot_steps(target) == [steps[0], steps[-1]]
     assert (target / "heldout.json").is_file() and (target / "model.safetensors").is_file()
