@@ -21,12 +21,14 @@ __version__ = "0.1.0"
 import importlib
 
 from adjpos.capture import SITES, capture_residuals, iter_residuals
+from adjpos.heads import head_similarity
 from adjpos.hf.families import hf_config
 from adjpos.layerwise import measure_layers
 from adjpos.metrics import (
     adjacency_probability,
     adjacency_rows,
     cosine_matrix,
+    decompose,
     position_variance,
 )
 from adjpos.models import (
@@ -72,8 +74,10 @@ __all__ = [
     "capture_residuals",
     "compare_feature_sets",
     "cosine_matrix",
+    "decompose",
     "evaluate",
     "get_task",
+    "head_similarity",
     "hf_config",
     "iter_residuals",
     "is_position_free",
@@ -98,6 +102,7 @@ _NAMESPACES = (
     "cli",
     "engines",
     "figures",
+    "heads",
     "hf",
     "interventions",
     "layerwise",

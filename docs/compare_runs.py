@@ -19,6 +19,7 @@ TABLES = (
     "cosine_scores.csv",
     "variance_by_position.csv",
     "variance_by_layer.csv",
+    "decomposition_by_layer.csv",
     "dynamics.csv",
     "probes.csv",
     "interventions.csv",

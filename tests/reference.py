@@ -37,3 +37,36 @@ def slow_cosine(x):
         ]
         for i in range(len(x))
     ]
+
+
+def slow_decompose(states, lengths):
+    """mean, position, context, residual of [batch][pos][d] nested lists, each entry summed
+    one at a time (Song and Zhong's mean effects over the valid entries t < lengths[c])."""
+    batch, n, d = len(states), len(states[0]), len(states[0][0])
+    entries = [(c, t) for c in range(batch) for t in range(lengths[c])]
+
+    def average(vectors):
+        vectors = list(vectors)
+        return [sum(v[i] for v in vectors) / len(vectors) for i in range(d)]
+
+    def minus(a, *others):
+        return [a[i] - sum(o[i] for o in others) for i in range(d)]
+
+    mean = average(states[c][t] for c, t in entries)
+    position = [[0.0] * d for _ in range(n)]
+    for t in range(n):
+        reaching = [c for c in range(batch) if t < lengths[c]]
+        if reaching:
+            position[t] = average(minus(states[c][t], mean) for c in reaching)
+    context = [
+        average(minus(states[c][t], mean, position[t]) for t in range(lengths[c]))
+        for c in range(batch)
+    ]
+    residual = [
+        [
+            minus(states[c][t], mean, position[t], context[c]) if t < lengths[c] else [0.0] * d
+            for t in range(n)
+        ]
+        for c in range(batch)
+    ]
+    return mean, position, context, residual

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from scipy.stats import kendalltau
+from scipy.stats import kendalltau, pearsonr
 
 import adjpos
 import adjpos.study
@@ -297,6 +297,35 @@ def test_fig_variance_by_position(run_example, addition):
         third = len(profile) // 3
         ratios.append(float(profile[-third:].mean() / profile[:third].mean()))
     assert close(f"{printed[-1]:.2f}", sum(ratios) / len(ratios))
+
+
+def test_head_similarity(run_example, addition):
+    # Addition seed 0, block 2, head 3: the score-cosine correlation row by row with scipy
+    # (the earlier keys of each query with at least 3 of them) and the attention on the
+    # previous 3 positions, from TransformerLens's own cache of the same 16 sequences.
+    out, _ = run_example("head_similarity.py")
+    model, task = addition
+    lines = [x.split() for x in out.splitlines() if x.startswith("addition ")]
+    assert len(lines) == model.cfg.n_layers * model.cfg.n_heads  # every head of every block
+    _, _, _, _, r, _, prev, *_ = next(x for x in lines if x[1:4] == ["0", "2", "3"])
+    tokens = adjpos.sequences_of_length(task, 16, generator=gen(0))
+    names = ["blocks.2.ln1.hook_normalized", "blocks.2.attn.hook_attn_scores"]
+    with torch.inference_mode():
+        _, cache = model.run_with_cache(tokens, names_filter=[*names, "blocks.2.attn.hook_pattern"])
+    states, scores = (cache[name].double() for name in names)
+    pattern = cache["blocks.2.attn.hook_pattern"][:, 3].double()
+    rs = []
+    for b in range(len(tokens)):
+        unit = torch.nn.functional.normalize(states[b], dim=-1)
+        cos = (unit @ unit.T).numpy()
+        for i in range(3, tokens.shape[1]):
+            s, c = scores[b, 3, i, :i].numpy(), cos[i, :i]
+            if np.ptp(s) > 0 and np.ptp(c) > 0:
+                rs.append(pearsonr(s, c).statistic)
+    previous = [
+        float(pattern[b, i, i - 3 : i].sum()) for b in range(16) for i in range(3, tokens.shape[1])
+    ]
+    assert close(r, float(np.mean(rs))) and close(prev, float(np.mean(previous)))
 
 
 def test_layerwise_probing(run_example):

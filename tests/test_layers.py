@@ -20,7 +20,16 @@ LAYERS = (
     ("metrics", "tasks", "models"),  # pure tensor metrics; the tasks; models and checkpoints
     ("capture",),  # hook names and residual streams
     # what is measured or done with a model
-    ("scoring", "layerwise", "probes", "theory", "training", "interventions", "pretrained"),
+    (
+        "scoring",
+        "layerwise",
+        "heads",
+        "probes",
+        "theory",
+        "training",
+        "interventions",
+        "pretrained",
+    ),
     ("sweep",),  # random-init models over a grid (uses the engines and the measures)
     ("hf",),  # Hugging Face families, tokenizers, summaries by layer kind
     ("figures",),  # tidy tables in, plotly figures out

@@ -4,6 +4,8 @@
 when static export works), and each other module draws one kind of result.
 """
 
+from adjpos.figures.decomposition import plot_variance_shares
+from adjpos.figures.heads import plot_head_similarity
 from adjpos.figures.heatmaps import plot_cosine_heatmaps
 from adjpos.figures.intervals import plot_intervals
 from adjpos.figures.interventions import plot_interventions
@@ -19,11 +21,13 @@ __all__ = [
     "plot_adjacency_by_layer",
     "plot_cosine_heatmaps",
     "plot_first_layer_theory",
+    "plot_head_similarity",
     "plot_intervals",
     "plot_interventions",
     "plot_layer_kinds",
     "plot_probe_scores",
     "plot_variance_by_position",
+    "plot_variance_shares",
     "save_figure",
     "save_figures",
     "sweep_heatmap",

@@ -2,12 +2,26 @@
 
 from adjpos.metrics.adjacency import adjacency_probability, adjacency_rows
 from adjpos.metrics.cosine import center_states, cosine_matrix
+from adjpos.metrics.decompose import (
+    Decomposition,
+    PositionContextAdjacency,
+    PositionCurvePCs,
+    decompose,
+    position_context_adjacency,
+    position_curve_pcs,
+)
 from adjpos.metrics.variance import position_variance
 
 __all__ = [
+    "Decomposition",
+    "PositionContextAdjacency",
+    "PositionCurvePCs",
     "adjacency_probability",
     "adjacency_rows",
     "center_states",
     "cosine_matrix",
+    "decompose",
+    "position_context_adjacency",
+    "position_curve_pcs",
     "position_variance",
 ]

@@ -52,6 +52,16 @@ def _variance(outcomes, seeds):
     return {"cells": cells + [{**cells[0], "model": RANDOM}]}
 
 
+def _decomposition(outcomes, seeds):
+    cells = [
+        {"task": "ordering", "model": TRAINED, "layer": i + 1, "versus": SIDE[o]}
+        | {"seed_list": list(seeds), "seeds": len(seeds)}
+        | {"seeds_above": len(seeds) * (o == FOR), "seeds_below": len(seeds) * (o == AGAINST)}
+        for i, o in enumerate(outcomes)
+    ]
+    return {"cells": cells + [{**cells[0], "model": RANDOM}]}
+
+
 def _dynamics(outcomes, seeds):
     trajectories = [
         {"task": "addition", "seed": seeds[i % len(seeds)], "metric": "adjacency"}
@@ -103,6 +113,7 @@ BUILDERS = {
     "models": _models,
     "adjacency": _adjacency,
     "variance": _variance,
+    "decomposition": _decomposition,
     "dynamics": _dynamics,
     "probing": _probing,
     "causal": _causal,

@@ -8,12 +8,14 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from adjpos.cli import main
 from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
 from adjpos.study.claims.adjacency import ADJACENCY
+from adjpos.study.claims.decomposition import DECOMPOSITION, PARTS
 from adjpos.study.claims.variance import VARIANCE_LAYERS
 from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
 from adjpos.study.report import VERDICTS
@@ -45,6 +47,10 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     layers = VARIANCE_LAYERS.read(results / "variance_by_layer.csv")
     assert set(layers["model"]) == {"trained", "random-init"}
     assert (layers["ratio_low"] <= layers["ratio_high"]).all()
+    parts = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
+    assert set(parts["model"]) == {"trained", "random-init"}
+    shares = parts[[f"{part}_share" for part in PARTS]].sum(axis=1)
+    assert np.allclose(shares, 1.0) and (parts["rest_low"] <= parts["rest_high"]).all()
     for stage in STAGES:
         assert (results / "numbers" / f"{stage}.json").is_file()
     report = (out / "report.md").read_text()
@@ -54,6 +60,8 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
         "cosine_addition",
         "variance_by_position",
         "variance_by_layer",
+        "decomposition_shares",
+        "decomposition_adjacency",
         "dynamics",
         "sweep_histogram",
         "theory_first_layer",
@@ -62,7 +70,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     ):
         assert (out / "figures" / f"{stem}.html").is_file()
         assert f"(figures/{stem}.html)" in report
-    assert report.count("What it shows:") == 8
+    assert report.count("What it shows:") == 9
     assert (results / "claims.csv").is_file()
     assert "device used: cpu" in report and "| n_eval | 8 |" in report
     html = (out / "report.html").read_text()
@@ -76,7 +84,7 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "verdict" not in line]
     verdicts = VERDICTS.read(out / "results" / "claims.csv")
-    assert len(rows) == len(verdicts) == 16
+    assert len(rows) == len(verdicts) == 18
     for row, (_, v) in zip(rows, verdicts.iterrows(), strict=True):
         counts = f"{v['n_for']} of {v['n_cells']} "
         assert row.startswith(f"| {v['claim']} | {v['status']} ({counts}")

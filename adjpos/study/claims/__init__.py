@@ -17,6 +17,7 @@ NAMES = (
     "adjacency",
     "cosine",
     "variance",
+    "decomposition",
     "dynamics",
     "probing",
     "causal",

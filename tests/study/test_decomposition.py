@@ -1,0 +1,51 @@
+"""The decomposition claim's numbers from states built to hold a known pattern."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from adjpos.study.claims.decomposition import (
+    DECOMPOSITION,
+    PARTS,
+    decomposition_numbers,
+    layer_row,
+)
+from adjpos.study.models import RANDOM, TRAINED
+
+
+def _states(curve_scale, seed):
+    """Sequences of one length: a smooth shared curve (an arc) plus noise of scale 1."""
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.arange(12.0, dtype=torch.float64)[:, None]
+    curve = torch.cat([torch.cos(t / 6), torch.sin(t / 6), t / 12 - 0.5], dim=1)
+    curve = torch.cat([curve, torch.zeros(12, 5, dtype=torch.float64)], dim=1)
+    noise = torch.randn(48, 12, 8, generator=gen, dtype=torch.float64)
+    return curve_scale * curve + noise
+
+
+def test_a_strong_curve_carries_the_pattern_and_noise_alone_does_not():
+    row = layer_row(_states(4.0, 0), n_boot=200)
+    assert sum(row[f"{p}_share"] for p in PARTS) == pytest.approx(1.0)
+    assert row["position"] > 0.9 and row["difference_low"] > 0.0
+    assert row["pc1"] + row["pc2"] + row["pc3"] == pytest.approx(1.0, abs=0.05)
+    assert row["rest_low"] <= row["rest"] <= row["rest_high"]
+    noise = layer_row(_states(0.0, 1), n_boot=200)
+    assert noise["difference_low"] < 0.0 < noise["difference_high"]
+    assert noise["position_share"] < row["position_share"]
+
+
+def test_a_cell_is_above_only_when_every_seed_is():
+    rows = []
+    for model, scales in ((TRAINED, (4.0, 4.0)), (RANDOM, (4.0, 0.0))):
+        for seed, scale in enumerate(scales):
+            key = {"task": "addition", "model": model, "seed": seed, "layer": 1}
+            rows.append(key | layer_row(_states(scale, seed), n_boot=200))
+    numbers = decomposition_numbers(DECOMPOSITION.frame(rows))
+    versus = {c["model"]: c["versus"] for c in numbers["cells"]}
+    assert versus == {TRAINED: "above", RANDOM: "within"}
+    trained = next(c for c in numbers["cells"] if c["model"] == TRAINED)
+    assert trained["seeds_above"] == trained["seeds"] == 2 and trained["seed_list"] == [0, 1]
+    table = pd.DataFrame(rows)
+    assert trained["position"] == pytest.approx(table[table["model"] == TRAINED]["position"].mean())
+    assert np.isfinite([trained["difference_low"], trained["difference_high"]]).all()
