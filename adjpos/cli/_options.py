@@ -307,6 +307,26 @@ def for_option(option: str, check: Any, value: Any) -> Any:
         raise UsageError(f"{option}: {err}") from None
 
 
+def nope_layers_arg(text: str) -> str | int | list[int]:
+    """``--nope-layers`` -> `adjpos.load_hf`'s `nope_layers`: ``all``, ``none`` and
+    ``released`` as they are, ``every:K`` -> K, comma-separated indices -> a list of ints."""
+    from adjpos.models.nope_layers import NAMED_LAYOUTS
+
+    text = text.strip()
+    if text in NAMED_LAYOUTS:
+        return text
+    every = text.removeprefix("every:")
+    if every != text and every.isdigit() and int(every) >= 1:
+        return int(every)
+    items = comma_list(text)
+    if items and all(item.isdigit() for item in items):
+        return [int(item) for item in items]
+    raise argparse.ArgumentTypeError(
+        f"expected all, none, released, every:K (K >= 1) or comma-separated layer indices, "
+        f"got {text!r}"
+    )
+
+
 def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 

@@ -14,6 +14,7 @@ from adjpos.cli._options import (
     add_model_arg,
     check_output_file,
     config_values,
+    nope_layers_arg,
     resolve_model,
 )
 from adjpos.validation import UsageError
@@ -38,6 +39,17 @@ def add_score_parser(commands: Any) -> None:
         metavar="FOLDER|NAME",
         help="a Hugging Face causal LM instead of --model: a folder written by save_pretrained, "
         "or a hub name (needs the network); needs --text or --random-tokens",
+    )
+    score.add_argument(
+        "--nope-layers",
+        type=nope_layers_arg,
+        metavar="all|none|released|every:K|I,J,...",
+        help="with --hf: remove RoPE from these layers of the weights (adjpos.load_hf's "
+        "nope_layers): all; none (RoPE kept, the NoPE variants' matched control); released "
+        "(SmolLM3's layout); every:K (layer i when (i + 1) %% K == 0, so every:4 is layers 3, "
+        "7, ...); or layer indices from 0, e.g. 0,5. For Llama (SmolLM2 too), Qwen2, Qwen3 and "
+        "SmolLM3 models; the other layers keep the checkpoint's RoPE (default: the model as it "
+        "is)",
     )
     source = score.add_mutually_exclusive_group()
     source.add_argument(
@@ -117,6 +129,8 @@ def _run_score(args: argparse.Namespace) -> int:
         check_output_file(args.csv, "--csv")
     if args.hf is None and (args.text is not None or args.random_tokens):
         raise UsageError("--text and --random-tokens go with --hf (a Hugging Face model)")
+    if args.hf is None and args.nope_layers is not None:
+        raise UsageError("--nope-layers goes with --hf (a Hugging Face model)")
     if args.hf is not None:
         if args.model != "random":
             raise UsageError("pass either --model or --hf, not both")
@@ -124,8 +138,10 @@ def _run_score(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
-        model = load_hf(args.hf, device=device)
+        model = load_hf(args.hf, device=device, nope_layers=args.nope_layers)
         name = args.hf
+        if args.nope_layers is not None:
+            name += f" with nope_layers={args.nope_layers!r}"
     else:
         model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
         name = args.model

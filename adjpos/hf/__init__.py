@@ -6,9 +6,10 @@
 `summarise_kinds` and `nope_layer_effects` read the tables of `measure_layers` by layer kind.
 This package builds on `adjpos.models`, where the bridge itself lives: `load_hf` wraps a
 causal LM (a local folder, a hub name, or a config with random weights) in a
-`TransformerBridge` on which every adjpos function works, `layer_kinds` says which layers are
-NoPE, read from the modules themselves. Those, and the core's `measure_layers`, are
-re-exported here.
+`TransformerBridge` on which every adjpos function works, optionally with RoPE removed from
+chosen layers of the weights (``nope_layers``: Llama, SmolLM2, Qwen2, Qwen3 and SmolLM3
+checkpoints), and `layer_kinds` says which layers are NoPE, read from the modules
+themselves. Those, and the core's `measure_layers`, are re-exported here.
 """
 
 from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config, task_config

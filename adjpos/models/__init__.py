@@ -1,5 +1,6 @@
 """Models: config, the one builder that removes position, Hugging Face models bridged into
-TransformerLens, each layer's kind of position signal, and checkpoints of both."""
+TransformerLens (with RoPE removed from chosen layers on request: `nope_layers`), each layer's
+kind of position signal, and checkpoints of both."""
 
 from adjpos.models.bridge import is_bridge, load_hf
 from adjpos.models.build import build_model

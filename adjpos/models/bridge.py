@@ -24,6 +24,13 @@ import torch
 
 from adjpos.models.build import quiet_transformer_lens
 from adjpos.models.gguf import find_gguf, gguf_config, load_gguf
+from adjpos.models.nope_layers import (
+    check_nope_spec,
+    check_savable,
+    honour_use_rope,
+    nope_layer_indices,
+    remove_rope,
+)
 from adjpos.runs import atomic_write, write_json
 from adjpos.validation import UsageError
 
@@ -37,8 +44,10 @@ def load_hf(
     dtype: str | torch.dtype | None = None,
     offline: bool | None = None,
     seed: int = 0,
+    nope_layers: Any = None,
 ) -> Any:
-    """A TransformerLens `TransformerBridge` around a Hugging Face causal LM.
+    """A TransformerLens `TransformerBridge` around a Hugging Face causal LM, optionally with
+    RoPE removed from chosen layers of its weights.
 
     Args:
         source: a local folder saved with ``save_pretrained`` (its config and weights), a
@@ -52,6 +61,15 @@ def load_hf(
         offline: never reach the hub (default: the ``HF_HUB_OFFLINE`` environment variable).
         seed: with a config, the seed of the random weights (the global torch RNG is left as
             it was); ignored for a checkpoint.
+        nope_layers: the layers whose RoPE to remove (`adjpos.models.nope_layers`): None
+            (default: the checkpoint as it is), ``"all"``, ``"none"`` (none removed, but built
+            as the NoPE variants are: their matched control), ``"released"`` (SmolLM3's
+            layout), an int k (every k-th layer: layer i is NoPE when ``(i + 1) % k == 0``,
+            SmolLM3's convention) or a list of layer indices. Every other layer keeps the
+            checkpoint's RoPE (its theta and scaling). For Llama (SmolLM2 too), Qwen2, Qwen3
+            and SmolLM3 checkpoints; a Llama or Qwen2 comes back as a SmolLM3 with the same
+            weights (the same logits with ``"none"``), a Qwen3 with NoPE layers cannot be
+            saved.
 
     Example:
         >>> import adjpos, torch
@@ -65,31 +83,32 @@ def load_hf(
         ValueError: an architecture the bridge does not support (the message lists those it
             does), a folder without weights or config, a hub name that cannot be fetched
             (offline or unknown), a token id outside the vocabulary, a Cohere2 config
-            without a sliding window, or a GGUF file without the ``gguf`` package installed
-            (the message names the extra).
+            without a sliding window, a GGUF file without the ``gguf`` package installed
+            (the message names the extra), or `nope_layers` not allowed for the model (the
+            message says what is).
     """
     import transformers
 
     dtype = _check_dtype(dtype)
+    check_nope_spec(nope_layers)
     offline = hub_offline() if offline is None else bool(offline)
     if isinstance(source, transformers.PretrainedConfig):
         config = source
-        _check_config(config)
-        _check_architecture(_architecture(config))
+        layers = _checked_source(config, nope_layers)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             hf = transformers.AutoModelForCausalLM.from_config(
-                config, dtype=dtype or torch.float32, **_kernels(dtype)
+                config if layers is None else copy.deepcopy(config),  # not the caller's config
+                dtype=dtype or torch.float32,
+                **_kernels(dtype),
             )
     elif isinstance(source, str | os.PathLike) and (gguf := find_gguf(source)) is not None:
         config = gguf_config(gguf)
-        _check_config(config)
-        _check_architecture(_architecture(config))
+        layers = _checked_source(config, nope_layers)
         hf = load_gguf(gguf, dtype=dtype)
     elif isinstance(source, str | os.PathLike):
         config = _load_config(source, offline)
-        _check_config(config)
-        _check_architecture(_architecture(config))
+        layers = _checked_source(config, nope_layers)
         try:
             hf = transformers.AutoModelForCausalLM.from_pretrained(
                 source, dtype=dtype or "auto", local_files_only=offline, **_kernels(dtype)
@@ -101,7 +120,19 @@ def load_hf(
             "source must be a folder, a hub name or a transformers config, got "
             f"{type(source).__name__}"
         )
+    if layers is not None:
+        hf = remove_rope(hf, layers)
     return bridge_of(hf, device=device)
+
+
+def _checked_source(config: Any, nope_layers: Any) -> list[int] | None:
+    """Check `config` before its weights load; the layers `nope_layers` makes NoPE."""
+    _check_config(config)
+    architecture = _architecture(config)
+    _check_architecture(architecture)
+    if nope_layers is None:
+        return None
+    return nope_layer_indices(nope_layers, config, architecture)
 
 
 def bridge_of(hf: Any, *, device: str | torch.device | None = None) -> Any:
@@ -114,6 +145,7 @@ def bridge_of(hf: Any, *, device: str | torch.device | None = None) -> Any:
     hf_model = bridge.original_model
     for param in _extra_parameters(hf_model, _own_weights(hf_model)):  # the zero lm_head bias
         param.requires_grad_(False)
+    honour_use_rope(bridge)
     if device is not None and torch.device(device) != torch.device("cpu"):
         bridge = bridge.to(torch.device(device))
     return bridge
@@ -180,6 +212,7 @@ def save_hf(model: Any, path: str | os.PathLike) -> Path:
     loadable by ``load_hf(path)`` and by transformers itself); files are replaced atomically."""
     from safetensors.torch import save_file
 
+    check_savable(model.original_model)
     folder = Path(path)
     folder.mkdir(parents=True, exist_ok=True)
     state = hf_state_dict(model)
