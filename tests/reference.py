@@ -70,3 +70,33 @@ def slow_decompose(states, lengths):
         for c in range(batch)
     ]
     return mean, position, context, residual
+
+
+def slow_position_curves(prompts, min_fit):
+    """{L: [L][d]} each length's position curve, loop by loop: every token's mean state over
+    the prompts of every length, then for each length the mean over its prompts of the state
+    minus its token's mean at each position, less the mean of those over positions
+    (lengths with fewer than `min_fit` prompts left out). `prompts`: {L: (states [n][L][d],
+    tokens [n][L])} as nested lists."""
+    sums, counts = {}, {}
+    for states, tokens in prompts.values():
+        for row, ids in zip(states, tokens, strict=True):
+            for state, token in zip(row, ids, strict=True):
+                total = sums.setdefault(token, [0.0] * len(state))
+                for i, value in enumerate(state):
+                    total[i] += value
+                counts[token] = counts.get(token, 0) + 1
+    means = {t: [v / counts[t] for v in total] for t, total in sums.items()}
+    curves = {}
+    for length, (states, tokens) in prompts.items():
+        if len(states) < min_fit:
+            continue
+        d = len(states[0][0])
+        at = [[0.0] * d for _ in range(length)]
+        for row, ids in zip(states, tokens, strict=True):
+            for t in range(length):
+                for i in range(d):
+                    at[t][i] += (row[t][i] - means[ids[t]][i]) / len(states)
+        centre = [sum(at[t][i] for t in range(length)) / length for i in range(d)]
+        curves[length] = [[at[t][i] - centre[i] for i in range(d)] for t in range(length)]
+    return curves

@@ -146,3 +146,18 @@ def test_bench_one_pass_quick(tmp_path):
         assert row["seconds"] > 0 and row["peak_mb"] >= 0
         assert row["time_ratio"] == pytest.approx(row["seconds"] / rows["forward"]["seconds"])
     assert rows["forward"]["time_ratio"] == 1
+
+
+def test_bench_draws_quick_gives_every_draw_the_same_hits_three_ways(run_in_process, tmp_path):
+    """The uncached one-by-one reference, the cached one-by-one and the stacked pass agree on
+    every prompt of every draw, and each speed-up is the reference's time over its own."""
+    out = tmp_path / "draws.json"
+    assert run_in_process("bench_draws.py", "--quick", "--json", str(out)).strip()
+    result = json.loads(out.read_text())
+    assert result["settings"] == {"task": "addition", "draws": 3, "prompts": 24, "readout": "kept"}
+    rows = result["rows"]
+    assert [row["control"] for row in rows] == ["norm_scale_control", "subspace_swap_random"]
+    for row in rows:
+        assert row["same_hits"] is True
+        assert row["speedup_cached"] == pytest.approx(row["reference_s"] / row["cached_s"])
+        assert row["speedup_stacked"] == pytest.approx(row["reference_s"] / row["stacked_s"])

@@ -23,7 +23,12 @@ from adjpos.validation import UsageError
 
 def add_intervene_parser(commands: Any) -> None:
     from adjpos.interventions import DEFAULT_INTERVENTIONS, NAMES
-    from adjpos.interventions.measure import DEFAULT_DRAWS, DEFAULT_PROMPTS, DEFAULT_RANK, READOUTS
+    from adjpos.interventions.measure import (
+        DEFAULT_DRAWS,
+        DEFAULT_PROMPTS,
+        DEFAULT_RANK,
+        DEFAULT_READOUTS,
+    )
     from adjpos.tasks import TASKS
 
     parser = commands.add_parser(
@@ -72,10 +77,11 @@ def add_intervene_parser(commands: Any) -> None:
     parser.add_argument(
         "--readouts",
         type=comma_list,
-        default=",".join(READOUTS),
+        default=",".join(DEFAULT_READOUTS),
         help="comma-separated read-out variants: 'kept' leaves the read-out positions (the last "
         "prompt position and every answer position) untouched, 'changed' changes them like the "
-        "others (default: both)",
+        "others (decoded without a cache, so slower); the default is the variant the study's "
+        "verdicts use, 'kept,changed' runs both",
     )
     parser.add_argument(
         "--control-draws",
@@ -110,10 +116,15 @@ def _run_intervene(args: argparse.Namespace) -> int:
         raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
     if args.n_prompts < 2:
         raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
-    from adjpos.interventions.measure import READOUTS
+    from adjpos.interventions.measure import KEPT_ONLY, READOUTS
 
     if not args.readouts or set(args.readouts) - set(READOUTS):
         raise UsageError(f"--readouts {args.readouts}: choose from {list(READOUTS)}")
+    kept_only = sorted(set(names) & set(KEPT_ONLY))
+    if kept_only and "kept" not in args.readouts:
+        raise UsageError(
+            f"--interventions {kept_only} run with the read-out kept: add --readouts kept"
+        )
     if args.control_draws < 1:
         raise UsageError(f"--control-draws must be at least 1, got {args.control_draws}")
     if not 1 <= args.rank <= model.cfg.d_model:

@@ -27,13 +27,21 @@ as adjpos numbers residual layers: the hidden states entering block l
   states change as much (LEACE's matched control).
 - `UniformAttention` ("uniform_attention"): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
+- `PositionMeanSwap` ("position_mean_swap"): the adjacency pattern itself: each prompt
+  state's position curve (`adjpos.decompose`, fitted on other prompts of its length after
+  removing each token's mean state) replaced by that of another position under a
+  permutation that scatters neighbours, tokens, context and norm kept;
+  ``position_mean_mirror``, its control, mirrors the curve (t -> n - 1 - t), which keeps
+  every distance between positions, the swap chosen to change the states as much. Both act
+  on the prompt with the read-out kept only (`KEPT_ONLY`).
 
 `intervention_table` measures each on a model's task (exact match under greedy decoding,
 teacher-forced token accuracy, the adjacency score and variance ratio it leaves, the size of
 the change), with bootstrap intervals over prompts, in two read-out variants (`READOUTS`: the
 read-out positions kept or changed); each tested intervention is set against its control
 (`CONTROL_OF`) by a paired difference over prompts, the random controls (`DRAWN`) measured
-over several draws. ``adjpos intervene`` is its command.
+over several draws, batched in one pass (`measure_draws`, `Stacked`). ``adjpos intervene`` is
+its command.
 
 Each states in its tests what it preserves (`tests/interventions`).
 """
@@ -46,6 +54,7 @@ from adjpos.interventions.hooks import (
     NormPermute,
     NormPermuteControl,
     NormScaleControl,
+    Stacked,
     SubspaceErase,
     SubspaceSwap,
     UniformAttention,
@@ -54,23 +63,30 @@ from adjpos.interventions.hooks import (
 from adjpos.interventions.measure import (
     CONTROL_OF,
     DEFAULT_INTERVENTIONS,
+    DEFAULT_READOUTS,
     DRAWN,
     INTERVENTION_TABLE,
+    KEPT_ONLY,
     NAMES,
     READOUTS,
     HeldOut,
     build_intervention,
+    fit_prompt_states,
     held_out_prompts,
     intervention_table,
+    measure_draws,
     measure_intervention,
 )
+from adjpos.interventions.position_mean import PositionMeanSwap, position_curves
 
 __all__ = [
     "CONTROL_OF",
     "DEFAULT_INTERVENTIONS",
+    "DEFAULT_READOUTS",
     "DRAWN",
     "INTERVENTIONS",
     "INTERVENTION_TABLE",
+    "KEPT_ONLY",
     "NAMES",
     "READOUTS",
     "HeldOut",
@@ -80,12 +96,17 @@ __all__ = [
     "NormPermute",
     "NormPermuteControl",
     "NormScaleControl",
+    "PositionMeanSwap",
     "SubspaceErase",
+    "Stacked",
     "SubspaceSwap",
     "UniformAttention",
     "build_intervention",
+    "fit_prompt_states",
     "held_out_prompts",
     "intervene",
     "intervention_table",
+    "measure_draws",
     "measure_intervention",
+    "position_curves",
 ]

@@ -394,6 +394,47 @@ def tilted_subspace(
     return basis((low + high) / 2)
 
 
+@dataclass(frozen=True, eq=False)
+class Stacked:
+    """Several interventions in one pass: the batch is cut into ``len(parts)`` equal chunks
+    and chunk d goes through ``parts[d]`` alone (the draws of a random control, measured on
+    copies of the same prompts). Each part sees only its own chunk, so it acts exactly as it
+    would on that chunk by itself; only the batching is shared.
+
+    Raises:
+        ValueError: no parts, a part that is not an intervention, parts at different sites,
+            or (when called) a batch that does not split into equal chunks.
+    """
+
+    parts: tuple[Any, ...]
+
+    def __post_init__(self) -> None:
+        kinds = tuple(INTERVENTIONS.values())
+        if not self.parts or not all(type(p) in kinds for p in self.parts):
+            raise UsageError(f"Stacked needs interventions from {list(INTERVENTIONS)}")
+        if len({p.site for p in self.parts}) > 1:
+            raise UsageError("Stacked parts must act at one site")
+
+    @property
+    def name(self) -> str:
+        return self.parts[0].name
+
+    @property
+    def site(self) -> str:
+        return self.parts[0].site
+
+    @property
+    def label(self) -> str:
+        return self.parts[0].label
+
+    def __call__(self, acts: Tensor, readout: Any = None) -> Tensor:
+        n = len(self.parts)
+        if acts.shape[0] % n:
+            raise UsageError(f"a batch of {acts.shape[0]} does not split into {n} equal chunks")
+        chunks = acts.split(acts.shape[0] // n)
+        return torch.cat([p(c, readout=readout) for p, c in zip(self.parts, chunks, strict=True)])
+
+
 INTERVENTIONS = {
     cls.name: cls
     for cls in (
@@ -427,7 +468,10 @@ def intervene(
             model's output is read (the last prompt position and every answer position). The
             controls matched at the read-out positions use it (`NormScaleControl`).
         keep_readout: leave the read-out positions untouched (their states, or for an
-            attention-pattern intervention their attention rows, pass unchanged). Needs
+            attention-pattern intervention their attention rows, pass unchanged), and apply the
+            intervention to the prompt alone (positions 0 .. readout_from), so the change of
+            the earlier positions does not depend on what is decoded after them: it is the
+            same at every decoding step, and decoding can reuse a KV cache. Needs
             `readout_from`.
         record: a list; every call appends ``(sum of ||x' - x|| / ||x||, states)`` over the
             states the hook changed (read-out positions left out when kept), so the change
@@ -451,7 +495,7 @@ def intervene(
     n_layers = model.cfg.n_layers
     if not is_int(layer) or not 0 <= layer < n_layers:
         raise UsageError(f"layer must be an int in [0, {n_layers - 1}], got {layer!r}")
-    if type(intervention) not in INTERVENTIONS.values():
+    if type(intervention) not in (*INTERVENTIONS.values(), Stacked):
         raise UsageError(
             f"unknown intervention {intervention!r}; choose from {list(INTERVENTIONS)}"
         )
@@ -470,26 +514,43 @@ def intervene(
                 "changing it would change nothing"
             )
         name = f"blocks.{layer}.attn.hook_pattern"
-        _check_heads(intervention.heads or (), model.cfg.n_heads)
+        for part in getattr(intervention, "parts", (intervention,)):
+            _check_heads(part.heads or (), model.cfg.n_heads)
 
     def hook(acts: Tensor, hook: Any) -> Tensor:
         pos = acts.shape[-2]  # [batch, pos, d] or, for the pattern, [batch, head, query, key]
+        if keep_readout:
+            return _prompt_only(acts, intervention, readout_from, record)
         readout = None
         if readout_from is not None:
             readout = torch.arange(pos, device=acts.device) >= readout_from
         out = intervention(acts, readout=readout)
-        if keep_readout:
-            shape = (1, pos, 1) if acts.ndim == 3 else (1, 1, pos, 1)
-            out = torch.where(readout.view(shape), acts, out)
         if record is not None and acts.ndim == 3:
-            changed = acts if readout is None or not keep_readout else acts[:, ~readout]
-            after = out if readout is None or not keep_readout else out[:, ~readout]
-            sizes = (after - changed).norm(dim=-1) / changed.norm(dim=-1).clamp_min(_EPS)
+            sizes = (out - acts).norm(dim=-1) / acts.norm(dim=-1).clamp_min(_EPS)
             record.append((float(sizes.detach().sum()), int(sizes.numel())))
         return out
 
     with model.hooks(fwd_hooks=[(name, hook)]):
         yield model
+
+
+def _prompt_only(acts: Tensor, intervention: Any, readout_from: int, record: list | None) -> Tensor:
+    """`intervention` applied to positions 0 .. readout_from only (the prompt; for a pattern,
+    its query-by-key block), the read-out position readout_from and every later one kept."""
+    cut = min(readout_from + 1, acts.shape[-2])
+    readout = torch.arange(cut, device=acts.device) >= readout_from
+    head = acts[:, :cut] if acts.ndim == 3 else acts[:, :, :cut, :cut]
+    shape = (1, cut, 1) if acts.ndim == 3 else (1, 1, cut, 1)
+    changed = torch.where(readout.view(shape), head, intervention(head, readout=readout))
+    if record is not None and acts.ndim == 3:
+        before, after = head[:, ~readout], changed[:, ~readout]
+        sizes = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(_EPS)
+        record.append((float(sizes.detach().sum()), int(sizes.numel())))
+    if acts.ndim == 3:
+        return torch.cat([changed, acts[:, cut:]], dim=1)
+    out = acts.clone()
+    out[:, :, :cut, :cut] = changed
+    return out
 
 
 def _partners(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:

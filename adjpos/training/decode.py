@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from adjpos.capture import check_tokens
 from adjpos.tasks import EOS_ID, Task
+from adjpos.validation import UsageError
 
 
 def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
@@ -31,6 +34,38 @@ def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
     for indices in by_length.values():
         group = [prompts[i] for i in indices]
         for i, answer in zip(indices, _greedy(model, task, group), strict=True):
+            answers[i] = answer
+    return answers
+
+
+def predict_cached(
+    model: Any, task: Task, prompts: Sequence[str], *, prompt_pass: Any = None
+) -> list[str]:
+    """`predict` with a key-value cache: each prompt runs once, inside the context manager
+    `prompt_pass()` when given (e.g. ``lambda: intervene(model, iv, layer=l,
+    readout_from=start, keep_readout=True)``), then each new token runs alone, outside it.
+    Needs a HookedTransformer.
+
+    It equals `predict` run with the same change active at every step when the change of a
+    position does not depend on the tokens after it (as with ``keep_readout=True``); a test
+    checks it on every intervention.
+
+    Raises:
+        ValueError: a prompt is malformed for `task`, or `model` is not a HookedTransformer.
+    """
+    from transformer_lens import HookedTransformer
+
+    if not isinstance(model, HookedTransformer):
+        raise UsageError(f"predict_cached needs a HookedTransformer, got {type(model).__name__}")
+    for prompt in prompts:
+        task.check(prompt)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for i, prompt in enumerate(prompts):
+        by_length[len(prompt)].append(i)
+    answers = [""] * len(prompts)
+    for indices in by_length.values():
+        group = [prompts[i] for i in indices]
+        for i, answer in zip(indices, _greedy_cached(model, task, group, prompt_pass), strict=True):
             answers[i] = answer
     return answers
 
@@ -78,6 +113,40 @@ def evaluate(
     return total, {n: sum(v) / len(v) for n, v in sorted(by_length.items())}
 
 
+def _greedy_cached(model: Any, task: Task, prompts: list[str], prompt_pass: Any) -> list[str]:
+    from transformer_lens.cache.key_value_cache import TransformerLensKeyValueCache
+
+    tokens = check_tokens(model, torch.stack([task.encode(p) for p in prompts]))
+    batch, length = tokens.shape
+    cache = TransformerLensKeyValueCache.init_cache(model.cfg, tokens.device, batch)
+    done = torch.zeros(batch, dtype=torch.bool, device=tokens.device)
+    out = []
+    with torch.inference_mode():
+        with prompt_pass() if prompt_pass is not None else nullcontext():
+            logits = model(tokens, past_kv_cache=cache, attention_mask=torch.ones_like(tokens))
+        for _ in range(task.max_answer_len + 1):
+            if length >= model.cfg.n_ctx or bool(done.all()):
+                break
+            nxt = torch.where(done, EOS_ID, logits[:, -1].argmax(-1))
+            done |= nxt == EOS_ID
+            out.append(nxt)
+            length += 1
+            step = nxt[:, None]
+            logits = model(step, past_kv_cache=cache, attention_mask=torch.ones_like(step))
+    return _answers(task, out, batch)
+
+
+def _answers(task: Task, out: list[Tensor], batch: int) -> list[str]:
+    """The answer of each row from its generated tokens (up to the end-of-answer token)."""
+    generated = torch.stack(out, dim=1).cpu() if out else torch.zeros(batch, 0)
+    answers = []
+    for row in generated.long():
+        ids = row.tolist()
+        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
+        answers.append(task.decode(torch.tensor(ids, dtype=torch.long)))
+    return answers
+
+
 def _greedy(model: Any, task: Task, prompts: list[str]) -> list[str]:
     tokens = check_tokens(model, torch.stack([task.encode(p) for p in prompts]))
     done = torch.zeros(len(prompts), dtype=torch.bool, device=tokens.device)
@@ -91,10 +160,4 @@ def _greedy(model: Any, task: Task, prompts: list[str]) -> list[str]:
             done |= nxt == EOS_ID
             out.append(nxt)
             tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-    generated = torch.stack(out, dim=1).cpu() if out else torch.zeros(len(prompts), 0)
-    answers = []
-    for row in generated.long():
-        ids = row.tolist()
-        ids = ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids
-        answers.append(task.decode(torch.tensor(ids, dtype=torch.long)))
-    return answers
+    return _answers(task, out, len(prompts))

@@ -29,6 +29,7 @@ def no_png(monkeypatch):
 def test_intervene_writes_its_files_and_resumes(tmp_path, capsys):
     out = tmp_path / "run"
     args = ["intervene", "--model", "pretrained:addition", *FAST, "--n-prompts", "24"]
+    args += ["--readouts", "kept,changed"]
     assert main([*args, "--out", str(out)]) == 0
     table = INTERVENTION_TABLE.read(out / "interventions.csv")
     names = ["none", "norm_permute", "norm_scale_control"]
@@ -63,6 +64,8 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
     assert "no metrics.json naming the task" in capsys.readouterr().err
     more = ["--task", "reversal", "--task-param", "min_digits=2", "--task-param", "max_digits=3"]
     assert main([*args, "--n-prompts", "8", *more]) == 0
+    settings = json.loads((tmp_path / "a" / "interventions.json").read_text())["settings"]
+    assert settings["readouts"] == ["kept"]  # the default: the variant the verdicts use
 
 
 @pytest.mark.parametrize(
@@ -74,6 +77,10 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
         (["--rank", "0"], r"--rank must be in \[1, 128\]"),
         (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
         (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
+        (
+            ["--interventions", "none,position_mean_swap", "--readouts", "changed"],
+            r"\['position_mean_swap'\] run with the read-out kept",
+        ),
     ],
 )
 def test_bad_options_are_named(tmp_path, capsys, extra, message):

@@ -1,5 +1,7 @@
 """Measurements under an intervention, against plain references on a shipped model."""
 
+import copy
+
 import pytest
 import torch
 
@@ -10,11 +12,14 @@ from adjpos.interventions import (
     build_intervention,
     held_out_prompts,
     intervention_table,
+    measure_draws,
     measure_intervention,
 )
 from adjpos.interventions import measure as measure_module
+from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.runs import RunFolder
-from adjpos.training import evaluate
+from adjpos.training import evaluate, predict
+from adjpos.training.decode import predict_cached
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +162,64 @@ def test_kept_readout_under_no_intervention_is_the_baseline(addition):
     assert kept["hits"] == plain["hits"] and kept["token_accuracy"] == plain["token_accuracy"]
     with pytest.raises(ValueError, match=r"readout must be one of \['kept', 'changed'\]"):
         measure_intervention(model, task, NoIntervention(), layer=1, batch=batch, readout="x")
+
+
+@pytest.mark.parametrize("name", ["norm_scale_control", "subspace_swap_random"])
+def test_draws_measured_in_one_batch_equal_each_draw_measured_alone(addition, name):
+    """`measure_draws` stacks the draws of a random control in one batch (`Stacked`): in
+    float64 every draw's row is the row of that draw measured by itself."""
+    model, task = addition
+    model = copy.deepcopy(model).to(torch.float64)
+    held = held_out_prompts(task, 40, n_fit=40, seed=4)
+    states, positions = measure_module.fit_states(model, held.fit, 1)
+    built = [
+        build_intervention(
+            name, d_model=model.cfg.d_model, states=states, positions=positions, rank=4, draw=d
+        )
+        for d in range(3)
+    ]
+    for readout in ("kept", "changed"):
+        kwargs = {"layer": 1, "batch": held.test, "seed": 0, "readout": readout}
+        together = measure_draws(model, task, built, **kwargs)
+        alone = [measure_intervention(model, task, iv, **kwargs) for iv in built]
+        for a, b in zip(together, alone, strict=True):
+            assert a["hits"] == b["hits"]
+            for key in set(a) - {"hits", "perturbation"}:
+                assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
+        # pooled over the stack's decoding, which runs until every draw's prompts are
+        # answered: a few more steps than some draw alone
+        mean = sum(b["perturbation"] for b in alone) / len(alone)
+        assert together[0]["perturbation"] == pytest.approx(mean, rel=0.02)
+    with pytest.raises(ValueError, match="does not split into 3 equal chunks"):
+        Stacked(tuple(built))(torch.zeros(4, 5, model.cfg.d_model))
+    with pytest.raises(ValueError, match="needs at least one intervention"):
+        measure_draws(model, task, [], layer=1, batch=held.test)
+
+
+@pytest.fixture(scope="module")
+def addition64(addition):
+    model, task = addition
+    model = copy.deepcopy(model).to(torch.float64)
+    held = held_out_prompts(task, 40, n_fit=40, seed=5)
+    prompts = measure_module.fit_prompt_states(model, task, held, 1, seed=5)
+    return model, task, held, measure_module.fit_states(model, held.fit, 1), prompts
+
+
+@pytest.mark.parametrize("name", measure_module.NAMES)
+def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(addition64, name):
+    """With the read-out kept the change is the prompt's alone: decoding it once with a KV
+    cache (`predict_cached`) gives the answers of re-running every step with the hook."""
+    model, task, held, (states, positions), prompts = addition64
+    iv = build_intervention(
+        name, d_model=model.cfg.d_model, states=states, positions=positions, rank=4, prompts=prompts
+    )
+    starts = [len(task.encode(p)) - 1 for p in held.test.prompts]
+    for start in sorted(set(starts)):
+        prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
+
+        def change(start=start):
+            return intervene(model, iv, layer=1, readout_from=start, keep_readout=True)
+
+        with change():
+            slow = predict(model, task, prompts)
+        assert predict_cached(model, task, prompts, prompt_pass=change) == slow

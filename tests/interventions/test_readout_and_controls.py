@@ -77,8 +77,9 @@ def test_the_recorded_size_is_the_mean_relative_change_of_the_changed_states():
     with model.hooks(fwd_hooks=[("blocks.1.hook_resid_pre", lambda a, hook: clean.update(x=a))]):
         model(tokens)
     resid = clean["x"]
-    expected = NormPermute(seed=0)(resid)
-    for keep, cols in ((False, slice(None)), (True, slice(0, 5))):
+    # changed: the whole sequence permuted; kept: the prompt alone (positions 0 .. 5)
+    whole, prompt = NormPermute(seed=0)(resid), NormPermute(seed=0)(resid[:, :6])
+    for keep, expected, cols in ((False, whole, slice(None)), (True, prompt, slice(0, 5))):
         record = []
         with intervene(
             model, NormPermute(seed=0), layer=1, readout_from=5, keep_readout=keep, record=record
@@ -88,6 +89,23 @@ def test_the_recorded_size_is_the_mean_relative_change_of_the_changed_states():
         sizes = ((after - before).norm(dim=-1) / before.norm(dim=-1)).detach().flatten()
         assert record[0][1] == sizes.numel()
         assert record[0][0] == pytest.approx(float(sizes.sum()))
+
+
+def test_with_the_readout_kept_the_change_does_not_depend_on_later_tokens():
+    """Kept: the intervention sees the prompt alone, so what it writes at positions before
+    the read-out is the same whatever follows (as under a KV cache)."""
+    model = _model()
+    tokens = torch.randint(0, 20, (4, 9), generator=torch.Generator().manual_seed(5))
+    other = torch.cat([tokens[:, :6], (tokens[:, 6:] + 7) % 20], dim=1)
+    for iv in (NormPermute(seed=2), SubspaceSwap.random_subspace(32, rank=3)):
+        written = {}
+        for key, toks in (("a", tokens), ("b", other), ("short", tokens[:, :6])):
+            grab = ("blocks.1.hook_resid_pre", lambda a, hook, k=key, w=written: w.update({k: a}))
+            with intervene(model, iv, layer=1, readout_from=5, keep_readout=True):
+                with model.hooks(fwd_hooks=[grab]):
+                    model(toks)
+        torch.testing.assert_close(written["a"][:, :6], written["b"][:, :6])
+        torch.testing.assert_close(written["a"][:, :6], written["short"])
 
 
 def test_kept_readout_keeps_the_attention_rows_of_the_readout_queries():
