@@ -185,7 +185,9 @@ def fit_prompt_states(
     """The states entering block `layer` at every position of fitting prompts (the prompts
     alone, no answers), with their tokens, by prompt length (for `PositionMeanSwap`): the
     prompts of ``held.fit``, and for each prompt length of ``held.test`` with fewer than
-    `MIN_FIT` of them, more test-split prompts of that length that are not test prompts.
+    `MIN_FIT` of them, more prompts of that length that are not test prompts (from the test
+    split, then, for a length too rare there, the train split: these prompts only fit the
+    curve, nothing is measured on them).
 
     Raises:
         ValueError: some test prompt length still has fewer than `MIN_FIT` fitting prompts.
@@ -196,15 +198,16 @@ def fit_prompt_states(
     need = {len(task.encode(p)) for p in held.test.prompts}
     taken = set(held.test.prompts) | set(held.fit.prompts)
     gen = torch.Generator().manual_seed(seed * 1_000_003 + 11)
-    for _ in range(20):
-        short = {n for n in need if len(by_length[n]) < MIN_FIT}
-        if not short:
-            break
-        for prompt in task.draw_prompts(1000, generator=gen, split="test"):
-            n = len(task.encode(prompt))
-            if n in short and prompt not in taken and len(by_length[n]) < MIN_FIT:
-                by_length[n].append(prompt)
-                taken.add(prompt)
+    for split in ("test", "train"):  # a rare length may need the train split's prompts
+        for _ in range(10):
+            short = {n for n in need if len(by_length[n]) < MIN_FIT}
+            if not short:
+                break
+            for prompt in task.draw_prompts(1000, generator=gen, split=split):
+                n = len(task.encode(prompt))
+                if n in short and prompt not in taken and len(by_length[n]) < MIN_FIT:
+                    by_length[n].append(prompt)
+                    taken.add(prompt)
     short = sorted(n for n in need if len(by_length[n]) < MIN_FIT)
     if short:
         raise UsageError(

@@ -45,6 +45,8 @@ CAUSAL = (
     "leace_position",
     "erase_random",
     "uniform_attention",
+    "position_mean_swap",
+    "position_mean_mirror",
 )
 
 
@@ -166,6 +168,8 @@ QUICK = dataclasses.replace(
         "norm_scale_control",
         "subspace_swap",
         "subspace_swap_random",
+        "position_mean_swap",
+        "position_mean_mirror",
     ),
     cv=4,
     repeats=1,

@@ -135,7 +135,15 @@ def test_the_table_runs_the_position_curve_with_the_readout_kept_only():
     for n, (states, tokens) in prompts.items():
         assert states.shape[:2] == tokens.shape and tokens.shape[1] == n
     names = ["none", "position_mean_swap", "position_mean_mirror"]
-    table = intervention_table(model, task, layers=[1], interventions=names, n_prompts=30, seed=2)
+    table = intervention_table(
+        model,
+        task,
+        layers=[1],
+        interventions=names,
+        n_prompts=30,
+        seed=2,
+        readouts=["kept", "changed"],
+    )
     assert set(zip(table.readout, table.intervention, strict=True)) == {
         ("kept", "none"),
         ("changed", "none"),

@@ -47,6 +47,7 @@ TESTED = (
     "subspace_swap",
     "leace_position",
     "uniform_attention",
+    "position_mean_swap",
 )
 WORDS = {
     "norm_permute": "norms moved (random permutation)",
@@ -54,6 +55,7 @@ WORDS = {
     "subspace_swap": "position subspace swapped",
     "leace_position": "position erased (LEACE)",
     "uniform_attention": "uniform attention",
+    "position_mean_swap": "position curve, neighbours scattered",
 }
 # The causal claims: what each tested intervention would show if the model needed that carrier.
 CLAIMS = {
@@ -65,6 +67,10 @@ CLAIMS = {
     "(causal test)",
     ("leace_position",): "The model needs linear position information: erasing it breaks the "
     "task beyond erasing as many random directions, the states changed as much (causal test)",
+    ("position_mean_swap",): "The model reads the adjacency pattern (nearby states similar): "
+    "scattering the neighbours of the position curve, tokens and norms kept, breaks the task "
+    "beyond mirroring it, a change of the same size that keeps neighbours together (causal "
+    "test)",
 }
 
 
