@@ -104,3 +104,19 @@ def tiny_gguf(path):
     writer.write_tensors_to_file()
     writer.close()
     return hf
+
+
+def word_tokenizer(folder, bos=None):
+    """A word-level tokenizer of "<pad> <s> </s> <unk> w0 .. w99" (ids 0 .. 103), saved into
+    `folder` beside a model, as a user's checkpoint would hold one."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["<pad>", "<s>", "</s>", "<unk>", *(f"w{i}" for i in range(100))]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", bos_token=bos
+    )
+    fast.save_pretrained(folder)
+    return fast

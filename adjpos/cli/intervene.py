@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shlex
+from pathlib import Path
 from typing import Any
 
 from adjpos.cli._options import (
@@ -16,13 +17,14 @@ from adjpos.cli._options import (
     comma_ints,
     comma_list,
     for_option,
+    nope_layers_arg,
     task_from_args,
 )
 from adjpos.validation import UsageError
 
 
 def add_intervene_parser(commands: Any) -> None:
-    from adjpos.interventions import DEFAULT_INTERVENTIONS, NAMES
+    from adjpos.interventions import NAMES
     from adjpos.interventions.measure import (
         DEFAULT_DRAWS,
         DEFAULT_PROMPTS,
@@ -45,10 +47,52 @@ def add_intervene_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--model",
-        required=True,
         metavar="pretrained:TASK|PATH",
         help=f"a shipped model ({', '.join(PRETRAINED + t for t in TASKS)}) or a folder "
-        "written by adjpos train",
+        "written by adjpos train (or --hf and --text)",
+    )
+    text = parser.add_argument_group(
+        "on text (a language model)",
+        "Next-token loss and accuracy instead of exact match: each sequence is cut at --cut; "
+        "the context before it is changed, the loss is read on the continuation after it "
+        "(whose own states are left untouched with the read-out kept); the first half of the "
+        "sequences fits the fitted interventions, the second half is measured "
+        "(adjpos.interventions.text_intervention_table)",
+    )
+    text.add_argument(
+        "--hf",
+        metavar="SOURCE",
+        help="a Hugging Face causal LM instead of --model: a save_pretrained folder, a GGUF file, "
+        "or a hub name (needs the network); needs --text",
+    )
+    text.add_argument(
+        "--text",
+        type=Path,
+        help="with --hf: a UTF-8 text file, cut into sequences by adjpos.hf.text_tokens",
+    )
+    text.add_argument("--seq-len", type=int, default=128, help="tokens per sequence")
+    text.add_argument(
+        "--n-sequences", type=int, default=32, help="sequences from the start of the text"
+    )
+    text.add_argument("--bos", action="store_true", help="start every sequence with the BOS token")
+    text.add_argument(
+        "--cut",
+        type=int,
+        help="first position of the continuation (default: --seq-len // 2)",
+    )
+    text.add_argument(
+        "--skip-first",
+        type=int,
+        default=0,
+        metavar="K",
+        help="never change the first K positions (attention sinks: position 0 of a language "
+        "model often carries a massive activation)",
+    )
+    text.add_argument(
+        "--nope-layers",
+        type=nope_layers_arg,
+        metavar="all|none|released|every:K|I,J,...",
+        help="remove RoPE from these layers of the weights first (as adjpos score)",
     )
     add_task_args(parser, default="the one the model was trained on")
     add_out_arg(parser)
@@ -61,8 +105,8 @@ def add_intervene_parser(commands: Any) -> None:
     parser.add_argument(
         "--interventions",
         type=comma_list,
-        default=",".join(DEFAULT_INTERVENTIONS),
-        help=f"comma-separated, from {list(NAMES)}",
+        help=f"comma-separated, from {list(NAMES)} (default: all; on a Hugging Face model "
+        "all but uniform_attention, whose pattern hook a bridge does not feed back)",
     )
     parser.add_argument(
         "--n-prompts",
@@ -103,11 +147,23 @@ def add_intervene_parser(commands: Any) -> None:
 
 def _run_intervene(args: argparse.Namespace) -> int:
     from adjpos.figures import plot_interventions, save_figure
-    from adjpos.interventions import INTERVENTION_TABLE, intervention_table
+    from adjpos.interventions import DEFAULT_INTERVENTIONS, INTERVENTION_TABLE, intervention_table
     from adjpos.interventions.measure import check_interventions
     from adjpos.runs import RunFolder, write_json
 
-    names = for_option("--interventions", check_interventions, args.interventions)
+    names = None
+    if args.interventions is not None:
+        names = for_option("--interventions", check_interventions, args.interventions)
+    if args.hf is not None or args.text is not None:
+        return _run_on_text(args, names)
+    if args.model is None:
+        raise UsageError("pass --model (a trained model), or --hf with --text (a language model)")
+    text_only = {"--cut": args.cut, "--nope-layers": args.nope_layers}
+    text_only |= {"--skip-first": args.skip_first or None, "--bos": args.bos or None}
+    given = [option for option, value in text_only.items() if value is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)} go with --hf and --text (a language model)")
+    names = names or list(DEFAULT_INTERVENTIONS)
     model, task = _model_and_task(args)
     n_layers = model.cfg.n_layers
     layers = args.layers if args.layers is not None else list(range(n_layers))
@@ -179,6 +235,76 @@ def _run_intervene(args: argparse.Namespace) -> int:
     print(f"\nwrote {', '.join(written)} to {args.out}")
     if saved.png_skipped:
         print(saved.png_skipped)
+    return 0
+
+
+def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
+    """``--hf SOURCE --text FILE``: the causal tests on text (`text_intervention_table`)."""
+    from adjpos.hf import load_hf, load_tokenizer, text_tokens
+    from adjpos.interventions import TEXT_TABLE, text_intervention_table
+    from adjpos.runs import RunFolder, write_json
+    from adjpos.validation import resolve_device
+
+    if args.hf is None or args.text is None:
+        raise UsageError("--hf and --text go together (a language model on a text file)")
+    if args.model is not None:
+        raise UsageError("pass either --model or --hf, not both")
+    if not args.text.is_file():
+        raise UsageError(f"--text {args.text}: no such file")
+    model = load_hf(args.hf, device=resolve_device(args.device), nope_layers=args.nope_layers)
+    text = args.text.read_text(encoding="utf-8")
+    tokenizer = load_tokenizer(args.hf)
+    tokens = text_tokens(
+        tokenizer, text, args.seq_len, max_sequences=args.n_sequences, bos=args.bos
+    )
+    cut = args.cut if args.cut is not None else args.seq_len // 2
+    spec = {
+        "hf": args.hf,
+        "nope_layers": args.nope_layers,
+        "text": str(args.text),
+        "seq_len": args.seq_len,
+        "n_sequences": len(tokens),
+        "bos": args.bos,
+        "cut": cut,
+        "skip_first": args.skip_first,
+        "layers": args.layers,
+        "interventions": names,
+        "rank": args.rank,
+        "readouts": args.readouts,
+        "control_draws": args.control_draws,
+        "seed": args.data_seed,
+    }
+    folder = RunFolder.open(
+        args.out,
+        kind="intervene-text",
+        spec=spec,
+        seed=args.data_seed,
+        device=args.device,
+        command="adjpos " + shlex.join(args.argv),
+    )
+    table = text_intervention_table(
+        model,
+        tokens,
+        layers=args.layers,
+        interventions=names,
+        cut=cut,
+        skip_first=args.skip_first,
+        rank=args.rank,
+        control_draws=args.control_draws,
+        readouts=args.readouts,
+        seed=args.data_seed,
+        model_name=args.hf,
+        folder=folder,
+        progress=True,
+    )
+    measured = len(tokens) - len(tokens) // 2
+    print(f"\nnext-token loss on the continuation (positions {cut} on), {measured} sequences")
+    columns = ["layer", "intervention", "readout", "loss", "loss_low", "loss_high"]
+    columns += ["accuracy", "perturbation", "loss_difference", "percentile"]
+    print(table[columns].round(3).to_string(index=False))
+    TEXT_TABLE.write(args.out / "interventions.csv", table)
+    write_json(args.out / "interventions.json", {"settings": spec, "units": len(table)})
+    print(f"\nwrote interventions.csv, interventions.json to {args.out}")
     return 0
 
 

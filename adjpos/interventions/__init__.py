@@ -41,7 +41,9 @@ the change), with bootstrap intervals over prompts, in two read-out variants (`R
 read-out positions kept or changed); each tested intervention is set against its control
 (`CONTROL_OF`) by a paired difference over prompts, the random controls (`DRAWN`) measured
 over several draws, batched in one pass (`measure_draws`, `Stacked`). ``adjpos intervene`` is
-its command.
+its command. `text_intervention_table` runs the same interventions on a language model and
+text (``adjpos intervene --hf SOURCE --text FILE``): next-token loss and accuracy on each
+sequence's continuation with its context changed, paired over sequences.
 
 Each states in its tests what it preserves (`tests/interventions`).
 """
@@ -78,6 +80,7 @@ from adjpos.interventions.measure import (
     measure_intervention,
 )
 from adjpos.interventions.position_mean import PositionMeanSwap, position_curves
+from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [
     "CONTROL_OF",
@@ -100,6 +103,7 @@ __all__ = [
     "SubspaceErase",
     "Stacked",
     "SubspaceSwap",
+    "TEXT_TABLE",
     "UniformAttention",
     "build_intervention",
     "fit_prompt_states",
@@ -109,4 +113,5 @@ __all__ = [
     "measure_draws",
     "measure_intervention",
     "position_curves",
+    "text_intervention_table",
 ]

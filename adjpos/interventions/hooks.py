@@ -460,6 +460,7 @@ def intervene(
     readout_from: int | None = None,
     keep_readout: bool = False,
     record: list | None = None,
+    skip_first: int = 0,
 ) -> Iterator[Any]:
     """Apply `intervention` at `layer` of `model` for the duration of the block.
 
@@ -476,6 +477,11 @@ def intervene(
         record: a list; every call appends ``(sum of ||x' - x|| / ||x||, states)`` over the
             states the hook changed (read-out positions left out when kept), so the change
             size can be read from the calls a decoding actually made.
+        skip_first: leave positions 0 .. skip_first - 1 untouched (e.g. an attention sink
+            with a massive activation): the intervention sees the states from position
+            skip_first on, as if the sequence began there (`readout_from` still counts from
+            position 0); for an attention-pattern intervention, the query rows before
+            skip_first keep their pattern.
 
     Example:
         >>> import adjpos
@@ -488,7 +494,8 @@ def intervene(
 
     Raises:
         ValueError: a layer outside 0 .. n_layers - 1, an unknown intervention, heads out of
-            range, `keep_readout` without `readout_from`, or an attention-pattern intervention
+            range, `keep_readout` without `readout_from`, `skip_first` not an int >= 0 or
+            after `readout_from`, or an attention-pattern intervention
             on a model other than a HookedTransformer (a TransformerBridge's pattern hook is
             read-only).
     """
@@ -503,6 +510,10 @@ def intervene(
         raise UsageError(f"readout_from must be an int >= 0, got {readout_from!r}")
     if keep_readout and readout_from is None:
         raise UsageError("keep_readout needs readout_from (the first read-out position)")
+    if not is_int(skip_first) or skip_first < 0:
+        raise UsageError(f"skip_first must be an int >= 0, got {skip_first!r}")
+    if readout_from is not None and readout_from < skip_first:
+        raise UsageError(f"readout_from={readout_from} is before skip_first={skip_first}")
     name = f"blocks.{layer}.hook_resid_pre"
     if intervention.site == "pattern":
         from transformer_lens import HookedTransformer
@@ -517,18 +528,31 @@ def intervene(
         for part in getattr(intervention, "parts", (intervention,)):
             _check_heads(part.heads or (), model.cfg.n_heads)
 
-    def hook(acts: Tensor, hook: Any) -> Tensor:
+    def change(acts: Tensor, start: int | None) -> Tensor:
         pos = acts.shape[-2]  # [batch, pos, d] or, for the pattern, [batch, head, query, key]
         if keep_readout:
-            return _prompt_only(acts, intervention, readout_from, record)
+            return _prompt_only(acts, intervention, start, record)
         readout = None
-        if readout_from is not None:
-            readout = torch.arange(pos, device=acts.device) >= readout_from
+        if start is not None:
+            readout = torch.arange(pos, device=acts.device) >= start
         out = intervention(acts, readout=readout)
         if record is not None and acts.ndim == 3:
             sizes = (out - acts).norm(dim=-1) / acts.norm(dim=-1).clamp_min(_EPS)
             record.append((float(sizes.detach().sum()), int(sizes.numel())))
         return out
+
+    def hook(acts: Tensor, hook: Any) -> Tensor:
+        if not skip_first:
+            return change(acts, readout_from)
+        if acts.ndim == 4:  # the pattern: earlier query rows restored
+            out = change(acts, readout_from)
+            out[:, :, :skip_first] = acts[:, :, :skip_first]
+            return out
+        if acts.shape[1] <= skip_first:
+            return acts
+        start = None if readout_from is None else readout_from - skip_first
+        later = change(acts[:, skip_first:], start)
+        return torch.cat([acts[:, :skip_first], later], dim=1)
 
     with model.hooks(fwd_hooks=[(name, hook)]):
         yield model

@@ -10,7 +10,7 @@ import adjpos
 from adjpos.cli import main
 from adjpos.hf import FAMILIES, NOPE_LAYOUTS, hf_config, layer_kinds, load_hf, text_tokens
 from adjpos.layerwise import MEASURE_TIES
-from factories import tiny_bridge, tiny_config
+from factories import tiny_bridge, tiny_config, word_tokenizer
 from reference import slow_adjacency_probability, slow_cosine
 
 SMALL = {"num_hidden_layers": 4, "hidden_size": 32, "intermediate_size": 64}
@@ -175,26 +175,13 @@ def test_dtype_is_applied():
     assert next(model.parameters()).dtype == torch.float64
 
 
-def _tokenizer(folder, bos=None):
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = ["<pad>", "<s>", "</s>", "<unk>", *(f"w{i}" for i in range(100))]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", bos_token=bos
-    )
-    fast.save_pretrained(folder)
-    return fast
-
-
 def test_text_is_tokenized_into_sequences(tmp_path, capsys):
     folder = _saved(tmp_path, hf_config("exaone4", SMALL))
     text = " ".join(f"w{(7 * i) % 100}" for i in range(50))
     (tmp_path / "t.txt").write_text(text)
     assert main(["score", "--hf", str(folder), "--text", str(tmp_path / "t.txt")]) == 2
     assert "has no tokenizer" in capsys.readouterr().err
-    tokenizer = _tokenizer(folder)
+    tokenizer = word_tokenizer(folder)
     tokens = text_tokens(tokenizer, text, 8)
     assert tokens.shape == (6, 8)
     assert tokens[1, 0].item() == 4 + (7 * 8) % 100  # the 9th word, in order
@@ -217,7 +204,7 @@ def test_text_is_tokenized_into_sequences(tmp_path, capsys):
 
 def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
     folder = _saved(tmp_path, hf_config("exaone4", SMALL))
-    tokenizer = _tokenizer(folder, bos="<s>")
+    tokenizer = word_tokenizer(folder, bos="<s>")
     text = " ".join(f"w{(7 * i) % 100}" for i in range(50))
     (tmp_path / "t.txt").write_text(text)
     words = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -231,7 +218,7 @@ def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
     with pytest.raises(ValueError, match="no room for text after the BOS"):
         text_tokens(tokenizer, text, 1, bos=True)
     with pytest.raises(ValueError, match="has no BOS token"):
-        text_tokens(_tokenizer(tmp_path / "other"), text, 8, bos=True)
+        text_tokens(word_tokenizer(tmp_path / "other"), text, 8, bos=True)
 
     argv = ["score", "--hf", str(folder), "--text", str(tmp_path / "t.txt"), "--seq-len", "8"]
     options = ["--bos", "--ties", "strict", "--center", "--skip-first", "1"]
