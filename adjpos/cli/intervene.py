@@ -134,6 +134,7 @@ def add_intervene_parser(commands: Any) -> None:
         help="draws of each random control (the size-matched norm rescalings, the "
         "variance-matched random subspaces, the size-matched random erasures)",
     )
+    add_device_arg(parser)  # before --data-seed, the last entry above the text options
     parser.add_argument(
         "--data-seed",
         type=int,
@@ -141,7 +142,6 @@ def add_intervene_parser(commands: Any) -> None:
         help="seed of the prompts, of the random draws (permutations, random subspaces) and "
         "of the bootstrap",
     )
-    add_device_arg(parser)
     parser.set_defaults(run=_run_intervene)
 
 

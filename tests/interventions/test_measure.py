@@ -116,7 +116,14 @@ def test_paired_differences_and_percentiles_follow_the_units_own_measurements(ad
     model, task = addition
     names = ["none", "norm_permute_mirrored", "norm_scale_control_mirrored"]
     table = intervention_table(
-        model, task, layers=[2], interventions=names, n_prompts=40, control_draws=3, seed=0
+        model,
+        task,
+        layers=[2],
+        interventions=names,
+        n_prompts=40,
+        control_draws=3,
+        seed=0,
+        readouts=READOUTS,
     )
     batch = held_out_prompts(task, 40, seed=0).test
     for readout in READOUTS:
