@@ -25,17 +25,7 @@ def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
     """
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings, not one string")
-    for prompt in prompts:
-        task.check(prompt)
-    by_length: dict[int, list[int]] = defaultdict(list)
-    for i, prompt in enumerate(prompts):
-        by_length[len(prompt)].append(i)
-    answers = [""] * len(prompts)
-    for indices in by_length.values():
-        group = [prompts[i] for i in indices]
-        for i, answer in zip(indices, _greedy(model, task, group), strict=True):
-            answers[i] = answer
-    return answers
+    return _by_length(task, prompts, lambda group: _greedy(model, task, group))
 
 
 def predict_cached(
@@ -57,6 +47,12 @@ def predict_cached(
 
     if not isinstance(model, HookedTransformer):
         raise UsageError(f"predict_cached needs a HookedTransformer, got {type(model).__name__}")
+    return _by_length(task, prompts, lambda group: _greedy_cached(model, task, group, prompt_pass))
+
+
+def _by_length(task: Task, prompts: Sequence[str], answer: Any) -> list[str]:
+    """`answer(group)` of each group of equal-length prompts (checked first), in the
+    prompts' order."""
     for prompt in prompts:
         task.check(prompt)
     by_length: dict[int, list[int]] = defaultdict(list)
@@ -64,9 +60,8 @@ def predict_cached(
         by_length[len(prompt)].append(i)
     answers = [""] * len(prompts)
     for indices in by_length.values():
-        group = [prompts[i] for i in indices]
-        for i, answer in zip(indices, _greedy_cached(model, task, group, prompt_pass), strict=True):
-            answers[i] = answer
+        for i, text in zip(indices, answer([prompts[i] for i in indices]), strict=True):
+            answers[i] = text
     return answers
 
 
