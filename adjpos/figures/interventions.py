@@ -93,7 +93,9 @@ def _styles(table: pd.DataFrame) -> dict[str, dict]:
     intervention is not drawn (named ``*_control`` or ``*_random``) is dotted."""
     pairs = table[["intervention", "control"]].drop_duplicates()
     controls = dict(zip(pairs["intervention"], pairs["control"], strict=True))
-    tested = [n for n in controls if n != "none" and not n.endswith(("_control", "_random"))]
+    controlling = {c for n, c in controls.items() if c not in ("none", n)}
+    tested = [n for n in controls if n != "none" and n not in controlling]
+    tested = [n for n in tested if not n.endswith(("_control", "_random"))]
     tested = [n for n in tested if "_control_" not in n]
     styles: dict[str, dict] = {"none": BASELINE}
     for index, name in enumerate(tested):

@@ -114,11 +114,16 @@ def test_the_figure_pairs_each_intervention_with_its_dashed_control():
             ("norm_permute", "norm_scale_control"),
             ("norm_scale_control", "none"),
             ("uniform_attention", "none"),
+            ("position_mean_swap", "position_mean_mirror"),
+            ("position_mean_mirror", "none"),
         )
     ]
     fig = plot_interventions(rows)
     lines = {t.name: t.line for t in fig.data if t.showlegend}
-    assert len(fig.data) == 8 and len(lines) == 4
+    assert len(fig.data) == 12 and len(lines) == 6
+    # a control known by its row, whatever its name
+    assert lines["position_mean_mirror"].dash == "dash"
+    assert lines["position_mean_mirror"].color == lines["position_mean_swap"].color
     assert lines["norm_scale_control"].dash == "dash"
     assert lines["norm_scale_control"].color == lines["norm_permute"].color
     assert lines["none"].color == "#000000" and lines["none"].dash is None
