@@ -478,6 +478,42 @@ def _unit_row(
     }
 
 
+def check_units(
+    model: Any,
+    layers: Sequence[int] | None,
+    interventions: Sequence[str],
+    readouts: Sequence[str],
+    control_draws: int,
+) -> list[tuple[int, str, str]]:
+    """The (layer, read-out variant, intervention) units of a table, checked (layers default
+    to all; the `KEPT_ONLY` interventions in the "kept" variant only).
+
+    Raises:
+        ValueError: a layer out of range, unknown or repeated interventions or read-out
+            variants, a `KEPT_ONLY` intervention without "kept", or control_draws < 1.
+    """
+    names = check_interventions(interventions)
+    n_layers = model.cfg.n_layers
+    layers = list(range(n_layers)) if layers is None else list(layers)
+    bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
+    if bad or not layers:
+        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
+    readouts = list(readouts)
+    if not readouts or set(readouts) - set(READOUTS) or len(set(readouts)) < len(readouts):
+        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
+    if "kept" not in readouts and set(names) & set(KEPT_ONLY):
+        raise UsageError(f"{sorted(set(names) & set(KEPT_ONLY))} need the 'kept' read-out")
+    if not is_int(control_draws) or control_draws < 1:
+        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
+    return [
+        (layer, readout, name)
+        for layer in layers
+        for readout in readouts
+        for name in names
+        if readout == "kept" or name not in KEPT_ONLY
+    ]
+
+
 def intervention_table(
     model: Any,
     task: Task,
@@ -525,31 +561,8 @@ def intervention_table(
         ValueError: a layer out of range, unknown interventions or read-out variants, too few
             prompts or draws, or a rank the position subspace cannot have.
     """
-    names = check_interventions(interventions)
-    n_layers = model.cfg.n_layers
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
-    if bad or not layers:
-        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
-    readouts = list(readouts)
-    if (
-        not readouts
-        or any(r not in READOUTS for r in readouts)
-        or len(set(readouts)) < len(readouts)
-    ):
-        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
-    if "kept" not in readouts and set(names) & set(KEPT_ONLY):
-        raise UsageError(f"{sorted(set(names) & set(KEPT_ONLY))} need the 'kept' read-out")
-    if not is_int(control_draws) or control_draws < 1:
-        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
+    units = check_units(model, layers, interventions, readouts, control_draws)
     held = held_out_prompts(task, n_prompts, seed=seed)
-    units = [
-        (layer, readout, name)
-        for layer in layers
-        for readout in readouts
-        for name in names
-        if readout == "kept" or name not in KEPT_ONLY
-    ]
     rows = []
     fitted: dict[int, tuple[Tensor, Tensor]] = {}
     prompt_states: dict[int, PromptStates] = {}

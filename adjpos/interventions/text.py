@@ -38,12 +38,11 @@ from adjpos.interventions.measure import (
     DEFAULT_RANK,
     DEFAULT_READOUTS,
     DRAWN,
-    KEPT_ONLY,
     MATCHED_TO,
     NAMES,
-    READOUTS,
+    _quiet,
     build_intervention,
-    check_interventions,
+    check_units,
 )
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.stats import bootstrap_interval, paired_difference
@@ -124,23 +123,8 @@ def text_intervention_table(
             f"cut must be an int in [skip_first + 2, pos - 2] = [{skip_first + 2}, {pos - 2}] "
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
-    names = _names(model, interventions)
-    layers = _layers(model, layers)
-    readouts = list(readouts)
-    if not readouts or set(readouts) - set(READOUTS) or len(set(readouts)) < len(readouts):
-        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
-    if "kept" not in readouts and set(names) & set(KEPT_ONLY):
-        raise UsageError(f"{sorted(set(names) & set(KEPT_ONLY))} need the 'kept' read-out")
-    if not is_int(control_draws) or control_draws < 1:
-        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
+    units = check_units(model, layers, _names(model, interventions), readouts, control_draws)
     fit, test = tokens[: n // 2], tokens[n // 2 :]
-    units = [
-        (layer, readout, name)
-        for layer in layers
-        for readout in readouts
-        for name in names
-        if readout == "kept" or name not in KEPT_ONLY
-    ]
     rows, fitted = [], {}
     for layer, readout, name in tqdm(units, desc="interventions", disable=_quiet(progress)):
         unit = f"layer{layer}-{readout}-{name}"
@@ -176,18 +160,9 @@ def _names(model: Any, interventions: Sequence[str] | None) -> list[str]:
     from transformer_lens import HookedTransformer
 
     if interventions is not None:
-        return check_interventions(interventions)
+        return list(interventions)
     hooked = isinstance(model, HookedTransformer)
     return [n for n in NAMES if hooked or n != "uniform_attention"]
-
-
-def _layers(model: Any, layers: Sequence[int] | None) -> list[int]:
-    n_layers = model.cfg.n_layers
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
-    if bad or not layers:
-        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
-    return layers
 
 
 def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:
@@ -285,7 +260,3 @@ def _paired(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
                 extra["percentile"] = float(100 * (above + ties / 2))
         out.append({k: v for k, v in r.items() if k not in ("per_sequence", "draw_loss")} | extra)
     return out
-
-
-def _quiet(progress: bool | None) -> bool | None:
-    return None if progress is None else not progress
