@@ -25,7 +25,7 @@ from adjpos.validation import UsageError
 
 def add_intervene_parser(commands: Any) -> None:
     from adjpos.interventions import NAMES
-    from adjpos.interventions.measure import (
+    from adjpos.interventions.build import (
         DEFAULT_DRAWS,
         DEFAULT_PROMPTS,
         DEFAULT_RANK,
@@ -148,7 +148,7 @@ def add_intervene_parser(commands: Any) -> None:
 def _run_intervene(args: argparse.Namespace) -> int:
     from adjpos.figures import plot_interventions, save_figure
     from adjpos.interventions import DEFAULT_INTERVENTIONS, INTERVENTION_TABLE, intervention_table
-    from adjpos.interventions.measure import check_interventions
+    from adjpos.interventions.build import check_interventions
     from adjpos.runs import RunFolder, write_json
 
     names = None
@@ -172,7 +172,7 @@ def _run_intervene(args: argparse.Namespace) -> int:
         raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
     if args.n_prompts < 2:
         raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
-    from adjpos.interventions.measure import KEPT_ONLY, READOUTS
+    from adjpos.interventions.build import KEPT_ONLY, READOUTS
 
     if not args.readouts or set(args.readouts) - set(READOUTS):
         raise UsageError(f"--readouts {args.readouts}: choose from {list(READOUTS)}")

@@ -48,26 +48,11 @@ sequence's continuation with its context changed, paired over sequences.
 Each states in its tests what it preserves (`tests/interventions`).
 """
 
-from adjpos.interventions.hooks import (
-    INTERVENTIONS,
-    LeaceErase,
-    NoIntervention,
-    NormCommonScale,
-    NormPermute,
-    NormPermuteControl,
-    NormScaleControl,
-    Stacked,
-    SubspaceErase,
-    SubspaceSwap,
-    UniformAttention,
-    intervene,
-)
-from adjpos.interventions.measure import (
+from adjpos.interventions.build import (
     CONTROL_OF,
     DEFAULT_INTERVENTIONS,
     DEFAULT_READOUTS,
     DRAWN,
-    INTERVENTION_TABLE,
     KEPT_ONLY,
     NAMES,
     READOUTS,
@@ -75,11 +60,24 @@ from adjpos.interventions.measure import (
     build_intervention,
     fit_prompt_states,
     held_out_prompts,
-    intervention_table,
-    measure_draws,
-    measure_intervention,
+)
+from adjpos.interventions.hooks import (
+    INTERVENTIONS,
+    NoIntervention,
+    Stacked,
+    UniformAttention,
+    intervene,
+)
+from adjpos.interventions.measure import measure_draws, measure_intervention
+from adjpos.interventions.norms import (
+    NormCommonScale,
+    NormPermute,
+    NormPermuteControl,
+    NormScaleControl,
 )
 from adjpos.interventions.position_mean import PositionMeanSwap, position_curves
+from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
+from adjpos.interventions.table import INTERVENTION_TABLE, intervention_table
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""The interventions and the one context manager that applies them (see the package doc)."""
+"""The one context manager that applies an intervention (see the package doc), the baseline, the
+attention-pattern intervention and `Stacked`; the others are in `norms` and `subspaces`."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
+from adjpos.interventions.norms import (
+    _EPS,
+    NormCommonScale,
+    NormPermute,
+    NormPermuteControl,
+    NormScaleControl,
+)
+from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
 from adjpos.validation import UsageError, is_int
-
-_EPS = 1e-12  # a zero state keeps norm 0: no direction to rescale
 
 
 @dataclass(frozen=True)
@@ -26,47 +33,6 @@ class NoIntervention:
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         return resid
-
-
-@dataclass(frozen=True)
-class NormPermute:
-    """Each state keeps its direction and takes the norm of another position of its sequence.
-
-    Args:
-        seed: seed of the permutation of positions (one per sequence; the same for every call
-            with the same shape, so greedy decoding sees a fixed rule per length).
-        mirrored: give position k the norm of position n - 1 - k instead.
-    """
-
-    seed: int = 0
-    mirrored: bool = False
-    name = "norm_permute"
-    site = "resid_pre"
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        order = _partners(resid, self.seed, mirrored=self.mirrored)
-        norms = resid.norm(dim=-1, keepdim=True)
-        return _with_norms(resid, norms.gather(1, order[..., None]))
-
-    @property
-    def label(self) -> str:
-        return "norm_permute_mirrored" if self.mirrored else "norm_permute"
-
-
-@dataclass(frozen=True)
-class NormPermuteControl:
-    """Each state keeps its direction and takes the norm of the same position in the next
-    sequence of the batch (cyclically): norms change, position information does not move."""
-
-    name = "norm_permute_control"
-    site = "resid_pre"
-    label = name
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        if resid.shape[0] < 2:
-            raise UsageError("norm_permute_control needs at least 2 sequences in the batch")
-        norms = resid.norm(dim=-1, keepdim=True)
-        return _with_norms(resid, norms.roll(-1, dims=0))
 
 
 @dataclass(frozen=True)
@@ -90,308 +56,6 @@ class UniformAttention:
         out = pattern.clone()
         out[:, list(self.heads)] = uniform
         return out
-
-
-@dataclass(frozen=True)
-class NormScaleControl:
-    """The size-matched control of `NormPermute`: each state keeps its direction and its norm
-    is multiplied by a ratio drawn at random (without replacement) from the ratios
-    ||x_pi(k)|| / ||x_k|| that `NormPermute` with the same seed and `mirrored` would apply to
-    this batch. The log-norm changes are the permutation's, exactly as a set, but no state
-    takes the norm another position had; they land at random places.
-
-    Matched position by position at the read-out positions: where the hook is told which
-    positions are read out (``readout``, see `intervene`), those keep the permutation's own
-    ratio, and only the other ratios are shuffled, among the other states. So the control
-    changes the read-out states exactly as the permutation does (or, with the read-out kept,
-    neither changes them).
-
-    Args:
-        seed, mirrored: the permutation whose ratios are used (as `NormPermute`).
-        draw: which random placement (one control distribution: draws 0, 1, ...).
-    """
-
-    seed: int = 0
-    mirrored: bool = False
-    draw: int = 0
-    name = "norm_scale_control"
-    site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "norm_scale_control_mirrored" if self.mirrored else "norm_scale_control"
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        batch, pos, _ = resid.shape
-        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
-        free = _free_mask(readout, batch, pos, resid.device)
-        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + pos + 7 + 7_919 * self.draw)
-        pool = ratios[free]
-        shuffled = pool[torch.randperm(pool.numel(), generator=gen).to(resid.device)]
-        ratios = ratios.masked_scatter(free, shuffled)
-        return _with_norms(resid, (norms * ratios)[..., None])
-
-
-@dataclass(frozen=True)
-class NormCommonScale:
-    """The common-rescaling control of `NormPermute`: every norm of a sequence multiplied by
-    one factor, exp(mean |log ratio|) of the permutation's log-norm changes in that sequence (a
-    change of the same mean size that keeps the norms' order over positions). Read-out
-    positions, where given, keep the permutation's own ratio (as `NormScaleControl`)."""
-
-    seed: int = 0
-    mirrored: bool = False
-    name = "norm_common_scale"
-    site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "norm_common_scale_mirrored" if self.mirrored else "norm_common_scale"
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        batch, pos, _ = resid.shape
-        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
-        free = _free_mask(readout, batch, pos, resid.device)
-        logs = ratios.clamp_min(_EPS).log().abs() * free
-        factor = (logs.sum(dim=1) / free.sum(dim=1).clamp_min(1)).exp()
-        ratios = torch.where(free, factor[:, None].expand_as(ratios), ratios)
-        return _with_norms(resid, (norms * ratios)[..., None])
-
-
-@dataclass(frozen=True, eq=False)
-class SubspaceSwap:
-    """Each state's component in a rank-r subspace is replaced by that of another position of
-    its sequence (the seeded permutation `NormPermute` uses), then the state's own norm is
-    restored: the geometry moves along the subspace only, and no norm changes.
-
-    Build it with `SubspaceSwap.fit` (the position subspace: linear discriminant analysis of
-    position on held-out states) or `SubspaceSwap.random_subspace` (the control: a random
-    subspace of the same rank; labelled ``subspace_swap_random``).
-
-    Args:
-        basis: [d_model, r] orthonormal columns spanning the subspace.
-        seed: seed of the permutation of positions.
-        random: the basis is a random subspace (sets the label only).
-    """
-
-    basis: Tensor
-    seed: int = 0
-    random: bool = False
-    name = "subspace_swap"
-    site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "subspace_swap_random" if self.random else "subspace_swap"
-
-    @property
-    def rank(self) -> int:
-        return int(self.basis.shape[1])
-
-    @classmethod
-    def fit(
-        cls,
-        states: Float[Tensor, "n d_model"],
-        positions: Int[Tensor, " n"],
-        *,
-        rank: int,
-        seed: int = 0,
-    ) -> SubspaceSwap:
-        """The span of the first `rank` discriminant directions of position (scikit-learn's
-        LDA, eigen solver with Ledoit-Wolf shrinkage), orthonormalised.
-
-        Raises:
-            ValueError: `rank` is not in 1 .. min(positions - 1, d_model).
-        """
-        from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-
-        classes = int(positions.unique().numel())
-        _check_rank(rank, min(classes - 1, states.shape[1]), "distinct positions - 1")
-        lda = LinearDiscriminantAnalysis(solver="eigen", shrinkage="auto")
-        lda.fit(states.double().cpu().numpy(), positions.cpu().numpy())
-        scalings = torch.from_numpy(lda.scalings_[:, :rank].copy())
-        basis, _ = torch.linalg.qr(scalings)
-        return cls(basis=basis, seed=seed)
-
-    @classmethod
-    def random_subspace(
-        cls,
-        d_model: int,
-        *,
-        rank: int,
-        seed: int = 0,
-        draw: int = 0,
-        states: Tensor | None = None,
-        share: float | None = None,
-    ) -> SubspaceSwap:
-        """A random rank-`rank` subspace of R^d_model (QR of a Gaussian matrix; `draw` picks
-        which). With `states` and `share`, it is variance-matched: tilted towards the states'
-        high- (or low-) variance directions until it holds `share` of their variance
-        (`variance_share`), as the tested subspace does."""
-        _check_rank(rank, d_model, "d_model")
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + draw)
-        if states is None or share is None:
-            basis, _ = torch.linalg.qr(
-                torch.randn(d_model, rank, generator=gen, dtype=torch.float64)
-            )
-        else:
-            basis = tilted_subspace(
-                states, rank, lambda b: variance_share(b, states), share, generator=gen
-            )
-        return cls(basis=basis, seed=seed, random=True)
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        order = _partners(resid, self.seed)
-        basis = self.basis.to(device=resid.device, dtype=resid.dtype)
-        coords = resid @ basis
-        moved = coords.gather(1, order[..., None].expand_as(coords))
-        swapped = resid + (moved - coords) @ basis.T
-        return _with_norms(swapped, resid.norm(dim=-1, keepdim=True))
-
-
-@dataclass(frozen=True, eq=False)
-class LeaceErase:
-    """Linear erasure of position with LEACE (the `concept-erasure` package): after it, no
-    linear classifier reads position from the states it was fitted on better than a constant.
-    Build it with `LeaceErase.fit`; ``shuffled=True`` fits the same eraser to shuffled position
-    labels (the control: an erasure of the same rank that removes no position information),
-    labelled ``leace_random``.
-
-    Args:
-        eraser: a fitted ``concept_erasure.LeaceEraser``.
-        shuffled: fitted on shuffled labels (sets the label only).
-    """
-
-    eraser: Any
-    shuffled: bool = False
-    name = "leace_position"
-    site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "leace_random" if self.shuffled else "leace_position"
-
-    @property
-    def rank(self) -> int:
-        """Dimensions erased: the rank of the eraser's projection."""
-        return int(torch.linalg.matrix_rank(self.eraser.proj_left @ self.eraser.proj_right))
-
-    @classmethod
-    def fit(
-        cls,
-        states: Float[Tensor, "n d_model"],
-        positions: Int[Tensor, " n"],
-        *,
-        shuffled: bool = False,
-        seed: int = 0,
-    ) -> LeaceErase:
-        """Fit LEACE to one-hot position labels (shuffled with `seed` for the control).
-
-        Every singular direction of the whitened cross-covariance is erased (``svd_tol`` near 0), so
-        the position eraser and its shuffled control erase the same number of dimensions.
-        """
-        from concept_erasure import LeaceEraser
-
-        labels = positions.cpu().long()
-        if shuffled:
-            gen = torch.Generator().manual_seed(seed)
-            labels = labels[torch.randperm(labels.numel(), generator=gen)]
-        onehot = torch.nn.functional.one_hot(labels).double()
-        eraser = LeaceEraser.fit(states.double().cpu(), onehot, svd_tol=1e-12)
-        return cls(eraser=eraser, shuffled=shuffled)
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        return self.eraser(resid.detach().double().cpu()).to(resid)
-
-
-@dataclass(frozen=True, eq=False)
-class SubspaceErase:
-    """The size-matched control of `LeaceErase`: a random subspace of the same rank erased,
-    x' = x - B B^T (x - mean), tilted towards the states' high- or low-variance directions
-    until its mean relative change ||x' - x|| / ||x|| on the fitting states equals the
-    eraser's. Build it with `SubspaceErase.matched`; labelled ``erase_random``.
-
-    Args:
-        basis: [d_model, r] orthonormal columns (the erased directions).
-        mean: [d_model] the fitting states' mean.
-    """
-
-    basis: Tensor
-    mean: Tensor
-    name = "erase_random"
-    site = "resid_pre"
-    label = name
-
-    @property
-    def rank(self) -> int:
-        return int(self.basis.shape[1])
-
-    @classmethod
-    def matched(
-        cls, states: Float[Tensor, "n d_model"], eraser: LeaceErase, *, draw: int = 0
-    ) -> SubspaceErase:
-        """As many directions as `eraser` erases, changing `states` as much on average."""
-        states = states.double().cpu()
-        mean = states.mean(dim=0)
-        target = float(relative_change(states, eraser(states[None])[0]))
-        gen = torch.Generator().manual_seed(1_000_003 + draw)
-
-        def change(basis: Tensor) -> float:
-            return float(relative_change(states, cls(basis=basis, mean=mean)(states[None])[0]))
-
-        return cls(
-            basis=tilted_subspace(states, eraser.rank, change, target, generator=gen), mean=mean
-        )
-
-    def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        basis = self.basis.to(device=resid.device, dtype=resid.dtype)
-        return resid - ((resid - self.mean.to(resid)) @ basis) @ basis.T
-
-
-def variance_share(basis: Tensor, states: Float[Tensor, "n d_model"]) -> float:
-    """The share of the states' variance (about their mean) inside the span of `basis`'s
-    orthonormal columns."""
-    centred = states.double() - states.double().mean(dim=0)
-    return float((centred @ basis.double()).square().sum() / centred.square().sum())
-
-
-def relative_change(before: Tensor, after: Tensor) -> Tensor:
-    """Mean ||after - before|| / ||before|| over the states (zero states count 0)."""
-    own = before.norm(dim=-1)
-    return ((after - before).norm(dim=-1) / own.clamp_min(_EPS)).mean()
-
-
-def tilted_subspace(
-    states: Float[Tensor, "n d_model"],
-    rank: int,
-    measure: Any,
-    target: float,
-    *,
-    generator: torch.Generator,
-) -> Tensor:
-    """A random rank-`rank` orthonormal basis Q(alpha) = qr(C^(alpha/2) G), with G Gaussian
-    and C the states' covariance (scaled to largest eigenvalue 1), and alpha in [-8, 8] set by
-    bisection so that `measure(Q)` equals `target` (alpha = 0: uniformly random; larger alpha:
-    higher-variance directions). Where no alpha reaches `target`, the closer end."""
-    states = states.double().cpu()
-    values, vectors = torch.linalg.eigh(torch.cov(states.T))
-    values = (values / values.max()).clamp_min(1e-12)
-    gauss = torch.randn(states.shape[1], rank, generator=generator, dtype=torch.float64)
-
-    def basis(alpha: float) -> Tensor:
-        return torch.linalg.qr(vectors @ (values[:, None] ** (alpha / 2) * (vectors.T @ gauss)))[0]
-
-    low, high = -8.0, 8.0
-    m_low, m_high = measure(basis(low)), measure(basis(high))
-    if not m_low < target < m_high:
-        return basis(low if abs(m_low - target) <= abs(m_high - target) else high)
-    for _ in range(40):
-        mid = (low + high) / 2
-        if measure(basis(mid)) < target:
-            low = mid
-        else:
-            high = mid
-    return basis((low + high) / 2)
 
 
 @dataclass(frozen=True, eq=False)
@@ -575,43 +239,6 @@ def _prompt_only(acts: Tensor, intervention: Any, readout_from: int, record: lis
     out = acts.clone()
     out[:, :, :cut, :cut] = changed
     return out
-
-
-def _partners(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:
-    """[batch, pos] partner position of each state: a seeded random permutation of each
-    sequence's positions, fixed per (seed, length), or the mirror k -> n - 1 - k."""
-    batch, pos, _ = resid.shape
-    if mirrored:
-        order = torch.arange(pos - 1, -1, -1).expand(batch, pos)
-    else:
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + pos)
-        order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
-    return order.to(resid.device)
-
-
-def _permutation_ratios(resid: Tensor, seed: int, mirrored: bool) -> tuple[Tensor, Tensor]:
-    """Each state's norm [batch, pos] and the ratio ||x_pi(k)|| / ||x_k|| the permutation
-    (`NormPermute` with this seed and `mirrored`) would apply to it."""
-    norms = resid.norm(dim=-1)
-    order = _partners(resid, seed, mirrored=mirrored)
-    return norms, norms.gather(1, order) / norms.clamp_min(_EPS)
-
-
-def _free_mask(readout: Tensor | None, batch: int, pos: int, device: Any) -> Tensor:
-    """[batch, pos] True at the positions that are not read out (all, without `readout`)."""
-    if readout is None:
-        return torch.ones(batch, pos, dtype=torch.bool, device=device)
-    return (~readout).expand(batch, pos)
-
-
-def _check_rank(rank: Any, most: int, what: str) -> None:
-    if not is_int(rank) or not 1 <= rank <= most:
-        raise UsageError(f"rank must be an int in [1, {most}] ({what}), got {rank!r}")
-
-
-def _with_norms(resid: Tensor, norms: Tensor) -> Tensor:
-    own = resid.norm(dim=-1, keepdim=True)
-    return resid * (norms / own.clamp_min(_EPS))
 
 
 def _check_heads(heads: Sequence[int], n_heads: int) -> None:

@@ -41,7 +41,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.interventions.hooks import INTERVENTIONS, _with_norms, relative_change
+from adjpos.interventions.hooks import INTERVENTIONS
+from adjpos.interventions.norms import _with_norms, relative_change
 from adjpos.metrics import decompose
 from adjpos.validation import UsageError
 

@@ -31,8 +31,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.hooks import Stacked, intervene, variance_share
-from adjpos.interventions.measure import (
+from adjpos.interventions.build import (
     CONTROL_OF,
     DEFAULT_DRAWS,
     DEFAULT_RANK,
@@ -40,10 +39,11 @@ from adjpos.interventions.measure import (
     DRAWN,
     MATCHED_TO,
     NAMES,
-    _quiet,
     build_intervention,
-    check_units,
 )
+from adjpos.interventions.hooks import Stacked, intervene
+from adjpos.interventions.subspaces import variance_share
+from adjpos.interventions.table import _quiet, check_units
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.tables import Table

@@ -129,10 +129,10 @@ class StudySizes:
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
-        from adjpos.interventions.measure import check_interventions
+        from adjpos.interventions.build import check_interventions
 
         check_interventions(self.interventions)
-        from adjpos.interventions.measure import READOUTS
+        from adjpos.interventions.build import READOUTS
 
         if not self.readouts or set(self.readouts) - set(READOUTS):
             raise UsageError(f"readouts must be names from {list(READOUTS)}, got {self.readouts}")

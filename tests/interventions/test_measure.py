@@ -15,7 +15,8 @@ from adjpos.interventions import (
     measure_draws,
     measure_intervention,
 )
-from adjpos.interventions import measure as measure_module
+from adjpos.interventions import build as build_module
+from adjpos.interventions import table as table_module
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.runs import RunFolder
 from adjpos.training import evaluate, predict
@@ -92,7 +93,7 @@ def test_the_table_resumes_from_its_run_folder(addition, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a finished unit was measured again")
 
-    monkeypatch.setattr(measure_module, "measure_intervention", refuse)
+    monkeypatch.setattr(table_module, "measure_draws", refuse)
     again = intervention_table(model, task, folder=folder, model_name="m", **settings)
     assert again.equals(table)
 
@@ -110,7 +111,7 @@ def test_bad_layers_and_names_are_named(addition):
 def test_paired_differences_and_percentiles_follow_the_units_own_measurements(addition):
     """The table's difference is the mean per-prompt difference against the control's draws
     (each measured on its own here), and the percentile places the test among the draws."""
-    from adjpos.interventions.measure import READOUTS
+    from adjpos.interventions.build import READOUTS
     from adjpos.stats import paired_difference
 
     model, task = addition
@@ -178,7 +179,7 @@ def test_draws_measured_in_one_batch_equal_each_draw_measured_alone(addition, na
     model, task = addition
     model = copy.deepcopy(model).to(torch.float64)
     held = held_out_prompts(task, 40, n_fit=40, seed=4)
-    states, positions = measure_module.fit_states(model, held.fit, 1)
+    states, positions = build_module.fit_states(model, held.fit, 1)
     built = [
         build_intervention(
             name, d_model=model.cfg.d_model, states=states, positions=positions, rank=4, draw=d
@@ -208,11 +209,11 @@ def addition64(addition):
     model, task = addition
     model = copy.deepcopy(model).to(torch.float64)
     held = held_out_prompts(task, 40, n_fit=40, seed=5)
-    prompts = measure_module.fit_prompt_states(model, task, held, 1, seed=5)
-    return model, task, held, measure_module.fit_states(model, held.fit, 1), prompts
+    prompts = build_module.fit_prompt_states(model, task, held, 1, seed=5)
+    return model, task, held, build_module.fit_states(model, held.fit, 1), prompts
 
 
-@pytest.mark.parametrize("name", measure_module.NAMES)
+@pytest.mark.parametrize("name", build_module.NAMES)
 def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(addition64, name):
     """With the read-out kept the change is the prompt's alone: decoding it once with a KV
     cache (`predict_cached`) gives the answers of re-running every step with the hook."""

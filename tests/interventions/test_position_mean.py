@@ -13,7 +13,7 @@ from adjpos.interventions import (
     intervention_table,
     position_curves,
 )
-from adjpos.interventions.measure import fit_prompt_states
+from adjpos.interventions.build import fit_prompt_states
 from adjpos.interventions.position_mean import CANDIDATES, MIN_FIT, scattering_permutations
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from reference import slow_position_curves

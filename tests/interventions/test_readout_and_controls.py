@@ -17,7 +17,8 @@ from adjpos.interventions import (
     UniformAttention,
     intervene,
 )
-from adjpos.interventions.hooks import relative_change, tilted_subspace, variance_share
+from adjpos.interventions.norms import relative_change
+from adjpos.interventions.subspaces import tilted_subspace, variance_share
 from factories import tiny_config
 
 
