@@ -87,3 +87,16 @@ def test_images_and_relative_links_exist(page):
     for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
         if "://" not in target:
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_make_outputs_rewrites_stale_output_blocks_and_nothing_else(tmp_path):
+    rewrite = runpy.run_path(str(ROOT / "docs" / "make_outputs.py"))["rewrite"]
+    page = tmp_path / "page.md"
+    stale = (
+        "Some prose, 0.5.\n\n```python\nx = 6 * 7\nprint(x)\n```\n\n```output\n41\n```\n\n"
+        "```bash\necho hi\n```\n\n```python\nprint(x + 1)\n```\n\n```output\n43\n```\n"
+    )
+    page.write_text(stale)
+    assert rewrite(page) == 1
+    assert page.read_text() == stale.replace("```output\n41\n```", "```output\n42\n```")
+    assert rewrite(page) == 0

