@@ -12,10 +12,11 @@ The checkpoint is loaded in three layouts of the same weights (`adjpos.load_hf`'
 from every layer. For each:
 
 - the per-layer measures (`adjpos.measure_layers`: adjacency with ties as half, its change from
-  the layer before, the variance ratio (``ratio``), and ridge probes of position from the
-  residual stream and from the variance feature) on the text and on random tokens of the same
+  the layer before, the variance ratio ``ratio``) on the text and on random tokens of the same
   shape, with the first position left out of every measure (``skip_first=1``: position 0
   carries a massive activation, the attention sink);
+- ridge probes of position (`adjpos.probe_positions`, R^2, 5 folds over sequences) from the
+  residual stream and from the variance feature, at every `PROBE_EVERY`-th layer, on the text;
 - next-token loss on the text, per sequence, with a bootstrap interval over sequences and the
   paired difference from the released layout.
 
@@ -48,7 +49,7 @@ from adjpos.stats import bootstrap_interval, paired_difference
 
 LAYOUTS = {"released": None, "every 4th NoPE": 4, "all NoPE": "all"}
 N_SEQUENCES, SEQ_LEN = 32, 128
-PROBES = ("resid", "variance")
+PROBES, PROBE_EVERY = ("resid", "variance"), 5
 # The causal tests: each intervention beside its matched control, at three depths.
 INTERVENTIONS = (
     "none",
@@ -115,14 +116,22 @@ def measure_layout(source, layout: str, text: torch.Tensor, random: torch.Tensor
     model = load_hf(source, nope_layers=LAYOUTS[layout])
     tables = []
     for name, tokens in (("text", text), ("random", random)):
-        table = adjpos.measure_layers(
-            model, tokens, skip_first=1, probe_features=PROBES, batch_size=4, progress=False
-        )
+        table = adjpos.measure_layers(model, tokens, skip_first=1, batch_size=4, progress=False)
         table.insert(0, "input", name)
         table.insert(0, "layout", layout)
         tables.append(table)
-    losses = sequence_losses(model, text)
     table = pd.concat(tables, ignore_index=True)
+    probed = sorted({*range(0, model.cfg.n_layers + 1, PROBE_EVERY), model.cfg.n_layers})
+    probes = adjpos.probe_positions(
+        model, text, layers=probed, features=PROBES, repeats=1, batch_size=4, progress=False
+    )
+    for name in PROBES:
+        r2 = {layer: probes.value(layer, name, "ridge", "r2") for layer in probed}
+        table[f"r2_{name}"] = [
+            r2.get(layer) if source == "text" else None
+            for layer, source in zip(table["layer"], table["input"], strict=True)
+        ]
+    losses = sequence_losses(model, text)
     write_text(table_path, table.to_csv(index=False))
     np.save(loss_path, losses)
     return table, losses
