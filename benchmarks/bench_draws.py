@@ -32,7 +32,7 @@ from adjpos.interventions import (
     measure_draws,
     measure_intervention,
 )
-from adjpos.interventions import measure as measure_module
+from adjpos.interventions.build import fit_states
 from adjpos.runs import versions, write_json
 
 LAYER = 1
@@ -48,7 +48,7 @@ def main(task_name: str, draws: int, prompts: int, readout: str, json_path: str 
     torch.set_num_threads(1)
     model, task = adjpos.load_pretrained(task_name)
     held = held_out_prompts(task, prompts, seed=0)
-    states, positions = measure_module.fit_states(model, held.fit, LAYER)
+    states, positions = fit_states(model, held.fit, LAYER)
     print(
         f"{task_name}, layer {LAYER}, read-out {readout}, {len(held.test.prompts)} prompts, "
         "1 thread"
