@@ -29,7 +29,7 @@ from adjpos.pretrained import CHECK_PROMPTS, HERE, heldout_check, recipe
 from adjpos.runs import write_json
 
 # Snapshots each installed seed keeps: the package's weights stay under 50 MB.
-SNAPSHOTS = 3
+SNAPSHOTS = 5
 
 
 # --quick: a tiny model a few steps, checked on a few prompts (the smoke test).
