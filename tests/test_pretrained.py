@@ -27,7 +27,7 @@ def test_every_task_has_a_shipped_model():
 
 # The tasks whose seeds 0, 1 and 2 are all trained with the task's one recipe (written out:
 # docs/pretrained.md says which tasks still ship seeds of earlier recipes).
-ONE_RECIPE = ("reversal",)
+ONE_RECIPE = ("addition", "reversal", "indexing")
 
 SEEDS = [(name, seed) for name in SHIPPED for seed in pretrained_seeds(name)]
 
@@ -41,7 +41,7 @@ def test_shipped_model_answers_fresh_held_out_prompts(name, seed):
     model, task = load_pretrained(name, seed, device="cpu")
     assert is_position_free(model)
     info = pretrained_info(name, seed)
-    assert info["accuracy"] >= 0.99 and info["command"].startswith("adjpos train")
+    assert info["command"].startswith("adjpos train")  # its eval accuracy is a stopping rule
     assert info["heldout"]["n_prompts"] == 2000 and info["heldout"]["accuracy"] >= 0.99
     prompts = task.draw_prompts(100, generator=torch.Generator().manual_seed(7), split="test")
     answers = predict(model, task, prompts)

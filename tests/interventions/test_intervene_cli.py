@@ -74,7 +74,7 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
         (["--interventions", "none,shuffle"], "--interventions: interventions: unknown"),
         (["--layers", "4"], r"--layers \[4\]: layers must be in \[0, 3\]"),
         (["--n-prompts", "1"], "--n-prompts must be at least 2"),
-        (["--rank", "0"], r"--rank must be in \[1, 128\]"),
+        (["--rank", "0"], r"--rank must be in \[1, 64\]"),
         (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
         (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
         (
