@@ -174,13 +174,12 @@ def main(model: Path | None, text_file: Path | None, out: Path, quick: bool) -> 
     text = text_tokens(load_tokenizer(source), words, seq_len, max_sequences=n)
     if len(text) < n:
         raise SystemExit(f"the text fills {len(text)} sequences of {seq_len} tokens, not {n}")
-    vocab = load_hf(source).cfg.d_vocab
-    random = random_like(text, vocab)
+    released = load_hf(source)
+    random = random_like(text, released.cfg.d_vocab)
     parts = out / "parts"
     measured = {layout: measure_layout(source, layout, text, random, parts) for layout in LAYOUTS}
     layers = pd.concat([table for table, _ in measured.values()], ignore_index=True)
     losses = loss_table({layout: loss for layout, (_, loss) in measured.items()})
-    released = load_hf(source)
     n_layers = released.cfg.n_layers
     depths = QUICK["depths"] if quick else CAUSAL_DEPTHS
     causal = text_intervention_table(
