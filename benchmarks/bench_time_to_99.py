@@ -65,7 +65,7 @@ def from_runs(folder: Path) -> list[dict]:
 
 def report(runs: list[dict], where: str) -> list[dict]:
     print(f"time to {TARGET:.0%} exact match ({where}); budget {BUDGET_S // 60} min")
-    print(f"{'task':<10}{'seed':>5}{'steps':>8}{'seconds':>9}{'/ budget':>13}{'stopped at':>12}")
+    print(f"{'task':<10}{'seed':>5}{'steps':>8}{'seconds':>9}{'/ budget':>13}  {'stopped at'}")
     rows = []
     for run in runs:
         last = run["history"][-1] if run["history"] else {}
@@ -77,7 +77,7 @@ def report(runs: list[dict], where: str) -> list[dict]:
         stop = f"{last['step']} ({last['seconds']:.0f} s)" if last else "-"
         print(
             f"{run['task']:<10}{run['seed']:>5}{shown[0]:>8}{shown[1]:>9}"
-            f"{'not reached' if ratio is None else f'{ratio:.2f}':>13}{stop:>12}"
+            f"{'not reached' if ratio is None else f'{ratio:.2f}':>13}  {stop}"
         )
         rows.append({"task": run["task"], "seed": run["seed"], "steps": steps})
         rows[-1] |= {"seconds": seconds, "ratio_to_budget": ratio}
