@@ -10,10 +10,13 @@ from typing import Any
 from adjpos.validation import DEVICES, UsageError, check_choice, check_positive_int
 from adjpos.validation import help_field as _help
 
+LOSSES = ("answer", "sequence")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """AdamW with linear warm-up and cosine decay, answer-only loss, periodic exact-match eval.
+    """AdamW with linear warm-up and cosine decay, answer-only loss (or, with
+    ``loss="sequence"``, every next token), periodic exact-match eval.
 
     Example:
         >>> cfg = TrainConfig(steps=100, warmup_steps=9)
@@ -32,6 +35,12 @@ class TrainConfig:
     eval_size: int = _help("held-out test prompts per evaluation", 1000)
     target_accuracy: float | None = _help(
         "stop once eval accuracy reaches this (None: never)", 0.999
+    )
+    loss: str = _help(
+        "which next-token predictions the loss averages: 'answer' (the answer characters and "
+        "EOS) or 'sequence' (every real token after the first: prompt, answer and EOS; never "
+        "padding)",
+        "answer",
     )
     seed: int = _help("seed of the training batches and the evaluation prompts", 0)
     snapshots: str = _help(
@@ -56,6 +65,7 @@ class TrainConfig:
                 f"target_accuracy must lie in (0, 1] or be None, got {self.target_accuracy!r}"
             )
         check_choice("device", self.device, DEVICES)
+        check_choice("loss", self.loss, LOSSES)
         self.snapshot_steps()
 
     def snapshot_steps(self) -> frozenset[int]:

@@ -146,6 +146,17 @@ def answer_loss(logits: torch.Tensor, tokens: torch.Tensor, mask: torch.Tensor) 
     return F.cross_entropy(logits[:, :-1][picked], tokens[:, 1:][picked])
 
 
+def sequence_mask(lengths: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """The loss mask of ``loss="sequence"``: True at t exactly where token t + 1 is a real
+    token (t <= lengths - 2), so every token after the first is predicted and padding never.
+
+    >>> sequence_mask(torch.tensor([3, 1]), torch.zeros(2, 4, dtype=torch.long)).tolist()
+    [[True, True, False, False], [False, False, False, False]]
+    """
+    positions = torch.arange(tokens.shape[1])
+    return positions[None, :] < (lengths[:, None] - 1)
+
+
 def batch_generator(seed: int, step: int) -> torch.Generator:
     """The generator of the batch at `step`: a pure function of (seed, step)."""
     return torch.Generator().manual_seed(seed * 1_000_000_007 + step)
@@ -153,7 +164,8 @@ def batch_generator(seed: int, step: int) -> torch.Generator:
 
 def _step(model, task, cfg, opt, step, device) -> float:
     batch = task.sample(cfg.batch_size, generator=batch_generator(cfg.seed, step))
-    tokens, mask = batch.tokens.to(device), batch.loss_mask.to(device)
+    mask = batch.loss_mask if cfg.loss == "answer" else sequence_mask(batch.lengths, batch.tokens)
+    tokens, mask = batch.tokens.to(device), mask.to(device)
     for group in opt.param_groups:
         group["lr"] = cfg.lr_at(step)
     loss = answer_loss(model(tokens), tokens, mask)
@@ -226,10 +238,10 @@ def _trajectory(identity: dict) -> dict:
     snapshots kept and the device (a run may be resumed on another device; the device is
     provenance)."""
     ignored = ("target_accuracy", "device", "snapshots")
-    return {
-        **identity,
-        "train": {k: v for k, v in identity["train"].items() if k not in ignored},
-    }
+    train = {k: v for k, v in identity["train"].items() if k not in ignored}
+    if train.get("loss") == "answer":  # the default: runs from before the option resume
+        del train["loss"]
+    return {**identity, "train": train}
 
 
 def _save(folder, identity, model, opt, run) -> None:

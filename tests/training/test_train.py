@@ -8,7 +8,7 @@ from adjpos.models import save_snapshot, snapshot_steps
 from adjpos.tasks import EOS_ID, VOCAB_SIZE, get_task
 from adjpos.training import TrainConfig, evaluate, predict, train
 from adjpos.training import loop as loop_module
-from adjpos.training.loop import answer_loss
+from adjpos.training.loop import answer_loss, sequence_mask
 from factories import tiny_config
 
 TASK = get_task("addition", max_digits=2)
@@ -38,6 +38,39 @@ def test_answer_loss_counts_only_answer_positions():
                 terms.append(-torch.log_softmax(logits[row, t], -1)[target])
     expected = torch.stack(terms).mean()
     torch.testing.assert_close(answer_loss(logits, batch.tokens, batch.loss_mask), expected)
+
+
+@pytest.mark.parametrize("name", ["addition", "ordering"])
+def test_sequence_mask_is_every_real_next_token(name):
+    task = get_task(name)
+    batch = task.sample(16, generator=torch.Generator().manual_seed(3))
+    mask = sequence_mask(batch.lengths, batch.tokens)
+    for row in range(16):
+        for t in range(task.max_len):
+            real_next = t + 1 < task.max_len and t + 1 < int(batch.lengths[row])
+            assert bool(mask[row, t]) == real_next
+    assert not (batch.loss_mask & ~mask).any()  # the answer is part of the sequence
+    assert (mask & ~batch.loss_mask).any()  # and the prompt is counted too
+
+
+def test_sequence_loss_trains_on_the_prompt_as_well(monkeypatch):
+    seen = []
+    real = loop_module.answer_loss
+
+    def spy(logits, tokens, mask):
+        seen.append(mask.clone())
+        return real(logits, tokens, mask)
+
+    monkeypatch.setattr(loop_module, "answer_loss", spy)
+    weights = []
+    for loss in ("answer", "sequence"):
+        model = _model()
+        train(model, TASK, TrainConfig(**FAST, loss=loss))
+        weights.append(_weights(model))
+    batch = TASK.sample(FAST["batch_size"], generator=loop_module.batch_generator(0, 0))
+    assert torch.equal(seen[0], batch.loss_mask)
+    assert torch.equal(seen[FAST["steps"]], sequence_mask(batch.lengths, batch.tokens))
+    assert not _same(weights[0], weights[1])
 
 
 def test_training_lowers_the_loss_and_keeps_nope():
@@ -195,6 +228,7 @@ def test_bad_input(tmp_path):
         ("device", "tpu"),
         ("target_accuracy", 1.5),
         ("min_lr_ratio", 2.0),
+        ("loss", "prompt"),
     ]:
         with pytest.raises(ValueError, match=field):
             TrainConfig(**{field: value})
