@@ -25,10 +25,6 @@ def test_every_task_has_a_shipped_model():
     assert available_pretrained() == list(SHIPPED)
 
 
-# The tasks whose seeds 0, 1 and 2 are all trained with the task's one recipe (written out:
-# docs/pretrained.md says which tasks still ship seeds of earlier recipes).
-ONE_RECIPE = ("addition", "reversal", "indexing")
-
 SEEDS = [(name, seed) for name in SHIPPED for seed in pretrained_seeds(name)]
 
 
@@ -84,7 +80,7 @@ def test_every_task_ships_seed_0_and_snapshots_run_from_the_start_to_the_end():
         assert not all(torch.equal(a, c) for a, c in pairs)
 
 
-@pytest.mark.parametrize("name", ONE_RECIPE)
+@pytest.mark.parametrize("name", SHIPPED)
 def test_the_seeds_of_a_task_differ_only_in_the_seed(name):
     from adjpos.cli import _parser
 
@@ -107,7 +103,7 @@ def test_the_seeds_of_a_task_differ_only_in_the_seed(name):
     assert configs[0] == configs[1] == configs[2]
 
 
-@pytest.mark.parametrize("name", ONE_RECIPE)
+@pytest.mark.parametrize("name", SHIPPED)
 def test_every_seed_of_a_task_ships_its_snapshots_from_step_0(name):
     for seed in (0, 1, 2):
         steps = pretrained_snapshots(name, seed)
