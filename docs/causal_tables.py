@@ -1,0 +1,75 @@
+"""Print the tables of docs/causal.md from an ``adjpos reproduce`` run's causal stage.
+
+    adjpos reproduce --out runs/full
+    python docs/causal_tables.py runs/full
+
+Reads ``results/numbers/causal.json`` (every tested cell with its control, paired difference
+and verdict, per seed and read-out variant; nothing is recomputed) and prints, per task, one
+row per layer >= 1 and intervention: exact match and its control's (means over seeds), the
+paired difference of each seed (intervention minus control), how many seeds call the cell
+"necessary" with the read-out kept (the verdicts' variant) and with it changed.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from adjpos.study.format import table as markdown_table
+
+
+def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
+    """Task -> its table (layers >= 1), from the run's ``results/numbers/causal.json``."""
+    rows = pd.DataFrame(
+        json.loads((run / "results" / "numbers" / "causal.json").read_text())["rows"]
+    )
+    rows = rows[rows["layer"] >= 1]
+    keys = ["task", "layer", "intervention"]
+    kept = rows[rows["readout"] == "kept"]
+    changed = rows[rows["readout"] == "changed"]
+    tables = {}
+    for task, group in kept.groupby("task", sort=False):
+        out = []
+        for (_, layer, name), cell in group.groupby(keys, sort=False):
+            other = changed[(changed["task"] == task) & (changed["layer"] == layer)]
+            other = other[other["intervention"] == name]
+            differences = " / ".join(
+                "-" if pd.isna(d) else f"{d:+.2f}" for d in cell.sort_values("seed")["difference"]
+            )
+            out.append(
+                {
+                    "layer": layer,
+                    "intervention": name,
+                    "control": cell["control"].iloc[0] or "(baseline)",
+                    "exact match": f"{cell['exact_match'].mean():.2f}",
+                    "control's": _mean(cell["control_exact_match"]),
+                    "difference by seed": differences,
+                    "necessary": _count(cell),
+                    "read-out changed: necessary": _count(other) if len(other) else "-",
+                }
+            )
+        tables[task] = pd.DataFrame(out)
+    return tables
+
+
+def _mean(values: pd.Series) -> str:
+    values = values.dropna()
+    return f"{values.mean():.2f}" if len(values) else "-"
+
+
+def _count(cell: pd.DataFrame) -> str:
+    return f"{int((cell['verdict'] == 'necessary').sum())} of {len(cell)}"
+
+
+def main(run: Path) -> None:
+    for task, table in causal_tables(run).items():
+        print(f"### {task}\n")
+        print(markdown_table(list(table.columns), table.values.tolist()))
+        print()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the folder of an adjpos reproduce run")
+    main(parser.parse_args().run)

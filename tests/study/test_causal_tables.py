@@ -1,0 +1,46 @@
+"""docs/causal_tables.py: causal.md's tables read from a run's causal numbers."""
+
+import json
+import runpy
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+causal_tables = runpy.run_path(str(ROOT / "docs" / "causal_tables.py"))["causal_tables"]
+
+
+def _row(seed, layer, readout, verdict, exact, control_exact, difference, name="norm_permute"):
+    return {
+        "task": "addition", "seed": seed, "layer": layer, "intervention": name,
+        "readout": readout, "control": "norm_scale_control", "exact_match": exact,
+        "control_exact_match": control_exact, "difference": difference, "verdict": verdict,
+    }  # fmt: skip
+
+
+def test_counts_and_means_are_those_of_the_seeds(tmp_path):
+    rows = [
+        _row(0, 1, "kept", "necessary", 0.2, 0.6, -0.4),
+        _row(1, 1, "kept", "no more than its control", 0.5, 0.5, 0.0),
+        _row(2, 1, "kept", "necessary", 0.2, 0.7, -0.5),
+        _row(0, 1, "changed", "necessary", 0.0, 0.3, -0.3),
+        _row(1, 1, "changed", "not needed", 1.0, 1.0, 0.0),
+        _row(2, 1, "changed", "not needed", 1.0, 1.0, 0.0),
+        _row(0, 0, "kept", "necessary", 0.0, 1.0, -1.0),  # layer 0: left out
+    ]
+    numbers = tmp_path / "results" / "numbers"
+    numbers.mkdir(parents=True)
+    (numbers / "causal.json").write_text(json.dumps({"rows": rows}))
+    (table,) = causal_tables(tmp_path).values()
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["layer"] == 1 and row["control"] == "norm_scale_control"
+    assert row["exact match"] == "0.30" and row["control's"] == "0.60"
+    assert row["difference by seed"] == "-0.40 / +0.00 / -0.50"
+    assert row["necessary"] == "2 of 3"
+    assert row["read-out changed: necessary"] == "1 of 3"
+
+
+def test_the_golden_run_prints(capsys):
+    runpy.run_path(str(ROOT / "docs" / "causal_tables.py"), run_name="not_main")["main"](
+        ROOT / "tests" / "study" / "golden"
+    )
+    assert "| 1 | norm_permute | norm_scale_control |" in capsys.readouterr().out
