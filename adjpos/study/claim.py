@@ -188,6 +188,45 @@ class Context:
             self.folder.mark_done(f"{stage} {task}")
         return pd.concat([table.read(path[task]) for task in TASKS], ignore_index=True)
 
+    def per_seed(self, stage: str, unit: Callable[..., Any], table: Any) -> Any:
+        """`unit(models, sizes, task, seed, folder)` for every trained (task, seed) not done
+        yet, `folder` the run's folder with unit names prefixed by the stage, task and seed
+        (`Prefixed`, so that a unit can resume part by part); each unit's records written to
+        ``results/STAGE_TASK_seed_S.csv`` as `table` and marked done; then every unit's rows."""
+        import pandas as pd
+
+        from adjpos.tasks import TASKS
+
+        pairs = [(t, s) for t in TASKS for s in self.models.seeds(t, self.sizes)]
+        path = {(t, s): self.results / f"{stage}_{t}_seed_{s}.csv" for t, s in pairs}
+        todo = [(t, s) for t, s in pairs if not self.folder.is_done(f"{stage} {t} seed {s}")]
+        jobs = [
+            (self.models.fresh(), self.sizes, t, s, Prefixed(self.folder, f"{stage} {t} seed {s}"))
+            for t, s in todo
+        ]
+        for (_, _, task, seed, _), records in self.units(unit, jobs):
+            table.write(path[task, seed], records)
+            self.folder.mark_done(f"{stage} {task} seed {seed}")
+        return pd.concat([table.read(path[pair]) for pair in pairs], ignore_index=True)
+
+
+@dataclass(frozen=True)
+class Prefixed:
+    """A run folder whose unit names all start with `prefix` (``is_done``, ``result`` and
+    ``mark_done`` of `adjpos.runs.RunFolder`): the parts of one unit of a stage."""
+
+    folder: Any  # adjpos.runs.RunFolder
+    prefix: str
+
+    def is_done(self, unit: str) -> bool:
+        return self.folder.is_done(f"{self.prefix} {unit}")
+
+    def result(self, unit: str) -> Any:
+        return self.folder.result(f"{self.prefix} {unit}")
+
+    def mark_done(self, unit: str, result: Any = None) -> None:
+        self.folder.mark_done(f"{self.prefix} {unit}", result)
+
 
 @dataclass(frozen=True)
 class Claim:

@@ -2,8 +2,9 @@
 
 The run's folder is an `adjpos.runs.RunFolder`: its spec is the settings, every size and the
 criteria of the verdicts; each claim (`adjpos.study.claims`) is a unit (probing also one unit
-per probed model, the causal and dynamics stages one per task, the sweep one per cell), and a
-re-run skips finished units. A claim writes its tidy tables under ``results/`` and its numbers
+per probed model, the causal stage one per trained seed and within it one per layer, read-out
+and intervention, the dynamics stage one per task, the sweep one per cell), and a re-run skips
+finished units. A claim writes its tidy tables under ``results/`` and its numbers
 under ``results/numbers/``; the figures, ``results/claims.csv`` and ``report.md`` /
 ``report.html`` are drawn afresh from those files at the end of every run, never from memory.
 """

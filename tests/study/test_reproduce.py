@@ -265,3 +265,31 @@ def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
     assert (folder / "model.safetensors").read_bytes() == weights
     for a, b in zip(model.parameters(), again_model.parameters(), strict=True):
         assert (a == b).all()
+
+
+def test_the_causal_stage_resumes_seed_by_seed_and_part_by_part(tiny_run, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from adjpos.interventions import INTERVENTION_TABLE
+
+    out = tmp_path / "run"
+    shutil.copytree(tiny_run[0], out)
+    done = out / "done"
+    units = {json.loads(p.read_text())["unit"]: p for p in done.glob("*.json")}
+    before = INTERVENTION_TABLE.read(out / "results" / "interventions.csv")
+    for task, seed in before[["task", "seed"]].drop_duplicates().itertuples(index=False):
+        assert f"interventions {task} seed {seed}" in units
+    parts = [u for u in units if u.startswith("interventions addition seed 0 layer")]
+    assert len(parts) == len(before[(before["task"] == "addition") & (before["seed"] == 0)])
+    # The stage and one of its units undone, the unit's parts kept: rebuilt, nothing measured.
+    units["causal"].unlink()
+    units["interventions addition seed 0"].unlink()
+
+    def measured(*args, **kwargs):
+        raise AssertionError("a finished part was measured again")
+
+    monkeypatch.setattr("adjpos.interventions.table.measure_draws", measured)
+    result = reproduce(out, TINY)
+    assert result.ran == ("causal",)
+    after = INTERVENTION_TABLE.read(out / "results" / "interventions.csv")
+    pd.testing.assert_frame_equal(before, after)

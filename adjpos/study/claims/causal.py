@@ -76,30 +76,31 @@ CLAIMS = {
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per task model, run by the engine, then the combined table."""
-    table = context.per_task("interventions", causal_unit, INTERVENTION_TABLE)
+    table = context.per_seed("interventions", causal_unit, INTERVENTION_TABLE)
     table = INTERVENTION_TABLE.write(context.results / "interventions.csv", table)
     return causal_numbers(table, context.criteria)
 
 
-def causal_unit(models: Any, sizes: Any, name: str) -> list[dict[str, Any]]:
-    """The causal tests on every trained seed of task `name` (`intervention_table`, the same
-    prompts for each), as records."""
-    records = []
-    for seed in models.seeds(name, sizes):
-        model, task = models.trained(name, seed)
-        records += intervention_table(
-            model,
-            task,
-            layers=sizes.intervention_layers,
-            interventions=sizes.interventions,
-            n_prompts=sizes.intervention_prompts,
-            control_draws=sizes.control_draws,
-            readouts=sizes.readouts,
-            model_name=TRAINED,
-            model_seed=seed,
-            progress=False,
-        ).to_dict("records")
-    return records
+def causal_unit(
+    models: Any, sizes: Any, name: str, seed: int, folder: Any = None
+) -> list[dict[str, Any]]:
+    """The causal tests on trained seed `seed` of task `name` (`intervention_table`, the same
+    prompts for every seed), as records; with `folder` (see `Context.per_seed`), each of its
+    (layer, read-out, intervention) parts is kept there when done and read back on resume."""
+    model, task = models.trained(name, seed)
+    return intervention_table(
+        model,
+        task,
+        layers=sizes.intervention_layers,
+        interventions=sizes.interventions,
+        n_prompts=sizes.intervention_prompts,
+        control_draws=sizes.control_draws,
+        readouts=sizes.readouts,
+        model_name=TRAINED,
+        model_seed=seed,
+        folder=folder,
+        progress=False,
+    ).to_dict("records")
 
 
 def causal_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[str, Any]:
