@@ -53,6 +53,29 @@ def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
+# The norm interventions and every control of them, in the order of causal.md's table.
+NORMS = (
+    "norm_permute",
+    "norm_scale_control",
+    "norm_common_scale",
+    "norm_permute_mirrored",
+    "norm_scale_control_mirrored",
+    "norm_common_scale_mirrored",
+    "norm_permute_control",
+)
+
+
+def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:
+    """Exact match (mean over seeds) of the norm interventions and all their controls, per task
+    and layer >= 1, from the run's ``results/interventions.csv``."""
+    table = pd.read_csv(run / "results" / "interventions.csv")
+    table = table[(table["layer"] >= 1) & (table["readout"] == readout)]
+    table = table[table["intervention"].isin(NORMS)]
+    means = table.groupby(["task", "layer", "intervention"], sort=False)["exact_match"].mean()
+    wide = means.unstack("intervention")
+    return wide[[n for n in NORMS if n in wide.columns]].reset_index()
+
+
 def _mean(values: pd.Series) -> str:
     values = values.dropna()
     return f"{values.mean():.2f}" if len(values) else "-"
@@ -67,6 +90,14 @@ def main(run: Path) -> None:
         print(f"### {task}\n")
         print(markdown_table(list(table.columns), table.values.tolist()))
         print()
+    for readout in ("kept", "changed"):
+        if not (run / "results" / "interventions.csv").is_file():
+            break
+        norms = norm_controls(run, readout)
+        if len(norms):
+            print(f"### the norms and their controls, read-out {readout}\n")
+            print(markdown_table(list(norms.columns), norms.round(2).values.tolist()))
+            print()
 
 
 if __name__ == "__main__":

@@ -4,8 +4,11 @@ import json
 import runpy
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
-causal_tables = runpy.run_path(str(ROOT / "docs" / "causal_tables.py"))["causal_tables"]
+SCRIPT = runpy.run_path(str(ROOT / "docs" / "causal_tables.py"))
+causal_tables, norm_controls = SCRIPT["causal_tables"], SCRIPT["norm_controls"]
 
 
 def _row(seed, layer, readout, verdict, exact, control_exact, difference, name="norm_permute"):
@@ -44,3 +47,24 @@ def test_the_golden_run_prints(capsys):
         ROOT / "tests" / "study" / "golden"
     )
     assert "| 1 | norm_permute | norm_scale_control |" in capsys.readouterr().out
+
+
+def test_norm_controls_average_the_seeds_per_layer_and_read_out(tmp_path):
+    import pandas as pd
+
+    rows = [
+        (seed, layer, readout, name, exact)
+        for seed in (0, 1)
+        for layer in (0, 1)
+        for readout in ("kept", "changed")
+        for name, exact in (("norm_permute", 0.1 * (seed + 1)), ("norm_common_scale", 0.9))
+    ]
+    table = pd.DataFrame(rows, columns=["seed", "layer", "readout", "intervention", "exact_match"])
+    table["task"] = "reversal"
+    (tmp_path / "results").mkdir()
+    table.to_csv(tmp_path / "results" / "interventions.csv", index=False)
+    norms = norm_controls(tmp_path, "kept")
+    assert list(norms.columns) == ["task", "layer", "norm_permute", "norm_common_scale"]
+    assert norms["layer"].tolist() == [1]
+    assert norms["norm_permute"].iloc[0] == pytest.approx(0.15)
+    assert norms["norm_common_scale"].iloc[0] == pytest.approx(0.9)
