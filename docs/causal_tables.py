@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from adjpos.study.format import table as markdown_table
+from adjpos.study.sizes import CAUSAL
 
 
 def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
@@ -53,16 +54,8 @@ def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
-# The norm interventions and every control of them, in the order of causal.md's table.
-NORMS = (
-    "norm_permute",
-    "norm_scale_control",
-    "norm_common_scale",
-    "norm_permute_mirrored",
-    "norm_scale_control_mirrored",
-    "norm_common_scale_mirrored",
-    "norm_permute_control",
-)
+# The norm interventions and every control of them, in the study's order.
+NORMS = tuple(name for name in CAUSAL if name.startswith("norm_"))
 
 
 def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:

@@ -198,15 +198,16 @@ class Context:
         from adjpos.tasks import TASKS
 
         pairs = [(t, s) for t in TASKS for s in self.models.seeds(t, self.sizes)]
+        name = {(t, s): f"{stage} {t} seed {s}" for t, s in pairs}
         path = {(t, s): self.results / f"{stage}_{t}_seed_{s}.csv" for t, s in pairs}
-        todo = [(t, s) for t, s in pairs if not self.folder.is_done(f"{stage} {t} seed {s}")]
+        todo = [pair for pair in pairs if not self.folder.is_done(name[pair])]
         jobs = [
-            (self.models.fresh(), self.sizes, t, s, Prefixed(self.folder, f"{stage} {t} seed {s}"))
-            for t, s in todo
+            (self.models.fresh(), self.sizes, *pair, Prefixed(self.folder, name[pair]))
+            for pair in todo
         ]
         for (_, _, task, seed, _), records in self.units(unit, jobs):
             table.write(path[task, seed], records)
-            self.folder.mark_done(f"{stage} {task} seed {seed}")
+            self.folder.mark_done(name[task, seed])
         return pd.concat([table.read(path[pair]) for pair in pairs], ignore_index=True)
 
 

@@ -75,7 +75,7 @@ CLAIMS = {
 
 
 def measure(context: Context) -> dict[str, Any]:
-    """One unit per task model, run by the engine, then the combined table."""
+    """One unit per trained seed, run by the engine, then the combined table."""
     table = context.per_seed("interventions", causal_unit, INTERVENTION_TABLE)
     table = INTERVENTION_TABLE.write(context.results / "interventions.csv", table)
     return causal_numbers(table, context.criteria)
