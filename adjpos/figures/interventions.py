@@ -7,19 +7,22 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows
-from adjpos.figures.style import apply_style, color
+from adjpos.figures.style import COLORS, apply_style
 from adjpos.validation import UsageError
 
 NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
 BASELINE = dict(color="#000000", width=2.5)
+# The palette without the baseline's black, so no line can be mistaken for the baseline.
+PALETTE = tuple(c for c in COLORS if c != BASELINE["color"])
 
 
 def plot_interventions(
     rows: Rows, *, title: str | None = None, readout: str | None = None
 ) -> go.Figure:
-    """Exact match against the layer intervened at, one line per intervention with its 95%
-    interval; each control is dashed in the colour of the intervention it controls, and the
-    baseline ("none") is black. One panel per task (the ``task`` column, when there is one).
+    """Exact match against the layer intervened at, one line per intervention (and per seed,
+    where rows have a ``seed`` column) with its 95% interval; each control is dashed in the
+    colour of the intervention it controls, and the baseline ("none") is black. One panel per
+    task (the ``task`` column, when there is one).
 
     Args:
         rows: the rows of `adjpos.interventions.intervention_table` (or dicts with at least
@@ -56,7 +59,8 @@ def plot_interventions(
     shown: set[str] = set()
     for index, task in enumerate(tasks):
         rows_here = table[table["task"] == task]
-        for name, points in rows_here.groupby("intervention", sort=False):
+        lines = ["intervention"] + (["seed"] if "seed" in rows_here.columns else [])
+        for (name, *_), points in rows_here.groupby(lines, sort=False, dropna=False):
             points = points.sort_values("layer")
             fig.add_trace(
                 go.Scatter(
@@ -99,10 +103,10 @@ def _styles(table: pd.DataFrame) -> dict[str, dict]:
     tested = [n for n in tested if "_control_" not in n]
     styles: dict[str, dict] = {"none": BASELINE}
     for index, name in enumerate(tested):
-        styles[name] = dict(color=color(index), width=2)
+        styles[name] = dict(color=PALETTE[index % len(PALETTE)], width=2)
         if controls[name] in controls and controls[name] != "none":
-            styles[controls[name]] = dict(color=color(index), width=2, dash="dash")
+            styles[controls[name]] = dict(color=PALETTE[index % len(PALETTE)], width=2, dash="dash")
     others = [n for n in controls if n not in styles]
     for index, name in enumerate(others, start=len(tested)):
-        styles[name] = dict(color=color(index), width=2, dash="dot")
+        styles[name] = dict(color=PALETTE[index % len(PALETTE)], width=2, dash="dot")
     return styles

@@ -8,6 +8,7 @@ import pytest
 from adjpos import build_model, get_task, save_model
 from adjpos.cli import main
 from adjpos.figures import plot_interventions
+from adjpos.figures.style import COLORS
 from adjpos.interventions import INTERVENTION_TABLE
 from factories import tiny_config
 
@@ -131,3 +132,32 @@ def test_the_figure_pairs_each_intervention_with_its_dashed_control():
     assert [a.text for a in fig.layout.annotations] == ["addition", "reversal"]
     with pytest.raises(ValueError, match=r"lack columns \['control'"):
         plot_interventions([{k: v for k, v in rows[0].items() if k != "control"}])
+
+
+def test_the_figure_draws_one_line_per_seed_never_across_seeds():
+    rows = [
+        {"task": "addition", "seed": seed, "layer": layer, "intervention": name,
+         "control": "none", "exact_match": 0.5 + 0.1 * seed, "exact_match_low": 0.4,
+         "exact_match_high": 0.9}
+        for seed in (0, 1, 2)
+        for layer in (0, 1, 2)
+        for name in ("none", "uniform_attention")
+    ]  # fmt: skip
+    fig = plot_interventions(rows)
+    assert len(fig.data) == 6
+    for trace in fig.data:
+        assert list(trace.x) == [0, 1, 2] and len(set(trace.y)) == 1
+    assert sum(t.showlegend for t in fig.data) == 2
+
+
+def test_no_line_but_the_baseline_is_black():
+    names = ["none"] + [f"change_{i}" for i in range(len(COLORS) + 2)]
+    rows = [
+        {"layer": layer, "intervention": name, "control": "none", "exact_match": 0.5,
+         "exact_match_low": 0.4, "exact_match_high": 0.6}
+        for layer in (0, 1)
+        for name in names
+    ]  # fmt: skip
+    colours = {t.name: t.line.color for t in plot_interventions(rows).data}
+    assert colours.pop("none") == "#000000"
+    assert "#000000" not in colours.values()
