@@ -1,0 +1,55 @@
+"""derive_seed: equal arguments give equal seeds, every change gives another one."""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from adjpos.seeds import derive_seed, derived_generator
+
+labels = st.lists(st.one_of(st.integers(0, 10**6), st.text(max_size=8)), max_size=4)
+
+
+@given(seed=st.integers(0, 2**32), labels=labels)
+def test_a_derived_seed_is_repeatable_and_in_range(seed, labels):
+    first = derive_seed(seed, *labels)
+    assert first == derive_seed(seed, *labels)
+    assert 0 <= first < 2**63
+    torch.Generator().manual_seed(first)  # torch takes it
+
+
+def test_seeds_and_labels_each_change_the_seed():
+    base = derive_seed(0, "draw", 1)
+    others = {
+        derive_seed(1, "draw", 1),
+        derive_seed(0, "draw", 2),
+        derive_seed(0, "draws", 1),
+        derive_seed(0, 1, "draw"),
+        derive_seed(0, "draw"),
+    }
+    assert base not in others and len(others) == 5
+
+
+def test_the_arithmetic_it_replaces_collides_and_it_does_not():
+    # seed * 1_000_003 + k collides: (1, 0) and (0, 1_000_003) name one stream.
+    assert 1 * 1_000_003 + 0 == 0 * 1_000_003 + 1_000_003
+    assert derive_seed(1, 0) != derive_seed(0, 1_000_003)
+
+
+def test_many_derived_seeds_are_distinct():
+    seeds = {derive_seed(s, "draw", k) for s in range(50) for k in range(50)}
+    assert len(seeds) == 2500
+
+
+def test_the_generator_draws_as_its_seed_says():
+    a = torch.rand(3, generator=derived_generator(4, "x"))
+    b = torch.rand(3, generator=torch.Generator().manual_seed(derive_seed(4, "x")))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, None, True])
+def test_a_bad_seed_or_label_is_refused_by_name(bad, user_errors):
+    with pytest.raises(ValueError, match="seed|label"):
+        derive_seed(bad)
+    with pytest.raises(ValueError, match="label"):
+        derive_seed(0, bad)
