@@ -15,7 +15,7 @@ FACADE = "adjpos"  # adjpos/__init__.py: the verbs, and the namespaces by name (
 
 # Bottom to top. Each entry is a package (adjpos/<name>/) or a top-level module (adjpos/<name>.py).
 LAYERS = (
-    ("validation", "types"),  # checks of user input; shape aliases
+    ("validation", "types", "seeds"),  # checks of user input; shape aliases; derived seeds
     ("runs", "tables", "stats", "engines"),  # bookkeeping on plain data and files
     ("metrics", "tasks", "models"),  # pure tensor metrics; the tasks; models and checkpoints
     ("capture",),  # hook names and residual streams
