@@ -105,7 +105,7 @@ def plan_units(
     readouts = list(readouts)
     if not readouts or set(readouts) - set(READOUTS) or len(set(readouts)) < len(readouts):
         raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
-    for variants in {s.readouts for s in specs}:
+    for variants in dict.fromkeys(s.readouts for s in specs):
         left_out = [s.name for s in specs if s.readouts == variants]
         if not set(variants) & set(readouts):
             needed = " or ".join(repr(r) for r in variants)
