@@ -11,6 +11,7 @@ from adjpos.interventions import (
     NAMES,
     SPECS,
     Fitted,
+    InterventionSpec,
     NoIntervention,
     fit_prompt_states,
     fit_states,
@@ -229,3 +230,37 @@ def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(add
         with change():
             slow = predict(model, task, prompts)
         assert predict_cached(model, task, prompts, prompt_pass=change) == slow
+
+
+class _Scale:
+    """A user's own intervention: every state scaled by `factor` (a plain class, no adjpos
+    base)."""
+
+    site = "resid_pre"
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, acts, readout=None):
+        return acts * self.factor
+
+
+def test_your_own_intervention_runs_through_the_task_runner(addition):
+    model, task = addition
+    mine = InterventionSpec(
+        "scale", "every state scaled", lambda fit, *, factor, **_: _Scale(factor),
+        params={"factor": 1.5}, role="tested",
+    )  # fmt: skip
+    table = intervention_table(
+        model, task, layers=[1], interventions=["none", mine], n_prompts=30, readouts=["kept"]
+    )
+    rows = table.set_index("intervention")
+    assert rows.loc["scale", "control"] == "none"
+    alone = measure_intervention(
+        model, task, _Scale(1.5), layer=1, batch=held_out_prompts(task, 30).test, readout="kept"
+    )
+    assert rows.loc["scale", "exact_match"] == alone["exact_match"]
+    assert rows.loc["scale", "perturbation"] == pytest.approx(0.5)  # ||1.5 x - x|| / ||x||
+    assert rows.loc["scale", "difference"] == pytest.approx(
+        alone["exact_match"] - rows.loc["none", "exact_match"]
+    )
