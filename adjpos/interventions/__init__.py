@@ -2,33 +2,33 @@
 
 Each intervention is a small frozen object applied at one site with TransformerLens hooks,
 `intervene(model, intervention, layer=l)`, on any TransformerLens model; any object with a
-``site`` and a call on the activations there is one (your own too, see `hooks`). Layer l is numbered
-as adjpos numbers residual layers: the hidden states entering block l
+``site`` and a call on the activations there is one (your own too, see `hooks`). Layer l is
+numbered as adjpos numbers residual layers: the hidden states entering block l
 (``blocks.{l}.hook_resid_pre``; layer 0 = the token embeddings), so l runs over
 0 .. n_layers - 1. `UniformAttention` acts on block l's attention pattern instead.
 
-- `NoIntervention` ("none"): the baseline, through the same code path.
-- `NormPermute` ("norm_permute"): each state keeps its direction and takes the norm of another
-  position of the same sequence (a seeded random permutation, or the mirror k -> n - 1 - k).
-  Every cosine is unchanged.
-- `NormPermuteControl` ("norm_permute_control"): each state keeps its direction and takes the
+- `NoIntervention` (``none``): the baseline, through the same code path.
+- `NormPermute` (``norm_permute``): each state keeps its direction and takes the norm of
+  another position of the same sequence (a seeded random permutation, or the mirror
+  k -> n - 1 - k). Every cosine is unchanged.
+- `NormPermuteControl` (``norm_permute_control``): each state keeps its direction and takes the
   norm of the same position in another sequence of the batch (the next row, cyclically), a
   change of norms that moves no position information between positions (but a smaller one).
-- `NormScaleControl` ("norm_scale_control"): the size-matched control: the permutation's own
+- `NormScaleControl` (``norm_scale_control``): the size-matched control: the permutation's own
   norm ratios, applied at random places (at the read-out positions, its own ratio).
-- `NormCommonScale` ("norm_common_scale"): every norm of a sequence scaled by one factor of the
-  permutation's mean log-norm change: the norms' order over positions kept.
-- `SubspaceSwap` ("subspace_swap"): each state's component in the position subspace (LDA of
+- `NormCommonScale` (``norm_common_scale``): every norm of a sequence scaled by one factor of
+  the permutation's mean log-norm change: the norms' order over positions kept.
+- `SubspaceSwap` (``subspace_swap``): each state's component in the position subspace (LDA of
   position, rank r) replaced by that of another position of its sequence, the norm restored;
   ``subspace_swap_random`` swaps in a random subspace of the same rank holding the same share
   of the states' variance instead.
-- `LeaceErase` ("leace_position"): linear erasure of position with LEACE; ``leace_random``
+- `LeaceErase` (``leace_position``): linear erasure of position with LEACE; ``leace_random``
   erases a concept of the same rank fitted to shuffled position labels.
-- `SubspaceErase` ("erase_random"): as many random directions as LEACE erases, chosen so the
+- `SubspaceErase` (``erase_random``): as many random directions as LEACE erases, chosen so the
   states change as much (LEACE's matched control).
-- `UniformAttention` ("uniform_attention"): block l's attention pattern replaced by uniform
+- `UniformAttention` (``uniform_attention``): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
-- `PositionMeanSwap` ("position_mean_swap"): the adjacency pattern itself: each prompt
+- `PositionMeanSwap` (``position_mean_swap``): the adjacency pattern itself: each prompt
   state's position curve (`adjpos.decompose`, fitted on other prompts of its length after
   removing each token's mean state) replaced by that of another position under a
   permutation that scatters neighbours, tokens, context and norm kept;
