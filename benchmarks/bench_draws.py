@@ -27,12 +27,13 @@ import torch
 
 import adjpos
 from adjpos.interventions import (
-    build_intervention,
+    SPECS,
+    Fitted,
+    fit_states,
     held_out_prompts,
     measure_draws,
     measure_intervention,
 )
-from adjpos.interventions.build import fit_states
 from adjpos.runs import versions, write_json
 
 LAYER = 1
@@ -60,12 +61,8 @@ def main(task_name: str, draws: int, prompts: int, readout: str, json_path: str 
     kwargs = {"layer": LAYER, "batch": held.test, "readout": readout}
     rows = []
     for name in ("norm_scale_control", "subspace_swap_random"):
-        built = [
-            build_intervention(
-                name, d_model=model.cfg.d_model, states=states, positions=positions, draw=d
-            )
-            for d in range(draws)
-        ]
+        fitted = Fitted(model.cfg.d_model, states=states, positions=positions)
+        built = [SPECS[name].build(fitted, draw=d) for d in range(draws)]
         old, reference = timed(
             lambda built=built: [
                 measure_intervention(model, task, iv, **kwargs, kv_cache=False) for iv in built

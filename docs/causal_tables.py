@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from adjpos.interventions import SPECS
 from adjpos.study.format import table as markdown_table
-from adjpos.study.sizes import CAUSAL
 
 
 def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
@@ -54,8 +54,8 @@ def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
     return tables
 
 
-# The norm interventions and every control of them, in the study's order.
-NORMS = tuple(name for name in CAUSAL if name.startswith("norm_"))
+# The norm interventions and every control of them, in the intervention table's order.
+NORMS = tuple(name for name in SPECS if name.startswith("norm_"))
 
 
 def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:

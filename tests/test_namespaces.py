@@ -59,7 +59,7 @@ def test_the_names_readme_and_docs_use():
     assert adjpos.hf.measure_layers is adjpos.measure_layers
     assert adjpos.hf.load_hf is adjpos.load_hf
     assert callable(adjpos.figures.plot_layer_kinds)
-    assert adjpos.interventions.INTERVENTIONS and adjpos.study.__all__
+    assert adjpos.interventions.SPECS and adjpos.study.__all__
 
 
 def test_every_public_name_exists_and_unknown_names_say_what_there_is():

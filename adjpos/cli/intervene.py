@@ -24,12 +24,12 @@ from adjpos.validation import UsageError
 
 
 def add_intervene_parser(commands: Any) -> None:
-    from adjpos.interventions import NAMES
-    from adjpos.interventions.build import (
+    from adjpos.interventions import (
         DEFAULT_DRAWS,
         DEFAULT_PROMPTS,
         DEFAULT_RANK,
         DEFAULT_READOUTS,
+        NAMES,
     )
     from adjpos.tasks import TASKS
 
@@ -147,13 +147,19 @@ def add_intervene_parser(commands: Any) -> None:
 
 def _run_intervene(args: argparse.Namespace) -> int:
     from adjpos.figures import plot_interventions, save_figure
-    from adjpos.interventions import DEFAULT_INTERVENTIONS, INTERVENTION_TABLE, intervention_table
-    from adjpos.interventions.build import check_interventions
+    from adjpos.interventions import (
+        DEFAULT_INTERVENTIONS,
+        INTERVENTION_TABLE,
+        READOUTS,
+        check_interventions,
+        intervention_table,
+    )
     from adjpos.runs import RunFolder, write_json
 
     names = None
     if args.interventions is not None:
-        names = for_option("--interventions", check_interventions, args.interventions)
+        specs = for_option("--interventions", check_interventions, args.interventions)
+        names = [spec.name for spec in specs]
     if args.hf is not None or args.text is not None:
         return _run_on_text(args, names)
     if args.model is None:
@@ -172,15 +178,14 @@ def _run_intervene(args: argparse.Namespace) -> int:
         raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
     if args.n_prompts < 2:
         raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
-    from adjpos.interventions.build import KEPT_ONLY, READOUTS
-
     if not args.readouts or set(args.readouts) - set(READOUTS):
         raise UsageError(f"--readouts {args.readouts}: choose from {list(READOUTS)}")
-    kept_only = sorted(set(names) & set(KEPT_ONLY))
-    if kept_only and "kept" not in args.readouts:
-        raise UsageError(
-            f"--interventions {kept_only} run with the read-out kept: add --readouts kept"
-        )
+    for spec in check_interventions(names):
+        if not set(spec.readouts) & set(args.readouts):
+            raise UsageError(
+                f"--interventions ['{spec.name}'] run with the read-out "
+                f"{' or '.join(spec.readouts)}: add --readouts {spec.readouts[0]}"
+            )
     if args.control_draws < 1:
         raise UsageError(f"--control-draws must be at least 1, got {args.control_draws}")
     if not 1 <= args.rank <= model.cfg.d_model:

@@ -21,8 +21,9 @@ def plot_interventions(
 ) -> go.Figure:
     """Exact match against the layer intervened at, one line per intervention (and per seed,
     where rows have a ``seed`` column) with its 95% interval; each control is dashed in the
-    colour of the intervention it controls, and the baseline ("none") is black. One panel per
-    task (the ``task`` column, when there is one).
+    colour of the intervention it controls (read from the rows' ``control`` column), and the
+    baseline (the row that is its own control, "none") is black. One panel per task (the
+    ``task`` column, when there is one).
 
     Args:
         rows: the rows of `adjpos.interventions.intervention_table` (or dicts with at least
@@ -93,20 +94,19 @@ def plot_interventions(
 
 
 def _styles(table: pd.DataFrame) -> dict[str, dict]:
-    """Each intervention gets a colour and its control the same, dashed; a control whose
-    intervention is not drawn (named ``*_control`` or ``*_random``) is dotted."""
+    """Each intervention whose control is drawn gets a colour and its control the same,
+    dashed (the pairs are the rows' ``control`` column, which the intervention table's specs
+    write); the baseline, its own control, is black; every other line gets a colour of its
+    own."""
     pairs = table[["intervention", "control"]].drop_duplicates()
     controls = dict(zip(pairs["intervention"], pairs["control"], strict=True))
-    controlling = {c for n, c in controls.items() if c not in ("none", n)}
-    tested = [n for n in controls if n != "none" and n not in controlling]
-    tested = [n for n in tested if not n.endswith(("_control", "_random"))]
-    tested = [n for n in tested if "_control_" not in n]
-    styles: dict[str, dict] = {"none": BASELINE}
-    for index, name in enumerate(tested):
-        styles[name] = dict(color=PALETTE[index % len(PALETTE)], width=2)
-        if controls[name] in controls and controls[name] != "none":
-            styles[controls[name]] = dict(color=PALETTE[index % len(PALETTE)], width=2, dash="dash")
-    others = [n for n in controls if n not in styles]
-    for index, name in enumerate(others, start=len(tested)):
-        styles[name] = dict(color=PALETTE[index % len(PALETTE)], width=2, dash="dot")
+    styles = {n: BASELINE for n, c in controls.items() if c == n}  # its own control
+    paired = {n: c for n, c in controls.items() if c in controls and c not in styles}
+    colours = iter(PALETTE * len(controls))
+    for name, control in paired.items():
+        if name not in styles:
+            styles[name] = dict(color=next(colours), width=2)
+            styles.setdefault(control, styles[name] | dict(dash="dash"))
+    for name in controls:
+        styles.setdefault(name, dict(color=next(colours), width=2))
     return styles

@@ -1,96 +1,109 @@
 """Interventions: change one carrier of position inside a model and leave the others intact.
 
 Each intervention is a small frozen object applied at one site with TransformerLens hooks,
-`intervene(model, intervention, layer=l)`, on any TransformerLens model. Layer l is numbered
-as adjpos numbers residual layers: the hidden states entering block l
+`intervene(model, intervention, layer=l)`, on any TransformerLens model; any object with a
+``site`` and a call on the activations there is one (your own too, see `hooks`). Layer l is
+numbered as adjpos numbers residual layers: the hidden states entering block l
 (``blocks.{l}.hook_resid_pre``; layer 0 = the token embeddings), so l runs over
 0 .. n_layers - 1. `UniformAttention` acts on block l's attention pattern instead.
 
-- `NoIntervention` ("none"): the baseline, through the same code path.
-- `NormPermute` ("norm_permute"): each state keeps its direction and takes the norm of another
-  position of the same sequence (a seeded random permutation, or the mirror k -> n - 1 - k).
-  Every cosine is unchanged.
-- `NormPermuteControl` ("norm_permute_control"): each state keeps its direction and takes the
+- `NoIntervention` (``none``): the baseline, through the same code path.
+- `NormPermute` (``norm_permute``): each state keeps its direction and takes the norm of
+  another position of the same sequence (a seeded random permutation, or the mirror
+  k -> n - 1 - k). Every cosine is unchanged.
+- `NormPermuteControl` (``norm_permute_control``): each state keeps its direction and takes the
   norm of the same position in another sequence of the batch (the next row, cyclically), a
   change of norms that moves no position information between positions (but a smaller one).
-- `NormScaleControl` ("norm_scale_control"): the size-matched control: the permutation's own
+- `NormScaleControl` (``norm_scale_control``): the size-matched control: the permutation's own
   norm ratios, applied at random places (at the read-out positions, its own ratio).
-- `NormCommonScale` ("norm_common_scale"): every norm of a sequence scaled by one factor of the
-  permutation's mean log-norm change: the norms' order over positions kept.
-- `SubspaceSwap` ("subspace_swap"): each state's component in the position subspace (LDA of
+- `NormCommonScale` (``norm_common_scale``): every norm of a sequence scaled by one factor of
+  the permutation's mean log-norm change: the norms' order over positions kept.
+- `SubspaceSwap` (``subspace_swap``): each state's component in the position subspace (LDA of
   position, rank r) replaced by that of another position of its sequence, the norm restored;
   ``subspace_swap_random`` swaps in a random subspace of the same rank holding the same share
   of the states' variance instead.
-- `LeaceErase` ("leace_position"): linear erasure of position with LEACE; ``leace_random``
+- `LeaceErase` (``leace_position``): linear erasure of position with LEACE; ``leace_random``
   erases a concept of the same rank fitted to shuffled position labels.
-- `SubspaceErase` ("erase_random"): as many random directions as LEACE erases, chosen so the
+- `SubspaceErase` (``erase_random``): as many random directions as LEACE erases, chosen so the
   states change as much (LEACE's matched control).
-- `UniformAttention` ("uniform_attention"): block l's attention pattern replaced by uniform
+- `UniformAttention` (``uniform_attention``): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
-- `PositionMeanSwap` ("position_mean_swap"): the adjacency pattern itself: each prompt
+- `PositionMeanSwap` (``position_mean_swap``): the adjacency pattern itself: each prompt
   state's position curve (`adjpos.decompose`, fitted on other prompts of its length after
   removing each token's mean state) replaced by that of another position under a
   permutation that scatters neighbours, tokens, context and norm kept;
   ``position_mean_mirror``, its control, mirrors the curve (t -> n - 1 - t), which keeps
   every distance between positions, the swap chosen to change the states as much. Both act
-  on the prompt with the read-out kept only (`KEPT_ONLY`).
+  on the prompt with the read-out kept only.
 
-`intervention_table` measures each on a model's task (exact match under greedy decoding,
-teacher-forced token accuracy, the adjacency score and variance ratio it leaves, the size of
-the change), with bootstrap intervals over prompts, in two read-out variants (`READOUTS`: the
-read-out positions kept or changed); each tested intervention is set against its control
-(`CONTROL_OF`) by a paired difference over prompts, the random controls (`DRAWN`) measured
-over several draws, batched in one pass (`measure_draws`, `Stacked`). ``adjpos intervene`` is
-its command. `text_intervention_table` runs the same interventions on a language model and
-text (``adjpos intervene --hf SOURCE --text FILE``): next-token loss and accuracy on each
-sequence's continuation with its context changed, paired over sequences.
+`SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
+compared with (``control``), whether it is a random control measured over draws (``drawn``),
+the read-out variants it runs in, what it is fitted on, and its factory. `intervention_table`
+measures each on a model's task (exact match under greedy decoding, teacher-forced token
+accuracy, the adjacency score and variance ratio it leaves, the size of the change), with
+bootstrap intervals over prompts, in two read-out variants (`READOUTS`: the read-out
+positions kept or changed); each tested intervention is set against its control by a paired
+difference over prompts, the random controls measured over several draws, batched in one
+pass (`measure_draws`, `Stacked`). ``adjpos intervene`` is its command.
+`text_intervention_table` runs the same interventions through the same runner on a language
+model and text (``adjpos intervene --hf SOURCE --text FILE``): next-token loss and accuracy
+on each sequence's continuation with its context changed, paired over sequences.
 
 Each states in its tests what it preserves (`tests/interventions`).
 """
 
-from adjpos.interventions.build import (
-    CONTROL_OF,
-    DEFAULT_INTERVENTIONS,
-    DEFAULT_READOUTS,
-    DRAWN,
-    KEPT_ONLY,
-    NAMES,
-    READOUTS,
-    HeldOut,
-    build_intervention,
-    fit_prompt_states,
-    held_out_prompts,
-)
-from adjpos.interventions.hooks import (
-    INTERVENTIONS,
-    NoIntervention,
-    Stacked,
-    UniformAttention,
-    intervene,
-)
-from adjpos.interventions.measure import measure_draws, measure_intervention
+from adjpos.interventions.attention import UniformAttention
+from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
     NormPermute,
     NormPermuteControl,
     NormScaleControl,
 )
-from adjpos.interventions.position_mean import PositionMeanSwap, position_curves
+from adjpos.interventions.position_curve import PositionMeanSwap, position_curves
+from adjpos.interventions.prompts import (
+    HeldOut,
+    fit_prompt_states,
+    fit_states,
+    held_out_prompts,
+)
+from adjpos.interventions.runner import DEFAULT_DRAWS
+from adjpos.interventions.specs import (
+    DEFAULT_INTERVENTIONS,
+    DEFAULT_RANK,
+    DEFAULT_READOUTS,
+    NAMES,
+    READOUTS,
+    SPECS,
+    Fitted,
+    InterventionSpec,
+    check_interventions,
+)
 from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
-from adjpos.interventions.table import INTERVENTION_TABLE, intervention_table
+from adjpos.interventions.task import (
+    DEFAULT_PROMPTS,
+    INTERVENTION_TABLE,
+    intervention_table,
+    measure_draws,
+    measure_intervention,
+)
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [
-    "CONTROL_OF",
+    "DEFAULT_DRAWS",
     "DEFAULT_INTERVENTIONS",
+    "DEFAULT_PROMPTS",
+    "DEFAULT_RANK",
     "DEFAULT_READOUTS",
-    "DRAWN",
-    "INTERVENTIONS",
     "INTERVENTION_TABLE",
-    "KEPT_ONLY",
     "NAMES",
     "READOUTS",
+    "SPECS",
+    "TEXT_TABLE",
+    "Fitted",
     "HeldOut",
+    "Intervention",
+    "InterventionSpec",
     "LeaceErase",
     "NoIntervention",
     "NormCommonScale",
@@ -98,13 +111,13 @@ __all__ = [
     "NormPermuteControl",
     "NormScaleControl",
     "PositionMeanSwap",
-    "SubspaceErase",
     "Stacked",
+    "SubspaceErase",
     "SubspaceSwap",
-    "TEXT_TABLE",
     "UniformAttention",
-    "build_intervention",
+    "check_interventions",
     "fit_prompt_states",
+    "fit_states",
     "held_out_prompts",
     "intervene",
     "intervention_table",

@@ -1,61 +1,52 @@
-"""The one context manager that applies an intervention (see the package doc), the baseline, the
-attention-pattern intervention and `Stacked`; the others are in `norms` and `subspaces`."""
+"""The floor every kind of intervention stands on: `intervene` (the one context manager that
+applies an intervention), the baseline, `Stacked`, and the helpers the kinds share.
+
+An intervention is any object with a ``site`` ("resid_pre": the states entering a block;
+"pattern": a block's attention pattern) that is called on the activations there,
+``intervention(acts, readout=None) -> acts`` (as TransformerLens hooks take any function).
+``readout`` is a [pos] boolean mask of the positions handed to it whose state is read out
+(the last prompt position and every answer position), or None when the caller did not say:
+a control can match the read-out positions with it. With the read-out kept
+(``keep_readout=True``), the intervention is handed the positions before the read-out alone,
+with a mask that holds no read-out position. An optional ``check(model)`` refuses a model it
+cannot act on before any forward pass.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.interventions.norms import (
-    _EPS,
-    NormCommonScale,
-    NormPermute,
-    NormPermuteControl,
-    NormScaleControl,
-)
-from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
+from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
+
+SITES = ("resid_pre", "pattern")
+EPS = 1e-12  # a zero state keeps norm 0: no direction to rescale
+
+
+@runtime_checkable
+class Intervention(Protocol):
+    """What `intervene` applies: a site and a call on the activations there."""
+
+    site: str
+
+    def __call__(self, acts: Tensor, readout: Tensor | None = None) -> Tensor: ...
 
 
 @dataclass(frozen=True)
 class NoIntervention:
     """The baseline: the states pass unchanged, through the same hook."""
 
-    name = "none"
     site = "resid_pre"
-    label = name
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
         return resid
-
-
-@dataclass(frozen=True)
-class UniformAttention:
-    """Block l's attention pattern replaced by uniform causal attention: position k attends
-    1 / (k + 1) to each of positions 0..k. `heads`: which heads (default: all)."""
-
-    heads: tuple[int, ...] | None = None
-    name = "uniform_attention"
-    site = "pattern"
-    label = name
-
-    def __call__(
-        self, pattern: Float[Tensor, "batch head query key"], readout: Any = None
-    ) -> Tensor:
-        q, k = pattern.shape[-2:]
-        causal = torch.ones(q, k, device=pattern.device, dtype=pattern.dtype).tril()
-        uniform = causal / causal.sum(dim=-1, keepdim=True)
-        if self.heads is None:
-            return uniform.expand_as(pattern).clone()
-        out = pattern.clone()
-        out[:, list(self.heads)] = uniform
-        return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,23 +64,21 @@ class Stacked:
     parts: tuple[Any, ...]
 
     def __post_init__(self) -> None:
-        kinds = tuple(INTERVENTIONS.values())
-        if not self.parts or not all(type(p) in kinds for p in self.parts):
-            raise UsageError(f"Stacked needs interventions from {list(INTERVENTIONS)}")
+        if not self.parts:
+            raise UsageError("Stacked needs at least one intervention")
+        for part in self.parts:
+            check_intervention(part)
         if len({p.site for p in self.parts}) > 1:
             raise UsageError("Stacked parts must act at one site")
-
-    @property
-    def name(self) -> str:
-        return self.parts[0].name
 
     @property
     def site(self) -> str:
         return self.parts[0].site
 
-    @property
-    def label(self) -> str:
-        return self.parts[0].label
+    def check(self, model: Any) -> None:
+        for part in self.parts:
+            if hasattr(part, "check"):
+                part.check(model)
 
     def __call__(self, acts: Tensor, readout: Any = None) -> Tensor:
         n = len(self.parts)
@@ -99,20 +88,17 @@ class Stacked:
         return torch.cat([p(c, readout=readout) for p, c in zip(self.parts, chunks, strict=True)])
 
 
-INTERVENTIONS = {
-    cls.name: cls
-    for cls in (
-        NoIntervention,
-        NormPermute,
-        NormPermuteControl,
-        NormScaleControl,
-        SubspaceSwap,
-        LeaceErase,
-        SubspaceErase,
-        NormCommonScale,
-        UniformAttention,
-    )
-}
+def check_intervention(intervention: Any) -> None:
+    """`intervention` has a known ``site`` and can be called.
+
+    Raises:
+        ValueError: it has not.
+    """
+    if getattr(intervention, "site", None) not in SITES or not callable(intervention):
+        raise UsageError(
+            f"{intervention!r} is not an intervention: pass an object with .site, one of "
+            f"{list(SITES)}, called as intervention(acts, readout=None) -> acts"
+        )
 
 
 @contextmanager
@@ -129,15 +115,16 @@ def intervene(
     """Apply `intervention` at `layer` of `model` for the duration of the block.
 
     Args:
+        intervention: any object with ``.site`` and a call (see the module doc).
         readout_from: the first read-out position: positions readout_from.. are where the
             model's output is read (the last prompt position and every answer position). The
             controls matched at the read-out positions use it (`NormScaleControl`).
         keep_readout: leave the read-out positions untouched (their states, or for an
-            attention-pattern intervention their attention rows, pass unchanged), and apply the
-            intervention to the prompt alone (positions 0 .. readout_from), so the change of
-            the earlier positions does not depend on what is decoded after them: it is the
-            same at every decoding step, and decoding can reuse a KV cache. Needs
-            `readout_from`.
+            attention-pattern intervention their attention rows, pass unchanged), and hand
+            the intervention the positions before the read-out alone (0 .. readout_from - 1),
+            so the change of the earlier positions does not depend on what is decoded after
+            them: it is the same at every decoding step, and decoding can reuse a KV cache.
+            Needs `readout_from`.
         record: a list; every call appends ``(sum of ||x' - x|| / ||x||, states)`` over the
             states the hook changed (read-out positions left out when kept), so the change
             size can be read from the calls a decoding actually made.
@@ -157,19 +144,16 @@ def intervene(
         True
 
     Raises:
-        ValueError: a layer outside 0 .. n_layers - 1, an unknown intervention, heads out of
-            range, `keep_readout` without `readout_from`, `skip_first` not an int >= 0 or
-            after `readout_from`, or an attention-pattern intervention
-            on a model other than a HookedTransformer (a TransformerBridge's pattern hook is
-            read-only).
+        ValueError: a layer outside 0 .. n_layers - 1, an object that is not an intervention,
+            one its own ``check`` refuses (e.g. heads out of range), `keep_readout` without
+            `readout_from`, `skip_first` not an int >= 0 or after `readout_from`, or an
+            attention-pattern intervention on a model other than a HookedTransformer (a
+            TransformerBridge's pattern hook is read-only).
     """
     n_layers = model.cfg.n_layers
     if not is_int(layer) or not 0 <= layer < n_layers:
         raise UsageError(f"layer must be an int in [0, {n_layers - 1}], got {layer!r}")
-    if type(intervention) not in (*INTERVENTIONS.values(), Stacked):
-        raise UsageError(
-            f"unknown intervention {intervention!r}; choose from {list(INTERVENTIONS)}"
-        )
+    check_intervention(intervention)
     if readout_from is not None and (not is_int(readout_from) or readout_from < 0):
         raise UsageError(f"readout_from must be an int >= 0, got {readout_from!r}")
     if keep_readout and readout_from is None:
@@ -184,25 +168,23 @@ def intervene(
 
         if not isinstance(model, HookedTransformer):
             raise UsageError(
-                f"{intervention.name} needs a HookedTransformer: in {type(model).__name__} the "
-                "attention pattern hook does not feed back into the attention output, so "
-                "changing it would change nothing"
+                f"{type(intervention).__name__} acts on the attention pattern and needs a "
+                f"HookedTransformer: in {type(model).__name__} the attention pattern hook does "
+                "not feed back into the attention output, so changing it would change nothing"
             )
         name = f"blocks.{layer}.attn.hook_pattern"
-        for part in getattr(intervention, "parts", (intervention,)):
-            _check_heads(part.heads or (), model.cfg.n_heads)
+    if hasattr(intervention, "check"):
+        intervention.check(model)
 
     def change(acts: Tensor, start: int | None) -> Tensor:
-        pos = acts.shape[-2]  # [batch, pos, d] or, for the pattern, [batch, head, query, key]
         if keep_readout:
-            return _prompt_only(acts, intervention, start, record)
+            return _before_readout(acts, intervention, start, record)
         readout = None
         if start is not None:
-            readout = torch.arange(pos, device=acts.device) >= start
+            readout = torch.arange(acts.shape[-2], device=acts.device) >= start
         out = intervention(acts, readout=readout)
         if record is not None and acts.ndim == 3:
-            sizes = (out - acts).norm(dim=-1) / acts.norm(dim=-1).clamp_min(_EPS)
-            record.append((float(sizes.detach().sum()), int(sizes.numel())))
+            record.append(_change_sizes(acts, out))
         return out
 
     def hook(acts: Tensor, hook: Any) -> Tensor:
@@ -222,27 +204,49 @@ def intervene(
         yield model
 
 
-def _prompt_only(acts: Tensor, intervention: Any, readout_from: int, record: list | None) -> Tensor:
-    """`intervention` applied to positions 0 .. readout_from only (the prompt; for a pattern,
-    its query-by-key block), the read-out position readout_from and every later one kept."""
-    cut = min(readout_from + 1, acts.shape[-2])
-    readout = torch.arange(cut, device=acts.device) >= readout_from
-    head = acts[:, :cut] if acts.ndim == 3 else acts[:, :, :cut, :cut]
-    shape = (1, cut, 1) if acts.ndim == 3 else (1, 1, cut, 1)
-    changed = torch.where(readout.view(shape), head, intervention(head, readout=readout))
-    if record is not None and acts.ndim == 3:
-        before, after = head[:, ~readout], changed[:, ~readout]
-        sizes = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(_EPS)
-        record.append((float(sizes.detach().sum()), int(sizes.numel())))
+def _before_readout(acts: Tensor, intervention: Any, readout_from: int, record: Any) -> Tensor:
+    """`intervention` applied to positions 0 .. readout_from - 1 alone (the prompt before the
+    read-out; for a pattern, its query-by-key block), every later position kept."""
+    cut = min(readout_from, acts.shape[-2])
+    if cut == 0:
+        return acts
+    none_read = torch.zeros(cut, dtype=torch.bool, device=acts.device)
     if acts.ndim == 3:
+        head = acts[:, :cut]
+        changed = intervention(head, readout=none_read)
+        if record is not None:
+            record.append(_change_sizes(head, changed))
         return torch.cat([changed, acts[:, cut:]], dim=1)
     out = acts.clone()
-    out[:, :, :cut, :cut] = changed
+    out[:, :, :cut, :cut] = intervention(acts[:, :, :cut, :cut], readout=none_read)
     return out
 
 
-def _check_heads(heads: Sequence[int], n_heads: int) -> None:
-    """Every head index in range (for `UniformAttention`)."""
-    bad = [h for h in heads if not is_int(h) or not 0 <= h < n_heads]
-    if bad:
-        raise UsageError(f"heads {bad} are out of range; the model has {n_heads} heads")
+def _change_sizes(before: Tensor, after: Tensor) -> tuple[float, int]:
+    sizes = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(EPS)
+    return float(sizes.detach().sum()), int(sizes.numel())
+
+
+def partner_positions(resid: Tensor, seed: int, *, mirrored: bool = False) -> Tensor:
+    """[batch, pos] the partner position of each state: a seeded random permutation of each
+    sequence's positions (one draw per (seed, pos), so a fixed rule per length), or the
+    mirror k -> pos - 1 - k. The norm and subspace permutations share it."""
+    batch, pos, _ = resid.shape
+    if mirrored:
+        order = torch.arange(pos - 1, -1, -1).expand(batch, pos)
+    else:
+        gen = derived_generator(seed, "partner positions", pos)
+        order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
+    return order.to(resid.device)
+
+
+def with_norms(resid: Tensor, norms: Tensor) -> Tensor:
+    """Each state rescaled to `norms` [..., 1], its direction kept."""
+    own = resid.norm(dim=-1, keepdim=True)
+    return resid * (norms / own.clamp_min(EPS))
+
+
+def relative_change(before: Tensor, after: Tensor) -> Tensor:
+    """Mean ||after - before|| / ||before|| over the states (zero states count 0)."""
+    own = before.norm(dim=-1)
+    return ((after - before).norm(dim=-1) / own.clamp_min(EPS)).mean()

@@ -10,7 +10,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.interventions.norms import _partners, _with_norms, relative_change
+from adjpos.interventions.hooks import partner_positions, relative_change, with_norms
+from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
 
@@ -22,23 +23,18 @@ class SubspaceSwap:
 
     Build it with `SubspaceSwap.fit` (the position subspace: linear discriminant analysis of
     position on held-out states) or `SubspaceSwap.random_subspace` (the control: a random
-    subspace of the same rank; labelled ``subspace_swap_random``).
+    subspace of the same rank).
 
     Args:
         basis: [d_model, r] orthonormal columns spanning the subspace.
         seed: seed of the permutation of positions.
-        random: the basis is a random subspace (sets the label only).
+        random: the basis is a random subspace (a record of how it was built).
     """
 
     basis: Tensor
     seed: int = 0
     random: bool = False
-    name = "subspace_swap"
     site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "subspace_swap_random" if self.random else "subspace_swap"
 
     @property
     def rank(self) -> int:
@@ -85,7 +81,7 @@ class SubspaceSwap:
         high- (or low-) variance directions until it holds `share` of their variance
         (`variance_share`), as the tested subspace does."""
         _check_rank(rank, d_model, "d_model")
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + draw)
+        gen = derived_generator(seed, "random subspace", draw)
         if states is None or share is None:
             basis, _ = torch.linalg.qr(
                 torch.randn(d_model, rank, generator=gen, dtype=torch.float64)
@@ -97,12 +93,12 @@ class SubspaceSwap:
         return cls(basis=basis, seed=seed, random=True)
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        order = _partners(resid, self.seed)
+        order = partner_positions(resid, self.seed)
         basis = self.basis.to(device=resid.device, dtype=resid.dtype)
         coords = resid @ basis
         moved = coords.gather(1, order[..., None].expand_as(coords))
         swapped = resid + (moved - coords) @ basis.T
-        return _with_norms(swapped, resid.norm(dim=-1, keepdim=True))
+        return with_norms(swapped, resid.norm(dim=-1, keepdim=True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,22 +106,16 @@ class LeaceErase:
     """Linear erasure of position with LEACE (the `concept-erasure` package): after it, no
     linear classifier reads position from the states it was fitted on better than a constant.
     Build it with `LeaceErase.fit`; ``shuffled=True`` fits the same eraser to shuffled position
-    labels (the control: an erasure of the same rank that removes no position information),
-    labelled ``leace_random``.
+    labels (the control: an erasure of the same rank that removes no position information).
 
     Args:
         eraser: a fitted ``concept_erasure.LeaceEraser``.
-        shuffled: fitted on shuffled labels (sets the label only).
+        shuffled: fitted on shuffled labels (a record of how it was built).
     """
 
     eraser: Any
     shuffled: bool = False
-    name = "leace_position"
     site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "leace_random" if self.shuffled else "leace_position"
 
     @property
     def rank(self) -> int:
@@ -150,7 +140,7 @@ class LeaceErase:
 
         labels = positions.cpu().long()
         if shuffled:
-            gen = torch.Generator().manual_seed(seed)
+            gen = derived_generator(seed, "shuffled positions")
             labels = labels[torch.randperm(labels.numel(), generator=gen)]
         onehot = torch.nn.functional.one_hot(labels).double()
         eraser = LeaceEraser.fit(states.double().cpu(), onehot, svd_tol=1e-12)
@@ -165,7 +155,7 @@ class SubspaceErase:
     """The size-matched control of `LeaceErase`: a random subspace of the same rank erased,
     x' = x - B B^T (x - mean), tilted towards the states' high- or low-variance directions
     until its mean relative change ||x' - x|| / ||x|| on the fitting states equals the
-    eraser's. Build it with `SubspaceErase.matched`; labelled ``erase_random``.
+    eraser's. Build it with `SubspaceErase.matched`.
 
     Args:
         basis: [d_model, r] orthonormal columns (the erased directions).
@@ -174,9 +164,7 @@ class SubspaceErase:
 
     basis: Tensor
     mean: Tensor
-    name = "erase_random"
     site = "resid_pre"
-    label = name
 
     @property
     def rank(self) -> int:
@@ -184,13 +172,19 @@ class SubspaceErase:
 
     @classmethod
     def matched(
-        cls, states: Float[Tensor, "n d_model"], eraser: LeaceErase, *, draw: int = 0
+        cls,
+        states: Float[Tensor, "n d_model"],
+        eraser: LeaceErase,
+        *,
+        seed: int = 0,
+        draw: int = 0,
     ) -> SubspaceErase:
-        """As many directions as `eraser` erases, changing `states` as much on average."""
+        """As many directions as `eraser` erases, changing `states` as much on average (the
+        random directions drawn from `seed` and `draw`)."""
         states = states.double().cpu()
         mean = states.mean(dim=0)
         target = float(relative_change(states, eraser(states[None])[0]))
-        gen = torch.Generator().manual_seed(1_000_003 + draw)
+        gen = derived_generator(seed, "random erasure", draw)
 
         def change(basis: Tensor) -> float:
             return float(relative_change(states, cls(basis=basis, mean=mean)(states[None])[0]))

@@ -11,12 +11,13 @@ states change too. The first `skip_first` positions are never changed (an attent
 first position of a language model often carries a massive activation that dominates norms).
 
 The first half of the sequences fits the fitted interventions (the position subspace, LEACE,
-the position curve; on positions skip_first .. n - 1), the second half is measured. Each
-tested intervention is compared with its control (`CONTROL_OF`) by the per-sequence difference
-in loss (intervention minus control: above zero, it raises the loss more) with a paired
-bootstrap interval over sequences; the random controls (`DRAWN`) are measured over
-`control_draws` draws, and ``percentile`` is the share (%) of draws whose loss is above the
-intervention's (ties count half): near 0, the intervention harms more than nearly every draw.
+the position curve; on positions skip_first .. n - 1), the second half is measured. The units
+run through the same runner as a task's (`adjpos.interventions.runner`): each tested
+intervention is compared with its control (its spec's ``control``) by the per-sequence
+difference in loss (intervention minus control: above zero, it raises the loss more) with a
+paired bootstrap interval over sequences; a drawn control is measured over `control_draws`
+draws, and ``percentile`` is the share (%) of draws whose loss is above the intervention's
+(ties count half): near 0, the intervention harms more than nearly every draw.
 """
 
 from __future__ import annotations
@@ -24,28 +25,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 from jaxtyping import Int
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.build import (
-    CONTROL_OF,
-    DEFAULT_DRAWS,
+from adjpos.interventions.hooks import Stacked, intervene
+from adjpos.interventions.runner import DEFAULT_DRAWS, Outcome, Unit, plan_units, run_units
+from adjpos.interventions.specs import (
     DEFAULT_RANK,
     DEFAULT_READOUTS,
-    DRAWN,
-    MATCHED_TO,
-    NAMES,
-    build_intervention,
+    SPECS,
+    Fitted,
+    InterventionSpec,
 )
-from adjpos.interventions.hooks import Stacked, intervene
-from adjpos.interventions.subspaces import variance_share
-from adjpos.interventions.table import _quiet, check_units
-from adjpos.metrics import adjacency_probability, cosine_matrix
-from adjpos.stats import bootstrap_interval, paired_difference
+from adjpos.scoring import sequence_scores
+from adjpos.stats import bootstrap_interval
 from adjpos.tables import Table
 from adjpos.validation import UsageError, is_int
 
@@ -75,6 +70,7 @@ TEXT_TABLE = Table(
     n_sequences="int64",
 )
 _LOGITS_BUDGET = 50_000_000  # logits entries per forward pass (draws are chunked to fit)
+LOSS = Outcome("loss", "loss_difference", -1, "per_sequence", "draw_loss")
 
 
 def text_intervention_table(
@@ -82,7 +78,7 @@ def text_intervention_table(
     tokens: Int[Tensor, "batch pos"],
     *,
     layers: Sequence[int] | None = None,
-    interventions: Sequence[str] | None = None,
+    interventions: Sequence[str | InterventionSpec] | None = None,
     cut: int | None = None,
     skip_first: int = 0,
     rank: int = DEFAULT_RANK,
@@ -101,7 +97,8 @@ def text_intervention_table(
         model: a TransformerLens model or bridge (a HookedTransformer for uniform_attention).
         tokens: [n, pos] token ids, n >= 4 (half fit, half measured).
         layers: layers to intervene at (default: all).
-        interventions: names from `NAMES` (default: all, less uniform_attention on a bridge).
+        interventions: names from `SPECS` or your own `InterventionSpec`s (default: all, less
+            those acting on the attention pattern on a bridge).
         cut: first position of the continuation (default pos // 2).
         skip_first: positions never changed, from the start.
         rank, control_draws, readouts, seed: as in `intervention_table`.
@@ -123,46 +120,58 @@ def text_intervention_table(
             f"cut must be an int in [skip_first + 2, pos - 2] = [{skip_first + 2}, {pos - 2}] "
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
-    units = check_units(model, layers, _names(model, interventions), readouts, control_draws)
-    fit, test = tokens[: n // 2], tokens[n // 2 :]
-    rows, fitted = [], {}
-    for layer, readout, name in tqdm(units, desc="interventions", disable=_quiet(progress)):
-        unit = f"layer{layer}-{readout}-{name}"
-        if folder is not None and folder.is_done(unit):
-            rows.append(folder.result(unit))
-            continue
-        if layer not in fitted:
-            fitted[layer] = _fit(model, fit, layer, skip_first, cut)
-        states, positions, prompts = fitted[layer]
-        draws = control_draws if name in DRAWN else 1
-        kwargs = {"d_model": model.cfg.d_model, "states": states, "positions": positions}
-        kwargs |= {"rank": rank, "seed": seed, "prompts": prompts}
-        matched = build_intervention(MATCHED_TO[name], **kwargs) if name in MATCHED_TO else None
-        built = [build_intervention(name, draw=d, matched=matched, **kwargs) for d in range(draws)]
-        keep = readout == "kept"
-        measured = _measure(model, test, built, layer, cut, skip_first, keep)
-        row = {"model": model_name, "layer": layer, "intervention": name, "readout": readout}
-        row |= {"control": CONTROL_OF[name], "rank": getattr(built[0], "rank", None)}
-        row |= _summary(measured, seed) | {"control_draws": draws if name in DRAWN else None}
-        row["share"] = (
-            float(np.mean([variance_share(iv.basis, states) for iv in built]))
-            if hasattr(built[0], "basis")
-            else None
-        )
-        row |= {"cut": cut, "skip_first": skip_first, "n_sequences": len(test)}
-        if folder is not None:
-            folder.mark_done(unit, row)
-        rows.append(row)
-    return TEXT_TABLE.frame(_paired(rows, seed))
+    units = plan_units(model, layers, _names(model, interventions), readouts, control_draws)
+    rows = run_units(
+        units,
+        _OnText(model, tokens, cut, skip_first, rank, seed),
+        control_draws=control_draws,
+        columns={"model": model_name},
+        seed=seed,
+        folder=folder,
+        progress=progress,
+    )
+    extra = {"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2}
+    return TEXT_TABLE.frame([row | extra for row in rows])
 
 
-def _names(model: Any, interventions: Sequence[str] | None) -> list[str]:
+def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:
     from transformer_lens import HookedTransformer
 
     if interventions is not None:
         return list(interventions)
     hooked = isinstance(model, HookedTransformer)
-    return [n for n in NAMES if hooked or n != "uniform_attention"]
+    return [n for n, spec in SPECS.items() if hooked or spec.site != "pattern"]
+
+
+class _OnText:
+    """The runner's measurement on text: fitted on the first half of the sequences, measured
+    on the second half."""
+
+    outcome = LOSS
+
+    def __init__(self, model: Any, tokens: Tensor, cut: int, skip: int, rank: int, seed: int):
+        n = len(tokens)
+        self.model, self.fit, self.test = model, tokens[: n // 2], tokens[n // 2 :]
+        self.cut, self.skip, self.rank, self.seed = cut, skip, rank, seed
+        self.fitted_at: dict[int, Fitted] = {}
+
+    def fitted(self, layer: int, needs: set[str]) -> Fitted:
+        if layer not in self.fitted_at:
+            states, positions, prompts = _fit(self.model, self.fit, layer, self.skip, self.cut)
+            self.fitted_at[layer] = Fitted(
+                d_model=self.model.cfg.d_model,
+                seed=self.seed,
+                rank=self.rank,
+                states=states,
+                positions=positions,
+                prompts=prompts,
+            )
+        return self.fitted_at[layer]
+
+    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
+        keep = unit.readout == "kept"
+        measured = _measure(self.model, self.test, built, unit.layer, self.cut, self.skip, keep)
+        return _summary(measured, self.seed)
 
 
 def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:
@@ -207,8 +216,8 @@ def _measure(
         nll = -logp.gather(-1, right[..., None])[..., 0]
         loss += list(nll.mean(dim=1).view(len(part), n))
         accuracy += list((logp.argmax(-1) == right).double().mean(dim=1).view(len(part), n))
-        states = cache[site][:, skip_first:].double().cpu()
-        scores = adjacency_probability(cosine_matrix(states), ties="half")
+        full = torch.full((len(part) * n,), pos)
+        scores = sequence_scores(cache[site].double(), full, skip_first=skip_first)
         adjacency += list(scores.view(len(part), n))
         del logits, cache
     sized = sum(k for _, k in record)
@@ -238,25 +247,3 @@ def _summary(measured: dict[str, Any], seed: int) -> dict[str, Any]:
         "per_sequence": loss.tolist(),
         "draw_loss": measured["loss"].mean(axis=1).tolist(),
     }
-
-
-def _paired(rows: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
-    """Each row beside its control's row (same layer and read-out variant): the paired loss
-    difference over sequences and the percentile among the control's draws."""
-    index = {(r["layer"], r["readout"], r["intervention"]): r for r in rows}
-    out = []
-    for r in rows:
-        control = index.get((r["layer"], r["readout"], r["control"]))
-        extra: dict[str, Any] = dict.fromkeys(
-            ("loss_difference", "loss_difference_low", "loss_difference_high", "percentile")
-        )
-        if control is not None and control is not r:
-            d, low, high = paired_difference(r["per_sequence"], control["per_sequence"], seed=seed)
-            extra |= {"loss_difference": d, "loss_difference_low": low}
-            extra["loss_difference_high"] = high
-            draws = np.array(control["draw_loss"])
-            if len(draws) > 1:
-                above, ties = np.mean(draws > r["loss"]), np.mean(draws == r["loss"])
-                extra["percentile"] = float(100 * (above + ties / 2))
-        out.append({k: v for k, v in r.items() if k not in ("per_sequence", "draw_loss")} | extra)
-    return out

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from adjpos.interventions import NAMES, READOUTS, check_interventions
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
@@ -30,24 +31,6 @@ CARRIERS = (
     "resid",
 )
 CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
-# The causal tests: each carrier moved, beside its matched control (see adjpos.interventions).
-CAUSAL = (
-    "none",
-    "norm_permute",
-    "norm_scale_control",
-    "norm_common_scale",
-    "norm_permute_mirrored",
-    "norm_scale_control_mirrored",
-    "norm_common_scale_mirrored",
-    "norm_permute_control",
-    "subspace_swap",
-    "subspace_swap_random",
-    "leace_position",
-    "erase_random",
-    "uniform_attention",
-    "position_mean_swap",
-    "position_mean_mirror",
-)
 
 
 @dataclass(frozen=True)
@@ -76,7 +59,9 @@ class StudySizes:
         "layers the causal tests intervene at (None: every block's input)", None
     )
     interventions: tuple[str, ...] = help_field(
-        "interventions of the causal tests, each with its control", CAUSAL
+        "interventions of the causal tests, each with its control (default: every one of "
+        "adjpos.interventions.SPECS)",
+        NAMES,
     )
     control_draws: int = help_field("draws of each random control of the causal tests", 20)
     readouts: tuple[str, ...] = help_field(
@@ -129,11 +114,7 @@ class StudySizes:
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
-        from adjpos.interventions.build import check_interventions
-
         check_interventions(self.interventions)
-        from adjpos.interventions.build import READOUTS
-
         if not self.readouts or set(self.readouts) - set(READOUTS):
             raise UsageError(f"readouts must be names from {list(READOUTS)}, got {self.readouts}")
         if self.theory_heatmap_scale not in self.theory_scales:

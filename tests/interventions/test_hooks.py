@@ -14,6 +14,7 @@ from adjpos.interventions import (
     UniformAttention,
     intervene,
 )
+from adjpos.seeds import derive_seed
 from factories import tiny_bridge, tiny_config
 
 
@@ -115,14 +116,14 @@ def test_bad_layers_heads_and_objects_are_named():
     with pytest.raises(ValueError, match=r"heads \[7\] are out of range; the model has 4 heads"):
         with intervene(model, UniformAttention(heads=(7,)), layer=0):
             pass
-    with pytest.raises(ValueError, match="unknown intervention 'shuffle'; choose from"):
+    with pytest.raises(ValueError, match="'shuffle' is not an intervention: pass an object"):
         with intervene(model, "shuffle", layer=0):
             pass
 
 
 def _partner_reference(batch, pos, seed):
     """The permutation rule spelled out: one seeded draw of [batch, pos] keys per length."""
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + pos)
+    gen = torch.Generator().manual_seed(derive_seed(seed, "partner positions", pos))
     return torch.rand(batch, pos, generator=gen).argsort(dim=1)
 
 
@@ -154,7 +155,7 @@ def test_subspace_swap_matches_a_loop_reference_and_keeps_norms():
             expected = expected * x.norm() / expected.norm()
             torch.testing.assert_close(out[b, k], expected)
     torch.testing.assert_close(out.norm(dim=-1), resid.norm(dim=-1))
-    assert swap.label == "subspace_swap_random" and swap.rank == 3
+    assert swap.random and swap.rank == 3
     torch.testing.assert_close(swap.basis.T @ swap.basis, torch.eye(3, dtype=torch.float64))
     torch.testing.assert_close(SubspaceSwap.random_subspace(16, rank=3, seed=4).basis, basis)
 
@@ -173,7 +174,7 @@ def _positional_states(n=3000, d=24, n_pos=8, seed=0):
 def test_subspace_swap_fit_finds_the_position_subspace():
     states, positions = _positional_states()
     swap = SubspaceSwap.fit(states, positions, rank=2)
-    assert swap.label == "subspace_swap"
+    assert not swap.random
     torch.testing.assert_close(swap.basis.T @ swap.basis, torch.eye(2, dtype=torch.float64))
     # the planted plane: its projection onto the fitted plane keeps (nearly) all of it
     plane = swap.basis[:2]
@@ -202,7 +203,7 @@ def test_leace_position_leaves_a_linear_probe_at_chance():
     cross = centred.T @ (onehot - onehot.mean(dim=0)) / len(onehot)
     assert cross.abs().max() < 1e-8
     control = LeaceErase.fit(states[fit], positions[fit], shuffled=True, seed=1)
-    assert (erase.label, control.label) == ("leace_position", "leace_random")
+    assert (erase.shuffled, control.shuffled) == (False, True)
     assert erase.rank == control.rank == 7
     kept = control(states[None])[0]  # erases as many directions, but not position's
     assert _probe_accuracy(kept[fit], positions[fit], kept[test], positions[test]) > 3 * chance
@@ -246,6 +247,6 @@ def test_interventions_work_on_a_transformer_bridge():
         assert not torch.allclose(changed, plain)
         torch.testing.assert_close(bridge(tokens), plain, rtol=0, atol=0)  # hooks removed
     # its attention pattern hook is read-only: refused rather than silently doing nothing
-    with pytest.raises(ValueError, match="uniform_attention needs a HookedTransformer"):
+    with pytest.raises(ValueError, match="attention pattern and needs a HookedTransformer"):
         with intervene(bridge, UniformAttention(), layer=1):
             pass

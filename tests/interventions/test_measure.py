@@ -8,15 +8,19 @@ import torch
 from adjpos import load_pretrained
 from adjpos.interventions import (
     INTERVENTION_TABLE,
+    NAMES,
+    SPECS,
+    Fitted,
+    InterventionSpec,
     NoIntervention,
-    build_intervention,
+    fit_prompt_states,
+    fit_states,
     held_out_prompts,
     intervention_table,
     measure_draws,
     measure_intervention,
 )
-from adjpos.interventions import build as build_module
-from adjpos.interventions import table as table_module
+from adjpos.interventions import task as task_module
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.runs import RunFolder
 from adjpos.training import evaluate, predict
@@ -66,7 +70,7 @@ def test_the_size_matched_control_changes_norms_as_much(addition):
     batch = held_out_prompts(task, 60, seed=2).test
     sizes = {
         name: measure_intervention(
-            model, task, build_intervention(name, d_model=128, seed=0), layer=1, batch=batch
+            model, task, SPECS[name].build(Fitted(d_model=128)), layer=1, batch=batch
         )["log_norm_change"]
         for name in ("norm_permute", "norm_scale_control")
     }
@@ -93,7 +97,7 @@ def test_the_table_resumes_from_its_run_folder(addition, tmp_path, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a finished unit was measured again")
 
-    monkeypatch.setattr(table_module, "measure_draws", refuse)
+    monkeypatch.setattr(task_module, "measure_draws", refuse)
     again = intervention_table(model, task, folder=folder, model_name="m", **settings)
     assert again.equals(table)
 
@@ -105,13 +109,13 @@ def test_bad_layers_and_names_are_named(addition):
     with pytest.raises(ValueError, match=r"interventions: unknown \['shuffle'\]; choose from"):
         intervention_table(model, task, interventions=["none", "shuffle"], n_prompts=10)
     with pytest.raises(ValueError, match="subspace_swap is fitted: pass the states"):
-        build_intervention("subspace_swap", d_model=128)
+        SPECS["subspace_swap"].build(Fitted(d_model=128))
 
 
 def test_paired_differences_and_percentiles_follow_the_units_own_measurements(addition):
     """The table's difference is the mean per-prompt difference against the control's draws
     (each measured on its own here), and the percentile places the test among the draws."""
-    from adjpos.interventions.build import READOUTS
+    from adjpos.interventions import READOUTS
     from adjpos.stats import paired_difference
 
     model, task = addition
@@ -131,7 +135,7 @@ def test_paired_differences_and_percentiles_follow_the_units_own_measurements(ad
         rows = table[table["readout"] == readout].set_index("intervention")
 
         def hits(name, draw=0, readout=readout):
-            iv = build_intervention(name, d_model=128, seed=0, draw=draw)
+            iv = SPECS[name].build(Fitted(d_model=128), draw=draw)
             kwargs = dict(layer=2, batch=batch, readout=readout)
             return measure_intervention(model, task, iv, **kwargs)
 
@@ -179,13 +183,9 @@ def test_draws_measured_in_one_batch_equal_each_draw_measured_alone(addition, na
     model, task = addition
     model = copy.deepcopy(model).to(torch.float64)
     held = held_out_prompts(task, 40, n_fit=40, seed=4)
-    states, positions = build_module.fit_states(model, held.fit, 1)
-    built = [
-        build_intervention(
-            name, d_model=model.cfg.d_model, states=states, positions=positions, rank=4, draw=d
-        )
-        for d in range(3)
-    ]
+    states, positions = fit_states(model, held.fit, 1)
+    fitted = Fitted(d_model=model.cfg.d_model, states=states, positions=positions, rank=4)
+    built = [SPECS[name].build(fitted, draw=d) for d in range(3)]
     for readout in ("kept", "changed"):
         kwargs = {"layer": 1, "batch": held.test, "seed": 0, "readout": readout}
         together = measure_draws(model, task, built, **kwargs)
@@ -209,18 +209,17 @@ def addition64(addition):
     model, task = addition
     model = copy.deepcopy(model).to(torch.float64)
     held = held_out_prompts(task, 40, n_fit=40, seed=5)
-    prompts = build_module.fit_prompt_states(model, task, held, 1, seed=5)
-    return model, task, held, build_module.fit_states(model, held.fit, 1), prompts
+    prompts = fit_prompt_states(model, task, held, 1, seed=5)
+    return model, task, held, fit_states(model, held.fit, 1), prompts
 
 
-@pytest.mark.parametrize("name", build_module.NAMES)
+@pytest.mark.parametrize("name", NAMES)
 def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(addition64, name):
     """With the read-out kept the change is the prompt's alone: decoding it once with a KV
     cache (`predict_cached`) gives the answers of re-running every step with the hook."""
     model, task, held, (states, positions), prompts = addition64
-    iv = build_intervention(
-        name, d_model=model.cfg.d_model, states=states, positions=positions, rank=4, prompts=prompts
-    )
+    fitted = Fitted(model.cfg.d_model, rank=4, states=states, positions=positions, prompts=prompts)
+    iv = SPECS[name].build(fitted)
     starts = [len(task.encode(p)) - 1 for p in held.test.prompts]
     for start in sorted(set(starts)):
         prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
@@ -231,3 +230,37 @@ def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(add
         with change():
             slow = predict(model, task, prompts)
         assert predict_cached(model, task, prompts, prompt_pass=change) == slow
+
+
+class _Scale:
+    """A user's own intervention: every state scaled by `factor` (a plain class, no adjpos
+    base)."""
+
+    site = "resid_pre"
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, acts, readout=None):
+        return acts * self.factor
+
+
+def test_your_own_intervention_runs_through_the_task_runner(addition):
+    model, task = addition
+    mine = InterventionSpec(
+        "scale", "every state scaled", lambda fit, *, factor, **_: _Scale(factor),
+        params={"factor": 1.5}, role="tested",
+    )  # fmt: skip
+    table = intervention_table(
+        model, task, layers=[1], interventions=["none", mine], n_prompts=30, readouts=["kept"]
+    )
+    rows = table.set_index("intervention")
+    assert rows.loc["scale", "control"] == "none"
+    alone = measure_intervention(
+        model, task, _Scale(1.5), layer=1, batch=held_out_prompts(task, 30).test, readout="kept"
+    )
+    assert rows.loc["scale", "exact_match"] == alone["exact_match"]
+    assert rows.loc["scale", "perturbation"] == pytest.approx(0.5)  # ||1.5 x - x|| / ||x||
+    assert rows.loc["scale", "difference"] == pytest.approx(
+        alone["exact_match"] - rows.loc["none", "exact_match"]
+    )

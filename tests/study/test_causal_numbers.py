@@ -2,7 +2,7 @@
 
 import pytest
 
-from adjpos.interventions import CONTROL_OF, DRAWN, INTERVENTION_TABLE
+from adjpos.interventions import INTERVENTION_TABLE, SPECS
 from adjpos.study.claims.causal import causal_numbers
 
 
@@ -16,7 +16,7 @@ def _row(name, layer, em, half=0.02, perturbation=0.5, readout="kept", differenc
         "layer": layer,
         "intervention": name,
         "readout": readout,
-        "control": CONTROL_OF[name],
+        "control": SPECS[name].control,
         "rank": None,
         "exact_match": em,
         "exact_match_low": em - half,
@@ -35,7 +35,7 @@ def _row(name, layer, em, half=0.02, perturbation=0.5, readout="kept", differenc
         "difference": low_high[0],
         "difference_low": low_high[1],
         "difference_high": low_high[2],
-        "control_draws": 20 if name in DRAWN else None,
+        "control_draws": 20 if SPECS[name].drawn else None,
         "percentile": None if difference is None else 2.5,
         "share": None,
         "n_prompts": 100,

@@ -288,7 +288,7 @@ def test_the_causal_stage_resumes_seed_by_seed_and_part_by_part(tiny_run, tmp_pa
     def measured(*args, **kwargs):
         raise AssertionError("a finished part was measured again")
 
-    monkeypatch.setattr("adjpos.interventions.table.measure_draws", measured)
+    monkeypatch.setattr("adjpos.interventions.task.measure_draws", measured)
     result = reproduce(out, TINY)
     assert result.ran == ("causal",)
     after = INTERVENTION_TABLE.read(out / "results" / "interventions.csv")

@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.interventions import INTERVENTION_TABLE, intervention_table
+from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
 from adjpos.stats import compare_intervals
 from adjpos.study import format as fmt
 from adjpos.study.claim import (
@@ -40,23 +40,10 @@ from adjpos.study.models import TRAINED
 
 TITLE = "Does the model read the pattern? (causal tests)"
 
-# Interventions whose verdicts the report gives (each against its control, see CONTROL_OF).
-TESTED = (
-    "norm_permute",
-    "norm_permute_mirrored",
-    "subspace_swap",
-    "leace_position",
-    "uniform_attention",
-    "position_mean_swap",
-)
-WORDS = {
-    "norm_permute": "norms moved (random permutation)",
-    "norm_permute_mirrored": "norms moved (mirrored)",
-    "subspace_swap": "position subspace swapped",
-    "leace_position": "position erased (LEACE)",
-    "uniform_attention": "uniform attention",
-    "position_mean_swap": "position curve, neighbours scattered",
-}
+# Interventions whose verdicts the report gives (each against its control), and their words:
+# read from the intervention table.
+TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
+WORDS = {name: spec.label for name, spec in SPECS.items()}
 # The causal claims: what each tested intervention would show if the model needed that carrier.
 CLAIMS = {
     ("norm_permute", "norm_permute_mirrored"): "The model reads position from the norms: "

@@ -1,12 +1,13 @@
-"""What an intervention does to a model on its task: exact match, teacher-forced accuracy,
-and what it changed and left intact, with bootstrap intervals over prompts.
+"""Causal tests on a task: what an intervention does to a model's exact match, teacher-forced
+accuracy, and what it changed and left intact, with bootstrap intervals over prompts.
 
 `measure_intervention` is one (layer, intervention) unit on held-out prompts of the model's
 task (`measure_draws`: several draws of a random control in one pass); `intervention_table`
-(in `table`) runs every unit. Prompts are grouped by length (prompt length
-and sequence length), so padding never enters the model and a permutation of positions only
-moves real tokens; a prompt whose (prompt length, answer length) occurs once is left out, so
-`norm_permute_control` always has another sequence of the same length to take norms from.
+runs every unit through the runner (`adjpos.interventions.runner`). Prompts are grouped by
+length (prompt length and sequence length), so padding never enters the model and a
+permutation of positions only moves real tokens; a prompt whose (prompt length, answer length)
+occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
+sequence of the same length to take norms from.
 """
 
 from __future__ import annotations
@@ -20,12 +21,174 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import check_tokens
-from adjpos.interventions.build import READOUTS
 from adjpos.interventions.hooks import Stacked, intervene
-from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
+from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
+from adjpos.interventions.runner import DEFAULT_DRAWS, Outcome, Unit, plan_units, run_units
+from adjpos.interventions.specs import (
+    DEFAULT_INTERVENTIONS,
+    DEFAULT_RANK,
+    DEFAULT_READOUTS,
+    READOUTS,
+    Fitted,
+    InterventionSpec,
+)
+from adjpos.metrics import position_variance
+from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval, variance_ratio
+from adjpos.tables import Table
 from adjpos.tasks import Task, TaskBatch
 from adjpos.validation import UsageError
+
+DEFAULT_PROMPTS = 200
+INTERVENTION_TABLE = Table(
+    model="string",
+    task="string",
+    seed="Int64",
+    layer="int64",
+    intervention="string",
+    readout="string",
+    control="string",
+    rank="Int64",
+    exact_match="float64",
+    exact_match_low="float64",
+    exact_match_high="float64",
+    token_accuracy="float64",
+    token_accuracy_low="float64",
+    token_accuracy_high="float64",
+    adjacency_at_layer="float64",
+    adjacency_at_layer_low="float64",
+    adjacency_at_layer_high="float64",
+    adjacency_last="float64",
+    variance_ratio_at_layer="float64",
+    variance_ratio_last="float64",
+    perturbation="float64",
+    log_norm_change="float64",
+    difference="float64",
+    difference_low="float64",
+    difference_high="float64",
+    control_draws="Int64",
+    percentile="float64",
+    share="float64",
+    n_prompts="int64",
+)
+EXACT_MATCH = Outcome("exact_match", "difference", +1, "hits", "draw_exact_match")
+
+
+def intervention_table(
+    model: Any,
+    task: Task,
+    *,
+    layers: Sequence[int] | None = None,
+    interventions: Sequence[str | InterventionSpec] = DEFAULT_INTERVENTIONS,
+    n_prompts: int = DEFAULT_PROMPTS,
+    rank: int = DEFAULT_RANK,
+    control_draws: int = DEFAULT_DRAWS,
+    readouts: Sequence[str] = DEFAULT_READOUTS,
+    seed: int = 0,
+    model_name: str = "model",
+    model_seed: int | None = None,
+    folder: Any = None,
+    progress: bool | None = None,
+) -> Any:
+    """Every (layer, read-out variant, intervention) unit on fresh held-out prompts of
+    `task`, as a DataFrame with the columns of `INTERVENTION_TABLE`.
+
+    Each tested intervention is compared with its control (its spec's ``control``) on the
+    same prompts: ``difference`` is the mean per-prompt difference in exact match
+    (intervention minus control), with a paired bootstrap interval over prompts
+    (``difference_low``, ``difference_high``). A drawn control is measured `control_draws`
+    times (its row holds the mean over draws, per prompt), and the tested row's
+    ``percentile`` is the share (%) of the draws whose exact match is below its own (ties
+    count half).
+
+    Args:
+        model: a TransformerLens model trained on `task`.
+        layers: layers to intervene at (default: all, 0 .. n_layers - 1; layer l is the input
+            of block l, 0 = the token embeddings).
+        interventions: names from `SPECS` (default: all), or your own `InterventionSpec`s.
+        n_prompts: test prompts (and as many fitting prompts), see `held_out_prompts`.
+        rank: rank of the position subspace (and its random control).
+        control_draws: draws of each random control.
+        readouts: the read-out variants to run, from `READOUTS` ("kept", the default: the
+            read-out positions untouched; "changed": changed like the others, decoded
+            without a cache). A spec runs in its own ``readouts`` only.
+        seed: seed of the prompts, the permutations, the random draws and the bootstrap.
+        model_name, model_seed: the model and seed columns.
+        folder: an `adjpos.runs.RunFolder`: finished units are read back from it instead of
+            recomputed, and each unit is marked done as it finishes (resumable).
+        progress: show a progress bar over units (default: only on a terminal).
+
+    Raises:
+        ValueError: a layer out of range, unknown interventions or read-out variants, too few
+            prompts or draws, or a rank the position subspace cannot have.
+    """
+    units = plan_units(model, layers, interventions, readouts, control_draws)
+    held = held_out_prompts(task, n_prompts, seed=seed)
+    rows = run_units(
+        units,
+        _OnTask(model, task, held, rank, seed),
+        control_draws=control_draws,
+        columns={"model": model_name, "task": task.name, "seed": model_seed},
+        seed=seed,
+        folder=folder,
+        progress=progress,
+    )
+    return INTERVENTION_TABLE.frame(rows)
+
+
+class _OnTask:
+    """The runner's measurement on a task: fitted on ``held.fit``, measured on ``held.test``."""
+
+    outcome = EXACT_MATCH
+
+    def __init__(self, model: Any, task: Task, held: Any, rank: int, seed: int) -> None:
+        self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
+        self.states: dict[int, tuple[Tensor, Tensor]] = {}
+        self.prompts: dict[int, Any] = {}
+
+    def fitted(self, layer: int, needs: set[str]) -> Fitted:
+        if "states" in needs and layer not in self.states:
+            self.states[layer] = fit_states(self.model, self.held.fit, layer)
+        if "prompts" in needs and layer not in self.prompts:
+            self.prompts[layer] = fit_prompt_states(
+                self.model, self.task, self.held, layer, seed=self.seed
+            )
+        states, positions = self.states.get(layer, (None, None))
+        return Fitted(
+            d_model=self.model.cfg.d_model,
+            seed=self.seed,
+            rank=self.rank,
+            states=states,
+            positions=positions,
+            prompts=self.prompts.get(layer),
+        )
+
+    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
+        measured = measure_draws(
+            self.model,
+            self.task,
+            built,
+            layer=unit.layer,
+            batch=self.held.test,
+            seed=self.seed,
+            readout=unit.readout,
+        )
+        return _mean_of_draws(measured, self.seed)
+
+
+def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+    """One draw's measurements as they are; several draws' as their mean, each prompt's exact
+    match the mean over the draws (its interval bootstrapped over prompts), and each draw's
+    exact match under ``draw_exact_match``."""
+    if len(measured) == 1:
+        return measured[0]
+    out = {k: float(np.mean([m[k] for m in measured])) for k in measured[0] if k != "hits"}
+    hits = np.mean([m["hits"] for m in measured], axis=0)
+    out["exact_match_low"], out["exact_match_high"] = bootstrap_interval(hits, seed=seed)
+    out["n_prompts"] = measured[0]["n_prompts"]
+    out["hits"] = hits.tolist()
+    out["draw_exact_match"] = [m["exact_match"] for m in measured]
+    return out
 
 
 def measure_intervention(
@@ -51,10 +214,10 @@ def measure_intervention(
       (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
       decodes it once with a KV cache: `adjpos.training.decode.predict_cached`);
     - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
-    - adjacency_at_layer: the adjacency score (ties counted half, chance 0.5) of the states
-      the intervention writes (block `layer`'s input; for an attention-pattern intervention,
-      block `layer`'s output), whole sequences, teacher-forced; adjacency_last: at the last
-      layer;
+    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
+      library's default ties) of the states the intervention writes (block `layer`'s input;
+      for an attention-pattern intervention, block `layer`'s output), whole sequences,
+      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
     - variance_ratio_at_layer / _last: variance over the last third of the positions over
       the first third (mean variance profile of each length, averaged over lengths);
     - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
@@ -165,13 +328,14 @@ def measure_draws(
             hit = (draw_logits[:, :-1].argmax(-1).cpu() == tokens[:, 1:].cpu()) & mask
             acc["right"] += hit.sum(dim=1).tolist()
             acc["total"] += mask.sum(dim=1).tolist()
-            acc["adjacency"] += adjacency_probability(cosine_matrix(after), ties="half").tolist()
+            full = torch.full((len(rows),), length)
+            acc["adjacency"] += sequence_scores(after, full).tolist()
             change = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(1e-12)
             acc["perturbation"].append(change.flatten())
             acc["log_norm_change"].append((_log_norm(after) - _log_norm(before)).abs().flatten())
             acc["at_layer"].append((len(rows), position_variance(after).mean(dim=0)))
             acc["last"].append((len(rows), position_variance(final).mean(dim=0)))
-            acc["adjacency_last"].append(adjacency_probability(cosine_matrix(final), ties="half"))
+            acc["adjacency_last"].append(sequence_scores(final, full))
     sized = sum(n for _, n in record)
     return [
         _unit_row(draw_hits, acc, sum(t for t, _ in record) / sized if sized else None, seed)

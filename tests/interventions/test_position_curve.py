@@ -7,14 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adjpos.interventions import (
+    SPECS,
+    Fitted,
     PositionMeanSwap,
-    build_intervention,
+    fit_prompt_states,
     held_out_prompts,
     intervention_table,
     position_curves,
 )
-from adjpos.interventions.build import fit_prompt_states
-from adjpos.interventions.position_mean import CANDIDATES, MIN_FIT, scattering_permutations
+from adjpos.interventions.position_curve import CANDIDATES, MIN_FIT, scattering_permutations
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from reference import slow_position_curves
 
@@ -51,35 +52,39 @@ def test_the_curves_match_the_slow_reference(seed, d, n):
         torch.testing.assert_close(curve, torch.tensor(want[length], dtype=torch.float64))
 
 
-def test_the_swap_moves_the_curve_alone_and_keeps_the_norms_and_the_readout():
+def _before_readout(n):
+    """The mask `intervene` hands over with the read-out kept: no position is read out."""
+    return torch.zeros(n, dtype=torch.bool)
+
+
+def test_the_swap_moves_the_curve_alone_and_keeps_the_norms():
     prompts = _prompts()
-    states = prompts[7][0]
-    readout = torch.arange(7) == 6
+    states = prompts[7][0][:, :6]  # a 7-token prompt's positions before its read-out
     for iv in (PositionMeanSwap.fit(prompts, seed=2), PositionMeanSwap.mirror(prompts)):
         loose = PositionMeanSwap(iv.curves, iv.orders, keep_norm=False)
         order = iv.order(7)
-        curve = iv.curves[7]
+        curve = iv.curves[7][:6]
         # without the norm kept: exactly the curve of another position in place of its own
-        torch.testing.assert_close(loose(states, readout), states - curve + curve[order])
-        kept = iv(states, readout)
+        moved = loose(states, _before_readout(6))
+        torch.testing.assert_close(moved, states - curve + curve[order])
+        kept = iv(states, _before_readout(6))
         torch.testing.assert_close(kept.norm(dim=-1), states.norm(dim=-1))
-        assert torch.equal(kept[:, 6], states[:, 6]) and order[6] == 6
-        assert sorted(order.tolist()) == list(range(7))  # a permutation of the positions
-    assert PositionMeanSwap.mirror(prompts).order(7).tolist() == [5, 4, 3, 2, 1, 0, 6]
+        assert sorted(order.tolist()) == list(range(6))  # a permutation of those positions
+    assert PositionMeanSwap.mirror(prompts).order(7).tolist() == [5, 4, 3, 2, 1, 0]
 
 
 def test_the_mirror_keeps_the_curves_adjacency_and_the_swap_breaks_it():
     prompts = _prompts(lengths=(16,), n=8)
     swap, mirror = PositionMeanSwap.fit(prompts), PositionMeanSwap.mirror(prompts)
     curve = swap.curves[16][:15]
-    assert torch.equal(curve[mirror.order(16)[:15]], curve.flip(0))
+    assert torch.equal(curve[mirror.order(16)], curve.flip(0))
 
     def adjacency(states):
         return float(adjacency_probability(cosine_matrix(states[None]), ties="half"))
 
     before = adjacency(curve)
     assert adjacency(curve.flip(0)) == pytest.approx(before, abs=0.05)
-    assert adjacency(curve[swap.order(16)[:15]]) < before - 0.2
+    assert adjacency(curve[swap.order(16)]) < before - 0.2
 
 
 @settings(max_examples=40, deadline=None)
@@ -98,10 +103,11 @@ def test_scattering_permutations_keep_no_neighbours_where_the_length_allows(n, s
 def test_the_swap_is_the_candidate_closest_in_size_to_the_mirror():
     prompts = _prompts(lengths=(12,), n=8)
     swap, mirror = PositionMeanSwap.fit(prompts, seed=1), PositionMeanSwap.mirror(prompts)
-    states, readout = prompts[12][0], torch.arange(12) == 11
+    states = prompts[12][0][:, :11]
 
     def size(iv):
-        return float(((iv(states, readout) - states).norm(dim=-1) / states.norm(dim=-1)).mean())
+        after = iv(states, _before_readout(11))
+        return float(((after - states).norm(dim=-1) / states.norm(dim=-1)).mean())
 
     target = size(mirror)
     sizes = [size(PositionMeanSwap(swap.curves, {12: p})) for p in scattering_permutations(11, 1)]
@@ -111,17 +117,17 @@ def test_the_swap_is_the_candidate_closest_in_size_to_the_mirror():
 def test_the_position_curve_needs_the_readout_kept_and_a_fitted_length():
     prompts = _prompts()
     swap = PositionMeanSwap.fit(prompts)
-    states = prompts[7][0]
-    with pytest.raises(ValueError, match="read-out position kept"):
+    states = prompts[7][0][:, :6]
+    with pytest.raises(ValueError, match="before the read-out, the read-out kept"):
         swap(states)
-    with pytest.raises(ValueError, match="read-out position kept"):
-        swap(states, readout=torch.arange(7) >= 5)
+    with pytest.raises(ValueError, match="before the read-out, the read-out kept"):
+        swap(states, readout=torch.arange(6) >= 5)
     with pytest.raises(
         ValueError, match=r"no position curve for prompts of 8 tokens; fitted: \[6, 7, 9\]"
     ):
-        swap(torch.zeros(2, 8, 5, dtype=torch.float64), readout=torch.arange(8) == 7)
+        swap(torch.zeros(2, 7, 5, dtype=torch.float64), readout=_before_readout(7))
     with pytest.raises(ValueError, match="pass the prompt states"):
-        build_intervention("position_mean_swap", d_model=5)
+        SPECS["position_mean_swap"].build(Fitted(d_model=5))
 
 
 def test_the_table_runs_the_position_curve_with_the_readout_kept_only():

@@ -14,7 +14,8 @@ token's mean state (over the fitting prompts of every length, where the fixed to
 many positions): position_L is the position part of h - token_mean[token].
 
 Two orders pi over the prompt positions before the read-out position (the read-out position
-itself is always kept, so these act with ``keep_readout=True`` only):
+itself is always kept, so these act with ``keep_readout=True`` only: they are handed the n
+positions before the read-out of a prompt of length L = n + 1):
 - ``position_mean_mirror``, the control: t -> n - 1 - t over the n positions before the
   read-out. The mirror keeps every distance |t - t'| between the curves two states carry, so
   nearby states stay as similar as before, while every state (but a middle one) carries
@@ -41,9 +42,9 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.interventions.hooks import INTERVENTIONS
-from adjpos.interventions.norms import _with_norms, relative_change
+from adjpos.interventions.hooks import relative_change, with_norms
 from adjpos.metrics import decompose
+from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError
 
 MIN_FIT = 4  # fitting prompts a length needs for its curve
@@ -57,7 +58,7 @@ PromptStates = dict[int, tuple[Float[Tensor, "n pos d_model"], Int[Tensor, "n po
 class PositionMeanSwap:
     """Each prompt state's position curve replaced by that of another position (see the
     module doc). Build it with `PositionMeanSwap.fit` (the swap, ``orders`` set) or
-    `PositionMeanSwap.mirror` (its control, labelled ``position_mean_mirror``).
+    `PositionMeanSwap.mirror` (its control).
 
     Args:
         curves: {prompt length L: [L, d_model]} the position curve of each length.
@@ -69,12 +70,7 @@ class PositionMeanSwap:
     curves: dict[int, Tensor]
     orders: dict[int, Tensor] | None = None
     keep_norm: bool = True
-    name = "position_mean_swap"
     site = "resid_pre"
-
-    @property
-    def label(self) -> str:
-        return "position_mean_mirror" if self.orders is None else "position_mean_swap"
 
     @classmethod
     def mirror(cls, prompts: PromptStates, *, keep_norm: bool = True) -> PositionMeanSwap:
@@ -108,31 +104,28 @@ class PositionMeanSwap:
         return cls(mirror.curves, orders, keep_norm)
 
     def order(self, length: int) -> Tensor:
-        """[length] the position whose curve each position takes (the last, the read-out
-        position, keeps its own)."""
-        free = length - 1
-        moved = torch.arange(free - 1, -1, -1) if self.orders is None else self.orders[length]
-        return torch.cat([moved, torch.tensor([free])])
+        """[length - 1] the position whose curve each position before the read-out takes, in a
+        prompt of `length` tokens."""
+        n = length - 1
+        return torch.arange(n - 1, -1, -1) if self.orders is None else self.orders[length]
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        length = resid.shape[1]
-        if readout is None or not bool(readout[-1]) or int(readout.sum()) != 1:
+        n = resid.shape[1]
+        if readout is None or bool(readout.any()):
             raise UsageError(
-                f"{self.label} acts on a prompt with its read-out position kept "
-                "(intervene(..., keep_readout=True), readout='kept')"
+                f"{type(self).__name__} acts on the prompt positions before the read-out, the "
+                "read-out kept (intervene(..., keep_readout=True), readout='kept')"
             )
+        length = n + 1
         if length not in self.curves or (self.orders is not None and length not in self.orders):
             raise UsageError(
-                f"{self.label} has no position curve for prompts of {length} tokens; fitted: "
-                f"{sorted(self.curves)}"
+                f"{type(self).__name__} has no position curve for prompts of {length} tokens; "
+                f"fitted: {sorted(self.curves)}"
             )
-        curve = self.curves[length].to(device=resid.device, dtype=resid.dtype)
+        curve = self.curves[length][:n].to(device=resid.device, dtype=resid.dtype)
         order = self.order(length).to(resid.device)
         moved = resid + (curve[order] - curve)
-        return _with_norms(moved, resid.norm(dim=-1, keepdim=True)) if self.keep_norm else moved
-
-
-INTERVENTIONS[PositionMeanSwap.name] = PositionMeanSwap  # known to `intervene` and `Stacked`
+        return with_norms(moved, resid.norm(dim=-1, keepdim=True)) if self.keep_norm else moved
 
 
 def position_curves(prompts: PromptStates) -> dict[int, Tensor]:
@@ -161,7 +154,7 @@ def scattering_permutations(n: int, seed: int) -> list[Tensor]:
     """Up to `CANDIDATES` distinct seeded permutations of range(n) under which no two
     neighbours stay neighbours and no position stays in place; where the length allows none
     (n < 5 for neighbours), the draws with the fewest such pairs."""
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + n + 13)
+    gen = derived_generator(seed, "scattering permutations", n)
     drawn = {}
     for _ in range(8 * CANDIDATES):
         perm = torch.randperm(n, generator=gen)
@@ -173,7 +166,7 @@ def scattering_permutations(n: int, seed: int) -> list[Tensor]:
 
 
 def _change(intervention: PositionMeanSwap, states: Tensor) -> float:
-    """Mean relative change of the prompt states (read-out position left out)."""
-    readout = torch.arange(states.shape[1]) == states.shape[1] - 1
-    after = intervention(states, readout=readout)
-    return float(relative_change(states[:, :-1], after[:, :-1]))
+    """Mean relative change of the prompt states before the read-out position."""
+    before = states[:, :-1]
+    after = intervention(before, readout=torch.zeros(before.shape[1], dtype=torch.bool))
+    return float(relative_change(before, after))

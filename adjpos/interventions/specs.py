@@ -1,0 +1,319 @@
+"""The intervention table: one frozen `InterventionSpec` per intervention, the one place that
+names it and says what it is compared with, how its draws are made, which read-out variants
+it runs in, what it is fitted on and how it is built.
+
+The kinds (`norms`, `subspaces`, `position_curve`, `attention`) stand side by side below this
+table and know nothing of it; the runner (`runner`, with its task and text measurements) stands
+above it. Adding an intervention is one entry of `SPECS` and its factory; a spec's ``params``
+carry its settings (``mirrored=True``, an offset, a size), so one factory serves a family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+from adjpos.interventions.attention import UniformAttention
+from adjpos.interventions.hooks import SITES, NoIntervention
+from adjpos.interventions.norms import (
+    NormCommonScale,
+    NormPermute,
+    NormPermuteControl,
+    NormScaleControl,
+)
+from adjpos.interventions.position_curve import PositionMeanSwap, PromptStates
+from adjpos.interventions.subspaces import (
+    LeaceErase,
+    SubspaceErase,
+    SubspaceSwap,
+    variance_share,
+)
+from adjpos.validation import UsageError
+
+# The read-out positions (the last prompt position and every answer position): changed like
+# the others, or kept (left untouched, so only the states the answer is computed from change).
+READOUTS = ("kept", "changed")
+DEFAULT_READOUTS = ("kept",)  # the variant the study's verdicts use
+ROLES = ("baseline", "tested", "control")
+FITTED_ON = (None, "states", "prompts")
+DEFAULT_RANK = 8
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What the factories build from at one layer.
+
+    Args:
+        d_model: width of the states.
+        seed: the run's seed (permutations, random draws).
+        rank: rank of the position subspace and of its random control.
+        states, positions: [n, d_model] held-out states at the layer and [n] their positions
+            (for the specs fitted on ``"states"``).
+        prompts: prompt states by prompt length (for the specs fitted on ``"prompts"``, see
+            `adjpos.interventions.fit_prompt_states`).
+    """
+
+    d_model: int
+    seed: int = 0
+    rank: int = DEFAULT_RANK
+    states: Tensor | None = None
+    positions: Tensor | None = None
+    prompts: PromptStates | None = None
+
+
+@dataclass(frozen=True)
+class InterventionSpec:
+    """One intervention: its name and everything the runner, the figures and the report need.
+
+    Args:
+        name: the name in tables and on the command line.
+        label: a few words for the report.
+        factory: ``factory(fitted, draw=d, matched=m, **params)`` -> the intervention (any
+            object with ``.site`` and a call, see `intervene`) for draw d, from a `Fitted`.
+        role: "tested" (judged against its control), "control" or "baseline".
+        control: the spec it is compared with, paired prompt by prompt ("none": the baseline).
+        drawn: a random control, measured as a distribution over several draws.
+        readouts: the read-out variants it runs in (from `READOUTS`).
+        fitted_on: what it is fitted on: None, "states" (held-out states and positions) or
+            "prompts" (prompt states by length).
+        matched_to: the spec whose built intervention it is matched to (passed as
+            ``matched``; built fresh by `build` when not given).
+        params: keyword settings passed to the factory (one factory serves a family).
+        site: where it acts ("resid_pre" or "pattern"; a pattern needs a HookedTransformer).
+
+    Raises:
+        ValueError: a role, read-out variant, fitting or site that is not allowed.
+    """
+
+    name: str
+    label: str
+    factory: Callable[..., Any] = field(repr=False)
+    role: str = "control"
+    control: str = "none"
+    drawn: bool = False
+    readouts: tuple[str, ...] = READOUTS
+    fitted_on: str | None = None
+    matched_to: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    site: str = "resid_pre"
+
+    def __post_init__(self) -> None:
+        for what, value, allowed in (
+            ("role", self.role, ROLES),
+            ("fitted_on", self.fitted_on, FITTED_ON),
+            ("site", self.site, SITES),
+        ):
+            if value not in allowed:
+                raise UsageError(f"{self.name}: {what}={value!r}; choose from {list(allowed)}")
+        if not self.readouts or set(self.readouts) - set(READOUTS):
+            raise UsageError(f"{self.name}: readouts {self.readouts}; choose from {READOUTS}")
+
+    def build(self, fitted: Fitted, *, draw: int = 0, matched: Any = None) -> Any:
+        """The intervention for draw `draw`, fitted or matched as the spec says.
+
+        Raises:
+            ValueError: a fitted spec without what it is fitted on.
+        """
+        if self.fitted_on == "states" and (fitted.states is None or fitted.positions is None):
+            raise UsageError(f"{self.name} is fitted: pass the states and positions to fit it on")
+        if self.fitted_on == "prompts" and fitted.prompts is None:
+            raise UsageError(f"{self.name} is fitted: pass the prompt states (fit_prompt_states)")
+        if self.matched_to is not None and matched is None:
+            matched = SPECS[self.matched_to].build(fitted)
+        return self.factory(fitted, draw=draw, matched=matched, **self.params)
+
+
+def _none(fit: Fitted, **_: Any) -> NoIntervention:
+    return NoIntervention()
+
+
+def _norm_permute(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormPermute:
+    return NormPermute(seed=fit.seed, mirrored=mirrored)
+
+
+def _norm_scale_control(fit: Fitted, *, draw: int, mirrored: bool = False, **_: Any) -> Any:
+    return NormScaleControl(seed=fit.seed, mirrored=mirrored, draw=draw)
+
+
+def _norm_common_scale(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormCommonScale:
+    return NormCommonScale(seed=fit.seed, mirrored=mirrored)
+
+
+def _norm_permute_control(fit: Fitted, **_: Any) -> NormPermuteControl:
+    return NormPermuteControl()
+
+
+def _subspace_swap(fit: Fitted, **_: Any) -> SubspaceSwap:
+    return SubspaceSwap.fit(fit.states, fit.positions, rank=fit.rank, seed=fit.seed)
+
+
+def _subspace_swap_random(fit: Fitted, *, draw: int, matched: SubspaceSwap, **_: Any) -> Any:
+    share = variance_share(matched.basis, fit.states)
+    return SubspaceSwap.random_subspace(
+        fit.d_model, rank=fit.rank, seed=fit.seed, draw=draw, states=fit.states, share=share
+    )
+
+
+def _leace(fit: Fitted, *, shuffled: bool = False, **_: Any) -> LeaceErase:
+    return LeaceErase.fit(fit.states, fit.positions, shuffled=shuffled, seed=fit.seed)
+
+
+def _erase_random(fit: Fitted, *, draw: int, matched: LeaceErase, **_: Any) -> SubspaceErase:
+    return SubspaceErase.matched(fit.states, matched, seed=fit.seed, draw=draw)
+
+
+def _uniform_attention(fit: Fitted, *, heads: tuple[int, ...] | None = None, **_: Any) -> Any:
+    return UniformAttention(heads=heads)
+
+
+def _position_mean_swap(fit: Fitted, **_: Any) -> PositionMeanSwap:
+    return PositionMeanSwap.fit(fit.prompts, seed=fit.seed)
+
+
+def _position_mean_mirror(fit: Fitted, **_: Any) -> PositionMeanSwap:
+    return PositionMeanSwap.mirror(fit.prompts)
+
+
+_MIRRORED = {"mirrored": True}
+# Each tested intervention is followed by its controls. The norm permutations are matched by
+# the rescaling by the very same ratios at random places (equal size, matched at the read-out
+# positions); the position subspace by random subspaces of its rank holding as much of the
+# states' variance; LEACE of position by random subspaces of its rank erased, changing the
+# states as much; the position curve's swap (neighbours scattered) by its mirror (every
+# distance between positions kept), the states changed as much. Uniform attention has no
+# matched control: it is compared with the baseline. The other controls (one common factor of
+# the same mean size, the norm of another sequence, LEACE of shuffled labels) are measured
+# beside, against the baseline.
+SPECS: dict[str, InterventionSpec] = {
+    spec.name: spec
+    for spec in (
+        InterventionSpec("none", "no change", _none, role="baseline"),
+        InterventionSpec(
+            "norm_permute",
+            "norms moved (random permutation)",
+            _norm_permute,
+            role="tested",
+            control="norm_scale_control",
+        ),
+        InterventionSpec(
+            "norm_scale_control",
+            "the permutation's norm ratios at random places",
+            _norm_scale_control,
+            drawn=True,
+        ),
+        InterventionSpec(
+            "norm_common_scale", "one common norm factor of the same size", _norm_common_scale
+        ),
+        InterventionSpec(
+            "norm_permute_mirrored",
+            "norms moved (mirrored)",
+            _norm_permute,
+            role="tested",
+            control="norm_scale_control_mirrored",
+            params=_MIRRORED,
+        ),
+        InterventionSpec(
+            "norm_scale_control_mirrored",
+            "the mirror's norm ratios at random places",
+            _norm_scale_control,
+            drawn=True,
+            params=_MIRRORED,
+        ),
+        InterventionSpec(
+            "norm_common_scale_mirrored",
+            "one common norm factor of the mirror's size",
+            _norm_common_scale,
+            params=_MIRRORED,
+        ),
+        InterventionSpec(
+            "norm_permute_control",
+            "norms of the same position in another sequence",
+            _norm_permute_control,
+        ),
+        InterventionSpec(
+            "subspace_swap",
+            "position subspace swapped",
+            _subspace_swap,
+            role="tested",
+            control="subspace_swap_random",
+            fitted_on="states",
+        ),
+        InterventionSpec(
+            "subspace_swap_random",
+            "random subspace of the same variance share swapped",
+            _subspace_swap_random,
+            drawn=True,
+            fitted_on="states",
+            matched_to="subspace_swap",
+        ),
+        InterventionSpec(
+            "leace_position",
+            "position erased (LEACE)",
+            _leace,
+            role="tested",
+            control="erase_random",
+            fitted_on="states",
+        ),
+        InterventionSpec(
+            "erase_random",
+            "as many random directions erased, as large a change",
+            _erase_random,
+            drawn=True,
+            fitted_on="states",
+            matched_to="leace_position",
+        ),
+        InterventionSpec(
+            "leace_random",
+            "LEACE of shuffled positions",
+            _leace,
+            fitted_on="states",
+            params={"shuffled": True},
+        ),
+        InterventionSpec(
+            "uniform_attention",
+            "uniform attention",
+            _uniform_attention,
+            role="tested",
+            site="pattern",
+        ),
+        InterventionSpec(
+            "position_mean_swap",
+            "position curve, neighbours scattered",
+            _position_mean_swap,
+            role="tested",
+            control="position_mean_mirror",
+            readouts=("kept",),
+            fitted_on="prompts",
+        ),
+        InterventionSpec(
+            "position_mean_mirror",
+            "position curve mirrored",
+            _position_mean_mirror,
+            readouts=("kept",),
+            fitted_on="prompts",
+        ),
+    )
+}
+NAMES = tuple(SPECS)
+DEFAULT_INTERVENTIONS = NAMES
+
+
+def check_interventions(interventions: Sequence[str | InterventionSpec]) -> list[InterventionSpec]:
+    """The specs of `interventions` (names from `SPECS`, or your own `InterventionSpec`s),
+    checked: known and not repeated.
+
+    Raises:
+        ValueError: an unknown name, none given, or one given twice.
+    """
+    specs = [SPECS.get(i) if isinstance(i, str) else i for i in interventions]
+    unknown = [
+        i for i, s in zip(interventions, specs, strict=True) if not isinstance(s, InterventionSpec)
+    ]
+    names = [s.name for s in specs if isinstance(s, InterventionSpec)]
+    if unknown or not specs or len(set(names)) < len(names):
+        problem = f"unknown {unknown}" if unknown else "none given or repeated"
+        raise UsageError(f"interventions: {problem}; choose from {list(NAMES)}")
+    return specs
