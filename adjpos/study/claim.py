@@ -221,16 +221,17 @@ class Context:
         )
 
     def per_task(self, stage: str, unit: Callable[..., Any], table: Any) -> Any:
-        """`unit(models, sizes, task)` for every task not done yet, each task's records written
-        to ``results/STAGE_TASK.csv`` as `table` and marked done; then every task's rows."""
+        """`unit(models, sizes, criteria, task)` for every task not done yet, each task's
+        records written to ``results/STAGE_TASK.csv`` as `table` and marked done; then every
+        task's rows."""
         import pandas as pd
 
         from adjpos.tasks import TASKS
 
         path = {task: self.results / f"{stage}_{task}.csv" for task in TASKS}
         todo = [t for t in TASKS if not self.folder.is_done(f"{stage} {t}")]
-        jobs = [(self.models.fresh(), self.sizes, task) for task in todo]
-        for (_, _, task), records in self.units(unit, jobs):
+        jobs = [(self.models.fresh(), self.sizes, self.criteria, task) for task in todo]
+        for (*_, task), records in self.units(unit, jobs):
             table.write(path[task], records)
             self.folder.mark_done(f"{stage} {task}")
         return pd.concat([table.read(path[task]) for task in TASKS], ignore_index=True)
@@ -298,25 +299,3 @@ class Claim:
     verdicts: Callable[[dict[str, Any], Criteria], list[Verdict]]
     section: Callable[[dict[str, Any], Criteria, Callable[[str], str]], str]
     figures: Callable[[Path, dict[str, Any]], dict[str, tuple[Any, str]]]
-
-
-# Transitional names, removed once every claim judges through `judge` and `every_seed`.
-FOR, AGAINST, WITHIN = Outcome.FOR, Outcome.AGAINST, Outcome.WITHIN
-STATUSES = tuple(s.value for s in Status)
-
-
-def toward(outcome: str, favour: str = "above") -> Outcome:
-    if outcome == "within":
-        return Outcome.WITHIN
-    return Outcome.FOR if outcome == favour else Outcome.AGAINST
-
-
-def across_seeds(sides: Iterable[str]) -> str:
-    found = set(sides)
-    return found.pop() if len(found) == 1 and found <= {"above", "below"} else "within"
-
-
-def seed_agreement(cells: Iterable[dict[str, Any]]) -> str:
-    cells = list(cells)
-    every = sum(c["seeds_above"] == c["seeds"] > 0 for c in cells)
-    return f"above in all seeds in {every} of {len(cells)} cells"

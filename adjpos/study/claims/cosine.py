@@ -9,10 +9,12 @@ import json
 from typing import Any
 
 import pandas as pd
+import torch
 
 from adjpos.capture import capture_residuals
-from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.metrics import cosine_matrix
 from adjpos.runs import write_json
+from adjpos.scoring import sequence_scores
 from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
@@ -52,10 +54,11 @@ def measure_cosine(models: Any, sizes: Any) -> tuple[pd.DataFrame, list[dict[str
         text = EXAMPLE_PROMPTS[name] + task.solve(EXAMPLE_PROMPTS[name]) + EOS
         tokens = task.encode(text)[None]
         for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed, like=seed))):
-            sims = cosine_matrix(capture_residuals(m, tokens).float())[:, 0]
-            for layer, sim in enumerate(sims):
+            states = capture_residuals(m, tokens).double()
+            for layer, sim in enumerate(cosine_matrix(states)[:, 0]):
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                scores.append(key | {"adjacency": float(adjacency_probability(sim.double()))})
+                score = sequence_scores(states[layer], torch.tensor([tokens.shape[1]]))
+                scores.append(key | {"adjacency": float(score[0])})
                 panels.append(key | {"text": text, "matrix": rounded(sim)})
     return COSINE_SCORES.frame(scores), panels
 
@@ -64,7 +67,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return []  # one sequence per task: an illustration, not evidence
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return f"""{figures("cosine")}
 
 {by_layer(_labelled(numbers["scores"]), "adjacency")}

@@ -13,9 +13,8 @@ from typing import Any
 import pandas as pd
 
 from adjpos.models import ModelConfig
-from adjpos.stats import compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, judge, seeds_text
 from adjpos.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
 
 TITLE = "Claim 3: the pattern in random-init models, over which hyperparameters"
@@ -32,7 +31,7 @@ def measure(context: Context) -> dict[str, Any]:
         address=context.address,
     )
     first = rows_of_subgrid(result.table, sizes.grid[0], sweep_base(sizes))
-    return sweep_numbers(result.table, first, context.criteria)
+    return sweep_numbers(result.table, first)
 
 
 def measure_sweep(out_dir: Any, sizes: Any, *, workers: int | None, **where: Any):
@@ -55,26 +54,18 @@ def sweep_base(sizes: Any) -> ModelConfig:
     return ModelConfig(n_layers=sizes.sweep_layers)
 
 
-def sweep_numbers(
-    table: pd.DataFrame, first_subgrid: pd.DataFrame, criteria: Criteria = CRITERIA
-) -> dict[str, Any]:
-    """How many random-init models score above chance at their deepest layer (NoPE and all),
-    and the mean score by init scale in the first sub-grid, with its std over cells x seeds."""
+def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:
+    """Every random-init model's score at its deepest layer (NoPE and all), and the mean
+    score by init scale in the first sub-grid, with its std over cells x seeds."""
     deepest = last_layer_rows(table)
     nope = deepest[deepest["positional"] == "none"] if "positional" in deepest else deepest
     last = first_subgrid[first_subgrid["layer"] == first_subgrid["layer"].max()]
     by_init = last.groupby("init_range")["adjacency"].agg(["mean", "std", "size"]).reset_index()
-    chance = criteria.chance
     return {
-        "models": len(deepest),
-        "above_chance": int((deepest["adjacency"] > chance).sum()),
-        "nope_models": len(nope),
-        "nope_above_chance": int((nope["adjacency"] > chance).sum()),
-        "nope_sides": [compare_intervals(a, a, chance, chance) for a in nope["adjacency"]],
+        "deepest": [float(a) for a in deepest["adjacency"]],
+        "nope_deepest": [float(a) for a in nope["adjacency"]],
         "seeds": sorted(int(s) for s in table["seed"].unique()),
         "deepest_layer": int(last["layer"].max()),
-        "chance": chance,
-        "band": criteria.band,
         "by_init": [
             {
                 "init_range": float(r["init_range"]),
@@ -87,31 +78,40 @@ def sweep_numbers(
     }
 
 
+def above_chance(score: float, criteria: Criteria) -> Outcome:
+    """A model's deepest score (a point: the sweep keeps no interval) against chance."""
+    return judge(score, score, criteria.chance, criteria.chance)
+
+
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return [
         Verdict.tally(
             "Random-init NoPE models over a hyperparameter grid show the pattern",
-            [toward(side) for side in numbers["nope_sides"]],
+            [above_chance(a, criteria) for a in numbers["nope_deepest"]],
             seeds=seeds_text(numbers["seeds"]),
             unit="NoPE sweep model",
-            evidence=f"deepest layer above chance ({fmt.n(numbers['chance'])}), point "
+            evidence=f"deepest layer above chance ({fmt.n(criteria.chance)}), point "
             "estimates over random sequences (the sweep keeps no interval)",
         )
     ]
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
-    band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= numbers["band"]]
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= criteria.band]
     table = fmt.table(
         ["init_range", f"mean adjacency at layer {numbers['deepest_layer']}", "std", "models"],
         [[r["init_range"], r["mean"], r["std"], r["n"]] for r in numbers["by_init"]],
     )
+    every, nope = (
+        sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
+        for key in ("deepest", "nope_deepest")
+    )
     return (
-        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {numbers['above_chance']} of "
-        f"{numbers['models']} random-init models (every grid cell and seed, NoPE or not) and "
-        f"{numbers['nope_above_chance']} of {numbers['nope_models']} NoPE ones score above "
-        "chance at their deepest layer. In the init x width grid the mean score reaches "
-        f"{fmt.n(numbers['band'])} at init scales {fmt.join(band) if band else 'none'}; the "
+        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {every} of "
+        f"{len(numbers['deepest'])} random-init models (every grid cell and seed, NoPE or not) "
+        f"and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at their "
+        "deepest layer. In the init x width grid the mean score reaches "
+        f"{fmt.n(criteria.band)} at init scales {fmt.join(band) if band else 'none'}; the "
         "first-layer argument explains why the pattern weakens at both ends (Claim 4)."
     )
 
