@@ -90,12 +90,13 @@ def _probing(outcomes):
     def side(o):
         return dict(zip(("low", "high"), ABOUT_ZERO[o], strict=True))
 
+    compared = ("cosine_first_vs_variance", "seriation_vs_variance_sort")
     rows = [
-        {"task": f"t{i}", "seed": seed, "backward": "cosine_first_vs_variance"}
-        | {"comparisons": {c: side(o) for c in ("cosine_first_vs_variance", "seriation_vs_variance_sort")}}
+        {"task": f"t{i}", "seed": seed, "backward": compared[0]}
+        | {"comparisons": {c: side(o) for c in compared}}
         for i, o in enumerate(outcomes)
         for seed in SEEDS
-    ]  # fmt: skip
+    ]
     versus = [
         {"task": f"t{i}", "comparison": "variance (spline R^2)", "seed": seed} | side(o)
         for i, o in enumerate(outcomes)
