@@ -139,7 +139,11 @@ def adjacency_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, An
     for key, label in ADJACENCY_VIEWS.items():
         summary = seed_summary(score_view(table, key), "adjacency", "low", "high")
         differences = score_view(paired, key)
-        cells = [_versus(task, layer, g, differences) for (task, layer), g in _cells(summary)]
+        cells = [
+            _versus(task, layer, g, differences)
+            for (task, layer), g in _cells(summary)
+            if ((differences["task"] == task) & (differences["layer"] == layer)).any()
+        ]
         views.append({"view": label, "ties": key[2], "cells": cells})
     main = score_view(table, MAIN_VIEW)
     kept = main[main["model"].isin([TRAINED, RANDOM])]
