@@ -50,10 +50,7 @@ class Status(str, Enum):
 
     @classmethod
     def of(cls, n_for: int, n_against: int, n_cells: int) -> Status:
-        """The one rule: "supported" when at least half the cells are for and none against,
-        "limited" when fewer than half are for and none against, "mixed" when some are for
-        and some against, "not supported" when some are against and none for, and "not
-        shown" when none is either (every cell within, or none tested)."""
+        """The one status rule (in words: `STATUS_RULE`)."""
         if n_for and n_against:
             return cls.MIXED
         if n_against:
@@ -220,43 +217,30 @@ class Context:
             resources=Resources.for_device(self.models.device),
         )
 
-    def per_task(self, stage: str, unit: Callable[..., Any], table: Any) -> Any:
-        """`unit(models, sizes, criteria, task)` for every task not done yet, each task's
-        records written to ``results/STAGE_TASK.csv`` as `table` and marked done; then every
-        task's rows."""
+    def per_unit(self, stage: str, unit: Callable[..., Any], table: Any, *, seeds: bool) -> Any:
+        """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
+        every trained (task, seed); else seed None) not done yet, `folder` the run's folder
+        with unit names prefixed by the unit's own (`Prefixed`: a unit can resume part by
+        part); each unit's records written to ``results/STAGE_TASK[_seed_S].csv`` as `table`
+        and marked done; then every unit's rows."""
         import pandas as pd
 
         from adjpos.tasks import TASKS
 
-        path = {task: self.results / f"{stage}_{task}.csv" for task in TASKS}
-        todo = [t for t in TASKS if not self.folder.is_done(f"{stage} {t}")]
-        jobs = [(self.models.fresh(), self.sizes, self.criteria, task) for task in todo]
-        for (*_, task), records in self.units(unit, jobs):
-            table.write(path[task], records)
-            self.folder.mark_done(f"{stage} {task}")
-        return pd.concat([table.read(path[task]) for task in TASKS], ignore_index=True)
-
-    def per_seed(self, stage: str, unit: Callable[..., Any], table: Any) -> Any:
-        """`unit(models, sizes, task, seed, folder)` for every trained (task, seed) not done
-        yet, `folder` the run's folder with unit names prefixed by the stage, task and seed
-        (`Prefixed`, so that a unit can resume part by part); each unit's records written to
-        ``results/STAGE_TASK_seed_S.csv`` as `table` and marked done; then every unit's rows."""
-        import pandas as pd
-
-        from adjpos.tasks import TASKS
-
-        pairs = [(t, s) for t in TASKS for s in self.models.seeds(t, self.sizes)]
-        name = {(t, s): f"{stage} {t} seed {s}" for t, s in pairs}
-        path = {(t, s): self.results / f"{stage}_{t}_seed_{s}.csv" for t, s in pairs}
-        todo = [pair for pair in pairs if not self.folder.is_done(name[pair])]
-        jobs = [
-            (self.models.fresh(), self.sizes, *pair, Prefixed(self.folder, name[pair]))
-            for pair in todo
+        keys = [
+            (t, s) for t in TASKS for s in (self.models.seeds(t, self.sizes) if seeds else [None])
         ]
-        for (_, _, task, seed, _), records in self.units(unit, jobs):
+        name = {(t, s): f"{stage} {t}" + ("" if s is None else f" seed {s}") for t, s in keys}
+        path = {key: self.results / (name[key].replace(" ", "_") + ".csv") for key in keys}
+        jobs = [
+            (self.models.fresh(), self.sizes, self.criteria, *key, Prefixed(self.folder, name[key]))
+            for key in keys
+            if not self.folder.is_done(name[key])
+        ]
+        for (*_, task, seed, _), records in self.units(unit, jobs):
             table.write(path[task, seed], records)
             self.folder.mark_done(name[task, seed])
-        return pd.concat([table.read(path[pair]) for pair in pairs], ignore_index=True)
+        return pd.concat([table.read(path[key]) for key in keys], ignore_index=True)
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,14 @@ import torch
 
 from adjpos.capture import iter_residuals
 from adjpos.metrics import center_states, cosine_matrix
+from adjpos.tables import Table
 
 ROWS = ("all", "prompt", "answer")
 TIES = ("strict", "half")
+# Columns the claims' tables share.
+KEYS = Table(task="string", model="string", seed="Int64", layer="int64")
+VIEW = Table(rows="string", centred="boolean", ties="string")
+INTERVAL = Table(low="float64", high="float64")
 
 
 def task_masks(batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:

@@ -19,6 +19,9 @@ from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
 from adjpos.study.views import (
+    INTERVAL,
+    KEYS,
+    VIEW,
     records,
     seed_spans_figure,
     seed_summary,
@@ -31,33 +34,12 @@ from adjpos.tasks import TASKS
 
 TITLE = "Claim 1: nearby hidden states are more similar (the adjacency pattern)"
 
-ADJACENCY = Table(
-    task="string",
-    model="string",
-    seed="Int64",
-    layer="int64",
-    rows="string",
-    centred="boolean",
-    ties="string",
-    adjacency="float64",
-    low="float64",
-    high="float64",
-    mean_cosine="float64",
-    n_sequences="int64",
-)
+COUNT = Table(n_sequences="int64")
+ADJACENCY = KEYS + VIEW + Table(adjacency="float64") + INTERVAL + Table(mean_cosine="float64")
+ADJACENCY += COUNT
 # Each trained seed minus its own initial weights on the same sequences (paired).
-PAIRED = Table(
-    task="string",
-    seed="int64",
-    layer="int64",
-    rows="string",
-    centred="boolean",
-    ties="string",
-    difference="float64",
-    low="float64",
-    high="float64",
-    n_sequences="int64",
-)
+PAIRED = Table(task="string", seed="int64", layer="int64") + VIEW + Table(difference="float64")
+PAIRED += INTERVAL + COUNT
 # The views the report shows, (rows, centred, ties) -> label; the first is the study's score.
 ADJACENCY_VIEWS = {
     ("all", False, "strict"): "whole (the study's score)",
@@ -298,7 +280,6 @@ def by_layer(rows: list[dict[str, Any]], value: str) -> str:
 
 
 def _mean_cosine(numbers: dict[str, Any], criteria: Criteria) -> str:
-    """The range of the mean cosine over the layers counted, trained and random-init."""
     rows = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
     ranges = {m: [r["value"] for r in rows if r["model"] == m] for m in (TRAINED, RANDOM)}
     return ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in ranges.items() if v)
@@ -309,18 +290,10 @@ CAPTIONS = {
     "strict; layer 0 = token embeddings), per task: the trained NoPE models, random-init NoPE "
     "models of the same architecture, and random-init models with learned positions (mean "
     "over seeds; bars: std over seeds).",
-    "adjacency_views": "Adjacency score per layer in four views (rows: the study's score, the "
-    "prompt rows, the answer rows, the prompt rows of centred states; ties as half except in "
-    "the first), trained against their own initial weights (mean over seeds; bars: from the "
-    "lowest to the highest seed's 95% bootstrap interval over sequences).",
+    "adjacency_views": "Adjacency score per layer in four views (the study's score, then the "
+    "prompt rows, the answer rows and the centred prompt rows with ties as half), trained "
+    "against their own initial weights (mean over seeds; bars: the seeds' interval span).",
 }
-
-
-def adjacency_figure(table: pd.DataFrame):
-    """Adjacency by layer, one panel per task, one line per model kind."""
-    from adjpos.figures import plot_adjacency_by_layer
-
-    return plot_adjacency_by_layer(table, panel="task", line="model")
 
 
 def adjacency_views_figure(table: pd.DataFrame):
@@ -335,11 +308,11 @@ def adjacency_views_figure(table: pd.DataFrame):
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    from adjpos.figures import plot_adjacency_by_layer
+
     table = ADJACENCY.read(results / "adjacency_by_layer.csv")
-    return {
-        "adjacency_by_layer": (
-            adjacency_figure(score_view(table, MAIN_VIEW)),
-            CAPTIONS["adjacency_by_layer"],
-        ),
-        "adjacency_views": (adjacency_views_figure(table), CAPTIONS["adjacency_views"]),
+    main = plot_adjacency_by_layer(score_view(table, MAIN_VIEW), panel="task", line="model")
+    views = adjacency_views_figure(table)
+    return {"adjacency_by_layer": (main, CAPTIONS["adjacency_by_layer"])} | {
+        "adjacency_views": (views, CAPTIONS["adjacency_views"])
     }

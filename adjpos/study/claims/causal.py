@@ -67,16 +67,16 @@ CLAIMS = {
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per trained seed, run by the engine, then the combined table."""
-    table = context.per_seed("interventions", causal_unit, INTERVENTION_TABLE)
+    table = context.per_unit("interventions", causal_unit, INTERVENTION_TABLE, seeds=True)
     table = INTERVENTION_TABLE.write(context.results / "interventions.csv", table)
     return causal_numbers(table, context.criteria.level)
 
 
 def causal_unit(
-    models: Any, sizes: Any, name: str, seed: int, folder: Any = None
+    models: Any, sizes: Any, criteria: Any, name: str, seed: int, folder: Any = None
 ) -> list[dict[str, Any]]:
     """The causal tests on trained seed `seed` of task `name` (`intervention_table`, the same
-    prompts for every seed), as records; with `folder` (see `Context.per_seed`), each of its
+    prompts for every seed), as records; with `folder` (see `Context.per_unit`), each of its
     (layer, read-out, intervention) parts is kept there when done and read back on resume."""
     model, task = models.trained(name, seed)
     return intervention_table(

@@ -18,7 +18,7 @@ from adjpos.scoring import sequence_scores
 from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
-from adjpos.study.views import records
+from adjpos.study.views import KEYS, records
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 from adjpos.tasks.vocab import EOS
@@ -32,9 +32,7 @@ EXAMPLE_PROMPTS = {
     "indexing": "wherex(134504392,4)=",
     "ordering": "ord(5831,3851)=",
 }
-COSINE_SCORES = Table(
-    task="string", model="string", seed="int64", layer="int64", adjacency="float64"
-)
+COSINE_SCORES = KEYS + Table(adjacency="float64")
 
 
 def measure(context: Context) -> dict[str, Any]:

@@ -1,15 +1,9 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
 Zhong, 2024), trained models against their own initial weights.
 
-Per layer the states of many sequences of one length (the variance stage's sequences) are
-split by mean effects, h[c, t] = mean + position[t] + context[c] + residual[c, t]
-(`adjpos.decompose`; with one length the parts are orthogonal and the shares exact). Song and
-Zhong find position[t] a smooth, low-dimensional curve in trained language models, and if the
-adjacency pattern is the smoothness of that curve, taking the curve away should take the
-pattern with it. So each sequence is scored twice on the same states less their mean: whole,
-and without the position curve (the rest: context + residual); their difference has a
-paired bootstrap interval over the sequences. The curve alone, one score per model, is shown
-beside them. The curve is estimated once from all the sequences and held fixed in the
+Song and Zhong find position[t] a smooth, low-dimensional curve in trained language models;
+if the adjacency pattern is the smoothness of that curve, taking the curve away should take the
+pattern with it. The curve is estimated once from all the sequences and held fixed in the
 intervals (recomputing it in every bootstrap draw would multiply the cost by their number).
 """
 
@@ -27,7 +21,7 @@ from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import seed_summary, span_of
+from adjpos.study.views import KEYS, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -37,17 +31,12 @@ PARTS = ("mean", "position", "context", "residual")
 N_PCS = 3
 # Scored per sequence, with 95% bootstrap intervals over the sequences.
 INTERVALS = ("whole", "rest", "difference")
-DECOMPOSITION = Table(
-    task="string",
-    model="string",
-    seed="Int64",
-    layer="int64",
-    **{f"{part}_share": "float64" for part in PARTS},
-    **{f"pc{i + 1}": "float64" for i in range(N_PCS)},
-    position="float64",
-    **{f"{s}{end}": "float64" for s in INTERVALS for end in ("", "_low", "_high")},
-    n_sequences="int64",
+DECOMPOSITION = KEYS + Table(**{f"{part}_share": "float64" for part in PARTS})
+DECOMPOSITION += Table(**{f"pc{i + 1}": "float64" for i in range(N_PCS)}, position="float64")
+DECOMPOSITION += Table(
+    **{f"{s}{end}": "float64" for s in INTERVALS for end in ("", "_low", "_high")}
 )
+DECOMPOSITION += Table(n_sequences="int64")
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -172,28 +161,24 @@ SECTION = """{shares}
 
 {table}
 
-What it shows: each layer's hidden states on sequences of one length split into a mean, a
-position curve every sequence shares, a constant per sequence (context) and a residual
-(Song and Zhong, 2024; `adjpos.decompose`). The shares are each part's share of the sum of
-squares (exact with one length, where the parts are orthogonal); the components, the share of
-the curve's sum of squares along its first principal directions (a smooth, low-dimensional
-curve has most of it in the first few). Each sequence's adjacency score (ties strict) is
-taken on its states less the mean, whole and without the position curve (context +
-residual); a cell is for when every seed's paired {level} bootstrap interval of whole minus
+What it shows: each layer's states on sequences of one length split into a mean, a position
+curve every sequence shares, a constant per sequence (context) and a residual
+(`adjpos.decompose`): each part's share of the sum of squares (exact with one length), and the
+share of the curve's along its first principal directions (a smooth, low-dimensional curve
+has most of it in the first few). Each sequence is scored on its states less the mean, whole
+and without the curve; a cell is for when every seed's paired {level} interval of whole minus
 without lies above 0 (removing the curve lowers the score), against when every one lies
-below. At layer 0 (token embeddings) the curve is the prompt format (which characters sit
-where), not what the model knows of position, so layer 0 is shown but not counted; and the
-curve is a mean over the sequences, held fixed in the intervals, so with few sequences it
-keeps part of each sequence's own averaging."""
+below. At layer 0 the curve is the prompt format, not what the model knows of position; and
+the curve, a mean held fixed in the intervals, keeps part of each sequence's own averaging
+when there are few sequences."""
 
 CAPTIONS = {
     "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "
     "mean, the position curve, the per-sequence context and the residual, by layer (mean "
     "over seeds), trained against random-init NoPE (each seed's own initial weights).",
     "decomposition_adjacency": "Adjacency score by layer of the states less their mean, "
-    "whole and without the position curve (bars: from the lowest to the highest seed's 95% "
-    "bootstrap interval over sequences), and of the position curve alone (bars: the seeds' "
-    "range); mean over seeds.",
+    "whole and without the position curve, and of the curve alone (mean over seeds; bars: "
+    "the seeds' interval span, the seeds' range for the curve).",
 }
 
 
@@ -201,12 +186,8 @@ def shares_figure(table: pd.DataFrame):
     """The four shares stacked by layer, one panel per task and model kind."""
     from adjpos.figures import plot_variance_shares
 
-    rows = table.melt(
-        id_vars=["task", "model", "seed", "layer"],
-        value_vars=[f"{part}_share" for part in PARTS],
-        var_name="part",
-        value_name="share",
-    )
+    shares = [f"{part}_share" for part in PARTS]
+    rows = table.melt(KEYS.names, shares, var_name="part", value_name="share")
     return plot_variance_shares(rows.assign(part=rows["part"].str.removesuffix("_share")))
 
 
@@ -219,18 +200,10 @@ def adjacency_figure(table: pd.DataFrame):
         seed_summary(table, s, f"{s}_low", f"{s}_high").assign(part=label)
         for s, label in (("whole", "whole"), ("rest", "without the curve"))
     ]
-    return plot_intervals(
-        pd.concat(frames),
-        x="layer",
-        y="value",
-        low="low",
-        high="high",
-        color="part",
-        facet_col="task",
-        facet_row="model",
-        title="Adjacency with and without the position curve (seed spans of 95% intervals)",
-        y_title="adjacency",
-    )
+    axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "part"}
+    title = "Adjacency with and without the position curve (seed spans of intervals)"
+    facets = {"facet_col": "task", "facet_row": "model", "y_title": "adjacency"}
+    return plot_intervals(pd.concat(frames), **axes, **facets, title=title)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

@@ -24,22 +24,14 @@ from adjpos.probes import probe_positions, sequences_of_length
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.views import sequence_views, task_masks
+from adjpos.study.views import INTERVAL, sequence_views, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
 
 TITLE = "When the pattern appears: training dynamics"
 
-DYNAMICS = Table(
-    task="string",
-    seed="int64",
-    step="int64",
-    layer="Int64",
-    metric="string",
-    value="float64",
-    low="float64",
-    high="float64",
-)
+DYNAMICS = Table(task="string", seed="int64", step="int64", layer="Int64", metric="string")
+DYNAMICS += Table(value="float64") + INTERVAL
 # metric -> the adjacency view it reads (rows, centred, ties); see adjpos.study.views.
 ADJACENCY_METRICS = {
     "adjacency": ("all", False, "strict"),
@@ -52,7 +44,7 @@ SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain"
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per task (its seeds' snapshots), run by the engine, then the combined table."""
-    table = context.per_task("dynamics", dynamics_unit, DYNAMICS)
+    table = context.per_unit("dynamics", dynamics_unit, DYNAMICS, seeds=False)
     table = DYNAMICS.write(context.results / "dynamics.csv", table)
     return dynamics_numbers(table, context.sizes.dynamics_prompts)
 

@@ -22,21 +22,10 @@ from adjpos.training import evaluate
 
 TITLE = "The models"
 
-MODELS = Table(
-    task="string",
-    seed="int64",
-    source="string",
-    hits="int64",
-    n_prompts="int64",
-    accuracy="float64",
-    accuracy_low="float64",
-    accuracy_high="float64",
-    parameters="int64",
-    n_layers="int64",
-    d_model="int64",
-    n_heads="int64",
-    train_command="string",
-)
+MODELS = Table(task="string", seed="int64", source="string", hits="int64", n_prompts="int64")
+MODELS += Table(accuracy="float64", accuracy_low="float64", accuracy_high="float64")
+MODELS += Table(parameters="int64", n_layers="int64", d_model="int64", n_heads="int64")
+MODELS += Table(train_command="string")
 
 
 def measure(context: Context) -> dict[str, Any]:

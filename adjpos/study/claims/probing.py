@@ -2,13 +2,11 @@
 order reconstruction from shuffled states, and trained models against random-init copies of
 their own initial weights on the very same sequences.
 
-Seeds are the unit: every trained seed is probed beside the random-init copy with its own
-starting weights on the same held-out sequences (`adjpos.study.probe_units`). Every comparison
-is paired (`adjpos.probes.compare`): two feature sets of one model on the same positions and
-folds, or a trained model against its copy; each side at its best layer >= 1, chosen again in
-every draw of a percentile bootstrap over sequences. A task (or task x carrier cell) counts for
-a claim only when the difference lies above 0 in every seed, against only when below in every
-seed, and within otherwise.
+Every trained seed is probed beside the random-init copy with its own starting weights on the
+same held-out sequences (`adjpos.study.probe_units`). Every comparison is paired
+(`adjpos.probes.compare`): two feature sets of one model on the same positions and folds, or a
+trained model against its copy; each side at its best layer counted, chosen again in every
+draw of a percentile bootstrap over sequences.
 """
 
 from __future__ import annotations
@@ -16,9 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from adjpos.probes import (
-    ProbeResult,
-)
+from adjpos.probes import ProbeResult
 from adjpos.stats import seed_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import (
@@ -45,23 +41,15 @@ from adjpos.study.probe_units import (
 
 TITLE = "Claim 2: similarity carries position better than variance (probes)"
 
-ORDER_METHODS = ("spectral_seriation", "variance_sort", "first_similarity_sort")
-ORDER_COLUMNS = ("spectral_seriation", "first_similarity_sort", "variance_sort")
+ORDER_METHODS = ("spectral_seriation", "first_similarity_sort", "variance_sort")
 BACKWARD_COSINES = ("cosine_first", "cosine_previous")
-# The cells over seeds: name -> the comparison each seed reads ("backward": the better of
-# the backward cosine numbers against the variance).
+# The cells over seeds: name -> (the comparison each seed reads, the summary table's header);
+# "backward": the better of the backward cosine numbers against the variance.
 CELLS = {
-    "cosine": "backward",
-    "profile": "profile_vs_variance_ridge",
-    "order": "seriation_vs_variance_sort",
-    "first": "first_sort_vs_variance_sort",
-}
-# The summary table's columns: header -> cells.
-SUMMARY = {
-    "best backward cosine vs variance (spline)": "cosine",
-    "profile vs variance (ridge)": "profile",
-    "seriation vs variance sort": "order",
-    "first sort vs variance sort": "first",
+    "cosine": ("backward", "best backward cosine vs variance (spline)"),
+    "profile": ("profile_vs_variance_ridge", "profile vs variance (ridge)"),
+    "order": ("seriation_vs_variance_sort", "seriation vs variance sort"),
+    "first": ("first_sort_vs_variance_sort", "first sort vs variance sort"),
 }
 
 
@@ -77,12 +65,8 @@ def measure(context: Context) -> dict[str, Any]:
         folder.mark_done(unit_name(task, seed))
     found = [read_unit(results, task, seed) for task, seed in units]
     PROBES.write(results / "probes.csv", [r for unit in found for r in probe_records(unit)])
-    PROBE_COMPARISONS.write(
-        results / "probe_comparisons.csv", [r for unit in found for r in unit["comparisons"]]
-    )
-    PROBE_COMPARISONS.write(
-        results / "probe_copies.csv", [r for unit in found for r in unit["copies"]]
-    )
+    for key, stem in (("comparisons", "probe_comparisons"), ("copies", "probe_copies")):
+        PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
     return probe_numbers(found, context.criteria)
 
 
@@ -92,60 +76,39 @@ def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) ->
     rows = []
     for unit in units:
         compared = {c["comparison"]: c for c in unit["comparisons"]}
+        backward = [f"{c}_vs_variance" for c in BACKWARD_COSINES if f"{c}_vs_variance" in compared]
         rows.append(
-            {"task": unit["task"], "seed": unit["seed"]}
+            {"task": unit["task"], "seed": unit["seed"], "comparisons": compared}
             | _carriers(unit["trained"], criteria.first_layer)
-            | {"comparisons": compared, "backward": _backward(compared)}
+            | {"backward": max(backward, key=lambda k: compared[k]["value_a"], default=None)}
         )
     versus = [c for unit in units for c in unit["copies"]]
     return {"rows": rows, "versus": versus, "seeds": sorted({unit["seed"] for unit in units})}
 
 
-def _backward(compared: dict[str, dict]) -> str | None:
-    """The comparison of the best backward cosine number (the higher R^2 of cosine_first and
-    cosine_previous) against the variance, or None when neither was measured."""
-    found = [f"{c}_vs_variance" for c in BACKWARD_COSINES if f"{c}_vs_variance" in compared]
-    return max(found, key=lambda k: compared[k]["value_a"]) if found else None
-
-
 def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
     """One trained model's scores as `probe_positions` reports them (mean over folds): the
-    format baseline, the residual and order reconstruction, the best at layers >= `first`."""
+    format baseline and the residual at layer 0, the residual and order reconstruction at
+    their best layer >= `first` (each value, std, sem, layer, chance; None when not probed)."""
+
+    def best(metric: str, probe: str, features: str | None = None, layer: int | None = None):
+        found = [
+            s
+            for s in result.scores
+            if (s.metric, s.probe) == (metric, probe)
+            and (s.layer >= first if layer is None else s.layer == layer)
+            and features in (None, s.features)
+        ]
+        s = max(found, key=lambda s: s.value, default=None)
+        return s and {"value": s.value, "std": s.std, "sem": s.sem, "layer": s.layer} | {
+            "chance": s.baseline
+        }
+
     return {
-        "token_identity_r2": _at(result, "token_identity", "ridge", "r2"),
-        "resid_accuracy": _best(result, "accuracy", first, features="resid", probe="logistic"),
-        "resid_accuracy_layer0": _at(result, "resid", "logistic", "accuracy"),
-        **{f"{m}_tau": _best(result, "abs_kendall_tau", first, probe=m) for m in ORDER_METHODS},
-    }
-
-
-def _best(result: ProbeResult, metric: str, first: int, *, features=None, probe: str = "ridge"):
-    """The best score at layers >= `first` (value, std, sem, layer, chance), or None."""
-    scores = [
-        s
-        for s in result.scores
-        if (s.metric, s.probe) == (metric, probe)
-        and s.layer >= first
-        and (features is None or s.features == features)
-    ]
-    return _entry(max(scores, key=lambda s: s.value)) if scores else None
-
-
-def _at(result: ProbeResult, features: str, probe: str, metric: str, layer: int = 0) -> Any:
-    """The score at one layer (default 0), or None."""
-    for s in result.scores:
-        if (s.layer, s.features, s.probe, s.metric) == (layer, features, probe, metric):
-            return _entry(s)
-    return None
-
-
-def _entry(score) -> dict[str, Any]:
-    return {
-        "value": score.value,
-        "std": score.std,
-        "sem": score.sem,
-        "layer": score.layer,
-        "chance": score.baseline,
+        "token_identity_r2": best("r2", "ridge", "token_identity", layer=0),
+        "resid_accuracy": best("accuracy", "logistic", "resid"),
+        "resid_accuracy_layer0": best("accuracy", "logistic", "resid", layer=0),
+        **{f"{m}_tau": best("abs_kendall_tau", m) for m in ORDER_METHODS},
     }
 
 
@@ -189,7 +152,7 @@ def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     rows = numbers["rows"]
     cells = {
         name: _over_seeds(rows, lambda row, key=key: _comparison(row, key))
-        for name, key in CELLS.items()
+        for name, (key, _) in CELLS.items()
     }
     cells["copies"] = _over_seeds(numbers["versus"], lambda v: v, ("task", "comparison"))
     return cells
@@ -230,7 +193,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         level=f"{criteria.level:.0%}",
         first=criteria.first_layer,
         summary_table=fmt.table(
-            ["task", *SUMMARY],
+            ["task", *(header for _, header in CELLS.values())],
             [
                 [cell[0], *[_summary_cell(by_task[cell]) for by_task in _by_cell(cells)]]
                 for cell in [c["cell"] for c in cells["cosine"]]
@@ -255,7 +218,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
             + ["first sort - variance sort (same n - 1 states)"],
             [
                 [r["task"], r["seed"]]
-                + [fmt.score(r[f"{m}_tau"]) for m in ORDER_COLUMNS]
+                + [fmt.score(r[f"{m}_tau"]) for m in ORDER_METHODS]
                 + [(r["variance_sort_tau"] or {}).get("chance")]
                 + [_difference(_comparison(r, "seriation_vs_variance_sort"))]
                 + [_difference(_comparison(r, "first_sort_vs_variance_sort"))]
@@ -266,8 +229,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 
 
 def _by_cell(cells: dict[str, list[dict]]) -> list[dict[tuple, dict]]:
-    """For each column of `SUMMARY`, its cells by task."""
-    return [{c["cell"]: c for c in cells[name]} for name in SUMMARY.values()]
+    """For each column of the summary table, its cells by task."""
+    return [{c["cell"]: c for c in cells[name]} for name in CELLS]
 
 
 def _pair_cells(comparison: dict | None) -> list[str]:

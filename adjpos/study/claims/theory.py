@@ -23,18 +23,10 @@ from adjpos.theory import compare_first_layer, effective_width, predicted_adjace
 
 TITLE = "Claim 4: the first-layer argument"
 
-THEORY = Table(
-    init_range="float64",
-    seed="int64",
-    site="string",
-    residual_ratio="float64",
-    measured_adjacency="float64",
-    predicted_adjacency="float64",
-    effective_width="float64",
-    predicted_effective="float64",
-    entropy_ratio="float64",
-    mean_abs_error="float64",
-)
+THEORY = Table(init_range="float64", seed="int64", site="string", residual_ratio="float64")
+THEORY += Table(measured_adjacency="float64", predicted_adjacency="float64")
+THEORY += Table(effective_width="float64", predicted_effective="float64")
+THEORY += Table(entropy_ratio="float64", mean_abs_error="float64")
 N_POS, WIDTH = 32, 64
 
 

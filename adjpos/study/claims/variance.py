@@ -1,11 +1,7 @@
 """The other carrier: the variance of the hidden state over d_model shrinks with position
-(Chi et al.), trained models against random-init controls of the same architecture.
-
-Per layer the profile is summarised by its last-third / first-third ratio and its Spearman
-correlation with position, each with a 95% bootstrap interval over sequences; a group of seeds
-spans from its lowest interval to its highest, and a cell shrinks only when both spans lie
-below their null (ratio 1, correlation 0).
-"""
+(Chi et al.), trained models against random-init controls of the same architecture: per
+layer, the profile's last-third / first-third ratio and its Spearman correlation with
+position, each with a bootstrap interval over sequences."""
 
 from __future__ import annotations
 
@@ -20,25 +16,17 @@ from adjpos.stats import VARIANCE_SUMMARY, seed_interval, variance_difference, v
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import seed_spans_figure, seed_summary, span_of
+from adjpos.study.views import KEYS, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
 TITLE = "The other carrier: variance by position"
 
-VARIANCE = Table(
-    task="string", model="string", seed="Int64", layer="int64", position="int64", variance="float64"
-)
-VARIANCE_LAYERS = Table(
-    task="string", model="string", seed="Int64", layer="int64", **VARIANCE_SUMMARY
-)
+VARIANCE = KEYS + Table(position="int64", variance="float64")
+VARIANCE_LAYERS = KEYS + Table(**VARIANCE_SUMMARY)
 # Each trained seed's ratio and Spearman correlation minus its own initial weights'.
-VARIANCE_PAIRED = Table(
-    task="string",
-    seed="int64",
-    layer="int64",
-    **{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n_sequences"},
-)
+VARIANCE_PAIRED = Table(task="string", seed="int64", layer="int64")
+VARIANCE_PAIRED += Table(**{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n_sequences"})
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -176,8 +164,7 @@ CAPTIONS = {
     "position (mean over held-out sequences of one length and over seeds), one line per layer.",
     "variance_by_layer": "Variance against position by layer: the last-third / first-third "
     "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
-    "trained against random-init NoPE (mean over seeds; bars: from the lowest to the highest "
-    "seed's 95% bootstrap interval over sequences).",
+    "trained against random-init NoPE (mean over seeds; bars: the seeds' interval span).",
 }
 
 
