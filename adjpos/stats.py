@@ -1,12 +1,15 @@
-"""Small statistics on plain arrays: the Wilson interval of a proportion, the percentile
-bootstrap interval of a mean over independent units (prompts, sequences, seeds), the paired
-difference of two measurements of
-the same units, the interval of a mean over a few seeds, the variance ratio of a profile and
-its Spearman correlation with position, with intervals over sequences."""
+"""Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
+against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`; over seeds,
+`every_seed`) and a claim's `Status` from its counts (`Status.of`, the one rule); the Wilson
+interval of a proportion, the percentile bootstrap interval of a mean over independent units
+(prompts, sequences, seeds), the paired difference of two measurements of the same units, the
+interval of a mean over a few seeds, the variance ratio of a profile and its Spearman
+correlation with position, with intervals over sequences."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from enum import Enum
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -15,6 +18,11 @@ from adjpos.validation import UsageError, is_int
 
 __all__ = [
     "OUTCOMES",
+    "STATUS_RULE",
+    "Outcome",
+    "Status",
+    "every_seed",
+    "judge",
     "VARIANCE_SUMMARY",
     "bootstrap_interval",
     "compare_intervals",
@@ -77,6 +85,71 @@ def compare_intervals(low: float, high: float, other_low: float, other_high: flo
     if high < other_low:
         return "below"
     return "within"
+
+
+class Outcome(str, Enum):
+    """What one cell says of a claim: for it, against it, or within the uncertainty."""
+
+    FOR = "for"
+    AGAINST = "against"
+    WITHIN = "within"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Status(str, Enum):
+    """A claim's verdict over its cells (the rule: `Status.of`)."""
+
+    SUPPORTED = "supported"
+    LIMITED = "limited"
+    MIXED = "mixed"
+    NOT_SUPPORTED = "not supported"
+    NOT_SHOWN = "not shown"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, n_for: int, n_against: int, n_cells: int) -> Status:
+        """The one status rule (in words: `STATUS_RULE`)."""
+        if n_for and n_against:
+            return cls.MIXED
+        if n_against:
+            return cls.NOT_SUPPORTED
+        if not n_for:
+            return cls.NOT_SHOWN
+        return cls.SUPPORTED if 2 * n_for >= n_cells else cls.LIMITED
+
+
+# Status.of in words, for the report and the docs.
+STATUS_RULE = {
+    Status.SUPPORTED: "for in at least half the cells tested, none against",
+    Status.LIMITED: "for in fewer than half the cells tested, none against",
+    Status.MIXED: "for in some cells, against in others",
+    Status.NOT_SUPPORTED: "against in some cells, for in none",
+    Status.NOT_SHOWN: "neither for nor against in any cell (all within, or none tested)",
+}
+
+
+def judge(
+    low: float, high: float, other_low: float, other_high: float, *, favour: str = "above"
+) -> Outcome:
+    """The one way an interval becomes an outcome: [low, high] against [other_low,
+    other_high] (`adjpos.stats.compare_intervals`; a point is an interval of width 0) is
+    `Outcome.FOR` when it lies wholly on the `favour` side ("above" or "below"), `AGAINST`
+    when wholly on the other, `WITHIN` when they overlap (or a bound is unknown)."""
+    side = compare_intervals(low, high, other_low, other_high)
+    if side == "within":
+        return Outcome.WITHIN
+    return Outcome.FOR if side == favour else Outcome.AGAINST
+
+
+def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
+    """A cell's outcome over its seeds: for (against) only when every seed's is, else
+    within (a cell counts only when it holds for every seed)."""
+    found = set(outcomes)
+    return found.pop() if len(found) == 1 else Outcome.WITHIN
 
 
 def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:

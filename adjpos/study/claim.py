@@ -9,7 +9,8 @@ pipeline writes them to ``results/numbers/NAME.json``). The report calls `Claim.
 
 Every verdict is a `Verdict`: a `Status` with its counts, from `Verdict.tally` over cell
 `Outcome` s, each decided by `judge` (one interval comparison, `adjpos.stats.compare_intervals`)
-and, over seeds, by `every_seed`. The status rule is written once, in `Status.of`.
+and, over seeds, by `every_seed`. The status rule is written once, in `Status.of` (all of them
+live in `adjpos.stats`, so that the library's own verdicts, e.g. `adjpos.hf`, share them).
 """
 
 from __future__ import annotations
@@ -17,77 +18,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from adjpos.stats import compare_intervals
+from adjpos.stats import STATUS_RULE, Outcome, Status, every_seed, judge
 from adjpos.validation import help_field
 
-
-class Outcome(str, Enum):
-    """What one cell says of a claim: for it, against it, or within the uncertainty."""
-
-    FOR = "for"
-    AGAINST = "against"
-    WITHIN = "within"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Status(str, Enum):
-    """A claim's verdict over its cells (the rule: `Status.of`)."""
-
-    SUPPORTED = "supported"
-    LIMITED = "limited"
-    MIXED = "mixed"
-    NOT_SUPPORTED = "not supported"
-    NOT_SHOWN = "not shown"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @classmethod
-    def of(cls, n_for: int, n_against: int, n_cells: int) -> Status:
-        """The one status rule (in words: `STATUS_RULE`)."""
-        if n_for and n_against:
-            return cls.MIXED
-        if n_against:
-            return cls.NOT_SUPPORTED
-        if not n_for:
-            return cls.NOT_SHOWN
-        return cls.SUPPORTED if 2 * n_for >= n_cells else cls.LIMITED
-
-
-# Status.of in words, for the report and the docs.
-STATUS_RULE = {
-    Status.SUPPORTED: "for in at least half the cells tested, none against",
-    Status.LIMITED: "for in fewer than half the cells tested, none against",
-    Status.MIXED: "for in some cells, against in others",
-    Status.NOT_SUPPORTED: "against in some cells, for in none",
-    Status.NOT_SHOWN: "neither for nor against in any cell (all within, or none tested)",
-}
-
-
-def judge(
-    low: float, high: float, other_low: float, other_high: float, *, favour: str = "above"
-) -> Outcome:
-    """The one way an interval becomes an outcome: [low, high] against [other_low,
-    other_high] (`adjpos.stats.compare_intervals`; a point is an interval of width 0) is
-    `Outcome.FOR` when it lies wholly on the `favour` side ("above" or "below"), `AGAINST`
-    when wholly on the other, `WITHIN` when they overlap (or a bound is unknown)."""
-    side = compare_intervals(low, high, other_low, other_high)
-    if side == "within":
-        return Outcome.WITHIN
-    return Outcome.FOR if side == favour else Outcome.AGAINST
-
-
-def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
-    """A cell's outcome over its seeds: for (against) only when every seed's is, else
-    within (a cell counts only when it holds for every seed)."""
-    found = set(outcomes)
-    return found.pop() if len(found) == 1 else Outcome.WITHIN
+__all__ = ["STATUS_RULE", "Outcome", "Status", "every_seed", "judge"]  # defined in adjpos.stats
 
 
 @dataclass(frozen=True)

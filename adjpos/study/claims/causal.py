@@ -3,18 +3,7 @@ of one block of each trained model, beside its matched control (`adjpos.interven
 
 Every intervention runs in two variants: the read-out positions (the last prompt position and
 every answer position) kept untouched, which the verdicts use, and changed like the others,
-reported beside. Per task, seed, layer, variant and tested intervention, exact match is judged
-against the baseline's and, paired prompt by prompt, against its control's (the mean over the
-control's draws):
-
-- "not needed": its 95% interval over prompts reaches the baseline's (no drop beyond sampling);
-- "necessary": the paired difference from the control (intervention minus control) has the
-  upper bound of its 95% interval at least `Criteria.min_gap` below zero, and the change
-  (measured on the states the hook changed while decoding) is at most `Criteria.size_slack`
-  times the control's;
-- "beyond a smaller control": the same, but a larger change than the control's;
-- "no more than its control": a drop, but not beyond the control's;
-- for uniform attention (no matched control): "breaks the task" or "not needed".
+reported beside. Each row's finding (`finding`) is decided from its intervals alone.
 """
 
 from __future__ import annotations
@@ -141,22 +130,16 @@ def _cell(row: pd.Series) -> dict[str, Any]:
     }
 
 
-# What one row shows, and what it says of its claim (the others: within).
-FINDINGS = (
-    "necessary",
-    "beyond a smaller control",
-    "no more than its control",
-    "breaks the task",
-    "not needed",
-)
+# What a row's finding says of its claim (the other findings: within).
 OUTCOME = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}
 
 
 def finding(r: dict[str, Any], criteria: Criteria) -> str:
     """One row's finding, every threshold on an interval's bound: "not needed" when its
     exact-match interval reaches the baseline's; with no matched control (uniform attention)
-    "breaks the task"; "necessary" when the paired difference from the control has its upper
-    bound at least `criteria.min_gap` below zero and the change is at most
+    "breaks the task"; "necessary" when the paired difference from the control (intervention
+    minus control, per prompt) has its upper bound at least `criteria.min_gap` below zero and
+    the change (on the states the hook changed while decoding) is at most
     `criteria.size_slack` times the control's; "beyond a smaller control" when the bound
     holds but the change is larger; "no more than its control" otherwise."""
     base = (r["baseline_low"], r["baseline_high"])
