@@ -37,7 +37,6 @@ ADJACENCY_METRICS = {
     "adjacency": ("all", False, "strict"),
     "adjacency_prompt_centred": ("prompt", True, "half"),
 }
-METRICS = ("accuracy", *ADJACENCY_METRICS, "variance_ratio", "variance_spearman", "probe_gain")
 # The metrics the report tabulates and judges (dynamics.csv has them all).
 SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain")
 
@@ -49,8 +48,9 @@ def measure(context: Context) -> dict[str, Any]:
     return dynamics_numbers(table, context.sizes.dynamics_prompts)
 
 
-def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str) -> list[dict[str, Any]]:
-    """One unit of the dynamics stage: every snapshot of task `name`'s seeds, as records."""
+def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> list[dict]:
+    """One unit of the dynamics stage (`Context.per_unit`, no seed): every snapshot of task
+    `name`'s seeds, as records."""
     rows = []
     for seed in (s for s in sizes.dynamics_seeds if s in models.seeds(name, sizes)):
         folder, task = models.folder(name, seed), models.trained(name, seed)[1]
@@ -82,9 +82,8 @@ def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> l
     draws["level"] = criteria.level
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
     hits = sum(evaluate(model, task, prompts, per_prompt=True))
-    low, high = wilson_interval(hits, len(prompts), level=criteria.level)
-    rows = [{"layer": None, "metric": "accuracy", "value": hits / len(prompts)}]
-    rows[0] |= {"low": low, "high": high}
+    interval = wilson_interval(hits, len(prompts), level=criteria.level)
+    rows = [_point(None, "accuracy", hits / len(prompts), *interval)]
     batch = task.sample(sizes.dynamics_sequences, generator=gen, split="test")
     tokens, masks = task_masks(batch)
     for layer, views, _ in sequence_views(model, tokens, batch.lengths, masks):
@@ -93,11 +92,9 @@ def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> l
     variance = position_variance(capture_residuals(model, same).double()).numpy()
     for layer, values in enumerate(variance):
         summary = variance_summary(values, **draws)
-        for metric, key in (("variance_ratio", "ratio"), ("variance_spearman", "spearman")):
-            low, high = summary[f"{key}_low"], summary[f"{key}_high"]
-            rows.append(
-                {"layer": layer, "metric": metric, "value": summary[key], "low": low, "high": high}
-            )
+        for key in ("ratio", "spearman"):
+            bounds = summary[f"{key}_low"], summary[f"{key}_high"]
+            rows.append(_point(layer, f"variance_{key}", summary[key], *bounds))
     return rows + _probe_gains(model, same, sizes, criteria.level)
 
 
@@ -111,22 +108,21 @@ def _probe_gains(model: Any, tokens: torch.Tensor, sizes: Any, level: float) -> 
         model, tokens, features="resid", probe="logistic", cv=sizes.cv, repeats=1, progress=False
     )
     scores = {s.layer: s for s in result.scores if s.metric == "accuracy"}
-    rows = []
+    rows, z = [], float(norm.ppf(0.5 + level / 2))
     for layer, score in sorted(scores.items()):
-        z = float(norm.ppf(0.5 + level / 2))
         spread = z * score.sem if score.sem == score.sem else 0.0  # NaN: not measured
         gain = score.value - scores[0].value
-        rows.append(
-            {"layer": layer, "metric": "probe_gain", "value": gain}
-            | {"low": gain - spread, "high": gain + spread}
-        )
+        rows.append(_point(layer, "probe_gain", gain, gain - spread, gain + spread))
     return rows
 
 
 def _row(layer: int, metric: str, per_unit: np.ndarray, draws: dict) -> dict[str, Any]:
     kept = per_unit[~np.isnan(per_unit)]
-    low, high = bootstrap_interval(kept, **draws)
-    return {"layer": layer, "metric": metric, "value": float(kept.mean()), "low": low, "high": high}
+    return _point(layer, metric, float(kept.mean()), *bootstrap_interval(kept, **draws))
+
+
+def _point(layer: int | None, metric: str, value: float, low: float, high: float) -> dict:
+    return {"layer": layer, "metric": metric, "value": value, "low": low, "high": high}
 
 
 def dynamics_numbers(table: pd.DataFrame, n_prompts: int | None = None) -> dict[str, Any]:
