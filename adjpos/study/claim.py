@@ -33,7 +33,6 @@ class Criteria:
 
     level: float = help_field("confidence level of every interval", 0.95)
     n_boot: int = help_field("bootstrap draws of an interval over sequences", 1000)
-    n_boot_prompts: int = help_field("bootstrap draws of an interval over prompts", 2000)
     first_layer: int = help_field(
         "the first layer the verdicts count (layer 0, the token embeddings, carries no "
         "position: it is shown but not counted)",
@@ -69,7 +68,6 @@ class Criteria:
 
 
 CRITERIA = Criteria()
-FIRST_LAYER = CRITERIA.first_layer
 
 
 @dataclass(frozen=True)

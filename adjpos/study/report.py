@@ -24,17 +24,9 @@ from adjpos.tables import Table
 
 TITLE = "adjpos reproduce: report"
 # results/claims.csv: one row per verdict.
-VERDICTS = Table(
-    claim="string",
-    status="string",
-    n_for="int64",
-    n_against="int64",
-    n_within="int64",
-    n_cells="int64",
-    seeds="string",
-    unit="string",
-    evidence="string",
-)
+VERDICTS = Table(claim="string", status="string", n_for="int64", n_against="int64")
+VERDICTS += Table(n_within="int64", n_cells="int64", seeds="string", unit="string")
+VERDICTS += Table(evidence="string")
 STATUS_TEXT = (
     "A verdict's status follows from its counts by one rule: "
     + "; ".join(f'"{status}": {rule}' for status, rule in STATUS_RULE.items())

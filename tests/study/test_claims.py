@@ -235,9 +235,13 @@ def test_every_seed():
 
 
 def test_old_criteria_load_without_their_dropped_fields():
+    import dataclasses
+
     from adjpos.study.claim import Criteria
 
-    assert Criteria.recorded({"z": 2.0, "level": 0.9}) == Criteria(level=0.9)
+    old = {"z": 2.0, "n_boot_prompts": 2000, "level": 0.9}
+    assert Criteria.recorded(old) == Criteria(level=0.9)
+    assert {"z", "n_boot_prompts"}.isdisjoint(f.name for f in dataclasses.fields(Criteria))
 
 
 def test_a_table_keeps_a_pipe_inside_its_cell_and_aligns_text_left_numbers_right():

@@ -15,21 +15,16 @@ import pandas as pd
 from adjpos.models import ModelConfig
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, judge, seeds_text
+from adjpos.study.views import records
 from adjpos.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
 
 TITLE = "Claim 3: the pattern in random-init models, over which hyperparameters"
 
 
 def measure(context: Context) -> dict[str, Any]:
-    sizes = context.sizes
-    result = measure_sweep(
-        context.results / "sweep",
-        sizes,
-        workers=context.workers,
-        device=context.models.device,
-        engine=context.engine,
-        address=context.address,
-    )
+    sizes, where = context.sizes, {"engine": context.engine, "address": context.address}
+    where |= {"workers": context.workers, "device": context.models.device}
+    result = measure_sweep(context.results / "sweep", sizes, **where)
     first = rows_of_subgrid(result.table, sizes.grid[0], sweep_base(sizes))
     return sweep_numbers(result.table, first)
 
@@ -37,14 +32,15 @@ def measure(context: Context) -> dict[str, Any]:
 def measure_sweep(out_dir: Any, sizes: Any, *, workers: int | None, **where: Any):
     """The random-init sweep (its own run folder, resumable cell by cell); `where` is the
     device, engine and address."""
+    sequences = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
+    seeds, base = list(sizes.sweep_seeds), sweep_base(sizes)
     return sweep(
         list(sizes.grid),
-        seeds=list(sizes.sweep_seeds),
-        n_sequences=sizes.sweep_sequences,
-        seq_len=sizes.sweep_len,
+        seeds=seeds,
         out_dir=out_dir,
         workers=workers,
-        base=sweep_base(sizes),
+        base=base,
+        **sequences,
         **where,
     )
 
@@ -66,15 +62,7 @@ def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str,
         "nope_deepest": [float(a) for a in nope["adjacency"]],
         "seeds": sorted(int(s) for s in table["seed"].unique()),
         "deepest_layer": int(last["layer"].max()),
-        "by_init": [
-            {
-                "init_range": float(r["init_range"]),
-                "mean": float(r["mean"]),
-                "std": None if pd.isna(r["std"]) else float(r["std"]),
-                "n": int(r["size"]),
-            }
-            for _, r in by_init.iterrows()
-        ],
+        "by_init": records(by_init.rename(columns={"size": "n"})),
     }
 
 
@@ -131,19 +119,12 @@ def sweep_figures(table: pd.DataFrame, grid: Any, base: ModelConfig) -> dict[str
     from adjpos.figures import sweep_heatmap, sweep_histogram, sweep_layer_lines
 
     grid = list(grid)
-    out = {
-        "sweep_init_by_width": sweep_heatmap(
-            rows_of_subgrid(table, grid[0], base), "init_range", "d_model"
-        ),
-        "sweep_histogram": sweep_histogram(table),
-    }
-    positional = next((g for g in grid if "positional" in g), None)
-    if positional is not None:
-        sub = rows_of_subgrid(table, positional, base)
+    first = rows_of_subgrid(table, grid[0], base)
+    out = {"sweep_init_by_width": sweep_heatmap(first, "init_range", "d_model")}
+    out["sweep_histogram"] = sweep_histogram(table)
+    for sub in (rows_of_subgrid(table, g, base) for g in grid if "positional" in g):
         out["sweep_by_positional"] = sweep_layer_lines(sub, "positional")
-    depth = next((g for g in grid if "normalization_type" in g), None)
-    if depth is not None:
-        sub = rows_of_subgrid(table, depth, base)
+    for sub in (rows_of_subgrid(table, g, base) for g in grid if "normalization_type" in g):
         out["sweep_depth_by_norm"] = sweep_heatmap(sub, "n_layers", "normalization_type")
     return out
 

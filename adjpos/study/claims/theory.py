@@ -52,39 +52,25 @@ def measure_theory(sizes: Any, device: str) -> tuple[pd.DataFrame, list[dict[str
                 comp = compare_first_layer(model, tokens, site=site)
                 rows.append(_row(comp, sizes, scale, seed, site, d_eff))
                 if seed == sizes.theory_seeds[0] and scale == sizes.theory_heatmap_scale:
-                    matrices += [
-                        {"site": site, "kind": kind, "matrix": rounded(matrix)}
-                        for kind, matrix in (
-                            ("measured", comp.measured),
-                            ("predicted", comp.predicted),
-                        )
-                    ]
+                    for kind in ("measured", "predicted"):
+                        matrices.append({"site": site, "kind": kind})
+                        matrices[-1]["matrix"] = rounded(getattr(comp, kind))
     return THEORY.frame(rows), matrices
 
 
 def _row(comp: Any, sizes: Any, scale: float, seed: int, site: str, d_eff: float) -> dict:
+    options = {"residual_ratio": comp.residual_ratio, "n_samples": sizes.theory_samples}
     predicted, at_effective = (
-        predicted_adjacency(
-            N_POS,
-            d_model=d,
-            residual_ratio=comp.residual_ratio,
-            n_samples=sizes.theory_samples,
-            generator=gen(seed),
-        )
+        predicted_adjacency(N_POS, d_model=d, generator=gen(seed), **options)
         for d in (WIDTH, max(1, round(d_eff)))
     )
-    return {
-        "init_range": scale,
-        "seed": seed,
-        "site": site,
-        "residual_ratio": comp.residual_ratio,
-        "measured_adjacency": comp.measured_adjacency,
-        "predicted_adjacency": float(predicted[0]),
-        "effective_width": d_eff,
-        "predicted_effective": float(at_effective[0]),
-        "entropy_ratio": comp.entropy_ratio,
-        "mean_abs_error": comp.mean_abs_error,
-    }
+    return (
+        {"init_range": scale, "seed": seed, "site": site, "residual_ratio": comp.residual_ratio}
+        | {"measured_adjacency": comp.measured_adjacency}
+        | {"predicted_adjacency": float(predicted[0]), "effective_width": d_eff}
+        | {"predicted_effective": float(at_effective[0]), "entropy_ratio": comp.entropy_ratio}
+        | {"mean_abs_error": comp.mean_abs_error}
+    )
 
 
 def theory_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
@@ -134,8 +120,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["init_range", "site", "attention entropy ratio", "measured (t over seeds)", "std"]
-    header += ["predicted (full width)", "agrees", "effective width"]
-    header += ["predicted (effective width)", "agrees "]
+    header += ["predicted (full width)", "agrees (full width)", "effective width"]
+    header += ["predicted (effective width)", "agrees (effective width)"]
     rows = [
         [r["init_range"], r["site"], r["entropy_ratio"]]
         + [fmt.span(r["measured"], r["measured_low"], r["measured_high"]), r["measured_std"]]
