@@ -1,11 +1,15 @@
-"""Small statistics on plain arrays: the percentile bootstrap interval of a mean over
-independent units (prompts, sequences, seeds), the paired difference of two measurements of
-the same units, the interval of a mean over a few seeds, the variance ratio of a profile and
-its Spearman correlation with position, with intervals over sequences."""
+"""Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
+against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`; over seeds,
+`every_seed`) and a claim's `Status` from its counts (`Status.of`, the one rule); the Wilson
+interval of a proportion, the percentile bootstrap interval of a mean over independent units
+(prompts, sequences, seeds), the paired difference of two measurements of the same units, the
+interval of a mean over a few seeds, the variance ratio of a profile and its Spearman
+correlation with position, with intervals over sequences."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from enum import Enum
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -14,6 +18,11 @@ from adjpos.validation import UsageError, is_int
 
 __all__ = [
     "OUTCOMES",
+    "STATUS_RULE",
+    "Outcome",
+    "Status",
+    "every_seed",
+    "judge",
     "VARIANCE_SUMMARY",
     "bootstrap_interval",
     "compare_intervals",
@@ -23,6 +32,7 @@ __all__ = [
     "variance_difference",
     "variance_ratio",
     "variance_summary",
+    "wilson_interval",
 ]
 
 N_BOOT = 2000
@@ -75,6 +85,100 @@ def compare_intervals(low: float, high: float, other_low: float, other_high: flo
     if high < other_low:
         return "below"
     return "within"
+
+
+class Outcome(str, Enum):
+    """What one cell says of a claim: for it, against it, or within the uncertainty."""
+
+    FOR = "for"
+    AGAINST = "against"
+    WITHIN = "within"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Status(str, Enum):
+    """A claim's verdict over its cells (the rule: `Status.of`)."""
+
+    SUPPORTED = "supported"
+    LIMITED = "limited"
+    MIXED = "mixed"
+    NOT_SUPPORTED = "not supported"
+    NOT_SHOWN = "not shown"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, n_for: int, n_against: int, n_cells: int) -> Status:
+        """The one status rule (in words: `STATUS_RULE`)."""
+        if n_for and n_against:
+            return cls.MIXED
+        if n_against:
+            return cls.NOT_SUPPORTED
+        if not n_for:
+            return cls.NOT_SHOWN
+        return cls.SUPPORTED if 2 * n_for >= n_cells else cls.LIMITED
+
+
+# Status.of in words, for the report and the docs.
+STATUS_RULE = {
+    Status.SUPPORTED: "for in at least half the cells tested, none against",
+    Status.LIMITED: "for in fewer than half the cells tested, none against",
+    Status.MIXED: "for in some cells, against in others",
+    Status.NOT_SUPPORTED: "against in some cells, for in none",
+    Status.NOT_SHOWN: "neither for nor against in any cell (all within, or none tested)",
+}
+
+
+def judge(
+    low: float, high: float, other_low: float, other_high: float, *, favour: str = "above"
+) -> Outcome:
+    """The one way an interval becomes an outcome: [low, high] against [other_low,
+    other_high] (`adjpos.stats.compare_intervals`; a point is an interval of width 0) is
+    `Outcome.FOR` when it lies wholly on the `favour` side ("above" or "below"), `AGAINST`
+    when wholly on the other, `WITHIN` when they overlap (or a bound is unknown)."""
+    side = compare_intervals(low, high, other_low, other_high)
+    if side == "within":
+        return Outcome.WITHIN
+    return Outcome.FOR if side == favour else Outcome.AGAINST
+
+
+def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
+    """A cell's outcome over its seeds: for (against) only when every seed's is, else
+    within (a cell counts only when it holds for every seed)."""
+    found = set(outcomes)
+    return found.pop() if len(found) == 1 else Outcome.WITHIN
+
+
+def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """The Wilson score interval of a proportion `successes` / `n` (e.g. prompts answered
+    right): unlike a bootstrap over the units it does not collapse to a point when every unit
+    succeeds (or none does), and it stays inside [0, 1].
+
+    Example:
+        >>> low, high = wilson_interval(64, 64)
+        >>> round(low, 3), high
+        (0.943, 1.0)
+
+    Raises:
+        ValueError: `n` below 1, `successes` outside 0..n, or `level` outside (0, 1).
+    """
+    from scipy.stats import norm
+
+    if not is_int(n) or n < 1:
+        raise UsageError(f"n must be a positive int, got {n!r}")
+    if not is_int(successes) or not 0 <= successes <= n:
+        raise UsageError(f"successes must be an int in 0..{n}, got {successes!r}")
+    if not 0 < level < 1:
+        raise UsageError(f"level must be in (0, 1), got {level!r}")
+    z = float(norm.ppf(0.5 + level / 2))
+    p, z2 = successes / n, z * z / n
+    centre = (p + z2 / 2) / (1 + z2)
+    half = z * np.sqrt(p * (1 - p) / n + z2 / (4 * n)) / (1 + z2)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    return float(low), float(1.0 if successes == n else min(1.0, centre + half))
 
 
 def bootstrap_interval(
@@ -214,34 +318,39 @@ def variance_ratio(profile: ArrayLike) -> float:
     return float(values[-third:].mean() / values[:third].mean())
 
 
-def variance_summary(values: np.ndarray, *, n_boot: int = 1000, seed: int = 0) -> dict:
+def variance_summary(
+    values: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
+) -> dict:
     """Ratio and Spearman correlation with position of the mean variance profile of
-    `values` [sequence, position], with percentile bootstrap intervals over the sequences."""
+    `values` [sequence, position], with percentile bootstrap intervals (at `level`) over the
+    sequences."""
     n = values.shape[0]
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
     ratios, rhos = _ratio_rows(boots), _spearman_rows(boots)
-    profile = values.mean(axis=0)
+    profile, tail = values.mean(axis=0), (1 - level) / 2
+    ratio_low, ratio_high = np.quantile(ratios, [tail, 1 - tail])
+    rho_low, rho_high = np.quantile(rhos, [tail, 1 - tail])
     return {
         "ratio": variance_ratio(profile),
-        "ratio_low": float(np.quantile(ratios, 0.025)),
-        "ratio_high": float(np.quantile(ratios, 0.975)),
+        "ratio_low": float(ratio_low),
+        "ratio_high": float(ratio_high),
         "spearman": spearman(profile),
-        "spearman_low": float(np.quantile(rhos, 0.025)),
-        "spearman_high": float(np.quantile(rhos, 0.975)),
+        "spearman_low": float(rho_low),
+        "spearman_high": float(rho_high),
         "n_sequences": n,
     }
 
 
 def variance_difference(
-    a: np.ndarray, b: np.ndarray, *, n_boot: int = 1000, seed: int = 0
+    a: np.ndarray, b: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
 ) -> dict[str, float]:
     """`variance_summary`'s ratio and Spearman correlation of `a` minus those of `b`, two
     [sequence, position] variance profiles of the same sequences (e.g. a trained model and
     its initial weights), each with a paired bootstrap interval (`paired_difference`)."""
     out = {}
     for name, rows in (("ratio", _ratio_rows), ("spearman", _spearman_rows)):
-        value, low, high = paired_difference(a, b, rows, n_boot=n_boot, seed=seed)
+        value, low, high = paired_difference(a, b, rows, n_boot=n_boot, level=level, seed=seed)
         out |= {name: value, f"{name}_low": low, f"{name}_high": high}
     return out
 

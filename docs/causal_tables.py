@@ -3,10 +3,11 @@
     adjpos reproduce --out runs/full
     python docs/causal_tables.py runs/full
 
-Reads ``results/numbers/causal.json`` (every tested cell with its control, paired difference
-and verdict, per seed and read-out variant; nothing is recomputed) and prints, per task, one
-row per layer >= 1 and intervention: exact match and its control's (means over seeds), the
-paired difference of each seed (intervention minus control), how many seeds call the cell
+Reads ``results/numbers/causal.json`` (every tested cell with its control and paired
+difference, per seed and read-out variant; nothing is remeasured) and the run's criteria, and
+prints, per task, one row per counted layer (from ``Criteria.first_layer``) and intervention:
+exact match and its control's (means over seeds), the paired difference of each seed
+(intervention minus control), how many seeds the study's own rule (`causal.finding`) calls
 "necessary" with the read-out kept (the verdicts' variant) and with it changed.
 """
 
@@ -17,15 +18,24 @@ from pathlib import Path
 import pandas as pd
 
 from adjpos.interventions import SPECS
+from adjpos.study.claim import Criteria
+from adjpos.study.claims.causal import finding
 from adjpos.study.format import table as markdown_table
 
 
+def run_criteria(run: Path) -> Criteria:
+    """The criteria the run recorded (today's defaults where it recorded none)."""
+    record = run / "run.json"
+    spec = json.loads(record.read_text())["spec"] if record.is_file() else {}
+    return Criteria.recorded(spec.get("criteria", {}))
+
+
 def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
-    """Task -> its table (layers >= 1), from the run's ``results/numbers/causal.json``."""
-    rows = pd.DataFrame(
-        json.loads((run / "results" / "numbers" / "causal.json").read_text())["rows"]
-    )
-    rows = rows[rows["layer"] >= 1]
+    """Task -> its table (the counted layers), from the run's ``results/numbers/causal.json``."""
+    criteria = run_criteria(run)
+    found = json.loads((run / "results" / "numbers" / "causal.json").read_text())["rows"]
+    rows = pd.DataFrame([r | {"finding": finding(r, criteria)} for r in found])
+    rows = rows[rows["layer"] >= criteria.first_layer]
     keys = ["task", "layer", "intervention"]
     kept = rows[rows["readout"] == "kept"]
     changed = rows[rows["readout"] == "changed"]
@@ -60,9 +70,10 @@ NORMS = tuple(name for name in SPECS if name.startswith("norm_"))
 
 def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:
     """Exact match (mean over seeds) of the norm interventions and all their controls, per task
-    and layer >= 1, from the run's ``results/interventions.csv``."""
+    and counted layer, from the run's ``results/interventions.csv``."""
     table = pd.read_csv(run / "results" / "interventions.csv")
-    table = table[(table["layer"] >= 1) & (table["readout"] == readout)]
+    table = table[(table["layer"] >= run_criteria(run).first_layer)]
+    table = table[table["readout"] == readout]
     table = table[table["intervention"].isin(NORMS)]
     means = table.groupby(["task", "layer", "intervention"], sort=False)["exact_match"].mean()
     wide = means.unstack("intervention")
@@ -75,7 +86,7 @@ def _mean(values: pd.Series) -> str:
 
 
 def _count(cell: pd.DataFrame) -> str:
-    return f"{int((cell['verdict'] == 'necessary').sum())} of {len(cell)}"
+    return f"{int((cell['finding'] == 'necessary').sum())} of {len(cell)}"
 
 
 def main(run: Path) -> None:

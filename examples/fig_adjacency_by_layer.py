@@ -25,7 +25,9 @@ def main(quick: bool, out: Path) -> None:
     means = study.groupby(["task", "model", "layer"], sort=False)["adjacency"].mean()
     print(means.unstack("layer").round(3).to_string())
     figures = {
-        "adjacency_by_layer": adjacency.adjacency_figure(study),
+        "adjacency_by_layer": adjpos.figures.plot_adjacency_by_layer(
+            study, panel="task", line="model"
+        ),
         "adjacency_views": adjacency.adjacency_views_figure(table),
     }
     for stem, fig in figures.items():

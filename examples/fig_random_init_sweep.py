@@ -26,9 +26,10 @@ def main(out: Path, quick: bool, workers: int | None) -> None:
     numbers = sweep.sweep_numbers(
         result.table, adjpos.sweep.rows_of_subgrid(result.table, sizes.grid[0], base)
     )
+    every, nope = (numbers[k] for k in ("deepest", "nope_deepest"))
     print(
-        f"{numbers['above_chance']} of {numbers['models']} models above 0.5 at their deepest "
-        f"layer ({numbers['nope_above_chance']} of {numbers['nope_models']} NoPE)"
+        f"{sum(a > 0.5 for a in every)} of {len(every)} models above 0.5 at their deepest "
+        f"layer ({sum(a > 0.5 for a in nope)} of {len(nope)} NoPE)"
     )
     for row in numbers["by_init"]:
         print(f"init_range {row['init_range']:<5} mean adjacency {row['mean']:.3f}")

@@ -170,3 +170,43 @@ def test_the_variance_difference_is_each_summary_minus_the_other():
         assert out[key] == pytest.approx(mine[key] - theirs[key])
         assert out[f"{key}_low"] <= out[key] <= out[f"{key}_high"]
     assert out["ratio_high"] < 0  # a shrinks, b does not: paired, the gap is clear
+
+
+def _score_test_set(k: int, n: int, z: float) -> tuple[float, float]:
+    """The proportions p the score test does not reject, |k/n - p| <= z sqrt(p(1-p)/n), found
+    on a fine grid: the Wilson interval by its definition."""
+    p = np.linspace(0, 1, 200_001)
+    kept = p[np.abs(k / n - p) <= z * np.sqrt(p * (1 - p) / n)]
+    return float(kept.min()), float(kept.max())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_the_wilson_interval_is_the_set_the_score_test_keeps(case):
+    from adjpos.stats import wilson_interval
+
+    k, n = case
+    low, high = wilson_interval(k, n)
+    ref_low, ref_high = _score_test_set(k, n, 1.959963984540054)
+    assert low == pytest.approx(ref_low, abs=2e-5) and high == pytest.approx(ref_high, abs=2e-5)
+    assert 0 <= low <= k / n <= high <= 1
+
+
+def test_every_prompt_right_is_not_a_point():
+    """64 of 64 right: a bootstrap collapses to 1.000-1.000, the Wilson interval does not."""
+    from adjpos.stats import wilson_interval
+
+    assert bootstrap_interval([1.0] * 64) == (1.0, 1.0)
+    low, high = wilson_interval(64, 64)
+    assert high == 1.0 and low < 0.99  # 64 prompts cannot show a rate above 0.99
+    assert wilson_interval(2000, 2000)[0] > wilson_interval(64, 64)[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"), [((3, 0), "n must be"), ((5, 4), "successes must"), ((-1, 4), "successes")]
+)
+def test_wilson_bad_input_is_named(args, message):
+    from adjpos.stats import wilson_interval
+
+    with pytest.raises(ValueError, match=message):
+        wilson_interval(*args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adjpos.layerwise import LAYERS, measure_layers
-from adjpos.stats import compare_intervals
+from adjpos.stats import Outcome, Status, compare_intervals, judge
 from adjpos.validation import UsageError
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
     `rows`: `measure_layers` tables stacked, with the columns `by` (one name or several),
     ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, NoPE layer of the
     released layout), over the seeds: the change from the layer before (mean, and the span of
-    the seeds' bootstrap intervals), its verdict (``sharpens``: every seed's interval above 0;
-    ``washes out``: every one below; ``keeps``: every one contains 0; ``mixed`` otherwise),
+    the seeds' bootstrap intervals), whether the layer sharpens the pattern as a `Status` over
+    the seeds (``status``: each seed is for when its interval lies above 0, against when
+    below, `adjpos.stats.Status.of` over them; with ``n_for``, ``n_against``, ``n_within``),
     the control's change at that layer, and ``versus_rope`` ("above", "below": the two spans
     of intervals apart; "within" otherwise, see `adjpos.stats.compare_intervals`). Same seed,
     same weights: the layouts differ only in where RoPE is applied, so ``difference``
@@ -79,7 +80,7 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "change": float(part["change"].mean()),
         "change_low": float(low.min()),
         "change_high": float(high.max()),
-        "verdict": _verdict(low, high),
+        **_status(low, high),
         "rope_change": float(rope["change"].mean()),
         "rope_change_low": float(rope["change_low"].min()),
         "rope_change_high": float(rope["change_high"].max()),
@@ -90,12 +91,10 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
     }
 
 
-def _verdict(low: pd.Series, high: pd.Series) -> str:
-    """What the seeds' intervals of the change say together."""
-    if (low > 0).all():
-        return "sharpens"
-    if (high < 0).all():
-        return "washes out"
-    if ((low <= 0) & (high >= 0)).all():
-        return "keeps"
-    return "mixed"
+def _status(low: pd.Series, high: pd.Series) -> dict:
+    """Whether the layer sharpens the pattern: each seed's interval of the change against 0,
+    and the status over the seeds."""
+    outcomes = [judge(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
+    counts = {f"n_{o.value}": outcomes.count(o) for o in Outcome}
+    status = Status.of(counts["n_for"], counts["n_against"], len(outcomes))
+    return {"status": status.value} | counts

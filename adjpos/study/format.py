@@ -54,16 +54,6 @@ def layers(found: Sequence[int]) -> str:
     return f"layer{'s' if len(found) > 1 else ''} {join(found)}"
 
 
-def cells(found: Sequence[Sequence[Any]]) -> str:
-    """(task, layer) cells as 'task (layers a, b), ...', or 'none'."""
-    if not found:
-        return "none"
-    by_task: dict[str, list[int]] = {}
-    for task, layer in found:
-        by_task.setdefault(task, []).append(layer)
-    return ", ".join(f"{task} ({layers(found)})" for task, found in by_task.items())
-
-
 def score(entry: Mapping[str, Any] | None) -> str:
     """'value ± standard error (layer)'; the std over seeds where there is no standard error."""
     if entry is None:

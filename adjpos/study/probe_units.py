@@ -100,8 +100,8 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
         "seed": seed,
         "trained": json.loads(measure_probes(trained, sizes).to_json()),
         "control": json.loads(measure_probes(copy, sizes).to_json()),
-        "comparisons": compare_within(trained, sizes, **draws),
-        "copies": compare_copies(trained, copy, sizes, **draws),
+        "comparisons": compare_within(trained, sizes, criteria.first_layer, **draws),
+        "copies": compare_copies(trained, copy, sizes, criteria.first_layer, **draws),
     }
     return json.dumps(unit)
 
@@ -117,11 +117,13 @@ def measure_probes(subject: ProbeSubject, sizes: Any) -> ProbeResult:
     return result + reconstruct_order(subject.model, subject.tokens, **common)
 
 
-def compare_within(subject: ProbeSubject, sizes: Any, **draws: Any) -> list[dict[str, Any]]:
+def compare_within(
+    subject: ProbeSubject, sizes: Any, first: int = 1, **draws: Any
+) -> list[dict[str, Any]]:
     """The `COMPARISONS` this size measures and the `ORDER_COMPARISONS` of one trained model,
-    each side at its best layer >= 1: the rows of ``probe_comparisons.csv``."""
-    rows = _paired(subject, subject, COMPARISONS, sizes, **draws)
-    layers = list(range(1, subject.model.cfg.n_layers + 1))
+    each side at its best layer >= `first`: the rows of ``probe_comparisons.csv``."""
+    rows = _paired(subject, subject, COMPARISONS, sizes, first, **draws)
+    layers = list(range(first, subject.model.cfg.n_layers + 1))
     for name, (a, b, drop_first) in ORDER_COMPARISONS.items():
         taus = order_scores(subject.model, subject.tokens, layers=layers, drop_first=drop_first)
         found = compare_scores(taus[a], taus[b], metric="abs_kendall_tau", best_layer=True, **draws)
@@ -130,19 +132,19 @@ def compare_within(subject: ProbeSubject, sizes: Any, **draws: Any) -> list[dict
 
 
 def compare_copies(
-    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, **draws: Any
+    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, first: int = 1, **draws: Any
 ) -> list[dict[str, Any]]:
     """Each of the `CONTROL_CARRIERS` this size measures, the trained model minus its own
-    initial weights on the same sequences, each at its best layer >= 1: the rows of
+    initial weights on the same sequences, each at its best layer >= `first`: the rows of
     ``probe_copies.csv``."""
-    return _paired(trained, copy, CONTROL_CARRIERS, sizes, **draws)
+    return _paired(trained, copy, CONTROL_CARRIERS, sizes, first, **draws)
 
 
-def _paired(first: ProbeSubject, second: ProbeSubject, specs: dict, sizes: Any, **draws: Any):
-    """Set a on `first` minus set b on `second` for each spec (a, b, probe, metric) whose sets
-    and probe this size measures; two sets of one model are scored together, on the
-    positions both have."""
-    layers = list(range(1, first.model.cfg.n_layers + 1))
+def _paired(a: ProbeSubject, b: ProbeSubject, specs: dict, sizes: Any, first: int, **draws: Any):
+    """Set a on model `a` minus set b on model `b` for each spec (a, b, probe, metric) whose
+    sets and probe this size measures, at layers >= `first`; two sets of one model are
+    scored together, on the positions both have."""
+    first, second, layers = a, b, list(range(first, a.model.cfg.n_layers + 1))
     rows = []
     for probe in sizes.probes:
         wanted = {

@@ -17,29 +17,21 @@ from typing import Any
 
 from adjpos.runs import write_text
 from adjpos.study import format as fmt
-from adjpos.study.claim import Criteria, Verdict
+from adjpos.study.claim import STATUS_RULE, Criteria, Verdict
 from adjpos.study.claims import claims
+from adjpos.study.claims.models import agreement
 from adjpos.tables import Table
 
 TITLE = "adjpos reproduce: report"
 # results/claims.csv: one row per verdict.
-VERDICTS = Table(
-    claim="string",
-    status="string",
-    n_for="int64",
-    n_against="int64",
-    n_within="int64",
-    n_cells="int64",
-    seeds="string",
-    unit="string",
-    evidence="string",
-)
+VERDICTS = Table(claim="string", status="string", n_for="int64", n_against="int64")
+VERDICTS += Table(n_within="int64", n_cells="int64", seeds="string", unit="string")
+VERDICTS += Table(evidence="string")
 STATUS_TEXT = (
-    'A verdict is "supported" when every cell counts for the claim, "mixed" when some count for '
-    'it and some against or within their uncertainty, "not supported" when none counts for it '
-    'and some against, and "not shown" when none counts either way. Each cell is decided by one '
-    "interval comparison (adjpos.stats.compare_intervals) under the criteria listed at the end; "
-    "results/claims.csv holds every count."
+    "A verdict's status follows from its counts by one rule: "
+    + "; ".join(f'"{status}": {rule}' for status, rule in STATUS_RULE.items())
+    + ". Each cell is decided by interval comparisons (adjpos.stats.compare_intervals) under "
+    "the criteria listed at the end; results/claims.csv holds every count."
 )
 ENDING = """## What this does not show
 
@@ -62,7 +54,7 @@ def write_report(out: str | Path, captions: Mapping[str, str], pngs: set[str]) -
     import markdown
 
     out = Path(out)
-    VERDICTS.write(out / "results" / "claims.csv", [dataclasses.asdict(v) for v in verdicts(out)])
+    VERDICTS.write(out / "results" / "claims.csv", [v.row() for v in verdicts(out)])
     md = render(out, captions, pngs, html=False)
     body = markdown.markdown(render(out, captions, pngs, html=True), extensions=["tables"])
     write_text(out / "report.md", md)
@@ -90,7 +82,11 @@ def render(
 
     `folder` is where the figures are, relative to the report; `links` adds a link to each
     figure's interactive HTML there (off for a copy of the report without them)."""
-    record, numbers = json.loads((out / "run.json").read_text()), _numbers(out)
+    record, numbers, criteria = (
+        json.loads((out / "run.json").read_text()),
+        _numbers(out),
+        _criteria(out),
+    )
 
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
@@ -102,21 +98,23 @@ def render(
     parts = [f"# {title}", _setup(record), "## The claims at a glance"]
     parts += [claims_table(verdicts(out)), STATUS_TEXT]
     for claim in claims():
-        parts += [f"## {claim.title}", claim.section(numbers[claim.name], figures)]
+        parts += [f"## {claim.title}", claim.section(numbers[claim.name], criteria, figures)]
+        if claim.name == "models":
+            parts.append(agreement(numbers, criteria))
     sizes = record["spec"]["sizes"]
     parts += [
         "## Run sizes",
         fmt.table(["size", "value"], [[k, fmt.n(v)] for k, v in sizes.items()]),
     ]
-    criteria = dataclasses.asdict(_criteria(out))
-    parts += ["## Criteria", fmt.table(["criterion", "value"], list(criteria.items())), ENDING]
+    listed = list(dataclasses.asdict(criteria).items())
+    parts += ["## Criteria", fmt.table(["criterion", "value"], listed), ENDING]
     return "\n\n".join(parts)
 
 
 def claims_table(found: list[Verdict]) -> str:
-    """One row per verdict: the claim, its status with its counts, the seeds, the evidence."""
-    rows = [[v.claim, f"{v.status} ({v.counts})", _seeds(v.seeds), v.evidence] for v in found]
-    return fmt.table(["claim", "verdict", "seeds", "evidence"], rows)
+    """One row per verdict: the claim, its status, its counts, the seeds, the evidence."""
+    rows = [[v.claim, v.status.value, v.counts, _seeds(v.seeds), v.evidence] for v in found]
+    return fmt.table(["claim", "status", "cells for, against, within", "seeds", "evidence"], rows)
 
 
 def _seeds(seeds: str) -> str:
@@ -129,7 +127,7 @@ def _numbers(out: Path) -> dict[str, Any]:
 
 def _criteria(out: Path) -> Criteria:
     recorded = json.loads((out / "run.json").read_text())["spec"].get("criteria", {})
-    return Criteria(**recorded)
+    return Criteria.recorded(recorded)
 
 
 def _setup(record: Mapping[str, Any]) -> str:

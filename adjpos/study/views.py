@@ -10,6 +10,7 @@ ties strict (the study's definition) or counted as half (chance 0.5 on any data)
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,10 +19,15 @@ import pandas as pd
 import torch
 
 from adjpos.capture import iter_residuals
-from adjpos.metrics import adjacency_rows, center_states, cosine_matrix
+from adjpos.metrics import center_states, cosine_matrix
+from adjpos.tables import Table
 
 ROWS = ("all", "prompt", "answer")
 TIES = ("strict", "half")
+# Columns the claims' tables share.
+KEYS = Table(task="string", model="string", seed="Int64", layer="int64")
+VIEW = Table(rows="string", centred="boolean", ties="string")
+INTERVAL = Table(low="float64", high="float64")
 
 
 def task_masks(batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]]:
@@ -36,23 +42,23 @@ def task_masks(batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor | None]
 def sequence_views(
     model: Any, tokens: torch.Tensor, lengths: torch.Tensor, masks: dict[str, Any]
 ) -> Iterator[tuple[int, dict[tuple[str, bool, str], np.ndarray], dict[bool, np.ndarray]]]:
-    """Per layer: each sequence's adjacency in every (rows, centred, ties) view (NaN where a
-    sequence has no defined row of the view), and each sequence's mean cosine between two
-    different real positions, as they are and centred."""
+    """Per layer: each sequence's adjacency in every (rows, centred, ties) view
+    (`adjpos.scoring.sequence_scores`; NaN where a sequence has no defined row of the view),
+    and each sequence's mean cosine between two different real positions, as they are and
+    centred."""
+    from adjpos.scoring import sequence_scores
+
     real_pairs = _pairs(lengths, tokens.shape[1])
     for layer, acts in iter_residuals(model, tokens, progress=False):
-        views, cosines = {}, {}
+        acts, views, cosines = acts.double(), {}, {}
         for centred in (False, True):
             states = center_states(acts, lengths.to(acts.device)) if centred else acts
-            sim = cosine_matrix(states.double())
-            pairs = real_pairs.to(sim.device)
+            sim, pairs = cosine_matrix(states), real_pairs.to(acts.device)
             cosines[centred] = ((sim * pairs).sum((1, 2)) / pairs.sum((1, 2))).cpu().numpy()
-            for ties in TIES:
-                per_row = adjacency_rows(sim, lengths=lengths.to(sim.device), ties=ties).cpu()
-                for rows in ROWS:
-                    mask = masks[rows]
-                    picked = per_row if mask is None else torch.where(mask, per_row, torch.nan)
-                    views[rows, centred, ties] = picked.nanmean(dim=1).numpy()
+            for ties, rows in itertools.product(TIES, ROWS):
+                views[rows, centred, ties] = sequence_scores(
+                    acts, lengths, ties=ties, center=centred, rows=masks[rows]
+                ).numpy()
         yield layer, views, cosines
 
 

@@ -82,19 +82,22 @@ def _rows(changes, rope_changes, lows=None):
 
 
 @pytest.mark.parametrize(
-    ("changes", "rope", "verdict", "versus"),
+    ("changes", "rope", "status", "versus"),
     [
-        ((0.1, 0.2), (0.0, 0.01), "sharpens", "above"),
-        ((-0.1, -0.2), (0.0, 0.01), "washes out", "below"),
-        ((0.0, 0.005), (0.0, 0.005), "keeps", "within"),
+        ((0.1, 0.2), (0.0, 0.01), "supported", "above"),
+        ((0.1, 0.0), (0.0, 0.01), "supported", "within"),  # one of two seeds: half
+        ((-0.1, -0.2), (0.0, 0.01), "not supported", "below"),
+        ((0.0, 0.005), (0.0, 0.005), "not shown", "within"),
         ((0.1, -0.1), (0.0, 0.0), "mixed", "within"),
     ],
 )
-def test_nope_layer_effects_verdicts(changes, rope, verdict, versus):
+def test_nope_layer_effects_statuses(changes, rope, status, versus):
     from adjpos.hf import nope_layer_effects
 
     (row,) = nope_layer_effects(_rows(changes, rope)).to_dict("records")
-    assert (row["verdict"], row["versus_rope"], row["seeds"]) == (verdict, versus, 2)
+    assert (row["status"], row["versus_rope"], row["seeds"]) == (status, versus, 2)
+    for_, against = sum(c - 0.01 > 0 for c in changes), sum(c + 0.01 < 0 for c in changes)
+    assert (row["n_for"], row["n_against"], row["n_within"]) == (for_, against, 2 - for_ - against)
     diffs = [c - r for c, r in zip(changes, rope, strict=True)]
     assert row["difference"] == pytest.approx(sum(diffs) / 2)
     assert (row["difference_min"], row["difference_max"]) == pytest.approx((min(diffs), max(diffs)))

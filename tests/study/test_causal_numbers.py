@@ -1,9 +1,15 @@
-"""The causal verdicts follow from the intervals and the change sizes alone."""
+"""The causal findings follow from the intervals and the change sizes alone, each threshold on
+an interval's bound."""
 
 import pytest
 
 from adjpos.interventions import INTERVENTION_TABLE, SPECS
-from adjpos.study.claims.causal import causal_numbers
+from adjpos.study.claim import CRITERIA
+from adjpos.study.claims.causal import causal_numbers, finding
+
+
+def _findings(numbers, criteria=CRITERIA):
+    return [finding(r, criteria) for r in numbers["rows"]]
 
 
 def _row(name, layer, em, half=0.02, perturbation=0.5, readout="kept", difference=None):
@@ -56,9 +62,11 @@ def _paired(em, control_em, half=0.03):
         (0.10, 0.9, 0.9, 0.2, "beyond a smaller control"),
         (0.10, 0.12, 0.5, 0.5, "no more than its control"),
         (0.00, 0.06, 0.5, 0.5, "no more than its control"),  # apart, but both at the floor
+        (0.10, 0.22, 0.5, 0.5, "no more than its control"),  # mean 0.12 below, bound not 0.1
+        (0.10, 0.24, 0.5, 0.5, "necessary"),  # upper bound -0.11: beyond the gap
     ],
 )
-def test_each_verdict(em, control_em, size, control_size, verdict):
+def test_each_finding(em, control_em, size, control_size, verdict):
     table = INTERVENTION_TABLE.frame(
         [
             _row("none", 1, 0.99, perturbation=0.0),
@@ -67,7 +75,8 @@ def test_each_verdict(em, control_em, size, control_size, verdict):
         ]
     )
     (row,) = causal_numbers(table)["rows"]
-    assert row["verdict"] == verdict
+    assert finding(row, CRITERIA) == verdict
+    assert "verdict" not in row  # measuring writes numbers, never words
     assert row["control"] == "norm_scale_control" and row["baseline"] == 0.99
     assert row["control_draws"] == 20 and row["readout"] == "kept"
 
@@ -82,11 +91,10 @@ def test_a_paired_interval_that_reaches_zero_is_no_evidence():
         ]
     )
     (row,) = causal_numbers(table)["rows"]
-    assert row["verdict"] == "no more than its control"
+    assert finding(row, CRITERIA) == "no more than its control"
 
 
 def test_the_verdicts_use_the_kept_readout_and_report_the_changed_one():
-    from adjpos.study.claim import CRITERIA
     from adjpos.study.claims.causal import verdicts
 
     rows = []
@@ -95,12 +103,11 @@ def test_the_verdicts_use_the_kept_readout_and_report_the_changed_one():
         rows += [_row("norm_permute", 2, em, readout=readout, difference=_paired(em, 0.9))]
         rows += [_row("norm_scale_control", 2, 0.9, readout=readout)]
     numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
-    found = {r["readout"]: r["verdict"] for r in numbers["rows"]}
+    found = {r["readout"]: finding(r, CRITERIA) for r in numbers["rows"]}
     assert found == {"kept": "no more than its control", "changed": "necessary"}
     norms = verdicts(numbers, CRITERIA)[0]
     assert (norms.n_for, norms.n_cells) == (0, 1)
     assert "read-out positions kept" in norms.evidence
-    assert "with the read-out changed: necessary at 1 of 1" in norms.evidence
 
 
 def test_uniform_attention_is_judged_against_the_baseline():
@@ -112,14 +119,12 @@ def test_uniform_attention_is_judged_against_the_baseline():
             _row("uniform_attention", 3, 0.98),
         ]
     )
-    verdicts = [r["verdict"] for r in causal_numbers(table)["rows"]]
-    assert verdicts == ["breaks the task", "not needed"]
+    assert _findings(causal_numbers(table)) == ["breaks the task", "not needed"]
 
 
 def test_a_cell_counts_only_when_every_seed_agrees():
     """Two seeds: necessary in both -> for; necessary in one, not needed in the other ->
     within; each seed keeps its own row."""
-    from adjpos.study.claim import CRITERIA
     from adjpos.study.claims.causal import verdicts
 
     rows = []
@@ -132,7 +137,7 @@ def test_a_cell_counts_only_when_every_seed_agrees():
         rows += [{**_row("norm_permute", 2, em, difference=_paired(em, 0.9)), "seed": seed}]
         rows += [{**_row("norm_scale_control", 2, 0.9), "seed": seed}]
     numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
-    assert sorted((r["seed"], r["layer"], r["verdict"]) for r in numbers["rows"]) == [
+    assert sorted((r["seed"], r["layer"], finding(r, CRITERIA)) for r in numbers["rows"]) == [
         (0, 1, "necessary"),
         (0, 2, "necessary"),
         (1, 1, "necessary"),
@@ -141,3 +146,28 @@ def test_a_cell_counts_only_when_every_seed_agrees():
     norms = verdicts(numbers, CRITERIA)[0]
     assert (norms.n_for, norms.n_within, norms.n_cells) == (1, 1, 2)
     assert norms.seeds == "0, 1"
+
+
+def test_a_larger_min_gap_asks_more_of_the_bound():
+    import dataclasses
+
+    table = INTERVENTION_TABLE.frame(
+        [
+            _row("none", 1, 0.99, perturbation=0.0),
+            _row("norm_permute", 1, 0.1, difference=(-0.5, -0.55, -0.45)),
+            _row("norm_scale_control", 1, 0.6),
+        ]
+    )
+    numbers = causal_numbers(table)
+    assert _findings(numbers) == ["necessary"]
+    strict = dataclasses.replace(CRITERIA, min_gap=0.5)
+    assert _findings(numbers, strict) == ["no more than its control"]
+
+
+def test_the_baselines_carry_a_wilson_interval():
+    table = INTERVENTION_TABLE.frame(
+        [_row("none", 1, 1.0, perturbation=0.0), _row("norm_permute", 1, 0.5)]
+    )
+    (base,) = causal_numbers(table)["baselines"]
+    assert base["baseline"] == 1.0 and base["n_prompts"] == 100
+    assert base["baseline_high"] == 1.0 and 0.95 < base["baseline_low"] < 0.97

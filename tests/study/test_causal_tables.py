@@ -11,12 +11,22 @@ SCRIPT = runpy.run_path(str(ROOT / "docs" / "causal_tables.py"))
 causal_tables, norm_controls = SCRIPT["causal_tables"], SCRIPT["norm_controls"]
 
 
+# What each row is built to be under the package's own rule (`causal.finding`).
+MADE = {
+    "necessary": {"low": 0.1, "high": 0.3, "difference_low": -0.6, "difference_high": -0.3},
+    "no more than its control": {"low": 0.1, "high": 0.3, "difference_low": -0.2},
+    "not needed": {"low": 0.9, "high": 1.0, "difference_low": -0.1},
+}
+
+
 def _row(seed, layer, readout, verdict, exact, control_exact, difference, name="norm_permute"):
     return {
         "task": "addition", "seed": seed, "layer": layer, "intervention": name,
         "readout": readout, "control": "norm_scale_control", "exact_match": exact,
-        "control_exact_match": control_exact, "difference": difference, "verdict": verdict,
-    }  # fmt: skip
+        "control_exact_match": control_exact, "difference": difference,
+        "difference_high": 0.1, "baseline_low": 0.95, "baseline_high": 1.0,
+        "perturbation": 0.5, "control_perturbation": 0.5,
+    } | MADE[verdict]  # fmt: skip
 
 
 def test_counts_and_means_are_those_of_the_seeds(tmp_path):
@@ -27,13 +37,13 @@ def test_counts_and_means_are_those_of_the_seeds(tmp_path):
         _row(0, 1, "changed", "necessary", 0.0, 0.3, -0.3),
         _row(1, 1, "changed", "not needed", 1.0, 1.0, 0.0),
         _row(2, 1, "changed", "not needed", 1.0, 1.0, 0.0),
-        _row(0, 0, "kept", "necessary", 0.0, 1.0, -1.0),  # layer 0: left out
+        _row(0, 0, "kept", "necessary", 0.0, 1.0, -1.0),  # layer 0: not counted
     ]
     numbers = tmp_path / "results" / "numbers"
     numbers.mkdir(parents=True)
     (numbers / "causal.json").write_text(json.dumps({"rows": rows}))
     (table,) = causal_tables(tmp_path).values()
-    assert len(table) == 1
+    assert len(table) == 1  # from the package's first counted layer
     row = table.iloc[0]
     assert row["layer"] == 1 and row["control"] == "norm_scale_control"
     assert row["exact match"] == "0.30" and row["control's"] == "0.60"

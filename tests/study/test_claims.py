@@ -1,112 +1,141 @@
-"""The claims' verdicts follow from their numbers alone: one table of cases (every cell for,
-mixed, none for, within only, one seed) run through every claim, the statuses of `Verdict`,
-and the report's tables and wording."""
+"""The claims' verdicts follow from their numbers alone. Each claim's `verdicts` is fed
+synthetic numbers whose cells are built to be for, against or within, and must count them so,
+every verdict of the claim; the status rule (`Status.of`) is checked on its own table."""
 
 import pytest
 
-from adjpos.study.claim import AGAINST, CRITERIA, FOR, STATUSES, WITHIN, Verdict, seeds_text
+from adjpos.study.claim import CRITERIA, Outcome, Status, Verdict, every_seed, judge, seeds_text
 from adjpos.study.claims import NAMES, claim
 from adjpos.study.models import RANDOM, TRAINED
 
+FOR, AGAINST, WITHIN = Outcome.FOR, Outcome.AGAINST, Outcome.WITHIN
+# Cell outcomes -> the status they must give; every case but the last reaches "against".
 CASES = {
-    "every cell for": ([FOR, FOR, FOR], (0, 1, 2), "supported"),
-    "mixed": ([FOR, AGAINST, WITHIN], (0, 1, 2), "mixed"),
-    "none for": ([AGAINST, AGAINST, WITHIN], (0, 1, 2), "not supported"),
-    "within only": ([WITHIN, WITHIN, WITHIN], (0, 1, 2), "not shown"),
-    "one seed": ([FOR, FOR], (0,), "supported"),
+    "every outcome": ([FOR, AGAINST, WITHIN, FOR], Status.MIXED),
+    "against only": ([AGAINST, AGAINST, WITHIN], Status.NOT_SUPPORTED),
+    "for, none against": ([FOR, FOR, WITHIN], Status.SUPPORTED),
+    "few for": ([FOR, WITHIN, WITHIN], Status.LIMITED),
+    "within only": ([WITHIN, WITHIN], Status.NOT_SHOWN),
 }
-SIDE = {FOR: "above", AGAINST: "below", WITHIN: "within"}
+SEEDS = (0, 1, 2)
+# An interval above, below or straddling 0 (or a reference shifted by it).
+ABOUT_ZERO = {FOR: (0.1, 0.2), AGAINST: (-0.2, -0.1), WITHIN: (-0.1, 0.1)}
 
 
-def _models(outcomes, seeds):
-    accuracy = {FOR: (1.0, 1.0, 1.0), AGAINST: (0.5, 0.4, 0.6), WITHIN: (0.99, 0.98, 1.0)}
-    models = []
-    for i, outcome in enumerate(outcomes):
-        value, low, high = accuracy[outcome]
-        seed = seeds[i % len(seeds)]
-        models.append(
-            {"task": "addition", "seed": seed, "accuracy": value}
-            | {"accuracy_low": low, "accuracy_high": high}
-        )
-    return {"models": models}
+def _shifted(outcome, by, favour_below=False):
+    low, high = ABOUT_ZERO[outcome]
+    return (by - high, by - low) if favour_below else (by + low, by + high)
 
 
-def _adjacency(outcomes, seeds):
-    per_task = [
-        {"task": f"t{i}", "trained_vs_layer0": SIDE[o], "control_vs_layer0": "within"}
-        | {"seeds": list(seeds), "control_seeds": [0]}
-        for i, o in enumerate(outcomes)
-    ]
-    view = {"view": "whole", "ties": "strict", "cells": [], "counts": {}}
-    view["counts"] = {"above": 0, "below": 0, "within": 0}
-    return {"per_task": per_task, "views": [view]}
+def _models(outcomes):
+    accuracy = {FOR: (0.995, 0.999), AGAINST: (0.9, 0.95), WITHIN: (0.985, 0.995)}
+    return {
+        "models": [
+            {"task": f"t{i}", "seed": 0, "accuracy": 0.99, "n_prompts": 2000}
+            | dict(zip(("accuracy_low", "accuracy_high"), accuracy[o], strict=True))
+            for i, o in enumerate(outcomes)
+        ]
+    }
 
 
-def _variance(outcomes, seeds):
-    word = {FOR: "shrinks", AGAINST: "grows", WITHIN: "neither"}
+def _adjacency(outcomes):
+    scores, cells = [], []
+    for i, o in enumerate(outcomes):
+        for model in (TRAINED, RANDOM):
+            for seed in SEEDS:
+                key = {"task": f"t{i}", "model": model, "seed": seed}
+                scores.append(key | {"layer": 0, "adjacency": 0.55, "low": 0.5, "high": 0.6})
+                low, high = _shifted(o, 0.55)
+                scores.append(key | {"layer": 1, "adjacency": (low + high) / 2, "low": low})
+                scores[-1]["high"] = high
+        cells.append({"task": f"t{i}", "layer": 1, "per_seed": [ABOUT_ZERO[o]] * len(SEEDS)})
+    return {"scores": scores, "views": [{"view": "whole", "ties": "strict", "cells": cells}]}
+
+
+def _variance(outcomes):
+    ratio = {FOR: (0.5, 0.8), AGAINST: (1.2, 1.5), WITHIN: (0.9, 1.1)}
     cells = [
-        {"task": "reversal", "model": TRAINED, "layer": i + 1, "outcome": word[o]}
-        | {"seeds": list(seeds)}
+        {"task": f"t{i}", "model": model, "layer": 1, "seeds": list(SEEDS)}
+        | {"ratio_low": ratio[o][0], "ratio_high": ratio[o][1]}
+        | dict(zip(("spearman_low", "spearman_high"), _shifted(o, 0.0, True), strict=True))
+        for model in (TRAINED, RANDOM)
         for i, o in enumerate(outcomes)
     ]
-    return {"cells": cells + [{**cells[0], "model": RANDOM}]}
+    return {"cells": cells, "versus": []}
 
 
-def _decomposition(outcomes, seeds):
+def _decomposition(outcomes):
     cells = [
-        {"task": "ordering", "model": TRAINED, "layer": i + 1, "versus": SIDE[o]}
-        | {"seed_list": list(seeds), "seeds": len(seeds)}
-        | {"seeds_above": len(seeds) * (o == FOR), "seeds_below": len(seeds) * (o == AGAINST)}
+        {"task": f"t{i}", "model": model, "layer": 1, "seeds": list(SEEDS)}
+        | {"per_seed": [ABOUT_ZERO[o]] * len(SEEDS)}
+        for model in (TRAINED, RANDOM)
         for i, o in enumerate(outcomes)
     ]
-    return {"cells": cells + [{**cells[0], "model": RANDOM}]}
+    return {"cells": cells}
 
 
-def _dynamics(outcomes, seeds):
+def _dynamics(outcomes):
     trajectories = [
-        {"task": "addition", "seed": seeds[i % len(seeds)], "metric": "adjacency"}
-        | {"layer": i + 1, "rises": o == FOR, "falls": o == AGAINST}
+        {"task": f"t{i}", "seed": seed, "metric": metric, "layer": 1}
+        | {"start_low": 0.5, "start_high": 0.6}
+        | dict(zip(("end_low", "end_high"), _shifted(o, 0.55), strict=True))
+        for metric in ("adjacency", "probe_gain")
         for i, o in enumerate(outcomes)
+        for seed in SEEDS
     ]
     return {"trajectories": trajectories}
 
 
-def _probing(outcomes, seeds):
-    # Per seed: every seed above (for), every seed below (against), or the first seed within
-    # and the others above (within: a cell counts only when every seed holds).
-    sides = {FOR: ["above"] * 3, AGAINST: ["below"] * 3, WITHIN: ["within", "above", "above"]}
+def _probing(outcomes):
+    def side(o):
+        return dict(zip(("low", "high"), ABOUT_ZERO[o], strict=True))
+
+    compared = ("cosine_first_vs_variance", "seriation_vs_variance_sort")
     rows = [
-        {"task": f"t{i}", "seed": seed, "backward": "cosine_first_vs_variance"}
-        | {"comparisons": {"cosine_first_vs_variance": {"side": sides[o][j]}}}
+        {"task": f"t{i}", "seed": seed, "backward": compared[0]}
+        | {"comparisons": {c: side(o) for c in compared}}
         for i, o in enumerate(outcomes)
-        for j, seed in enumerate(seeds)
+        for seed in SEEDS
     ]
-    return {"rows": rows, "versus": [], "level": 0.95, "seeds": list(seeds)}
+    versus = [
+        {"task": f"t{i}", "comparison": "variance (spline R^2)", "seed": seed} | side(o)
+        for i, o in enumerate(outcomes)
+        for seed in SEEDS
+    ]
+    return {"rows": rows, "versus": versus, "seeds": list(SEEDS)}
 
 
-def _causal(outcomes, seeds):
-    word = {FOR: "necessary", AGAINST: "not needed", WITHIN: "no more than its control"}
+def _causal(outcomes):
+    from adjpos.study.claims.causal import CLAIMS
+
+    em = {FOR: 0.1, AGAINST: 0.97, WITHIN: 0.5}
+    difference = {FOR: (-0.8, -0.85, -0.75), AGAINST: (0.0, -0.05, 0.05), WITHIN: (-0.1, -0.3, 0.1)}
     rows = [
-        {"task": f"t{i}", "layer": 1, "intervention": "norm_permute", "readout": "kept"}
-        | {"verdict": word[o]}
+        {"task": f"t{i}", "seed": seed, "layer": 1, "intervention": names[0], "readout": "kept"}
+        | {"control": "a control", "exact_match": em[o], "low": em[o] - 0.05, "high": em[o] + 0.05}
+        | {"baseline_low": 0.96, "baseline_high": 1.0, "perturbation": 0.5}
+        | {"control_perturbation": 0.5}
+        | dict(zip(("difference", "difference_low", "difference_high"), difference[o], strict=True))
+        for names in CLAIMS
         for i, o in enumerate(outcomes)
+        for seed in SEEDS
     ]
-    return {"rows": rows, "seeds": list(seeds)}
+    return {"rows": rows, "seeds": list(SEEDS)}
 
 
-def _sweep(outcomes, seeds):
-    return {"nope_sides": [SIDE[o] for o in outcomes], "seeds": list(seeds), "chance": 0.5}
+def _sweep(outcomes):
+    score = {FOR: 0.7, AGAINST: 0.3, WITHIN: CRITERIA.chance}  # a point at chance: within
+    return {"nope_deepest": [score[o] for o in outcomes], "seeds": list(SEEDS)}
 
 
-def _theory(outcomes, seeds):
-    if WITHIN in outcomes:  # the prediction agrees or not: no third outcome
-        return None
+def _theory(outcomes):
+    measured = {FOR: (0.60, 0.62), AGAINST: (0.80, 0.82), WITHIN: (0.55, 0.70)}
     rows = [
-        {"init_range": 0.1 * (i + 1), "site": "attn_out"}
-        | {"predicted_side": "within" if o == FOR else "above"}
+        {"init_range": 0.1 * (i + 1), "site": "attn_out", "predicted": 0.61}
+        | dict(zip(("measured_low", "measured_high"), measured[o], strict=True))
         for i, o in enumerate(outcomes)
     ]
-    return {"rows": rows, "seeds": list(seeds), "tolerance": 0.05}
+    return {"rows": rows, "seeds": list(SEEDS)}
 
 
 BUILDERS = {
@@ -122,63 +151,97 @@ BUILDERS = {
 }
 
 
-def test_every_claim_with_a_verdict_has_a_case_table():
+def test_every_claim_with_a_verdict_has_a_builder():
     assert set(BUILDERS) == set(NAMES) - {"cosine"}
     assert claim("cosine").verdicts({"scores": []}, CRITERIA) == []  # an illustration
 
 
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("name", list(BUILDERS))
-def test_each_claims_first_verdict_counts_its_cells(name, case):
-    outcomes, seeds, status = CASES[case]
-    numbers = BUILDERS[name](outcomes, seeds)
-    if numbers is None:
-        pytest.skip(f"{name} has no {case!r} case")
-    if name == "theory":
-        numbers |= {"attn_out_close_effective": []}
-    verdict = claim(name).verdicts(numbers, CRITERIA)[0]
-    assert verdict.status == status
-    assert (verdict.n_for, verdict.n_against, verdict.n_within) == (
-        outcomes.count(FOR),
-        outcomes.count(AGAINST),
-        outcomes.count(WITHIN),
-    )
-    assert verdict.n_cells == len(outcomes)
-    assert verdict.seeds == seeds_text(seeds)
-    assert (verdict.seeds == "0 only") == (case == "one seed")
+def test_every_verdict_of_each_claim_counts_its_cells(name, case):
+    outcomes, status = CASES[case]
+    found = claim(name).verdicts(BUILDERS[name](outcomes), CRITERIA)
+    assert found
+    for verdict in found:
+        counts = (verdict.n_for, verdict.n_against, verdict.n_within, verdict.n_cells)
+        assert counts == (*(outcomes.count(o) for o in Outcome), len(outcomes)), verdict.claim
+        assert verdict.status == status
+        assert verdict.seeds in (seeds_text(SEEDS), "0 only")
+
+
+def test_layers_below_the_first_counted_are_left_out():
+    import dataclasses
+
+    numbers = _decomposition([FOR, AGAINST])
+    later = dataclasses.replace(CRITERIA, first_layer=2)
+    assert claim("decomposition").verdicts(numbers, later)[0].n_cells == 0
+
+
+def test_a_seed_that_disagrees_leaves_the_cell_within():
+    numbers = _decomposition([FOR])
+    for cell in numbers["cells"]:
+        cell["per_seed"][1] = ABOUT_ZERO[AGAINST]
+    verdict = claim("decomposition").verdicts(numbers, CRITERIA)[0]
+    assert (verdict.n_within, verdict.status) == (1, Status.NOT_SHOWN)
 
 
 @pytest.mark.parametrize(
-    ("outcomes", "status"),
+    ("n_for", "n_against", "n_cells", "status"),
     [
-        ([FOR, FOR], "supported"),
-        ([FOR, WITHIN], "mixed"),
-        ([FOR, AGAINST], "mixed"),
-        ([AGAINST], "not supported"),
-        ([AGAINST, WITHIN, WITHIN], "not supported"),
-        ([WITHIN], "not shown"),
-        ([], "not shown"),
+        (4, 0, 4, Status.SUPPORTED),
+        (2, 0, 4, Status.SUPPORTED),  # half the cells
+        (13, 0, 16, Status.SUPPORTED),
+        (1, 0, 4, Status.LIMITED),
+        (1, 0, 12, Status.LIMITED),  # one cell of twelve is not "mixed"
+        (1, 1, 4, Status.MIXED),
+        (3, 1, 4, Status.MIXED),
+        (0, 1, 4, Status.NOT_SUPPORTED),
+        (0, 0, 4, Status.NOT_SHOWN),
+        (0, 0, 0, Status.NOT_SHOWN),
     ],
 )
-def test_verdict_statuses(outcomes, status):
+def test_the_status_rule(n_for, n_against, n_cells, status):
+    assert Status.of(n_for, n_against, n_cells) == status
+    outcomes = [FOR] * n_for + [AGAINST] * n_against
+    outcomes += [WITHIN] * (n_cells - n_for - n_against)
     verdict = Verdict.tally("c", outcomes, seeds="0 only", unit="task", evidence="e")
-    assert verdict.status == status and verdict.status in STATUSES
-    assert verdict.counts.startswith(f"{outcomes.count(FOR)} of {len(outcomes)} tasks for")
+    assert verdict.status == status and verdict.row()["status"] == status.value
+    assert verdict.counts.endswith(f"of {n_cells} {'task' if n_cells == 1 else 'tasks'} tested")
 
 
-def test_a_verdict_refuses_an_unknown_outcome():
-    with pytest.raises(ValueError, match="outcomes must be 'for', 'against' or 'within'"):
+def test_a_verdict_refuses_a_word_for_an_outcome():
+    with pytest.raises((TypeError, ValueError), match="outcomes"):  # typechecked in tests
         Verdict.tally("c", ["above"], seeds="0", unit="task", evidence="e")
 
 
-def test_one_favourable_cell_is_never_supported():
-    """The probing claim of an earlier report: 1 above, 1 tied, 2 below."""
-    numbers = _probing([FOR, WITHIN, AGAINST, AGAINST], (0,))
-    verdict = claim("probing").verdicts(numbers, CRITERIA)[0]
-    assert verdict.status == "mixed"
-    assert verdict.counts == "1 of 4 tasks for, 2 against, 1 within"
-    order = claim("probing").verdicts(numbers, CRITERIA)[1]  # every cell unknown: not shown
-    assert order.status == "not shown" and order.n_within == 4
+@pytest.mark.parametrize(
+    ("interval", "reference", "favour", "outcome"),
+    [
+        ((0.6, 0.7), (0.4, 0.55), "above", FOR),
+        ((0.6, 0.7), (0.4, 0.55), "below", AGAINST),
+        ((0.5, 0.7), (0.4, 0.55), "above", WITHIN),
+        ((-0.3, -0.2), (-0.1, -0.1), "below", FOR),  # an upper bound beyond a gap
+        ((float("nan"), 0.2), (0.0, 0.0), "above", WITHIN),
+    ],
+)
+def test_judge(interval, reference, favour, outcome):
+    assert judge(*interval, *reference, favour=favour) == outcome
+
+
+def test_every_seed():
+    assert every_seed([FOR, FOR]) == FOR and every_seed([AGAINST]) == AGAINST
+    assert every_seed([FOR, AGAINST]) == WITHIN and every_seed([FOR, WITHIN]) == WITHIN
+    assert every_seed([]) == WITHIN
+
+
+def test_old_criteria_load_without_their_dropped_fields():
+    import dataclasses
+
+    from adjpos.study.claim import Criteria
+
+    old = {"z": 2.0, "n_boot_prompts": 2000, "level": 0.9}
+    assert Criteria.recorded(old) == Criteria(level=0.9)
+    assert {"z", "n_boot_prompts"}.isdisjoint(f.name for f in dataclasses.fields(Criteria))
 
 
 def test_a_table_keeps_a_pipe_inside_its_cell_and_aligns_text_left_numbers_right():

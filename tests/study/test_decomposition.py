@@ -10,6 +10,7 @@ from adjpos.study.claims.decomposition import (
     PARTS,
     decomposition_numbers,
     layer_row,
+    lowers,
 )
 from adjpos.study.models import RANDOM, TRAINED
 
@@ -42,10 +43,10 @@ def test_a_cell_is_above_only_when_every_seed_is():
             key = {"task": "addition", "model": model, "seed": seed, "layer": 1}
             rows.append(key | layer_row(_states(scale, seed), n_boot=200))
     numbers = decomposition_numbers(DECOMPOSITION.frame(rows))
-    versus = {c["model"]: c["versus"] for c in numbers["cells"]}
-    assert versus == {TRAINED: "above", RANDOM: "within"}
+    versus = {c["model"]: lowers(c) for c in numbers["cells"]}
+    assert versus == {TRAINED: "for", RANDOM: "within"}
     trained = next(c for c in numbers["cells"] if c["model"] == TRAINED)
-    assert trained["seeds_above"] == trained["seeds"] == 2 and trained["seed_list"] == [0, 1]
+    assert len(trained["per_seed"]) == 2 and trained["seeds"] == [0, 1]
     table = pd.DataFrame(rows)
     assert trained["position"] == pytest.approx(table[table["model"] == TRAINED]["position"].mean())
     assert np.isfinite([trained["difference_low"], trained["difference_high"]]).all()

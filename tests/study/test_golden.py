@@ -1,6 +1,6 @@
-"""The report rendered from a fixed numbers folder (a tiny run's ``run.json`` and
-``results/numbers/``) is the golden ``report.md`` beside it, word for word: a change of the
-report's wording or of a claim's verdict shows here as a diff to read and accept.
+"""The verdicts of a fixed numbers folder (a tiny run's ``run.json`` and ``results/numbers/``)
+are the golden ``claims.csv`` beside it: each claim's status and counts, not its wording. A
+change of a claim's rule shows here as a changed count to read and accept.
 
 Accept a deliberate change with
 ``ADJPOS_UPDATE_GOLDEN=1 python -m pytest tests/study/test_golden.py``.
@@ -9,25 +9,24 @@ Accept a deliberate change with
 import os
 from pathlib import Path
 
+import pandas as pd
+
 from adjpos.study.report import render, verdicts
 
 GOLDEN = Path(__file__).parent / "golden"
-CAPTIONS = {"adjacency_by_layer": "Adjacency by layer.", "cosine_addition": "Cosine, addition."}
+COUNTED = ["claim", "status", "n_for", "n_against", "n_within", "n_cells", "seeds"]
 
 
-def test_the_report_of_fixed_numbers_is_the_golden_one():
-    text = render(GOLDEN, CAPTIONS, {"adjacency_by_layer"}, html=False)
+def test_the_verdicts_of_fixed_numbers_are_the_golden_ones():
+    found = pd.DataFrame([v.row() for v in verdicts(GOLDEN)])[COUNTED]
     if os.environ.get("ADJPOS_UPDATE_GOLDEN"):
-        (GOLDEN / "report.md").write_text(text)
-    assert text == (GOLDEN / "report.md").read_text()
+        found.to_csv(GOLDEN / "claims.csv", index=False)
+    golden = pd.read_csv(GOLDEN / "claims.csv", dtype={"seeds": str})
+    pd.testing.assert_frame_equal(found, golden, check_dtype=False)
 
 
-def test_the_golden_verdicts_are_counted_not_worded():
-    found = {v.claim: v for v in verdicts(GOLDEN)}
-    assert len(found) == 19
-    for verdict in found.values():
-        assert verdict.n_for + verdict.n_against + verdict.n_within == verdict.n_cells
-        if verdict.status == "supported":
-            assert verdict.n_for == verdict.n_cells > 0
-        if verdict.status == "mixed":
-            assert 0 < verdict.n_for < verdict.n_cells
+def test_the_report_of_fixed_numbers_lists_every_verdict_once():
+    text = render(GOLDEN, {"adjacency_by_layer": "Adjacency by layer."}, set(), html=False)
+    glance = text.split("## The claims at a glance")[1].split("\n## ")[0]
+    for verdict in verdicts(GOLDEN):
+        assert glance.count(f"| {verdict.claim} | {verdict.status} | {verdict.counts} |") == 1

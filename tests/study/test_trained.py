@@ -1,6 +1,6 @@
 """The trained-against-control stages: every view of the score equals `adjacency_score` with
 the same options (itself checked against the slow count), the variance summary equals its
-definitions, and the verdicts compare seed spans of intervals."""
+definitions, and the cells count only when every seed's interval holds."""
 
 import dataclasses
 
@@ -14,8 +14,15 @@ from scipy.stats import spearmanr
 
 from adjpos import adjacency_score, build_model, get_task
 from adjpos.stats import spearman, variance_summary
-from adjpos.study.claims.adjacency import ADJACENCY, PAIRED, adjacency_numbers
-from adjpos.study.claims.variance import variance_numbers
+from adjpos.study.claim import CRITERIA, Outcome
+from adjpos.study.claims.adjacency import (
+    ADJACENCY,
+    PAIRED,
+    adjacency_numbers,
+    over_layer0,
+    paired_outcome,
+)
+from adjpos.study.claims.variance import less_than_initial, shrinks, variance_numbers
 from adjpos.study.models import RANDOM, TRAINED
 from adjpos.study.views import sequence_views
 from factories import tiny_config
@@ -111,15 +118,15 @@ def test_adjacency_cells_count_only_when_every_seed_holds():
     numbers = adjacency_numbers(ADJACENCY.frame(rows), PAIRED.frame(paired))
     cells = {c["layer"]: c for c in numbers["views"][0]["cells"]}
     # Layer 1: every seed's difference (-0.10, -0.08, -0.06, +-0.02) lies below 0.
-    assert cells[1]["versus"] == "below" and cells[1]["seeds_below"] == 3
+    assert paired_outcome(cells[1]) == Outcome.AGAINST and len(cells[1]["per_seed"]) == 3
     assert cells[1]["difference"] == pytest.approx(-0.08)
     assert cells[1]["difference_low"] < -0.08 < cells[1]["difference_high"]
     assert cells[1]["trained_low"] == pytest.approx(0.59)
     # Layer 2: seed 2 (+0.04) lies above 0, seed 1 (-0.03) below: the seeds disagree.
-    assert cells[2]["versus"] == "within"
-    assert (cells[2]["seeds_above"], cells[2]["seeds_below"]) == (1, 2)
-    (task,) = numbers["per_task"]
-    assert task["trained_vs_layer0"] == "above" and task["control_vs_layer0"] == "above"
+    assert paired_outcome(cells[2]) == Outcome.WITHIN
+    (trained,), (control,) = (over_layer0(numbers, m, CRITERIA) for m in (TRAINED, RANDOM))
+    assert (trained["layer"], trained["outcome"]) == (2, Outcome.FOR)  # the best layer
+    assert (control["layer"], control["outcome"]) == (2, Outcome.FOR)  # the deepest
 
 
 def test_the_paired_table_is_trained_minus_its_own_initial_weights():
@@ -178,29 +185,26 @@ def test_variance_verdicts_name_the_layers():
         + [paired(0, 2, 0.05, 0.01), paired(1, 2, -0.2, 0.1)]  # the seeds disagree
     )
     numbers = variance_numbers(table, differences)
-    shrinks = {
-        model: [
-            c["layer"] for c in numbers["cells"] if (c["model"], c["outcome"]) == (model, "shrinks")
-        ]
+    found = {
+        model: [c["layer"] for c in numbers["cells"] if c["model"] == model and shrinks(c) == "for"]
         for model in (TRAINED, RANDOM)
     }
-    assert shrinks == {TRAINED: [1], RANDOM: [1, 2]}
+    assert found == {TRAINED: [1], RANDOM: [1, 2]}
     versus = {v["layer"]: v for v in numbers["versus"]}
-    assert {k: v["versus"] for k, v in versus.items()} == {1: "below", 2: "within"}
-    assert versus[1]["difference"] == pytest.approx(-0.6) and versus[1]["seeds_below"] == 2
-    assert (versus[2]["seeds_above"], versus[2]["seeds_below"]) == (1, 1)
+    assert {k: less_than_initial(v) for k, v in versus.items()} == {1: "for", 2: "within"}
+    assert versus[1]["difference"] == pytest.approx(-0.6) and len(versus[1]["per_seed"]) == 2
 
 
 def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):
     """A run trained with snapshots: one accuracy row and per-layer rows per snapshot, the
     step-0 snapshot equal to the untrained model's scores, and the numbers' trajectories."""
     from adjpos.study import TINY, Models
+    from adjpos.study.claim import CRITERIA
     from adjpos.study.claims.dynamics import DYNAMICS, dynamics_numbers, dynamics_unit
 
     models = Models(device="cpu", train_dir=tmp_path, train_steps=2)
-    table = DYNAMICS.frame(
-        dynamics_unit(models, dataclasses.replace(TINY, dynamics_seeds=(0,)), "addition")
-    )
+    sizes = dataclasses.replace(TINY, dynamics_seeds=(0,))
+    table = DYNAMICS.frame(dynamics_unit(models, sizes, CRITERIA, "addition"))
     assert sorted(table["step"].unique()) == [0, 2]
     n_layers = models.trained("addition")[0].cfg.n_layers
     for step in (0, 2):
@@ -209,12 +213,16 @@ def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):
         assert (rows["metric"] == "adjacency").sum() == n_layers + 1
     assert (table["low"] <= table["value"] + 1e-12).all()
     assert (table["value"] <= table["high"] + 1e-12).all()
-    numbers = dynamics_numbers(table)
+    numbers = dynamics_numbers(table, sizes.dynamics_prompts)
     assert numbers["tasks"] == ["addition"]
     (acc,) = numbers["accuracy"]
-    assert acc["final_step"] == 2
+    assert acc["final_step"] == 2 and [s for s, _ in acc["steps"]] == [0, 2]
+    assert acc["final_low"] <= acc["final"] <= acc["final_high"]  # a Wilson interval
     adjacency = [t for t in numbers["trajectories"] if t["metric"] == "adjacency"]
-    assert [t["layer"] for t in adjacency] == list(range(1, n_layers + 1))
+    assert [t["layer"] for t in adjacency] == list(range(n_layers + 1))
     # Seeds without snapshots are left out, not an error.
     none = Models(device="cpu")
-    assert dynamics_unit(none, dataclasses.replace(TINY, dynamics_seeds=(7,)), "addition") == []
+    assert (
+        dynamics_unit(none, dataclasses.replace(sizes, dynamics_seeds=(7,)), CRITERIA, "addition")
+        == []
+    )

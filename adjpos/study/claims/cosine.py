@@ -9,14 +9,16 @@ import json
 from typing import Any
 
 import pandas as pd
+import torch
 
 from adjpos.capture import capture_residuals
-from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.metrics import cosine_matrix
 from adjpos.runs import write_json
+from adjpos.scoring import sequence_scores
 from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
-from adjpos.study.views import records
+from adjpos.study.views import KEYS, records
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 from adjpos.tasks.vocab import EOS
@@ -30,9 +32,7 @@ EXAMPLE_PROMPTS = {
     "indexing": "wherex(134504392,4)=",
     "ordering": "ord(5831,3851)=",
 }
-COSINE_SCORES = Table(
-    task="string", model="string", seed="int64", layer="int64", adjacency="float64"
-)
+COSINE_SCORES = KEYS + Table(adjacency="float64")
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -52,10 +52,11 @@ def measure_cosine(models: Any, sizes: Any) -> tuple[pd.DataFrame, list[dict[str
         text = EXAMPLE_PROMPTS[name] + task.solve(EXAMPLE_PROMPTS[name]) + EOS
         tokens = task.encode(text)[None]
         for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed, like=seed))):
-            sims = cosine_matrix(capture_residuals(m, tokens).float())[:, 0]
-            for layer, sim in enumerate(sims):
+            states = capture_residuals(m, tokens).double()
+            for layer, sim in enumerate(cosine_matrix(states)[:, 0]):
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                scores.append(key | {"adjacency": float(adjacency_probability(sim.double()))})
+                score = sequence_scores(states[layer], torch.tensor([tokens.shape[1]]))
+                scores.append(key | {"adjacency": float(score[0])})
                 panels.append(key | {"text": text, "matrix": rounded(sim)})
     return COSINE_SCORES.frame(scores), panels
 
@@ -64,7 +65,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return []  # one sequence per task: an illustration, not evidence
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return f"""{figures("cosine")}
 
 {by_layer(_labelled(numbers["scores"]), "adjacency")}

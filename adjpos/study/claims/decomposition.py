@@ -1,21 +1,14 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
 Zhong, 2024), trained models against their own initial weights.
 
-Per layer the states of many sequences of one length (the variance stage's sequences) are
-split by mean effects, h[c, t] = mean + position[t] + context[c] + residual[c, t]
-(`adjpos.decompose`; with one length the parts are orthogonal and the shares exact). Song and
-Zhong find position[t] a smooth, low-dimensional curve in trained language models, and if the
-adjacency pattern is the smoothness of that curve, taking the curve away should take the
-pattern with it. So each sequence is scored twice on the same states less their mean: whole,
-and without the position curve (the rest: context + residual); their difference has a
-paired bootstrap interval over the sequences. The curve alone, one score per model, is shown
-beside them. The curve is estimated once from all the sequences and held fixed in the
+Song and Zhong find position[t] a smooth, low-dimensional curve in trained language models;
+if the adjacency pattern is the smoothness of that curve, taking the curve away should take the
+pattern with it. The curve is estimated once from all the sequences and held fixed in the
 intervals (recomputing it in every bootstrap draw would multiply the cost by their number).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -24,19 +17,11 @@ import torch
 from adjpos.capture import capture_residuals
 from adjpos.metrics import decompose, position_context_adjacency, position_curve_pcs
 from adjpos.probes import sequences_of_length
-from adjpos.stats import bootstrap_interval, compare_intervals, paired_difference, seed_interval
+from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    Context,
-    Criteria,
-    Verdict,
-    across_seeds,
-    seed_agreement,
-    seeds_text,
-    toward,
-)
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import seed_summary, span_of
+from adjpos.study.views import KEYS, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -46,41 +31,38 @@ PARTS = ("mean", "position", "context", "residual")
 N_PCS = 3
 # Scored per sequence, with 95% bootstrap intervals over the sequences.
 INTERVALS = ("whole", "rest", "difference")
-DECOMPOSITION = Table(
-    task="string",
-    model="string",
-    seed="Int64",
-    layer="int64",
-    **{f"{part}_share": "float64" for part in PARTS},
-    **{f"pc{i + 1}": "float64" for i in range(N_PCS)},
-    position="float64",
-    **{f"{s}{end}": "float64" for s in INTERVALS for end in ("", "_low", "_high")},
-    n_sequences="int64",
+DECOMPOSITION = KEYS + Table(**{f"{part}_share": "float64" for part in PARTS})
+DECOMPOSITION += Table(**{f"pc{i + 1}": "float64" for i in range(N_PCS)}, position="float64")
+DECOMPOSITION += Table(
+    **{f"{s}{end}": "float64" for s in INTERVALS for end in ("", "_low", "_high")}
 )
+DECOMPOSITION += Table(n_sequences="int64")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    table = measure_decomposition(context.models, context.sizes, n_boot=context.criteria.n_boot)
+    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
+    table = measure_decomposition(context.models, context.sizes, **draws)
     DECOMPOSITION.write(context.results / "decomposition_by_layer.csv", table)
     return decomposition_numbers(table)
 
 
-def measure_decomposition(models: Any, sizes: Any, *, n_boot: int = 1000) -> pd.DataFrame:
+def measure_decomposition(models: Any, sizes: Any, **draws: Any) -> pd.DataFrame:
     """Per layer, for each trained seed and its own initial weights on the same sequences of
     one length: the four variance shares, the position curve's top principal components and
     adjacency score, and each sequence's score whole and without the curve (both less the
-    mean), with 95% bootstrap intervals over the sequences, and their paired difference."""
+    mean), with bootstrap intervals over the sequences (`draws`: n_boot and level), and
+    their paired difference."""
     rows = []
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
         for label, seed, model in variants(models, sizes, name, learned=False):
             for layer, states in enumerate(capture_residuals(model, tokens).double()):
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                rows.append(key | layer_row(states, n_boot=n_boot))
+                rows.append(key | layer_row(states, **draws))
     return DECOMPOSITION.frame(rows)
 
 
-def layer_row(states: torch.Tensor, *, n_boot: int = 1000) -> dict[str, Any]:
+def layer_row(states: torch.Tensor, **draws: Any) -> dict[str, Any]:
     """The decomposition's numbers of one layer's states [sequence, position, d_model]."""
     parts = decompose(states)
     shares = parts.variance_shares()
@@ -91,9 +73,9 @@ def layer_row(states: torch.Tensor, *, n_boot: int = 1000) -> dict[str, Any]:
     row = {f"{part}_share": shares[part] for part in PARTS}
     row |= {f"pc{i + 1}": ratios[i] for i in range(N_PCS)} | {"position": float(scores.position)}
     for name, values in (("whole", whole), ("rest", rest)):
-        low, high = bootstrap_interval(values, n_boot=n_boot)
+        low, high = bootstrap_interval(values, **draws)
         row |= {name: float(values.mean()), f"{name}_low": low, f"{name}_high": high}
-    difference, low, high = paired_difference(whole, rest, n_boot=n_boot)
+    difference, low, high = paired_difference(whole, rest, **draws)
     row |= {"difference": difference, "difference_low": low, "difference_high": high}
     return row | {"n_sequences": len(whole)}
 
@@ -101,8 +83,8 @@ def layer_row(states: torch.Tensor, *, n_boot: int = 1000) -> dict[str, Any]:
 def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     """Per task, model kind and layer: the means over seeds of the shares, the components
     and the three scores, with the range of the seeds' curve scores and the spans of their
-    intervals of the others; and the whole minus the rest over seeds, "above" or "below" only
-    when every seed's paired interval is."""
+    intervals of the others; the whole minus the rest over seeds (t-interval) and each
+    seed's paired interval."""
     keys = ["task", "model", "layer"]
     spans = {"position": seed_summary(table, "position").set_index(keys)}
     spans |= {
@@ -111,92 +93,66 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     }
     cells = []
     for (task, model, layer), group in table.groupby(keys, sort=False):
-        sides = [
-            compare_intervals(r.difference_low, r.difference_high, 0.0, 0.0)
-            for r in group.itertuples()
-        ]
         mean, low, high = seed_interval(group["difference"])
         cell = {"task": task, "model": model, "layer": int(layer)}
         cell |= {f"{p}_share": float(group[f"{p}_share"].mean()) for p in PARTS}
         cell |= {f"pc{i + 1}": float(group[f"pc{i + 1}"].mean()) for i in range(N_PCS)}
         for score, span in spans.items():
             cell |= span_of(score, span.loc[(task, model, layer)])
+        bounds = group[["difference_low", "difference_high"]].to_numpy().tolist()
         cells.append(
             cell
             | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"seeds": len(sides), "seeds_above": sides.count("above")}
-            | {"seeds_below": sides.count("below"), "versus": across_seeds(sides)}
-            | {"seed_list": sorted(int(s) for s in group["seed"])}
+            | {"per_seed": bounds, "seeds": sorted(int(s) for s in group["seed"])}
         )
     return {"cells": cells}
+
+
+def lowers(cell: dict[str, Any]) -> Outcome:
+    """For when every seed's paired interval of whole minus without lies above 0 (removing
+    the curve lowers the score), against when every one lies below."""
+    return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     out = []
     for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
-        mine = [c for c in numbers["cells"] if c["model"] == model and c["layer"] >= 1]
+        mine = [c for c in numbers["cells"] if c["model"] == model]
+        mine = [c for c in mine if c["layer"] >= criteria.first_layer]
         out.append(
             Verdict.tally(
                 f"{name} NoPE models: the position curve carries the pattern, removing it "
                 "lowers the score (Song and Zhong's decomposition, not a claim of the study)",
-                [toward(c["versus"]) for c in mine],
-                seeds=seeds_text(s for c in mine for s in c["seed_list"]),
+                [lowers(c) for c in mine],
+                seeds=seeds_text(s for c in mine for s in c["seeds"]),
                 unit="task x layer cell",
                 evidence="each sequence's score (states less their mean) minus its score "
-                "without the position curve, paired 95% bootstrap interval above 0 in every "
-                f"seed, layers >= 1 ({seed_agreement(mine)})",
+                f"without the position curve, paired {criteria.level:.0%} bootstrap interval "
+                f"above 0 in every seed, layers >= {criteria.first_layer}",
             )
         )
     return out
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     cells = numbers["cells"]
     rows = [
         [c["task"], c["model"], c["layer"], " / ".join(fmt.n(c[f"{p}_share"]) for p in PARTS)]
         + [" / ".join(fmt.n(c[f"pc{i + 1}"]) for i in range(N_PCS))]
         + [fmt.span(c[s], c[f"{s}_low"], c[f"{s}_high"]) for s in ("position", "whole", "rest")]
-        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"])]
-        + [f"{c['seeds_above']} / {c['seeds_below']} of {c['seeds']}", c["versus"]]
+        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), lowers(c)]
         for c in cells
     ]
     header = ["task", "model", "layer", "shares: mean / position / context / residual"]
     header += [f"position curve: top {N_PCS} PCs", "position curve alone (seed range)"]
     header += ["whole (seed span)", "without the curve (seed span)"]
-    header += ["whole - without (t-interval over seeds)", "seeds above / below", "removing it"]
+    header += ["whole - without (t-interval over seeds)", "removing it lowers the score"]
     return SECTION.format(
         shares=figures("decomposition_shares"),
         scores=figures("decomposition_adjacency"),
         table=fmt.table(header, rows),
-        text=_summary(cells),
+        level=f"{criteria.level:.0%}",
     )
-
-
-def _summary(cells: list[dict[str, Any]]) -> str:
-    """Per model kind: where removing the curve lowers the score, the curve's own score, how
-    much of the variance around the mean the position part holds and its first components."""
-    parts = []
-    for model in dict.fromkeys(c["model"] for c in cells):
-        mine = [c for c in cells if c["model"] == model and c["layer"] >= 1]
-        found = Counter(c["versus"] for c in mine)
-        lowers = [(c["task"], c["layer"]) for c in mine if c["versus"] == "above"]
-        centred = [c["position_share"] / (1 - c["mean_share"]) for c in mine]
-        first = [c["pc1"] + c["pc2"] for c in mine]
-        parts.append(
-            f"{model}: removing the position curve lowers the score in {found['above']} of "
-            f"{len(mine)} task x layer cells >= 1 ({fmt.cells(lowers)}) and raises it in "
-            f"{found['below']}; the curve alone scores {_range(mine, 'position')} against "
-            f"{_range(mine, 'rest')} without it; the position part holds "
-            f"{fmt.n(min(centred))} to {fmt.n(max(centred))} of the sum of squares around "
-            f"the mean, its first two components {fmt.n(min(first))} to {fmt.n(max(first))} "
-            "of the curve's"
-        )
-    return "; ".join(parts) + "."
-
-
-def _range(cells: list[dict[str, Any]], key: str) -> str:
-    values = [c[key] for c in cells]
-    return f"{fmt.n(min(values))} to {fmt.n(max(values))}"
 
 
 SECTION = """{shares}
@@ -205,27 +161,24 @@ SECTION = """{shares}
 
 {table}
 
-What it shows: each layer's hidden states on sequences of one length split into a mean, a
-position curve every sequence shares, a constant per sequence (context) and a residual
-(Song and Zhong, 2024; `adjpos.decompose`). The shares are each part's share of the sum of
-squares (exact with one length, where the parts are orthogonal); the components, the share of
-the curve's sum of squares along its first principal directions (a smooth, low-dimensional
-curve has most of it in the first few). Each sequence's adjacency score (ties strict) is
-taken on its states less the mean, whole and without the position curve (context +
-residual); a cell is "above" when every seed's paired 95% bootstrap interval of whole minus
-without lies above 0, so removing the curve lowers the score. At layer 0 (token embeddings)
-the curve is the prompt format (which characters sit where), not what the model knows of
-position; and the curve is a mean over the sequences, held fixed in the intervals, so with
-few sequences it keeps part of each sequence's own averaging. {text}"""
+What it shows: each layer's states on sequences of one length split into a mean, a position
+curve every sequence shares, a constant per sequence (context) and a residual
+(`adjpos.decompose`): each part's share of the sum of squares (exact with one length), and the
+share of the curve's along its first principal directions (a smooth, low-dimensional curve
+has most of it in the first few). Each sequence is scored on its states less the mean, whole
+and without the curve; a cell is for when every seed's paired {level} interval of whole minus
+without lies above 0 (removing the curve lowers the score), against when every one lies
+below. At layer 0 the curve is the prompt format, not what the model knows of position; and
+the curve, a mean held fixed in the intervals, keeps part of each sequence's own averaging
+when there are few sequences."""
 
 CAPTIONS = {
     "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "
     "mean, the position curve, the per-sequence context and the residual, by layer (mean "
     "over seeds), trained against random-init NoPE (each seed's own initial weights).",
     "decomposition_adjacency": "Adjacency score by layer of the states less their mean, "
-    "whole and without the position curve (bars: from the lowest to the highest seed's 95% "
-    "bootstrap interval over sequences), and of the position curve alone (bars: the seeds' "
-    "range); mean over seeds.",
+    "whole and without the position curve, and of the curve alone (mean over seeds; bars: "
+    "the seeds' interval span, the seeds' range for the curve).",
 }
 
 
@@ -233,12 +186,8 @@ def shares_figure(table: pd.DataFrame):
     """The four shares stacked by layer, one panel per task and model kind."""
     from adjpos.figures import plot_variance_shares
 
-    rows = table.melt(
-        id_vars=["task", "model", "seed", "layer"],
-        value_vars=[f"{part}_share" for part in PARTS],
-        var_name="part",
-        value_name="share",
-    )
+    shares = [f"{part}_share" for part in PARTS]
+    rows = table.melt(KEYS.names, shares, var_name="part", value_name="share")
     return plot_variance_shares(rows.assign(part=rows["part"].str.removesuffix("_share")))
 
 
@@ -251,18 +200,10 @@ def adjacency_figure(table: pd.DataFrame):
         seed_summary(table, s, f"{s}_low", f"{s}_high").assign(part=label)
         for s, label in (("whole", "whole"), ("rest", "without the curve"))
     ]
-    return plot_intervals(
-        pd.concat(frames),
-        x="layer",
-        y="value",
-        low="low",
-        high="high",
-        color="part",
-        facet_col="task",
-        facet_row="model",
-        title="Adjacency with and without the position curve (seed spans of 95% intervals)",
-        y_title="adjacency",
-    )
+    axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "part"}
+    title = "Adjacency with and without the position curve (seed spans of intervals)"
+    facets = {"facet_col": "task", "facet_row": "model", "y_title": "adjacency"}
+    return plot_intervals(pd.concat(frames), **axes, **facets, title=title)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

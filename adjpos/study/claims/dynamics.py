@@ -4,9 +4,9 @@ Each snapshot (``load_model(folder, step=s)``, log-spaced, step 0 included) is m
 the finished model: exact match on fresh held-out prompts, and per layer the adjacency score
 (the study's and the centred prompt-row view), the variance ratio and its Spearman
 correlation with position, and the gain of the residual's logistic position probe over
-layer 0. Every value has a 95% interval (bootstrap over prompts or sequences; the probe's is
-twice its standard error over folds). A trajectory rises (falls) when its end's interval lies
-above (below) its start's.
+layer 0. Every value has an interval at `Criteria.level`: Wilson for exact match, a bootstrap
+over sequences for the others, the normal interval of the probe's mean over folds. A
+trajectory rises (falls) when its end's interval lies above (below) its start's.
 """
 
 from __future__ import annotations
@@ -21,60 +21,43 @@ from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
-from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary
+from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary, wilson_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    CRITERIA,
-    Context,
-    Criteria,
-    Verdict,
-    across_seeds,
-    seed_agreement,
-    seeds_text,
-    toward,
-)
-from adjpos.study.views import sequence_views, task_masks
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.views import INTERVAL, sequence_views, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
 
 TITLE = "When the pattern appears: training dynamics"
 
-DYNAMICS = Table(
-    task="string",
-    seed="int64",
-    step="int64",
-    layer="Int64",
-    metric="string",
-    value="float64",
-    low="float64",
-    high="float64",
-)
+DYNAMICS = Table(task="string", seed="int64", step="int64", layer="Int64", metric="string")
+DYNAMICS += Table(value="float64") + INTERVAL
 # metric -> the adjacency view it reads (rows, centred, ties); see adjpos.study.views.
 ADJACENCY_METRICS = {
     "adjacency": ("all", False, "strict"),
     "adjacency_prompt_centred": ("prompt", True, "half"),
 }
-METRICS = ("accuracy", *ADJACENCY_METRICS, "variance_ratio", "variance_spearman", "probe_gain")
 # The metrics the report tabulates and judges (dynamics.csv has them all).
 SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain")
 
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per task (its seeds' snapshots), run by the engine, then the combined table."""
-    table = context.per_task("dynamics", dynamics_unit, DYNAMICS)
+    table = context.per_unit("dynamics", dynamics_unit, DYNAMICS, seeds=False)
     table = DYNAMICS.write(context.results / "dynamics.csv", table)
-    return dynamics_numbers(table, context.criteria)
+    return dynamics_numbers(table, context.sizes.dynamics_prompts)
 
 
-def dynamics_unit(models: Any, sizes: Any, name: str) -> list[dict[str, Any]]:
-    """One unit of the dynamics stage: every snapshot of task `name`'s seeds, as records."""
+def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> list[dict]:
+    """One unit of the dynamics stage (`Context.per_unit`, no seed): every snapshot of task
+    `name`'s seeds, as records."""
     rows = []
     for seed in (s for s in sizes.dynamics_seeds if s in models.seeds(name, sizes)):
         folder, task = models.folder(name, seed), models.trained(name, seed)[1]
         for step in spread(snapshot_steps(folder), sizes.dynamics_snapshots):  # none: skipped
             model = load_model(folder, step=step, device=models.device)
             key = {"task": name, "seed": seed, "step": step}
-            rows += [{**key, **r} for r in measure_snapshot(model, task, sizes)]
+            rows += [{**key, **r} for r in measure_snapshot(model, task, sizes, criteria)]
     return DYNAMICS.frame(rows).to_dict("records")
 
 
@@ -92,71 +75,70 @@ def spread(steps: list[int], count: int | None) -> list[int]:
     return [steps[i] for i in dict.fromkeys(picks.tolist())]
 
 
-def measure_snapshot(model: Any, task: Any, sizes: Any) -> list[dict[str, Any]]:
-    """Every metric of one snapshot: {layer, metric, value, low, high} records."""
-    gen = torch.Generator().manual_seed(5)
+def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> list[dict]:
+    """Every metric of one snapshot: {layer, metric, value, low, high} records (exact match
+    with its Wilson interval, the others with bootstrap intervals over sequences)."""
+    gen, draws = torch.Generator().manual_seed(5), {"n_boot": criteria.n_boot}
+    draws["level"] = criteria.level
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
-    hits = evaluate(model, task, prompts, per_prompt=True)
-    rows = [_row(None, "accuracy", np.asarray(hits, dtype=float))]
+    hits = sum(evaluate(model, task, prompts, per_prompt=True))
+    interval = wilson_interval(hits, len(prompts), level=criteria.level)
+    rows = [_point(None, "accuracy", hits / len(prompts), *interval)]
     batch = task.sample(sizes.dynamics_sequences, generator=gen, split="test")
     tokens, masks = task_masks(batch)
     for layer, views, _ in sequence_views(model, tokens, batch.lengths, masks):
-        rows += [_row(layer, metric, views[view]) for metric, view in ADJACENCY_METRICS.items()]
+        rows += [_row(layer, m, views[view], draws) for m, view in ADJACENCY_METRICS.items()]
     same = sequences_of_length(task, sizes.dynamics_sequences, generator=gen)
     variance = position_variance(capture_residuals(model, same).double()).numpy()
     for layer, values in enumerate(variance):
-        summary = variance_summary(values)
-        for metric, key in (("variance_ratio", "ratio"), ("variance_spearman", "spearman")):
-            low, high = summary[f"{key}_low"], summary[f"{key}_high"]
-            rows.append(
-                {"layer": layer, "metric": metric, "value": summary[key], "low": low, "high": high}
-            )
-    return rows + _probe_gains(model, same, sizes)
+        summary = variance_summary(values, **draws)
+        for key in ("ratio", "spearman"):
+            bounds = summary[f"{key}_low"], summary[f"{key}_high"]
+            rows.append(_point(layer, f"variance_{key}", summary[key], *bounds))
+    return rows + _probe_gains(model, same, sizes, criteria.level)
 
 
-def _probe_gains(model: Any, tokens: torch.Tensor, sizes: Any) -> list[dict[str, Any]]:
+def _probe_gains(model: Any, tokens: torch.Tensor, sizes: Any, level: float) -> list[dict]:
     """Logistic position-probe accuracy on the raw residual, minus layer 0's, by layer
-    (low/high: the gain -/+ twice the score's standard error over the folds; one seed of
-    folds, to keep a snapshot cheap)."""
+    (low/high: the gain -/+ the normal quantile of `level` times the score's standard error
+    over the folds; one seed of folds, to keep a snapshot cheap)."""
+    from scipy.stats import norm
+
     result = probe_positions(
         model, tokens, features="resid", probe="logistic", cv=sizes.cv, repeats=1, progress=False
     )
     scores = {s.layer: s for s in result.scores if s.metric == "accuracy"}
-    rows = []
+    rows, z = [], float(norm.ppf(0.5 + level / 2))
     for layer, score in sorted(scores.items()):
-        spread = 2 * score.sem if score.sem == score.sem else 0.0  # NaN: not measured
+        spread = z * score.sem if score.sem == score.sem else 0.0  # NaN: not measured
         gain = score.value - scores[0].value
-        rows.append(
-            {"layer": layer, "metric": "probe_gain", "value": gain}
-            | {"low": gain - spread, "high": gain + spread}
-        )
+        rows.append(_point(layer, "probe_gain", gain, gain - spread, gain + spread))
     return rows
 
 
-def _row(layer: int | None, metric: str, per_unit: np.ndarray) -> dict[str, Any]:
+def _row(layer: int, metric: str, per_unit: np.ndarray, draws: dict) -> dict[str, Any]:
     kept = per_unit[~np.isnan(per_unit)]
-    low, high = bootstrap_interval(kept, n_boot=CRITERIA.n_boot)
-    return {"layer": layer, "metric": metric, "value": float(kept.mean()), "low": low, "high": high}
+    return _point(layer, metric, float(kept.mean()), *bootstrap_interval(kept, **draws))
 
 
-def dynamics_numbers(table: pd.DataFrame, criteria: Criteria | None = None) -> dict[str, Any]:
-    """Per task and seed: the first step at `criteria.solved` exact match, and for each layer
-    >= 1 and metric its value at the initial weights, its peak and its end; 'rises' / 'falls'
-    (end against start) and 'fades_after_peak' judged by the intervals being apart."""
-    solved = (criteria or CRITERIA).solved
+def _point(layer: int | None, metric: str, value: float, low: float, high: float) -> dict:
+    return {"layer": layer, "metric": metric, "value": value, "low": low, "high": high}
+
+
+def dynamics_numbers(table: pd.DataFrame, n_prompts: int | None = None) -> dict[str, Any]:
+    """Per task and seed: exact match at every snapshot (with `n_prompts`, the prompts of
+    each), and for each layer and metric its value and interval at the initial weights, at
+    its peak and at the end."""
     out, accuracy = [], []
     for (task, seed), group in table.groupby(["task", "seed"], sort=False):
         acc = group[group["metric"] == "accuracy"].sort_values("step")
-        reached = acc[acc["value"] >= solved]["step"]
+        end = acc.iloc[-1]
         accuracy.append(
-            {"task": task, "seed": int(seed)}
-            | {"first_step_99": None if reached.empty else int(reached.iloc[0])}
-            | {
-                "final_accuracy": float(acc["value"].iloc[-1]),
-                "final_step": int(acc["step"].iloc[-1]),
-            }
+            {"task": task, "seed": int(seed), "n_prompts": n_prompts}
+            | {"steps": acc[["step", "value"]].to_numpy().tolist(), "final_step": int(end.step)}
+            | {"final": float(end.value), "final_low": end.low, "final_high": end.high}
         )
-        layered = group[group["layer"].notna() & (group["layer"] >= 1)]
+        layered = group[group["layer"].notna()]
         for (metric, layer), rows in layered.groupby(["metric", "layer"], sort=False):
             out.append({"task": task, "seed": int(seed)} | _trajectory(metric, int(layer), rows))
     return {"accuracy": accuracy, "trajectories": out, "tasks": sorted(table["task"].unique())}
@@ -164,102 +146,80 @@ def dynamics_numbers(table: pd.DataFrame, criteria: Criteria | None = None) -> d
 
 def _trajectory(metric: str, layer: int, rows: pd.DataFrame) -> dict[str, Any]:
     rows = rows.sort_values("step")
-    start, end = rows.iloc[0], rows.iloc[-1]
-    peak = rows.loc[rows["value"].idxmax()]
-    versus = compare_intervals(end["low"], end["high"], start["low"], start["high"])
-    return {
-        "metric": metric,
-        "layer": layer,
-        "start": float(start["value"]),
-        "peak": float(peak["value"]),
-        "peak_step": int(peak["step"]),
-        "end": float(end["value"]),
-        "rises": versus == "above",
-        "falls": versus == "below",
-        "fades_after_peak": compare_intervals(end["low"], end["high"], peak["low"], peak["high"])
-        == "below",
-    }
+    points = {"start": rows.iloc[0], "peak": rows.loc[rows["value"].idxmax()], "end": rows.iloc[-1]}
+    out = {"metric": metric, "layer": layer, "peak_step": int(points["peak"]["step"])}
+    for name, r in points.items():
+        out |= {name: float(r["value"]), f"{name}_low": r["low"], f"{name}_high": r["high"]}
+    return out
 
 
-# The dynamics verdicts: metric -> (claim, the direction that supports it).
+# The dynamics verdicts: metric -> the claim that its end lies above its start.
 CLAIMS = {
-    "adjacency": ("Training raises the study's score (control, not a claim of the study)", "rises"),
-    "probe_gain": (
-        "Training adds linearly readable position to the residual (control, not a claim of the "
-        "study)",
-        "rises",
-    ),
+    "adjacency": "Training raises the study's score (control, not a claim of the study)",
+    "probe_gain": "Training adds linearly readable position to the residual (control, not a "
+    "claim of the study)",
 }
 
 
+def end_vs_start(t: dict[str, Any]) -> str:
+    """Where a trajectory's end interval lies against its start's: 'above', 'below', 'within'."""
+    return compare_intervals(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
+
+
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    """One cell per task and layer: it counts only when every seed with snapshots moves the
-    same way."""
+    """One cell per task and layer counted: for when every seed with snapshots ends above its
+    start, against when every one ends below."""
     out = []
-    for metric, (claim, favour) in CLAIMS.items():
-        cells = seed_cells([t for t in numbers["trajectories"] if t["metric"] == metric])
+    for metric, claim in CLAIMS.items():
+        cells: dict[tuple[str, int], list[Outcome]] = {}
+        for t in numbers["trajectories"]:
+            if t["metric"] == metric and t["layer"] >= criteria.first_layer:
+                outcome = judge(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
+                cells.setdefault((t["task"], t["layer"]), []).append(outcome)
         out.append(
             Verdict.tally(
                 claim,
-                [toward(c["versus"], "above" if favour == "rises" else "below") for c in cells],
+                [every_seed(seeds) for seeds in cells.values()],
                 seeds=seeds_text(t["seed"] for t in numbers["trajectories"]),
                 unit="task x layer cell",
-                evidence=f"{metric} at the end of training against the initial weights "
-                f"(step 0), 95% intervals apart in every seed ({seed_agreement(cells)})",
+                evidence=f"{metric} at the end of training above the initial weights (step 0), "
+                f"{criteria.level:.0%} intervals apart in every seed, layers >= "
+                f"{criteria.first_layer}",
             )
         )
     return out
 
 
-def seed_cells(trajectories: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Trajectories grouped by (task, layer): how many seeds rise and fall, and the cell's
-    outcome over them (`across_seeds`)."""
-    cells: dict[tuple[str, int], list[str]] = {}
-    for t in trajectories:
-        side = "above" if t["rises"] else "below" if t["falls"] else "within"
-        cells.setdefault((t["task"], t["layer"]), []).append(side)
-    return [
-        {"task": task, "layer": layer, "versus": across_seeds(sides), "seeds": len(sides)}
-        | {"seeds_above": sides.count("above"), "seeds_below": sides.count("below")}
-        for (task, layer), sides in cells.items()
-    ]
-
-
-def section(numbers: dict[str, Any], figures: Any) -> str:
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     if not numbers["tasks"]:
         return (
             "What it shows: nothing: no measured model has training snapshots (see "
             "docs/pretrained.md)."
         )
+    solved = criteria.solved
     accuracy = fmt.table(
-        ["task", "seed", "first snapshot at 99% exact match", "last step", "final exact match"],
+        ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
+        + [f"final exact match ({criteria.level:.0%} Wilson)"],
         [
-            [a["task"], a["seed"], a["first_step_99"], a["final_step"], a["final_accuracy"]]
+            [a["task"], a["seed"], next((s for s, v in a["steps"] if v >= solved), None)]
+            + [a["final_step"], fmt.span(a["final"], a["final_low"], a["final_high"])]
             for a in numbers["accuracy"]
         ],
     )
     shown = [t for t in numbers["trajectories"] if t["metric"] in SHOWN]
     rows = [
         [t["task"], t["seed"], t["metric"], t["layer"], t["start"]]
-        + [f"{fmt.n(t['peak'])} ({t['peak_step']})", t["end"]]
-        + ["rises" if t["rises"] else "falls" if t["falls"] else "no change"]
+        + [f"{fmt.n(t['peak'])} ({t['peak_step']})", t["end"], end_vs_start(t)]
         for t in shown
+        if t["layer"] >= criteria.first_layer
     ]
     header = ["task", "seed", "metric", "layer", "start", "peak (step)", "end", "end vs start"]
-    counts = []
-    for metric in SHOWN:
-        mine = [t for t in numbers["trajectories"] if t["metric"] == metric]
-        counts.append(
-            f"{metric}: rises in {sum(t['rises'] for t in mine)}, falls in "
-            f"{sum(t['falls'] for t in mine)} of {len(mine)} task x seed x layer trajectories, "
-            f"ends below its peak in {sum(t['fades_after_peak'] for t in mine)}"
-        )
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
     return (
         f"{figures('dynamics')}\n\n{accuracy}\n\n{fmt.table(header, rows)}\n\nWhat it shows: "
-        "from the initial weights (step 0) to the end of training, with the end against the "
-        "start judged by 95% intervals apart: " + "; ".join(counts) + ". Snapshots are "
-        f"log-spaced, so early training is seen in detail; seeds {seeds}."
+        "each metric from the initial weights (step 0) to the end of training, the end "
+        f"'above' or 'below' the start when their {criteria.level:.0%} intervals are apart. "
+        f"Snapshots are log-spaced, so early training is seen in detail; seeds {seeds}."
     )
 
 

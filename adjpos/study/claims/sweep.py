@@ -13,39 +13,34 @@ from typing import Any
 import pandas as pd
 
 from adjpos.models import ModelConfig
-from adjpos.stats import compare_intervals
 from adjpos.study import format as fmt
-from adjpos.study.claim import CRITERIA, Context, Criteria, Verdict, seeds_text, toward
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, judge, seeds_text
+from adjpos.study.views import records
 from adjpos.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
 
 TITLE = "Claim 3: the pattern in random-init models, over which hyperparameters"
 
 
 def measure(context: Context) -> dict[str, Any]:
-    sizes = context.sizes
-    result = measure_sweep(
-        context.results / "sweep",
-        sizes,
-        workers=context.workers,
-        device=context.models.device,
-        engine=context.engine,
-        address=context.address,
-    )
+    sizes, where = context.sizes, {"engine": context.engine, "address": context.address}
+    where |= {"workers": context.workers, "device": context.models.device}
+    result = measure_sweep(context.results / "sweep", sizes, **where)
     first = rows_of_subgrid(result.table, sizes.grid[0], sweep_base(sizes))
-    return sweep_numbers(result.table, first, context.criteria)
+    return sweep_numbers(result.table, first)
 
 
 def measure_sweep(out_dir: Any, sizes: Any, *, workers: int | None, **where: Any):
     """The random-init sweep (its own run folder, resumable cell by cell); `where` is the
     device, engine and address."""
+    sequences = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
+    seeds, base = list(sizes.sweep_seeds), sweep_base(sizes)
     return sweep(
         list(sizes.grid),
-        seeds=list(sizes.sweep_seeds),
-        n_sequences=sizes.sweep_sequences,
-        seq_len=sizes.sweep_len,
+        seeds=seeds,
         out_dir=out_dir,
         workers=workers,
-        base=sweep_base(sizes),
+        base=base,
+        **sequences,
         **where,
     )
 
@@ -55,63 +50,56 @@ def sweep_base(sizes: Any) -> ModelConfig:
     return ModelConfig(n_layers=sizes.sweep_layers)
 
 
-def sweep_numbers(
-    table: pd.DataFrame, first_subgrid: pd.DataFrame, criteria: Criteria = CRITERIA
-) -> dict[str, Any]:
-    """How many random-init models score above chance at their deepest layer (NoPE and all),
-    and the mean score by init scale in the first sub-grid, with its std over cells x seeds."""
+def sweep_numbers(table: pd.DataFrame, first_subgrid: pd.DataFrame) -> dict[str, Any]:
+    """Every random-init model's score at its deepest layer (NoPE and all), and the mean
+    score by init scale in the first sub-grid, with its std over cells x seeds."""
     deepest = last_layer_rows(table)
     nope = deepest[deepest["positional"] == "none"] if "positional" in deepest else deepest
     last = first_subgrid[first_subgrid["layer"] == first_subgrid["layer"].max()]
     by_init = last.groupby("init_range")["adjacency"].agg(["mean", "std", "size"]).reset_index()
-    chance = criteria.chance
     return {
-        "models": len(deepest),
-        "above_chance": int((deepest["adjacency"] > chance).sum()),
-        "nope_models": len(nope),
-        "nope_above_chance": int((nope["adjacency"] > chance).sum()),
-        "nope_sides": [compare_intervals(a, a, chance, chance) for a in nope["adjacency"]],
+        "deepest": [float(a) for a in deepest["adjacency"]],
+        "nope_deepest": [float(a) for a in nope["adjacency"]],
         "seeds": sorted(int(s) for s in table["seed"].unique()),
         "deepest_layer": int(last["layer"].max()),
-        "chance": chance,
-        "band": criteria.band,
-        "by_init": [
-            {
-                "init_range": float(r["init_range"]),
-                "mean": float(r["mean"]),
-                "std": None if pd.isna(r["std"]) else float(r["std"]),
-                "n": int(r["size"]),
-            }
-            for _, r in by_init.iterrows()
-        ],
+        "by_init": records(by_init.rename(columns={"size": "n"})),
     }
+
+
+def above_chance(score: float, criteria: Criteria) -> Outcome:
+    """A model's deepest score (a point: the sweep keeps no interval) against chance."""
+    return judge(score, score, criteria.chance, criteria.chance)
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return [
         Verdict.tally(
             "Random-init NoPE models over a hyperparameter grid show the pattern",
-            [toward(side) for side in numbers["nope_sides"]],
+            [above_chance(a, criteria) for a in numbers["nope_deepest"]],
             seeds=seeds_text(numbers["seeds"]),
             unit="NoPE sweep model",
-            evidence=f"deepest layer above chance ({fmt.n(numbers['chance'])}), point "
+            evidence=f"deepest layer above chance ({fmt.n(criteria.chance)}), point "
             "estimates over random sequences (the sweep keeps no interval)",
         )
     ]
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
-    band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= numbers["band"]]
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= criteria.band]
     table = fmt.table(
         ["init_range", f"mean adjacency at layer {numbers['deepest_layer']}", "std", "models"],
         [[r["init_range"], r["mean"], r["std"], r["n"]] for r in numbers["by_init"]],
     )
+    every, nope = (
+        sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
+        for key in ("deepest", "nope_deepest")
+    )
     return (
-        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {numbers['above_chance']} of "
-        f"{numbers['models']} random-init models (every grid cell and seed, NoPE or not) and "
-        f"{numbers['nope_above_chance']} of {numbers['nope_models']} NoPE ones score above "
-        "chance at their deepest layer. In the init x width grid the mean score reaches "
-        f"{fmt.n(numbers['band'])} at init scales {fmt.join(band) if band else 'none'}; the "
+        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {every} of "
+        f"{len(numbers['deepest'])} random-init models (every grid cell and seed, NoPE or not) "
+        f"and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at their "
+        "deepest layer. In the init x width grid the mean score reaches "
+        f"{fmt.n(criteria.band)} at init scales {fmt.join(band) if band else 'none'}; the "
         "first-layer argument explains why the pattern weakens at both ends (Claim 4)."
     )
 
@@ -131,19 +119,12 @@ def sweep_figures(table: pd.DataFrame, grid: Any, base: ModelConfig) -> dict[str
     from adjpos.figures import sweep_heatmap, sweep_histogram, sweep_layer_lines
 
     grid = list(grid)
-    out = {
-        "sweep_init_by_width": sweep_heatmap(
-            rows_of_subgrid(table, grid[0], base), "init_range", "d_model"
-        ),
-        "sweep_histogram": sweep_histogram(table),
-    }
-    positional = next((g for g in grid if "positional" in g), None)
-    if positional is not None:
-        sub = rows_of_subgrid(table, positional, base)
+    first = rows_of_subgrid(table, grid[0], base)
+    out = {"sweep_init_by_width": sweep_heatmap(first, "init_range", "d_model")}
+    out["sweep_histogram"] = sweep_histogram(table)
+    for sub in (rows_of_subgrid(table, g, base) for g in grid if "positional" in g):
         out["sweep_by_positional"] = sweep_layer_lines(sub, "positional")
-    depth = next((g for g in grid if "normalization_type" in g), None)
-    if depth is not None:
-        sub = rows_of_subgrid(table, depth, base)
+    for sub in (rows_of_subgrid(table, g, base) for g in grid if "normalization_type" in g):
         out["sweep_depth_by_norm"] = sweep_heatmap(sub, "n_layers", "normalization_type")
     return out
 

@@ -14,35 +14,19 @@ import torch
 
 from adjpos.models import ModelConfig, build_model
 from adjpos.runs import write_json
-from adjpos.stats import compare_intervals
+from adjpos.stats import seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    AGAINST,
-    CRITERIA,
-    FOR,
-    Context,
-    Criteria,
-    Verdict,
-    seeds_text,
-)
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import gen, rounded
 from adjpos.tables import Table
 from adjpos.theory import compare_first_layer, effective_width, predicted_adjacency
 
 TITLE = "Claim 4: the first-layer argument"
 
-THEORY = Table(
-    init_range="float64",
-    seed="int64",
-    site="string",
-    residual_ratio="float64",
-    measured_adjacency="float64",
-    predicted_adjacency="float64",
-    effective_width="float64",
-    predicted_effective="float64",
-    entropy_ratio="float64",
-    mean_abs_error="float64",
-)
+THEORY = Table(init_range="float64", seed="int64", site="string", residual_ratio="float64")
+THEORY += Table(measured_adjacency="float64", predicted_adjacency="float64")
+THEORY += Table(effective_width="float64", predicted_effective="float64")
+THEORY += Table(entropy_ratio="float64", mean_abs_error="float64")
 N_POS, WIDTH = 32, 64
 
 
@@ -50,7 +34,7 @@ def measure(context: Context) -> dict[str, Any]:
     table, matrices = measure_theory(context.sizes, context.models.device)
     THEORY.write(context.results / "theory.csv", table)
     write_json(context.results / "theory_matrices.json", matrices)
-    return theory_numbers(table, context.criteria)
+    return theory_numbers(table, context.criteria.level)
 
 
 def measure_theory(sizes: Any, device: str) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -68,78 +52,56 @@ def measure_theory(sizes: Any, device: str) -> tuple[pd.DataFrame, list[dict[str
                 comp = compare_first_layer(model, tokens, site=site)
                 rows.append(_row(comp, sizes, scale, seed, site, d_eff))
                 if seed == sizes.theory_seeds[0] and scale == sizes.theory_heatmap_scale:
-                    matrices += [
-                        {"site": site, "kind": kind, "matrix": rounded(matrix)}
-                        for kind, matrix in (
-                            ("measured", comp.measured),
-                            ("predicted", comp.predicted),
-                        )
-                    ]
+                    for kind in ("measured", "predicted"):
+                        matrices.append({"site": site, "kind": kind})
+                        matrices[-1]["matrix"] = rounded(getattr(comp, kind))
     return THEORY.frame(rows), matrices
 
 
 def _row(comp: Any, sizes: Any, scale: float, seed: int, site: str, d_eff: float) -> dict:
+    options = {"residual_ratio": comp.residual_ratio, "n_samples": sizes.theory_samples}
     predicted, at_effective = (
-        predicted_adjacency(
-            N_POS,
-            d_model=d,
-            residual_ratio=comp.residual_ratio,
-            n_samples=sizes.theory_samples,
-            generator=gen(seed),
-        )
+        predicted_adjacency(N_POS, d_model=d, generator=gen(seed), **options)
         for d in (WIDTH, max(1, round(d_eff)))
     )
-    return {
-        "init_range": scale,
-        "seed": seed,
-        "site": site,
-        "residual_ratio": comp.residual_ratio,
-        "measured_adjacency": comp.measured_adjacency,
-        "predicted_adjacency": float(predicted[0]),
-        "effective_width": d_eff,
-        "predicted_effective": float(at_effective[0]),
-        "entropy_ratio": comp.entropy_ratio,
-        "mean_abs_error": comp.mean_abs_error,
-    }
+    return (
+        {"init_range": scale, "seed": seed, "site": site, "residual_ratio": comp.residual_ratio}
+        | {"measured_adjacency": comp.measured_adjacency}
+        | {"predicted_adjacency": float(predicted[0]), "effective_width": d_eff}
+        | {"predicted_effective": float(at_effective[0]), "entropy_ratio": comp.entropy_ratio}
+        | {"mean_abs_error": comp.mean_abs_error}
+    )
 
 
-def theory_numbers(table: pd.DataFrame, criteria: Criteria = CRITERIA) -> dict[str, Any]:
-    """Measured first-layer adjacency against the prediction by init scale and site (mean and
-    std over seeds), how uniform attention is, and the init scales where the attention
-    output's mean lies within `criteria.theory_tolerance` of each prediction."""
-    grouped = table.groupby(["init_range", "site"]).agg(
-        entropy_ratio=("entropy_ratio", "mean"),
-        measured=("measured_adjacency", "mean"),
-        measured_std=("measured_adjacency", "std"),
-        predicted=("predicted_adjacency", "mean"),
-        effective_width=("effective_width", "mean"),
-        predicted_effective=("predicted_effective", "mean"),
-        seeds=("seed", "size"),
-    )
-    rows = [
-        {"init_range": float(i), "site": s}
-        | {k: None if pd.isna(v) else float(v) for k, v in r.items()}
-        | {"seeds": int(r["seeds"])}
-        for (i, s), r in grouped.iterrows()
-    ]
-    tol = criteria.theory_tolerance
-    for r in rows:
-        for key in ("predicted", "predicted_effective"):
-            r[f"{key}_side"] = compare_intervals(
-                r["measured"], r["measured"], r[key] - tol, r[key] + tol
-            )
-    close, close_effective = (
-        [r["init_range"] for r in rows if r["site"] == "attn_out" and r[f"{key}_side"] == "within"]
-        for key in ("predicted", "predicted_effective")
-    )
-    return {
-        "rows": rows,
-        "attn_out_close": close,
-        "attn_out_close_effective": close_effective,
-        "scales": len({r["init_range"] for r in rows}),
-        "seeds": sorted(int(s) for s in table["seed"].unique()),
-        "tolerance": tol,
-    }
+def theory_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
+    """Measured first-layer adjacency against the prediction by init scale and site: the
+    mean over seeds with its Student-t interval at `level` (std beside), the predictions and
+    how uniform attention is."""
+    rows = []
+    for (scale, site), group in table.groupby(["init_range", "site"]):
+        mean, low, high = seed_interval(group["measured_adjacency"], level=level)
+        std = group["measured_adjacency"].std()
+        rows.append(
+            {"init_range": float(scale), "site": site, "seeds": len(group)}
+            | {"measured": mean, "measured_low": low, "measured_high": high}
+            | {"measured_std": None if pd.isna(std) else float(std)}
+            | {k: float(group[k].mean()) for k in ("entropy_ratio", "effective_width")}
+            | {k: float(group[f"{k}_adjacency" if k == "predicted" else k].mean())
+               for k in ("predicted", "predicted_effective")}
+        )  # fmt: skip
+    return {"rows": rows, "seeds": sorted(int(s) for s in table["seed"].unique())}
+
+
+def agrees(row: dict[str, Any], key: str, criteria: Criteria) -> Outcome:
+    """For when the measured interval over seeds lies inside the prediction `key` +- the
+    tolerance, against when it lies wholly outside, within otherwise (one seed: no
+    interval, so within)."""
+    band = row[key] - criteria.theory_tolerance, row[key] + criteria.theory_tolerance
+    interval = row["measured_low"], row["measured_high"]
+    sides = [judge(*interval, band[0], band[0]), judge(*interval, band[1], band[1], favour="below")]
+    if Outcome.AGAINST in sides:
+        return Outcome.AGAINST
+    return every_seed(sides)
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
@@ -147,36 +109,38 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return [
         Verdict.tally(
             "The first-layer averaging argument predicts the first layer",
-            [FOR if r["predicted_side"] == "within" else AGAINST for r in attn],
+            [agrees(r, "predicted", criteria) for r in attn],
             seeds=seeds_text(numbers["seeds"]),
             unit="init scale",
-            evidence=f"attention output's mean over seeds within {fmt.n(numbers['tolerance'])} "
-            f"of the full-width prediction; of the prediction at the value vectors' effective "
-            f"width at {len(numbers['attn_out_close_effective'])} of {len(attn)} "
-            f"({fmt.join(numbers['attn_out_close_effective']) or 'none'})",
+            evidence=f"attention output's {criteria.level:.0%} t-interval over seeds inside "
+            f"the full-width prediction +- {fmt.n(criteria.theory_tolerance)}",
         )
     ]
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
-    header = ["init_range", "site", "attention entropy ratio", "measured", "std over seeds"]
-    header += ["predicted (full width)", "effective width", "predicted (effective width)"]
-    keys = ["init_range", "site", "entropy_ratio", "measured", "measured_std", "predicted"]
-    keys += ["effective_width", "predicted_effective"]
-    table = fmt.table(header, [[r[k] for k in keys] for r in numbers["rows"]])
-    close = fmt.join(numbers["attn_out_close"]) or "none"
-    effective = fmt.join(numbers["attn_out_close_effective"]) or "none"
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    header = ["init_range", "site", "attention entropy ratio", "measured (t over seeds)", "std"]
+    header += ["predicted (full width)", "agrees (full width)", "effective width"]
+    header += ["predicted (effective width)", "agrees (effective width)"]
+    rows = [
+        [r["init_range"], r["site"], r["entropy_ratio"]]
+        + [fmt.span(r["measured"], r["measured_low"], r["measured_high"]), r["measured_std"]]
+        + [r["predicted"], agrees(r, "predicted", criteria), r["effective_width"]]
+        + [r["predicted_effective"], agrees(r, "predicted_effective", criteria)]
+        for r in numbers["rows"]
+    ]
     return f"""{figures("theory")}
 
-{table}
+{fmt.table(header, rows)}
 
 What it shows: with near-uniform attention (entropy ratio near 1) the averaging argument
-predicts the measured first-layer score; it holds within {fmt.n(numbers["tolerance"])} for the
-attention output at init scales {close} at the full width d_model, and at {effective} at the
-effective width of the value vectors ((tr S)^2 / tr(S^2) of their covariance: the prediction
-assumes isotropic value vectors, and the real ones span fewer directions). As init grows,
-attention becomes peaked (the entropy ratio falls) and the measured score leaves the
-prediction; the residual (resid_mid) adds an unshared term and lowers both."""
+predicts the measured first-layer score: a scale agrees (for) when the measured interval over
+seeds lies within {fmt.n(criteria.theory_tolerance)} of the prediction, at the full width
+d_model and at the effective width of the value vectors ((tr S)^2 / tr(S^2) of their
+covariance: the prediction assumes isotropic value vectors, and the real ones span fewer
+directions). As init grows, attention becomes peaked (the entropy ratio falls) and the
+measured score leaves the prediction; the residual (resid_mid) adds an unshared term and
+lowers both."""
 
 
 CAPTIONS = {

@@ -1,15 +1,10 @@
 """The other carrier: the variance of the hidden state over d_model shrinks with position
-(Chi et al.), trained models against random-init controls of the same architecture.
-
-Per layer the profile is summarised by its last-third / first-third ratio and its Spearman
-correlation with position, each with a 95% bootstrap interval over sequences; a group of seeds
-spans from its lowest interval to its highest, and a cell shrinks only when both spans lie
-below their null (ratio 1, correlation 0).
-"""
+(Chi et al.), trained models against random-init controls of the same architecture: per
+layer, the profile's last-third / first-third ratio and its Spearman correlation with
+position, each with a bootstrap interval over sequences."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import pandas as pd
@@ -17,61 +12,40 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import (
-    VARIANCE_SUMMARY,
-    compare_intervals,
-    seed_interval,
-    variance_difference,
-    variance_summary,
-)
+from adjpos.stats import VARIANCE_SUMMARY, seed_interval, variance_difference, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    Context,
-    Criteria,
-    Verdict,
-    across_seeds,
-    seed_agreement,
-    seeds_text,
-    toward,
-)
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import seed_spans_figure, seed_summary, span_of
+from adjpos.study.views import KEYS, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
 TITLE = "The other carrier: variance by position"
 
-VARIANCE = Table(
-    task="string", model="string", seed="Int64", layer="int64", position="int64", variance="float64"
-)
-# Both spans on one side of their null: how variance changes with position.
-OUTCOME = {"below": "shrinks", "above": "grows"}
-VARIANCE_LAYERS = Table(
-    task="string", model="string", seed="Int64", layer="int64", **VARIANCE_SUMMARY
-)
+VARIANCE = KEYS + Table(position="int64", variance="float64")
+VARIANCE_LAYERS = KEYS + Table(**VARIANCE_SUMMARY)
 # Each trained seed's ratio and Spearman correlation minus its own initial weights'.
-VARIANCE_PAIRED = Table(
-    task="string",
-    seed="int64",
-    layer="int64",
-    **{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n_sequences"},
-)
+VARIANCE_PAIRED = Table(task="string", seed="int64", layer="int64")
+VARIANCE_PAIRED += Table(**{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n_sequences"})
 
 
 def measure(context: Context) -> dict[str, Any]:
-    profiles, layers, paired = measure_variance(context.models, context.sizes)
+    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
+    profiles, layers, paired = measure_variance(context.models, context.sizes, **draws)
     VARIANCE.write(context.results / "variance_by_position.csv", profiles)
     VARIANCE_LAYERS.write(context.results / "variance_by_layer.csv", layers)
     VARIANCE_PAIRED.write(context.results / "variance_paired.csv", paired)
     return variance_numbers(layers, paired)
 
 
-def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def measure_variance(
+    models: Any, sizes: Any, **draws: Any
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Variance of the hidden state over d_model by position (mean over sequences of one
     length), and per layer its ratio and Spearman correlation with position, each with a
-    95% bootstrap interval over the sequences, for each trained seed and its own initial
-    weights; and per seed and layer the trained minus the initial ratio and correlation on
-    the same sequences, with paired intervals."""
+    bootstrap interval over the sequences (`draws`: n_boot and level), for each trained seed
+    and its own initial weights; and per seed and layer the trained minus the initial ratio
+    and correlation on the same sequences, with paired intervals."""
     profiles, summary, paired = [], [], []
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
@@ -82,99 +56,93 @@ def measure_variance(models: Any, sizes: Any) -> tuple[pd.DataFrame, pd.DataFram
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}
                 profile = values.mean(axis=0)
                 profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
-                summary.append({**key, **variance_summary(values)})
+                summary.append({**key, **variance_summary(values, **draws)})
                 if label == TRAINED:
                     trained[seed, layer] = values
                 else:  # the seed's own initial weights, on the same sequences
-                    difference = variance_difference(trained[seed, layer], values)
+                    difference = variance_difference(trained[seed, layer], values, **draws)
                     paired.append({"task": name, "seed": seed, "layer": layer, **difference})
     frames = VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
     return (*frames, VARIANCE_PAIRED.frame(paired))
 
 
 def variance_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
-    """Per task, model kind and layer: the ratio and Spearman spans over seeds and whether
-    variance shrinks (both spans below their null), grows (both above) or neither; per task
-    and layer >= 1, each trained seed's ratio minus its own initial weights' (paired), below
-    or above only when every seed's interval is."""
+    """Per task, model kind and layer: the ratio and Spearman spans over seeds; per task and
+    layer, each trained seed's ratio minus its own initial weights' (paired intervals) and
+    their mean over seeds with its t-interval."""
     ratio = seed_summary(table, "ratio", "ratio_low", "ratio_high")
     rho = seed_summary(table, "spearman", "spearman_low", "spearman_high")
     cells, seeds = [], table.groupby(["task", "model"], sort=False)["seed"].unique()
     rho_by = rho.set_index(["task", "model", "layer"])
     for (task, model, layer), r in ratio.set_index(["task", "model", "layer"]).iterrows():
-        s = rho_by.loc[(task, model, layer)]
-        ratio_side = compare_intervals(r["low"], r["high"], 1.0, 1.0)
-        rho_side = compare_intervals(s["low"], s["high"], 0.0, 0.0)
-        same = ratio_side == rho_side
         cells.append(
             {"task": task, "model": model, "layer": int(layer)}
             | span_of("ratio", r)
-            | span_of("spearman", s)
+            | span_of("spearman", rho_by.loc[(task, model, layer)])
             | {"seeds": sorted(int(x) for x in seeds[task, model])}
-            | {"outcome": OUTCOME.get(ratio_side, "neither") if same else "neither"}
         )
-    frame = pd.DataFrame(cells)
     versus = []
-    for (task, layer), group in paired[paired["layer"] >= 1].groupby(["task", "layer"], sort=False):
-        sides = [compare_intervals(r.ratio_low, r.ratio_high, 0.0, 0.0) for r in group.itertuples()]
+    for (task, layer), group in paired.groupby(["task", "layer"], sort=False):
         mean, low, high = seed_interval(group["ratio"])
         versus.append(
-            {"task": task, "layer": int(layer), "versus": across_seeds(sides)}
+            {"task": task, "layer": int(layer)}
             | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"seeds": len(sides), "seeds_above": sides.count("above")}
-            | {"seeds_below": sides.count("below")}
+            | {"per_seed": [[float(r.ratio_low), float(r.ratio_high)] for r in group.itertuples()]}
         )
-    return {"cells": cells, "versus": versus, "deepest_layer": int(frame["layer"].max())}
+    return {"cells": cells, "versus": versus}
+
+
+def shrinks(cell: dict[str, Any]) -> Outcome:
+    """For when both spans lie below their null (ratio 1, correlation 0: every seed's
+    interval does), against when both lie above, within otherwise."""
+    ratio = judge(cell["ratio_low"], cell["ratio_high"], 1.0, 1.0, favour="below")
+    rho = judge(cell["spearman_low"], cell["spearman_high"], 0.0, 0.0, favour="below")
+    return every_seed([ratio, rho])
+
+
+def less_than_initial(cell: dict[str, Any]) -> Outcome:
+    """For when every trained seed's ratio lies below its own initial weights' (paired)."""
+    return every_seed(judge(*bounds, 0.0, 0.0, favour="below") for bounds in cell["per_seed"])
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    side = {"shrinks": "below", "grows": "above", "neither": "within"}
     out = []
     for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
-        mine = [c for c in numbers["cells"] if c["model"] == model and c["layer"] >= 1]
-        shrinks = [(c["task"], c["layer"]) for c in mine if c["outcome"] == "shrinks"]
+        mine = [c for c in numbers["cells"] if c["model"] == model]
+        mine = [c for c in mine if c["layer"] >= criteria.first_layer]
         out.append(
             Verdict.tally(
                 f"{name} NoPE models: variance shrinks with position (Chi et al.)",
-                [toward(side[c["outcome"]], favour="below") for c in mine],
+                [shrinks(c) for c in mine],
                 seeds=seeds_text(s for c in mine for s in c["seeds"]),
                 unit="task x layer cell",
-                evidence="ratio and Spearman spans of the seeds' 95% intervals below 1 and 0, "
-                f"layers >= 1; shrinks at {fmt.cells(shrinks)}",
+                evidence=f"ratio and Spearman spans of the seeds' {criteria.level:.0%} "
+                f"intervals below 1 and 0, layers >= {criteria.first_layer}",
             )
         )
     return out
 
 
-def section(numbers: dict[str, Any], figures: Any) -> str:
-    cells = numbers["cells"]
-    rows = [
-        [c["task"], c["model"], c["layer"], fmt.span(c["ratio"], c["ratio_low"], c["ratio_high"])]
-        + [fmt.span(c["spearman"], c["spearman_low"], c["spearman_high"])]
-        + [seeds_text(c["seeds"]), c["outcome"]]
-        for c in cells
-    ]
-    header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "variance"]
-    parts = []
-    for model in dict.fromkeys(c["model"] for c in cells):
-        mine = [c for c in cells if c["model"] == model and c["layer"] >= 1]
-        shrinks = [(c["task"], c["layer"]) for c in mine if c["outcome"] == "shrinks"]
-        grows = sum(c["outcome"] == "grows" for c in mine)
-        parts.append(
-            f"{model}: shrinks in {len(shrinks)} of {len(mine)} task x layer cells >= 1 "
-            f"({fmt.cells(shrinks)}), grows in {grows}"
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    versus = {(v["task"], v["layer"]): v for v in numbers["versus"]}
+    rows = []
+    for c in (c for c in numbers["cells"] if c["layer"] >= criteria.first_layer):
+        v = versus.get((c["task"], c["layer"])) if c["model"] == TRAINED else None
+        paired = [fmt.span(v["difference"], v["difference_low"], v["difference_high"])] if v else []
+        rows.append(
+            [c["task"], c["model"], c["layer"]]
+            + [fmt.span(c["ratio"], c["ratio_low"], c["ratio_high"])]
+            + [fmt.span(c["spearman"], c["spearman_low"], c["spearman_high"])]
+            + [seeds_text(c["seeds"]), shrinks(c)]
+            + (paired + [less_than_initial(v)] if v else ["", ""])
         )
-    versus = Counter(v["versus"] for v in numbers["versus"])
-    more = [(v["task"], v["layer"]) for v in numbers["versus"] if v["versus"] == "below"]
+    header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "shrinks"]
+    header += ["ratio - initial weights' (t over seeds)", "below the initial weights'"]
     return SECTION.format(
         by_position=figures("variance_by_position"),
         by_layer=figures("variance_by_layer"),
         table=fmt.table(header, rows),
-        text="; ".join(parts) + ". Each trained seed against its own initial weights on the "
-        "same sequences (the ratio's paired difference, below or above only when every seed's "
-        f"interval is): below in {versus.get('below', 0)} of {len(numbers['versus'])} task x "
-        f"layer cells ({fmt.cells(more)}), above in {versus.get('above', 0)} "
-        f"({seed_agreement(numbers['versus'])}).",
+        level=f"{criteria.level:.0%}",
     )
 
 
@@ -187,16 +155,16 @@ SECTION = """{by_position}
 What it shows: a ratio below 1 (variance lower over the last third of the positions than over
 the first third) with a negative Spearman correlation of variance with position is the
 shrinkage Chi et al. describe; each cell is the mean over seeds with the span of the seeds'
-95% bootstrap intervals over sequences, and it counts as shrinking only when both spans lie
-below their null (1 and 0). {text}"""
+{level} bootstrap intervals over sequences: for when both spans lie below their null (1 and
+0), against when both lie above. The last two columns pair each trained seed with its own
+initial weights on the same sequences: for when every seed's ratio lies below theirs."""
 
 CAPTIONS = {
     "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
     "position (mean over held-out sequences of one length and over seeds), one line per layer.",
     "variance_by_layer": "Variance against position by layer: the last-third / first-third "
     "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
-    "trained against random-init NoPE (mean over seeds; bars: from the lowest to the highest "
-    "seed's 95% bootstrap interval over sequences).",
+    "trained against random-init NoPE (mean over seeds; bars: the seeds' interval span).",
 }
 
 
