@@ -4,6 +4,7 @@ its name says is reported and not counted.
 
 - `curve_distance_change`: how much the pairwise distances between the curves of the changed
   positions moved (0 for a rotation, by construction);
+- `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
 - `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
   (`adjpos.scoring.sequence_scores`);
 - `readout_similarity_spearman`: seen from the read-out position, the Spearman correlation of
@@ -29,7 +30,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.metrics import cosine_matrix
+from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval, spearman
 from adjpos.validation import UsageError
@@ -52,6 +53,22 @@ def curve_distance_change(
     if len(index) < 2 or scale == 0:
         return float("nan")
     return float((after - before).norm()) / scale
+
+
+def curve_adjacency(
+    curve: Float[Tensor, "pos d_model"], changed: Bool[Tensor, " pos"], *, ties: str = "half"
+) -> float:
+    """The locality of the curve itself over the changed positions: the adjacency score
+    (`adjpos.metrics.adjacency_probability`) of minus the distances between its points, how
+    often a nearer position's point is nearer; 1 for a curve whose distances grow with the
+    gap between positions, about 0.5 for scattered points. Distances, not cosines: the curve
+    is centred over positions, so its cosines depend on where that centre falls. NaN for
+    fewer than 3 changed positions."""
+    index = changed.nonzero().flatten()
+    if len(index) < 3:
+        return float("nan")
+    points = curve[index].double()
+    return float(adjacency_probability(-torch.cdist(points, points), ties=ties))
 
 
 def prompt_adjacency(
@@ -255,7 +272,7 @@ def error_offset_shares(
 # --- pass or fail -------------------------------------------------------------------------
 
 DISTANCE_KEPT = 1e-6  # a rotation keeps the curve's distances to rounding
-LOCALITY_DROP = 0.05  # a scatter lowers the prompt rows' adjacency at least this much
+LOCALITY_DROP = 0.05  # a scatter lowers the curve's adjacency at least this much
 
 
 def passes_check(arm: str, checks: dict[str, Any], *, tolerance: float = 0.05) -> bool:
@@ -265,8 +282,9 @@ def passes_check(arm: str, checks: dict[str, Any], *, tolerance: float = 0.05) -
     - ``rotate``: ``distance_change`` at most `DISTANCE_KEPT` (every curve distance kept);
     - ``shift``: ``probe_offset`` on the side of the shift (below 0 for k > 0, above 0 for
       k < 0: the probe reads the states as coming from t - k), when a probe was measured;
-    - ``scatter``: ``adjacency`` at least `LOCALITY_DROP` below ``adjacency_before``
-      (locality broken);
+    - ``scatter``: ``curve_adjacency`` at least `LOCALITY_DROP` below
+      ``curve_adjacency_before`` (the curve's locality broken; the states' own adjacency
+      moves less, the curve being a part of them);
     - ``remove``, ``random``: the size alone.
 
     `checks` holds ``size`` and ``target`` and the numbers its arm needs (``offset`` for a
@@ -281,7 +299,8 @@ def passes_check(arm: str, checks: dict[str, Any], *, tolerance: float = 0.05) -
             k, offset = checks["offset"], checks.get("probe_offset")
             return bool(offset is None or np.sign(offset) == -np.sign(k))
         if arm == "scatter":
-            return bool(checks["adjacency"] <= checks["adjacency_before"] - LOCALITY_DROP)
+            drop = checks["curve_adjacency_before"] - checks["curve_adjacency"]
+            return bool(drop >= LOCALITY_DROP)
         return arm in ("remove", "random")
     except (KeyError, ZeroDivisionError, TypeError):
         return False

@@ -14,6 +14,7 @@ from adjpos.interventions.curve_arms import CurveArm, apply_curve, changed_posit
 from adjpos.interventions.curve_checks import (
     OFFSETS,
     TASK_OFFSETS,
+    curve_adjacency,
     curve_distance_change,
     error_offset_counts,
     error_offset_shares,
@@ -85,10 +86,14 @@ def test_a_scatter_lowers_the_prompt_adjacency_and_a_rotation_keeps_the_distance
             "adjacency": score,
             "adjacency_before": before,
             "distance_change": curve_distance_change(curve * 3, new, changed),
+            "curve_adjacency": curve_adjacency(new, changed),
+            "curve_adjacency_before": curve_adjacency(curve * 3, changed),
         }
+        if arm == "scatter":
+            assert score < before  # the states' own prompt rows lose adjacency too
         assert passes_check(arm, checks)
     assert not passes_check("rotate", checks | {"distance_change": 0.1})
-    assert not passes_check("scatter", checks | {"adjacency": before})
+    assert not passes_check("scatter", checks | {"curve_adjacency": 0.99})
     assert not passes_check("remove", checks | {"size": 1.2})
     assert not passes_check("shift", {"size": 1.0, "target": 1.0})  # no offset given
 
@@ -214,3 +219,25 @@ def test_error_offset_counts_refuse_bad_input():
         error_offset_counts(["1"], ["1", "2"], ["rev(1)="], "reversal")
     matches, counted = error_offset_counts(["12"], ["12"], ["rev(21)="], "reversal")
     assert not matches.any() and not counted.any()
+
+
+def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatter():
+    line = torch.arange(10, dtype=torch.float64)[:, None] * torch.tensor([[1.0, 2.0, 0.5]])
+    line = line - line.mean(dim=0)
+    changed = changed_positions(10)
+    assert curve_adjacency(line, changed) == 1.0
+    rotated = CurveArm("rotate").new_curve(line, 2.0, changed)
+    assert curve_adjacency(rotated, changed) == pytest.approx(1.0)
+    scattered = CurveArm("scatter").new_curve(line, 1.0, changed)
+    assert curve_adjacency(scattered, changed) < 0.8
+    # against the definition: row k, pairs i < j < k, |c_k - c_i| > |c_k - c_j| (ties half)
+    points = scattered[:9]
+    rows = []
+    for k in range(2, 9):
+        dist = [float((points[k] - points[i]).norm()) for i in range(k)]
+        pairs = [(i, j) for j in range(k) for i in range(j)]
+        ordered = sum(
+            1.0 if dist[i] > dist[j] else 0.5 if dist[i] == dist[j] else 0.0 for i, j in pairs
+        )
+        rows.append(ordered / len(pairs))
+    assert curve_adjacency(scattered, changed) == pytest.approx(sum(rows) / len(rows))
