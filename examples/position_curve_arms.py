@@ -13,7 +13,7 @@ for, and its manipulation checks; then the rule's outcome (`curve_rule`). Public
 ``--quick`` runs 40 prompts, one size and two draws.
 
     python examples/position_curve_arms.py [--quick] [--task reversal] [--seed 0]
-        [--layer 1] [--n 200] [--offsets 1 2 3] [--draws 20]
+        [--layer 1] [--n 200] [--n-fit N] [--offsets 1 2 3] [--draws 20]
 """
 
 import argparse
@@ -47,11 +47,14 @@ from adjpos.interventions.curve_rule import (
 )
 from adjpos.training.decode import predict_cached
 
-HEADER = (
-    f"{'arm':<18}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7}{'- random [95%]':>22}"
-    + "".join(f"{'off' + format(j, '+d'):>7}" for j in range(-2, 3))
-    + f"{'adj':>6}{'curve':>6}{'dist':>6}{'check':>7}"
-)
+
+def header(span):
+    """The table's header, with an error-offset column for each j in `span`."""
+    return (
+        f"{'arm':<18}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7}{'- random [95%]':>22}"
+        + "".join(f"{'off' + format(j, '+d'):>7}" for j in span)
+        + f"{'adj':>6}{'curve':>6}{'dist':>6}{'check':>7}"
+    )
 
 
 def decode(model, task, prompts, layer, arm, parameter, curves, states):
@@ -104,7 +107,7 @@ def checks_of(arm, matched, curves, states, new):
     }
 
 
-def run_size(model, task, held, layer, k, target, curves, states, draws, seed, baseline):
+def run_size(model, task, held, layer, k, target, curves, states, draws, seed, baseline, span):
     """Every arm matched to `target`; returns the rule's numbers of this size and prints."""
     prompts, answers = list(held.test.prompts), list(held.test.answers)
     arms = {
@@ -134,7 +137,7 @@ def run_size(model, task, held, layer, k, target, curves, states, draws, seed, b
             )
         hits[name] = np.array(rows, dtype=float)
         shares[name] = error_offset_shares(
-            said, answers * len(draws_of), prompts * len(draws_of), task.name
+            said, answers * len(draws_of), prompts * len(draws_of), task.name, offsets=span
         )
         checks[name] = all(passed)
         lines.append((name, np.mean(params), target, np.mean(sizes), np.mean(adjacency, axis=0)))
@@ -149,7 +152,7 @@ def run_size(model, task, held, layer, k, target, curves, states, draws, seed, b
     for name, param, size, decoded, adjacency in lines:
         d = differences.get((name, "random"))
         versus = f"{d.value:+.3f} [{d.low:+.3f},{d.high:+.3f}]" if d else ""
-        offsets = "".join(f"{shares[name][f'error_offset_share_{j}']:>7.2f}" for j in range(-2, 3))
+        offsets = "".join(f"{shares[name][f'error_offset_share_{j}']:>7.2f}" for j in span)
         print(
             f"{name:<18}{param:>7.3f}{size:>7.3f}{decoded:>8.3f}{hits[name].mean():>7.3f}"
             f"{versus:>22}{offsets}{''.join(f'{v:>6.2f}' for v in adjacency)}"
@@ -162,7 +165,7 @@ def run_size(model, task, held, layer, k, target, curves, states, draws, seed, b
                 shares[name][f"error_offset_share_{j}_low"],
                 shares[name][f"error_offset_share_{j}_high"],
             )
-            for j in range(-2, 3)
+            for j in span
         }
         for name in arms
         if name.startswith("shift")
@@ -176,14 +179,15 @@ def main() -> None:
     parser.add_argument("--task", default="reversal")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--layer", type=int, default=1)
-    parser.add_argument("--n", type=int, default=200)
+    parser.add_argument("--n", type=int, default=200, help="test prompts")
+    parser.add_argument("--n-fit", type=int, default=None, help="fitting prompts (default --n)")
     parser.add_argument("--offsets", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--draws", type=int, default=20)
     args = parser.parse_args()
     if args.quick:
         args.n, args.offsets, args.draws = 40, [1], 2
     model, task = adjpos.load_pretrained(args.task, args.seed, device="cpu")
-    held = held_out_prompts(task, args.n, seed=args.seed)
+    held = held_out_prompts(task, args.n, n_fit=args.n_fit, seed=args.seed)
     states = fit_prompt_states(model, task, held, args.layer, seed=args.seed)
     need = {len(task.encode(p)) for p in held.test.prompts}
     curves = {n: c for n, c in position_curves(states).items() if n in need}
@@ -191,12 +195,15 @@ def main() -> None:
     baseline = np.array([a == b for a, b in zip(base, held.test.answers, strict=True)], float)
     print(
         f"{args.task} seed {args.seed} layer {args.layer}: {len(base)} test prompts, "
+        f"{len(held.fit.prompts)} fitting prompts, "
         f"exact match unchanged {baseline.mean():.3f}"
     )
     sizes = []
+    reach = max(2, *args.offsets)
+    span = range(-reach, reach + 1)  # error offsets: -2..2, and +-k for every shift
     for k, target in dose_targets(curves, states, offsets=args.offsets).items():
         print(f"\nsize of the full shift by {k}: {target:.4f}")
-        print(HEADER)
+        print(header(span))
         sizes.append(
             run_size(
                 model,

@@ -211,30 +211,36 @@ TASK_OFFSETS = {
 
 
 def error_offset_counts(
-    predicted: Sequence[str], answers: Sequence[str], prompts: Sequence[str], task: str
+    predicted: Sequence[str],
+    answers: Sequence[str],
+    prompts: Sequence[str],
+    task: str,
+    *,
+    offsets: Sequence[int] = OFFSETS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per prompt and offset j in `OFFSETS`: how many wrong answer characters equal the
-    character at offset j (`TASK_OFFSETS`), and how many wrong characters have one there.
+    """Per prompt and offset j in `offsets` (default `OFFSETS`, -2..2): how many wrong answer
+    characters equal the character at offset j (`TASK_OFFSETS`), and how many wrong
+    characters have one there.
 
     A wrong character is a position i < min(len(predicted), len(answer)) where they differ
     (a missing or extra character is not compared). One character can match several
     offsets (a digit repeated in the prompt), so the shares need not sum to 1.
 
     Returns:
-        (matches, counted): two int arrays [prompt, len(OFFSETS)].
+        (matches, counted): two int arrays [prompt, len(offsets)].
     """
     if task not in TASK_OFFSETS:
         raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
     if not len(predicted) == len(answers) == len(prompts):
         raise UsageError("predicted, answers and prompts must have one entry per prompt")
     candidate = TASK_OFFSETS[task].candidate
-    matches = np.zeros((len(prompts), len(OFFSETS)), dtype=int)
+    matches = np.zeros((len(prompts), len(offsets)), dtype=int)
     counted = np.zeros_like(matches)
     for row, (got, right, prompt) in enumerate(zip(predicted, answers, prompts, strict=True)):
         for i in range(min(len(got), len(right))):
             if got[i] == right[i]:
                 continue
-            for col, j in enumerate(OFFSETS):
+            for col, j in enumerate(offsets):
                 expected = candidate(prompt, right, i, j)
                 if expected is not None:
                     counted[row, col] += 1
@@ -248,15 +254,18 @@ def error_offset_shares(
     prompts: Sequence[str],
     task: str,
     *,
+    offsets: Sequence[int] = OFFSETS,
     seed: int = 0,
 ) -> dict[str, float]:
-    """``error_offset_share_{j}`` (j = -2..2, e.g. ``error_offset_share_-1``): the pooled
+    """``error_offset_share_{j}`` (j in `offsets`, default -2..2, e.g.
+    ``error_offset_share_-1``; a shift by k needs j = +-k among them): the pooled
     share of wrong answer characters equal to the character at offset j, with its 95%
     bootstrap interval over prompts (``_low``, ``_high``), and ``n_wrong`` (NaN shares
     without a wrong character)."""
-    matches, counted = error_offset_counts(predicted, answers, prompts, task)
-    out: dict[str, float] = {"n_wrong": float(counted[:, OFFSETS.index(0)].sum())}
-    for col, j in enumerate(OFFSETS):
+    offsets = sorted(set(offsets) | {0})
+    matches, counted = error_offset_counts(predicted, answers, prompts, task, offsets=offsets)
+    out: dict[str, float] = {"n_wrong": float(counted[:, offsets.index(0)].sum())}
+    for col, j in enumerate(offsets):
         name = f"error_offset_share_{j}"
         weights = counted[:, col]
         if not weights.sum():

@@ -241,3 +241,12 @@ def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatt
         )
         rows.append(ordered / len(pairs))
     assert curve_adjacency(scattered, changed) == pytest.approx(sum(rows) / len(rows))
+
+
+def test_wider_offsets_cover_a_longer_shift():
+    prompts = ["rev(1234567)="]
+    answers = ["7654321"]
+    predicted = ["4321"]  # each digit the prompt digit 3 before the one asked for
+    shares = error_offset_shares(predicted, answers, prompts, "reversal", offsets=range(-3, 4))
+    assert shares["error_offset_share_-3"] == 1.0
+    assert shares["error_offset_share_3"] == 0.0 and shares["n_wrong"] == 4
