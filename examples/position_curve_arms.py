@@ -51,7 +51,7 @@ from adjpos.training.decode import predict_cached
 def header(span):
     """The table's header, with an error-offset column for each j in `span`."""
     return (
-        f"{'arm':<18}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7}{'- random [95%]':>22}"
+        f"{'arm':<18}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- random [95%]':>22}"
         + "".join(f"{'off' + format(j, '+d'):>7}" for j in span)
         + f"{'adj':>6}{'curve':>6}{'dist':>6}{'check':>7}"
     )
@@ -155,7 +155,7 @@ def run_size(model, task, held, layer, k, target, curves, states, draws, seed, b
         offsets = "".join(f"{shares[name][f'error_offset_share_{j}']:>7.2f}" for j in span)
         print(
             f"{name:<18}{param:>7.3f}{size:>7.3f}{decoded:>8.3f}{hits[name].mean():>7.3f}"
-            f"{versus:>22}{offsets}{''.join(f'{v:>6.2f}' for v in adjacency)}"
+            f" {versus:>22}{offsets}{''.join(f'{v:>6.2f}' for v in adjacency)}"
             f"{'ok' if checks[name] else 'FAIL':>7}"
         )
     offsets = {
@@ -217,6 +217,7 @@ def main() -> None:
                 args.draws,
                 args.seed,
                 baseline,
+                span,
             )
         )
     cell = CellNumbers((args.task, args.layer, args.seed), sizes, TASK_OFFSETS[args.task].direction)
