@@ -37,6 +37,7 @@ from adjpos.interventions.curve_checks import (
     error_offset_shares,
     passes_check,
     prompt_adjacency,
+    varying_positions,
 )
 from adjpos.interventions.curve_rule import (
     CellNumbers,
@@ -92,8 +93,9 @@ def checks_of(arm, matched, curves, states, new):
         distance += w * curve_distance_change(curve, new[n], changed)
         adjacency += w * float(prompt_adjacency(after, changed).nanmean())
         before += w * float(prompt_adjacency(fit, changed).nanmean())
-        curve_after += w * curve_adjacency(new[n], changed)
-        curve_before += w * curve_adjacency(curve, changed)
+        varying = changed & varying_positions(states[n][1])  # the format's tokens left out
+        curve_after += w * curve_adjacency(new[n], varying)
+        curve_before += w * curve_adjacency(curve, varying)
         weight += w
     return {
         "size": matched.size,

@@ -5,6 +5,7 @@ its name says is reported and not counted.
 - `curve_distance_change`: how much the pairwise distances between the curves of the changed
   positions moved (0 for a rotation, by construction);
 - `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
+  `varying_positions`: where it is measured (the positions whose token varies);
 - `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
   (`adjpos.scoring.sequence_scores`);
 - `readout_similarity_spearman`: seen from the read-out position, the Spearman correlation of
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
@@ -69,6 +70,14 @@ def curve_adjacency(
         return float("nan")
     points = curve[index].double()
     return float(adjacency_probability(-torch.cdist(points, points), ties=ties))
+
+
+def varying_positions(tokens: Int[Tensor, "n pos"]) -> Bool[Tensor, " pos"]:
+    """The positions whose token differs between prompts of one length. At a position that
+    always holds the same token (a prompt format's ``rev(``) the token's mean state takes the
+    position's too, so the curve there is a point shared by every such position, and
+    locality is measured without them."""
+    return (tokens != tokens[:1]).any(dim=0).cpu()
 
 
 def prompt_adjacency(

@@ -24,6 +24,7 @@ from adjpos.interventions.curve_checks import (
     prompt_adjacency,
     readout_similarity_spearman,
     reversal_source,
+    varying_positions,
 )
 from adjpos.tasks import get_task
 from reference import slow_adjacency_rows, slow_cosine
@@ -250,3 +251,12 @@ def test_wider_offsets_cover_a_longer_shift():
     shares = error_offset_shares(predicted, answers, prompts, "reversal", offsets=range(-3, 4))
     assert shares["error_offset_share_-3"] == 1.0
     assert shares["error_offset_share_3"] == 0.0 and shares["n_wrong"] == 4
+
+
+def test_varying_positions_leave_out_a_format_fixed_in_place():
+    task = get_task("reversal")
+    prompts = [p for p in task.draw_prompts(400, generator=torch.Generator().manual_seed(0))]
+    same = [p for p in prompts if len(p) == 12][:8]
+    tokens = torch.stack([task.encode(p) for p in same])
+    got = varying_positions(tokens)
+    assert got.tolist() == [False] * 4 + [True] * 6 + [False] * 2  # rev( digits )=
