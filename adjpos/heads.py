@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import check_tokens
@@ -50,11 +50,17 @@ HEADS = Table(
     head="int64",
     logit_cosine_pearson="float64",
     logit_cosine_spearman="float64",
+    logit_cosine_given_distance="float64",
+    logit_cosine_given_token="float64",
     previous_mass="float64",
     self_mass="float64",
     n_queries="int64",
     n_correlated="int64",
+    n_given_distance="int64",
+    n_given_token="int64",
 )
+# A residual smaller than this share of what it was regressed from is rounding: no variation.
+_RESIDUAL = 1e-10
 
 
 def head_similarity(
@@ -79,10 +85,22 @@ def head_similarity(
       c[i, i] = 1 is every row's largest cosine by construction (``self_mass`` reports the
       query's own share). NaN when no row is defined (a head whose scores are constant).
     - ``logit_cosine_spearman``: the same with ranks (ties share their mean rank).
+    - ``logit_cosine_given_distance``: the partial Pearson correlation with the distance
+      i - j partialled out: the correlation, within the row, of the residuals of s and of c
+      after a least-squares fit of each on (1, i - j). A head whose scores follow the cosine
+      only because both fall with distance comes out near 0. Rows need `MIN_KEYS` + 1 keys.
+      A linear fit: a cosine that falls with distance in a curve leaves its bend behind.
+    - ``logit_cosine_given_token``: the partial correlation with the key's token identity
+      partialled out: the residuals after removing, within the row, the mean of s (and of c)
+      over the keys that hold the same token, so only keys that share a token with another
+      key of the row count. A head that scores a key by which token it is (and a cosine
+      that is high for a repeated token) comes out near 0. Rows need at least `MIN_KEYS` - 1
+      degrees of freedom left (keys minus distinct tokens).
     - ``previous_mass``: the attention on keys i - window .. i - 1, and ``self_mass`` on key
       i, averaged over the queries with at least `window` earlier positions (i >= window).
     - ``n_queries``: how many queries those means average; ``n_correlated``: how many query
-      rows the correlations average.
+      rows the correlations average; ``n_given_distance``, ``n_given_token``: how many rows
+      each partial correlation averages (a row is defined where both residuals vary).
 
     Keys a head cannot see (masked to -inf inside the causal triangle, as in local attention)
     are left out of the correlations. Works on any HookedTransformer with causal attention,
@@ -193,7 +211,7 @@ def _run_one_pass(model: Any, chunk: Tensor, names: list, window: int, totals: d
             if layer not in cosines:
                 raise RuntimeError(f"block {layer}'s scores came before its input states")
             _check_masked(scores, hook.name)
-            sums = score_similarity(scores.detach().double(), cosines.pop(layer))
+            sums = score_similarity(scores.detach().double(), cosines.pop(layer), chunk)
             _add(totals, layer, sums)
             fired[layer][1] += 1
 
@@ -224,11 +242,14 @@ def _run_one_pass(model: Any, chunk: Tensor, names: list, window: int, totals: d
 
 
 def score_similarity(
-    scores: Float[Tensor, "batch head pos pos"], cosines: Float[Tensor, "batch pos pos"]
+    scores: Float[Tensor, "batch head pos pos"],
+    cosines: Float[Tensor, "batch pos pos"],
+    tokens: Int[Tensor, "batch pos"] | None = None,
 ) -> dict[str, Tensor]:
     """Per head: the sums over query rows of the within-row Pearson and Spearman correlations
     of `scores` with `cosines` over the earlier visible keys, and how many rows are defined
-    (see `head_similarity`)."""
+    (see `head_similarity`); the same of the correlation with the distance partialled out,
+    and, given the `tokens`, with the key's token partialled out."""
     n = scores.shape[-1]
     earlier = torch.ones(n, n, dtype=torch.bool, device=scores.device).tril(-1)
     keys = earlier & scores.isfinite()
@@ -236,11 +257,64 @@ def score_similarity(
     defined = (keys.sum(-1) >= MIN_KEYS) & _varies(scores, keys) & _varies(cosines, keys)
     pearson = _row_pearson(scores, cosines, keys)
     spearman = _row_pearson(_row_ranks(scores, keys), _row_ranks(cosines, keys), keys)
-    return {
+    out = {
         "pearson": torch.where(defined, pearson, 0.0).sum((0, 2)),
         "spearman": torch.where(defined, spearman, 0.0).sum((0, 2)),
         "correlated": defined.sum((0, 2)),
     }
+    rows = torch.arange(n, device=scores.device, dtype=scores.dtype)
+    distance = (rows[:, None] - rows[None, :]).expand_as(scores)
+    partial = {"distance": _given_distance(scores, cosines, keys, distance)}
+    if tokens is not None:
+        partial["token"] = _given_token(scores, cosines, keys, tokens.to(scores.device))
+    for name, (r, ok) in partial.items():
+        out[f"given_{name}"] = torch.where(ok, r, 0.0).sum((0, 2))
+        out[f"n_given_{name}"] = ok.sum((0, 2))
+    return out
+
+
+def _given_distance(x: Tensor, y: Tensor, keys: Tensor, distance: Tensor) -> tuple[Tensor, Tensor]:
+    """Within each row, the correlation of the residuals of x and y after a least-squares
+    fit on (1, distance) over the keys, and where it is defined."""
+    dz = _centred(distance, keys)
+    scale = (dz * dz).sum(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+    residuals = []
+    for v in (x, y):
+        dv = _centred(v, keys)
+        residuals.append((dv, dv - (dv * dz).sum(-1, keepdim=True) / scale * dz))
+    enough = keys.sum(-1) >= MIN_KEYS + 1
+    return _residual_pearson(residuals, enough)
+
+
+def _given_token(x: Tensor, y: Tensor, keys: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    """Within each row, the correlation of x and y less their means over the keys of each
+    token (the residuals of a least-squares fit on the key's token), and where defined."""
+    same = (tokens[:, :, None] == tokens[:, None, :]).to(x.dtype)[:, None]  # [b, 1, key, key]
+    weight = keys.to(x.dtype)
+    group = (weight @ same).clamp_min(1)  # keys of the row holding each key's token
+    groups = torch.where(keys, 1 / group, 0.0).sum(-1)  # distinct tokens among the keys
+    residuals = []
+    for v in (x, y):
+        kept = torch.where(keys, v, 0.0)
+        residuals.append((_centred(v, keys), torch.where(keys, v - (kept @ same) / group, 0.0)))
+    enough = keys.sum(-1) - groups.round() >= MIN_KEYS - 1
+    return _residual_pearson(residuals, enough)
+
+
+def _residual_pearson(residuals: list, enough: Tensor) -> tuple[Tensor, Tensor]:
+    """The correlation of two rows of residuals (each beside the centred values they came
+    from), defined where there are enough keys and both residuals are more than rounding."""
+    (cx, rx), (cy, ry) = residuals
+    nx, ny = rx.norm(dim=-1), ry.norm(dim=-1)
+    varies = (nx > _RESIDUAL * cx.norm(dim=-1)) & (ny > _RESIDUAL * cy.norm(dim=-1))
+    scale = (nx * ny).clamp_min(torch.finfo(rx.dtype).tiny)
+    return ((rx * ry).sum(-1) / scale).clamp(-1.0, 1.0), enough & varies & (nx > 0) & (ny > 0)
+
+
+def _centred(x: Tensor, keys: Tensor) -> Tensor:
+    """x less its mean over the keys of each row, 0 off the keys."""
+    count = keys.sum(-1, keepdim=True).clamp_min(1)
+    return torch.where(keys, x - torch.where(keys, x, 0.0).sum(-1, keepdim=True) / count, 0.0)
 
 
 def window_mass(pattern: Float[Tensor, "batch head pos pos"], window: int) -> dict[str, Tensor]:
@@ -277,9 +351,7 @@ def _varies(x: Tensor, keys: Bool[Tensor, "*rows n"]) -> Bool[Tensor, "*rows"]:
 
 def _row_pearson(x: Tensor, y: Tensor, keys: Tensor) -> Tensor:
     """Pearson correlation of x and y over the keys of each row (garbage where undefined)."""
-    count = keys.sum(-1, keepdim=True).clamp_min(1)
-    dx = torch.where(keys, x - torch.where(keys, x, 0.0).sum(-1, keepdim=True) / count, 0.0)
-    dy = torch.where(keys, y - torch.where(keys, y, 0.0).sum(-1, keepdim=True) / count, 0.0)
+    dx, dy = _centred(x, keys), _centred(y, keys)
     scale = ((dx * dx).sum(-1) * (dy * dy).sum(-1)).sqrt().clamp_min(torch.finfo(x.dtype).tiny)
     return ((dx * dy).sum(-1) / scale).clamp(-1.0, 1.0)
 
@@ -308,6 +380,12 @@ def _records(totals: dict, n_queries: int) -> list[dict[str, Any]]:
         nan = torch.full_like(mean, float("nan"))
         pearson = torch.where(correlated > 0, sums["pearson"] / mean, nan)
         spearman = torch.where(correlated > 0, sums["spearman"] / mean, nan)
+        given = {}
+        for name in ("distance", "token"):
+            count = sums[f"n_given_{name}"]
+            given[name] = torch.where(
+                count > 0, sums[f"given_{name}"] / count.clamp_min(1).double(), nan
+            )
         for head in range(len(correlated)):
             records.append(
                 {
@@ -315,10 +393,14 @@ def _records(totals: dict, n_queries: int) -> list[dict[str, Any]]:
                     "head": head,
                     "logit_cosine_pearson": float(pearson[head]),
                     "logit_cosine_spearman": float(spearman[head]),
+                    "logit_cosine_given_distance": float(given["distance"][head]),
+                    "logit_cosine_given_token": float(given["token"][head]),
                     "previous_mass": float(sums["previous"][head]) / n_queries,
                     "self_mass": float(sums["self"][head]) / n_queries,
                     "n_queries": n_queries,
                     "n_correlated": int(correlated[head]),
+                    "n_given_distance": int(sums["n_given_distance"][head]),
+                    "n_given_token": int(sums["n_given_token"][head]),
                 }
             )
     return records

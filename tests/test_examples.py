@@ -498,3 +498,44 @@ def test_real_lm(run_example, tmp_path, monkeypatch, capsys):
     }
     causal = pd.read_csv(tmp_path / "out" / "interventions.csv")
     assert set(causal["intervention"]) == set(script["INTERVENTIONS"])
+
+
+def test_position_curve_arms(run_example):
+    # Reversal seed 0, layer 1, 40 prompts: the unchanged exact match by `adjpos.evaluate`, and
+    # the shift by +1's exact match decoded again without a cache, the change applied at
+    # every step to the prompt's positions before the read-out (the example decodes the
+    # prompt once under the change, then reuses a key-value cache).
+    from adjpos.interventions import fit_prompt_states, held_out_prompts, position_curves
+    from adjpos.interventions.curve_arms import (
+        CurveArm,
+        apply_curve,
+        changed_positions,
+        dose_targets,
+        match_arm,
+    )
+
+    out, _ = run_example("position_curve_arms.py")
+    model, task = adjpos.load_pretrained("reversal", 0, device="cpu")
+    held = held_out_prompts(task, 40, seed=0)
+    prompts = list(held.test.prompts)
+    base = float(out.split("exact match unchanged ")[1].split()[0])
+    assert abs(base - adjpos.evaluate(model, task, prompts)[0]) < ROUNDING[3]
+    states = fit_prompt_states(model, task, held, 1, seed=0)
+    need = {len(task.encode(p)) for p in prompts}
+    curves = {n: c for n, c in position_curves(states).items() if n in need}
+    arm = CurveArm("shift", 1)
+    matched = match_arm(arm, dose_targets(curves, states, offsets=[1])[1], curves, states)
+    hits = []
+    for prompt, answer in zip(prompts, held.test.answers, strict=True):
+        n = len(prompt)
+        changed = changed_positions(n)
+        new = arm.new_curve(curves[n], matched.parameter, changed, states[n][0])
+
+        def hook(acts, hook, n=n, changed=changed, new=new):
+            head = apply_curve(acts[:, :n], curves[n], new, changed)
+            return torch.cat([head, acts[:, n:]], dim=1)
+
+        with model.hooks(fwd_hooks=[("blocks.1.hook_resid_pre", hook)]):
+            hits.append(adjpos.predict(model, task, [prompt])[0] == answer)
+    row = next(x.split() for x in out.splitlines() if x.startswith("shift+1 "))
+    assert abs(float(row[4]) - np.mean(hits)) < ROUNDING[3]

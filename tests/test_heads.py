@@ -306,3 +306,102 @@ def test_window_mass_agrees_with_loops(n, window, seed):
         own = sum(float(pattern[b, h, i, i]) for b, i in rows)
         assert float(fast["previous"][h]) == pytest.approx(previous, abs=1e-12)
         assert float(fast["self"][h]) == pytest.approx(own, abs=1e-12)
+
+
+# --- the partial correlations against least squares, row by row -----------------------------
+
+
+def slow_partial(x, y, design):
+    """Pearson r of the residuals of x and y after a least-squares fit on `design` [keys, p],
+    None where a residual is rounding (or the fit leaves fewer than 2 degrees of freedom)."""
+    rank = np.linalg.matrix_rank(design)
+    if len(x) - rank < MIN_KEYS - 1:
+        return None
+    out = []
+    for v in (x, y):
+        fit, *_ = np.linalg.lstsq(design, v, rcond=None)
+        residual = v - design @ fit
+        small = np.linalg.norm(residual) <= 1e-10 * np.linalg.norm(v - v.mean())
+        if np.ptp(v) == 0 or small:
+            return None
+        out.append(residual)
+    return pearsonr(*out).statistic
+
+
+def slow_given(scores, cosines, tokens):
+    """Per head: sums and counts of the partial correlations, by loops and least squares."""
+    sums = {"given_distance": [], "n_given_distance": [], "given_token": [], "n_given_token": []}
+    for h in range(scores.shape[1]):
+        totals = dict.fromkeys(sums, 0.0)
+        for b in range(scores.shape[0]):
+            for i in range(scores.shape[2]):
+                keys = [j for j in range(i) if math.isfinite(scores[b, h, i, j])]
+                if not keys:
+                    continue
+                x, y = scores[b, h, i, keys].numpy(), cosines[b, i, keys].numpy()
+                ones = np.ones((len(keys), 1))
+                by_distance = np.hstack([ones, np.array([[i - j] for j in keys], float)])
+                kinds = sorted({int(tokens[b, j]) for j in keys})
+                by_token = np.array([[float(tokens[b, j] == t) for t in kinds] for j in keys])
+                designs = {"distance": by_distance, "token": by_token}
+                for name, design in designs.items():
+                    if name == "distance" and len(keys) < MIN_KEYS + 1:
+                        continue
+                    r = slow_partial(x, y, design)
+                    if r is not None:
+                        totals[f"given_{name}"] += r
+                        totals[f"n_given_{name}"] += 1
+        for name, value in totals.items():
+            sums[name].append(value)
+    return sums
+
+
+@settings(max_examples=60, deadline=None)
+@given(scores_and_cosines(), st.integers(1, 4), st.integers(0, 2**31 - 1))
+def test_partial_correlations_agree_with_least_squares_row_by_row(inputs, vocab, seed):
+    scores, cosines = inputs
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, vocab, scores.shape[::2][:1] + scores.shape[-1:], generator=gen)
+    fast = score_similarity(scores, cosines, tokens)
+    slow = slow_given(scores, cosines, tokens)
+    for name in ("n_given_distance", "n_given_token"):
+        assert fast[name].tolist() == slow[name], name
+    for name in ("given_distance", "given_token"):
+        assert np.allclose(fast[name].numpy(), slow[name], atol=1e-7), name
+
+
+def test_partialling_removes_what_distance_and_tokens_explain():
+    """Scores and cosines that both follow distance alone (or token alone) correlate, and
+    that correlation is gone once distance (or token) is partialled out."""
+    n = 12
+    i, j = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
+    gen = torch.Generator().manual_seed(0)
+    noise = torch.randn(2, n, n, generator=gen, dtype=torch.float64)
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    by_distance = -(i - j).double()
+    scores = (by_distance + 0.01 * noise[0]).masked_fill(mask, -torch.inf)[None, None]
+    cosines = (by_distance + 0.01 * noise[1])[None]
+    tokens = torch.randint(0, 3, (1, n), generator=gen)
+    sums = score_similarity(scores, cosines, tokens)
+    assert float(sums["pearson"] / sums["correlated"]) > 0.99
+    assert abs(float(sums["given_distance"] / sums["n_given_distance"])) < 0.5
+    tokens = torch.tensor([[0, 1, 2] * 4])
+    by_token = tokens[0, None, :].double().expand(n, n) * 3.0
+    scores = (by_token + 0.01 * noise[0]).masked_fill(mask, -torch.inf)[None, None]
+    cosines = (by_token + 0.01 * noise[1])[None]
+    sums = score_similarity(scores, cosines, tokens)
+    assert float(sums["pearson"] / sums["correlated"]) > 0.99
+    assert abs(float(sums["given_token"] / sums["n_given_token"])) < 0.5
+
+
+def test_the_table_reports_the_partial_correlations(tiny_model):
+    tokens = torch.randint(0, 20, (4, 12), generator=torch.Generator().manual_seed(0))
+    table = head_similarity(tiny_model, tokens)
+    assert (table["n_given_distance"] <= table["n_correlated"]).all()
+    # at layer 0 (the token embeddings, no position) the cosines are the tokens' alone:
+    # nothing is left once the token is partialled out; a block later they are not
+    first = table["layer"] == 0
+    assert (table.loc[first, "n_given_token"] == 0).all()
+    assert (table.loc[~first, "n_given_token"] > 0).all()
+    given = table[["logit_cosine_given_distance", "logit_cosine_given_token"]]
+    assert ((given.abs() <= 1) | given.isna()).all().all()

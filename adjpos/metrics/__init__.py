@@ -7,6 +7,7 @@ from adjpos.metrics.decompose import (
     PositionContextAdjacency,
     PositionCurvePCs,
     decompose,
+    decomposition_shares,
     position_context_adjacency,
     position_curve_pcs,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "center_states",
     "cosine_matrix",
     "decompose",
+    "decomposition_shares",
     "position_context_adjacency",
     "position_curve_pcs",
     "position_variance",

@@ -9,15 +9,23 @@ Each hidden state h[c, t] (sequence c, position t < length_c) is split by mean e
     context[c]  = the mean over t < length_c of h[c, t] - mean - position[t]
     residual    = h[c, t] - mean - position[t] - context[c]   (zero at padding)
 
-`position` is the curve every sequence shares, `context` what one sequence adds at all of its
-positions. When every sequence has every position (the balanced case) the four parts are
+`position` is the curve every sequence shares; `context` is the per-sequence mean (what one
+sequence adds at all of its positions, whatever its tokens: not a context in any other
+sense). When every sequence has every position (the balanced case) the four parts are
 orthogonal over the valid entries, so their sums of squares add up to that of the states (a
 two-way analysis of variance without replication); with unequal lengths they need not be.
+
+A part fitted and measured on the same states is partly their noise: with N sequences,
+position[t] holds 1/N of the residual's variance even where no curve exists.
+`decomposition_shares` therefore also reports the shares held out: each part (mean, each
+token's mean state, each length's position curve) fitted on the other folds of sequences and
+measured as how much it reduces the held-out states' sum of squares, with the tokens' part
+as its own share (`SHARE_PARTS`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -26,9 +34,12 @@ from torch import Tensor
 from adjpos.metrics.adjacency import adjacency_probability
 from adjpos.metrics.checks import check_finite, check_lengths, check_ties
 from adjpos.metrics.cosine import cosine_matrix
+from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
 PARTS = ("mean", "position", "context", "residual")
+SHARE_PARTS = ("mean", "token", "position", "context", "residual")
+DEFAULT_FOLDS = 5
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class Decomposition:
 
     mean: Float[Tensor, " d_model"]
     position: Float[Tensor, "pos d_model"]  # zero at positions no sequence reaches
-    context: Float[Tensor, "batch d_model"]
+    context: Float[Tensor, "batch d_model"]  # the per-sequence mean of h - mean - position
     residual: Float[Tensor, "batch pos d_model"]  # zero at padding
     lengths: Int[Tensor, " batch"]
 
@@ -220,3 +231,125 @@ def position_context_adjacency(
         cosine_matrix(rest + parts.position), lengths=parts.lengths, ties=ties
     )
     return PositionContextAdjacency(score, rest_score, whole)
+
+
+@dataclass(frozen=True)
+class DecompositionShares:
+    """Each part's share of the states' sum of squares (`SHARE_PARTS`), fitted on all the
+    sequences (``in_sample``) and on the other folds (``held_out``); see
+    `decomposition_shares`."""
+
+    in_sample: dict[str, float]
+    held_out: dict[str, float]
+    folds: Int[Tensor, " batch"] = field(repr=False)
+
+
+def decomposition_shares(
+    states: Float[Tensor, "batch pos d_model"],
+    tokens: Int[Tensor, "batch pos"] | None = None,
+    *,
+    lengths: Int[Tensor, " batch"] | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+) -> DecompositionShares:
+    """The shares of mean, token, position, context and residual, in sample and held out.
+
+    The parts are removed one after another, each fitted by means over the valid entries:
+
+        mean       the mean state;
+        token      token_mean[v]: the mean of h - mean over the entries holding token v
+                   (zero without `tokens`);
+        position   position_L[t]: for the sequences of length L, the mean over them of
+                   x = h - mean - token_mean at t, less its mean over t < L (the curve of
+                   `adjpos.interventions.position_curves`);
+        context    the per-sequence mean of what is left (always the sequence's own);
+        residual   the rest.
+
+    A part's share is how much removing it lowers the sum of squares of the states, over
+    their total sum of squares: the shares sum to 1. In sample every part is fitted on all
+    the sequences (each share is then the part's own sum of squares, never negative; without
+    tokens and with one length, `Decomposition.variance_shares`). Held out, the sequences
+    are split into `folds` seeded folds and each fold's states lose the mean, token means and
+    curves fitted on the other folds (a token or length the other folds lack has no part
+    there), so a part that only fits noise gets a share near 0 or below it.
+
+    Args:
+        states: hidden states of right-padded sequences.
+        tokens: their token ids (for the token part).
+        lengths: true length of each sequence (default: all `pos`).
+        folds: how many folds (2 .. batch).
+        seed: seed of the fold assignment (`adjpos.seeds.derive_seed`).
+
+    Raises:
+        ValueError: bad states or lengths, tokens of another shape or negative, or `folds`
+            not an int in [2, batch].
+
+    Example:
+        >>> noise = torch.randn(10, 6, 4, generator=torch.Generator().manual_seed(0))
+        >>> shares = decomposition_shares(noise)  # no curve: in sample, the noise fits one
+        >>> round(shares.in_sample["position"], 3), round(shares.held_out["position"], 3)
+        (0.089, -0.113)
+    """
+    check_finite(states, "states")
+    if states.ndim != 3 or 0 in states.shape:
+        raise UsageError(
+            f"states must have shape [batch, pos, d_model] with every size at least 1, got "
+            f"{tuple(states.shape)}"
+        )
+    batch, n, _ = states.shape
+    lens = check_lengths(lengths, (batch,), n)
+    if tokens is not None and (tuple(tokens.shape) != (batch, n) or int(tokens.min()) < 0):
+        raise UsageError(f"tokens must be ids >= 0 of shape {(batch, n)}, one per state")
+    if not is_int(folds) or not 2 <= folds <= batch:
+        raise UsageError(f"folds must be an int in [2, {batch}] (the sequences), got {folds!r}")
+    h = states.detach().double().cpu()
+    tok = torch.zeros(batch, n, dtype=torch.long) if tokens is None else tokens.long().cpu()
+    order = torch.randperm(batch, generator=derived_generator(seed, "decomposition_folds"))
+    fold = torch.empty(batch, dtype=torch.long)
+    fold[order] = torch.arange(batch) % folds
+    every = torch.ones(batch, dtype=torch.bool)
+    in_sample = _drops(h, tok, lens, every, _fit_parts(h, tok, lens, every, tokens is not None))
+    held = sum(
+        _drops(h, tok, lens, fold == f, _fit_parts(h, tok, lens, fold != f, tokens is not None))
+        for f in range(folds)
+    )
+    return DecompositionShares(_shares(in_sample), _shares(held), fold)
+
+
+def _fit_parts(h: Tensor, tok: Tensor, lens: Tensor, rows: Tensor, use_tokens: bool) -> dict:
+    """The mean, token means and per-length curves fitted on the sequences `rows`."""
+    valid = (torch.arange(h.shape[1]) < lens[:, None]) & rows[:, None]
+    mean = h[valid].mean(dim=0)
+    vocab = int(tok.max()) + 1
+    token_mean = torch.zeros(vocab, h.shape[2], dtype=h.dtype)
+    if use_tokens:
+        sums = token_mean.index_add(0, tok[valid], h[valid] - mean)
+        token_mean = sums / torch.bincount(tok[valid], minlength=vocab).clamp_min(1)[:, None]
+    curves = {}
+    for length in lens[rows].unique().tolist():
+        x = (h - mean - token_mean[tok])[rows & (lens == length), :length]
+        curves[length] = x.mean(dim=0) - x.mean(dim=(0, 1))
+    return {"mean": mean, "token": token_mean, "position": curves}
+
+
+def _drops(h: Tensor, tok: Tensor, lens: Tensor, rows: Tensor, fitted: dict) -> Tensor:
+    """[6] the sums of squares the states `rows` lose to each part in turn, the residual's,
+    and their total."""
+    out = torch.zeros(len(SHARE_PARTS) + 1, dtype=h.dtype)
+    for length in lens[rows].unique().tolist():
+        x = h[rows & (lens == length), :length]
+        curve = fitted["position"].get(length, torch.zeros(length, h.shape[2], dtype=h.dtype))
+        removed = [fitted["mean"], fitted["token"][tok[rows & (lens == length), :length]], curve]
+        squares = [x.square().sum()]
+        for part in removed:
+            x = x - part
+            squares.append(x.square().sum())
+        x = x - x.mean(dim=1, keepdim=True)  # the per-sequence mean: context
+        squares.append(x.square().sum())
+        drops = [a - b for a, b in zip(squares[:-1], squares[1:], strict=True)]
+        out += torch.stack([*drops, squares[-1], squares[0]])
+    return out
+
+
+def _shares(sums: Tensor) -> dict[str, float]:
+    return {part: float(sums[i] / sums[-1]) for i, part in enumerate(SHARE_PARTS)}
