@@ -47,8 +47,8 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.norms import _with_norms
-from adjpos.interventions.position_mean import PromptStates
+from adjpos.interventions.hooks import with_norms
+from adjpos.interventions.position_curve import PromptStates
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
@@ -132,7 +132,7 @@ def apply_curve(
     delta = (new_curve - curve).to(device=states.device, dtype=states.dtype)
     moved = states + delta
     if keep_norm:
-        moved = _with_norms(moved, states.norm(dim=-1, keepdim=True))
+        moved = with_norms(moved, states.norm(dim=-1, keepdim=True))
     return torch.where(changed[:, None], moved, states)
 
 
