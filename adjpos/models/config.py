@@ -47,6 +47,11 @@ class ModelConfig:
         "std of the normal weight init (TL initializer_range; default 0.8/sqrt(d_model))", None
     )
     positional: str = _help(f"position scheme, one of {POSITIONAL}; 'none' is NoPE", "none")
+    nope_layers: tuple[int, ...] = _help(
+        "blocks (0-based) of a rotary model whose attention gets no rotation: NoPE layers in a "
+        "RoPE model (SmolLM3's hybrid: layer i is NoPE when (i + 1) % 4 == 0); empty: none",
+        (),
+    )
     seed: int = _help("seed of the weight initialisation", 0)
     dtype: str = _help(f"parameter dtype, one of {DTYPES}", "float32")
 
@@ -78,8 +83,29 @@ class ModelConfig:
             raise UsageError(
                 f"init_range must be a positive number or None, got {self.init_range!r}"
             )
+        self._check_nope_layers()
         if not is_int(self.seed):
             raise UsageError(f"seed must be an int, got {self.seed!r}")
+
+    def _check_nope_layers(self) -> None:
+        layers = self.nope_layers
+        if not isinstance(layers, list | tuple) or not all(is_int(i) for i in layers):
+            raise UsageError(f"nope_layers must be a list of block indices, got {layers!r}")
+        # Stored sorted, as a tuple: a config read back from JSON (a list) equals the original.
+        object.__setattr__(self, "nope_layers", tuple(sorted(int(i) for i in layers)))
+        if not layers:
+            return
+        if self.positional != "rotary":
+            raise UsageError(
+                f"nope_layers applies to positional='rotary' only (the layers left without "
+                f"rotation), got positional={self.positional!r}; positional='none' makes every "
+                "layer NoPE"
+            )
+        if len(set(layers)) != len(layers) or not all(0 <= i < self.n_layers for i in layers):
+            raise UsageError(
+                f"nope_layers must name distinct blocks from 0 to {self.n_layers - 1}, "
+                f"got {list(layers)}"
+            )
 
     def with_changes(self, **changes: Any) -> ModelConfig:
         """A copy with `changes` applied. A width that equals its derived default (d_head =
