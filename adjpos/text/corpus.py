@@ -108,9 +108,9 @@ def split_plays(slugs: list[str]) -> dict[str, list[str]]:
 
 
 def plain_text(markdown: str) -> str:
-    r"""One play's markdown as plain text: headings and emphasis marks (``*``, ``_``) dropped, a speaker as
-    ``NAME:`` on its own line, markdown escapes and hard line breaks removed, at most one
-    blank line in a row.
+    r"""One play's markdown as plain text: headings and emphasis marks (``*``, ``_``)
+    dropped, a speaker as ``NAME:`` on its own line, markdown escapes and hard line breaks
+    removed, at most one blank line in a row.
 
     >>> print(plain_text("# Hamlet\n\n**BERNARDO**  \nWho's there?  \n_\\[Aside]_  \nHo!\n"))
     Hamlet

@@ -103,7 +103,9 @@ class TextTask:
                 chunk = chunk.to(device)
                 logits = model(chunk)[:, :-1]
                 target = chunk[:, 1:]
-                total += float(F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum"))
+                total += float(
+                    F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
+                )
                 correct += int((logits.argmax(-1) == target).sum())
                 count += target.numel()
         return {"loss": total / count, "accuracy": correct / count}

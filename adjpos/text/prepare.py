@@ -19,7 +19,9 @@ VALIDATION_SHARE = 10  # percent of a user's file held out, by chunk hash
 CHUNK_LINES = 40
 
 
-def corpus_task(tokenizer: object, context: int, folder: str | os.PathLike | None = None) -> TextTask:
+def corpus_task(
+    tokenizer: object, context: int, folder: str | os.PathLike | None = None
+) -> TextTask:
     """The corpus's train, validation and test splits encoded with `tokenizer` (the corpus is
     fetched first when needed, see `adjpos.text.corpus`)."""
     splits = {name: _ids(tokenizer, read_split(name, folder)) for name in SPLITS}
@@ -61,7 +63,11 @@ def split_by_chunk_hash(text: str, share: int = VALIDATION_SHARE) -> dict[str, s
 
 
 def file_task(
-    path: str | os.PathLike, context: int, *, vocab_size: int | None = None, tokenizer: object = None
+    path: str | os.PathLike,
+    context: int,
+    *,
+    vocab_size: int | None = None,
+    tokenizer: object = None,
 ) -> tuple[TextTask, object]:
     """A `TextTask` from a UTF-8 text file split by chunk hash (`split_by_chunk_hash`), and
     its tokenizer: `tokenizer` when given, else one of `vocab_size` trained on the train part.

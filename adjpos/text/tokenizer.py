@@ -32,7 +32,9 @@ def train_tokenizer(text: str, vocab_size: int) -> object:
 
     check_positive_int("vocab_size", vocab_size)
     if vocab_size < MIN_VOCAB:
-        raise UsageError(f"vocab_size must be at least {MIN_VOCAB} (256 bytes + 1), got {vocab_size}")
+        raise UsageError(
+            f"vocab_size must be at least {MIN_VOCAB} (256 bytes + 1), got {vocab_size}"
+        )
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -72,7 +74,7 @@ def load_tokenizer(folder: str | os.PathLike) -> object:
 
 def encode_text(tokenizer: object, text: str) -> list[int]:
     """Token ids of `text`: the ids of one ``tokenizer.encode(text)`` call, computed piece by
-    piece (`_pieces`) in a batch, which is many times faster on a long text."""
+    piece (`_pieces`) in one batch, which is faster on a long text."""
     return [i for enc in tokenizer.encode_batch(_pieces(text)) for i in enc.ids]
 
 
@@ -83,17 +85,7 @@ def _pieces(text: str) -> list[str]:
     last character splits at the end of a piece just as it does inside the whole text, so the
     pieces encode to the same ids.
 
-    >>> _pieces("a
-
-b
- 
-
-c")
-    ['a
-', '
-b
- 
-', '
-c']
+    >>> _pieces("a\n\nb\n \n\nc")
+    ['a\n', '\nb\n \n', '\nc']
     """
     return [piece for piece in re.split(r"(?<=\n)(?=\n\S)", text) if piece]

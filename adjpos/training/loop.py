@@ -198,8 +198,7 @@ def _check_fits(model: Any, task: Task | TextTask, cfg: TrainConfig) -> None:
     d_vocab = task.d_vocab if isinstance(task, TextTask) else VOCAB_SIZE
     if model.cfg.d_vocab < d_vocab:
         raise UsageError(
-            f"the model's d_vocab={model.cfg.d_vocab} is below the task "
-            f"vocabulary size {d_vocab}"
+            f"the model's d_vocab={model.cfg.d_vocab} is below the task vocabulary size {d_vocab}"
         )
     if model.cfg.n_ctx < task.max_len:
         raise UsageError(
