@@ -47,10 +47,14 @@ class ModelConfig:
         "std of the normal weight init (TL initializer_range; default 0.8/sqrt(d_model))", None
     )
     positional: str = _help(f"position scheme, one of {POSITIONAL}; 'none' is NoPE", "none")
-    nope_layers: tuple[int, ...] = _help(
-        "blocks (0-based) of a rotary model whose attention gets no rotation: NoPE layers in a "
-        "RoPE model (SmolLM3's hybrid: layer i is NoPE when (i + 1) % 4 == 0); empty: none",
-        (),
+    # No command-line option of its own: `adjpos train --layout` sets it.
+    nope_layers: tuple[int, ...] = dataclasses.field(
+        default=(),
+        metadata={
+            "help": "blocks (0-based) of a rotary model whose attention gets no rotation: NoPE "
+            "layers in a RoPE model (SmolLM3's hybrid: layer i is NoPE when (i + 1) % 4 == 0)",
+            "cli": False,
+        },
     )
     seed: int = _help("seed of the weight initialisation", 0)
     dtype: str = _help(f"parameter dtype, one of {DTYPES}", "float32")

@@ -12,7 +12,7 @@ import torch
 from adjpos.runs import atomic_write
 from adjpos.text.corpus import SPLITS, read_split
 from adjpos.text.data import TextTask
-from adjpos.text.tokenizer import encode_text, load_tokenizer, train_tokenizer
+from adjpos.text.tokenizer import encode_text, train_tokenizer
 from adjpos.validation import UsageError
 
 VALIDATION_SHARE = 10  # percent of a user's file held out, by chunk hash
@@ -25,15 +25,17 @@ def corpus_task(
     """The corpus's train, validation and test splits encoded with `tokenizer` (the corpus is
     fetched first when needed, see `adjpos.text.corpus`)."""
     splits = {name: _ids(tokenizer, read_split(name, folder)) for name in SPLITS}
-    return TextTask(context, tokenizer.get_vocab_size(), splits)
+    return TextTask(context, _vocab_size(tokenizer), splits)
 
 
 def corpus_tokenizer(vocab_size: int, path: str | os.PathLike) -> object:
     """The tokenizer saved at `path` (a ``tokenizer.json``) or, when there is none yet, one
     trained on the corpus's train split and saved there."""
+    from tokenizers import Tokenizer
+
     path = Path(path)
     if path.is_file():
-        tokenizer = load_tokenizer(path)
+        tokenizer = Tokenizer.from_file(str(path))
         if tokenizer.get_vocab_size() != vocab_size:
             raise UsageError(
                 f"{path} has a vocabulary of {tokenizer.get_vocab_size()}, not {vocab_size}: "
@@ -85,8 +87,12 @@ def file_task(
             raise UsageError("file_task needs a tokenizer or a vocab_size to train one")
         tokenizer = train_tokenizer(parts["train"], vocab_size)
     splits = {name: _ids(tokenizer, part) for name, part in parts.items() if part}
-    return TextTask(context, tokenizer.get_vocab_size(), splits), tokenizer
+    return TextTask(context, _vocab_size(tokenizer), splits), tokenizer
 
 
 def _ids(tokenizer: object, text: str) -> torch.Tensor:
     return torch.tensor(encode_text(tokenizer, text), dtype=torch.int32)
+
+
+def _vocab_size(tokenizer: object) -> int:
+    return getattr(tokenizer, "backend_tokenizer", tokenizer).get_vocab_size()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from adjpos.runs import atomic_write
 from adjpos.validation import UsageError, check_positive_int
@@ -50,17 +51,20 @@ def train_tokenizer(text: str, vocab_size: int) -> object:
 def save_tokenizer(tokenizer: object, folder: str | os.PathLike) -> Path:
     """Write `tokenizer` as ``tokenizer.json`` in `folder` (atomically); returns the file."""
     path = Path(folder) / TOKENIZER_FILE
-    atomic_write(path, lambda tmp: tokenizer.save(tmp))
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)  # a transformers wrapper
+    atomic_write(path, lambda tmp: backend.save(tmp))
     return path
 
 
-def load_tokenizer(folder: str | os.PathLike) -> object:
-    """The tokenizer saved in `folder` (or the ``tokenizer.json`` file itself).
+def load_tokenizer(folder: str | os.PathLike) -> Any:
+    """The tokenizer saved in `folder` (or the ``tokenizer.json`` file itself), as a
+    `transformers.PreTrainedTokenizerFast`: ``tok(text)["input_ids"]``, ``tok.decode(ids)``,
+    and `adjpos.hf.text_tokens` take it like any Hugging Face tokenizer.
 
     Raises:
         ValueError: there is no tokenizer file there.
     """
-    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
 
     path = Path(folder)
     path = path / TOKENIZER_FILE if path.is_dir() else path
@@ -69,13 +73,15 @@ def load_tokenizer(folder: str | os.PathLike) -> object:
             f"no {TOKENIZER_FILE} at {path.parent}: a text model's folder holds the tokenizer "
             "it was trained with"
         )
-    return Tokenizer.from_file(str(path))
+    return PreTrainedTokenizerFast(tokenizer_file=str(path))
 
 
 def encode_text(tokenizer: object, text: str) -> list[int]:
     """Token ids of `text`: the ids of one ``tokenizer.encode(text)`` call, computed piece by
-    piece (`_pieces`) in one batch, which is faster on a long text."""
-    return [i for enc in tokenizer.encode_batch(_pieces(text)) for i in enc.ids]
+    piece (`_pieces`) in one batch, which is faster on a long text. `tokenizer` is a
+    `tokenizers.Tokenizer` or a `transformers` fast tokenizer wrapping one."""
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    return [i for enc in backend.encode_batch(_pieces(text)) for i in enc.ids]
 
 
 def _pieces(text: str) -> list[str]:
