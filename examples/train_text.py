@@ -7,20 +7,29 @@ are). The tokenizer is trained once on the train split into ``OUT/tokenizer.json
 into every run folder. The recipe is ``adjpos.text.recipe`` (the seeds differ only in the seed).
 
     python examples/train_text.py [--out runs/text] [--layouts nope rope hybrid]
-        [--seeds 0 1 2] [--quick]
+        [--seeds 0 1 2] [--quick] [--install] [--snapshots K]
 
 ``--quick`` trains a tiny model a few steps on a generated text (the smoke test; no download).
+``--install`` copies the finished runs into ``adjpos/pretrained/text-LAYOUT/seedS`` (the final
+weights in float32, `SNAPSHOTS` of the training snapshots in float16, the tokenizer, the run's
+metrics and a ``train.json`` summary), without training anything.
 """
 
 import argparse
+import json
 import logging
+import shlex
 import shutil
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 import adjpos
+from adjpos.models import save_snapshot, snapshot_steps
+from adjpos.pretrained import HERE
+from adjpos.runs import write_json
 from adjpos.text.prepare import corpus_task, corpus_tokenizer, file_task
 from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, RECIPE_MODEL, RECIPE_TRAIN, layout_config
 from adjpos.text.tokenizer import TOKENIZER_FILE, save_tokenizer
@@ -28,6 +37,8 @@ from adjpos.text.tokenizer import TOKENIZER_FILE, save_tokenizer
 QUICK_MODEL = {"n_layers": 4, "d_model": 16, "n_heads": 2}
 QUICK_TRAIN = {"steps": 6, "eval_every": 3, "eval_size": 4, "batch_size": 4}
 QUICK_DATA = {"vocab_size": 300, "context": 16}
+# Snapshots each installed run keeps (float16): the nine runs' weights stay under 75 MB.
+SNAPSHOTS = 4
 
 
 def generated_text(n_lines: int = 2000) -> str:
@@ -67,26 +78,68 @@ def run_all(out: Path, layouts: list[str], seeds: list[int], quick: bool) -> Non
             )
             shutil.copyfile(out / TOKENIZER_FILE, folder / TOKENIZER_FILE)
             last = result.history[-1] if result.history else {}
-            logging.info(
-                "done %s: step %d, val_loss %s, %.0f s training in all (%.0f s now)",
-                folder.name,
-                result.steps,
-                last.get("val_loss"),
-                result.seconds,
-                time.time() - start,
+            logging.info("done %s in %.0f s now", folder.name, time.time() - start)
+            print(
+                f"{folder.name}: {result.steps} steps, validation loss {last['val_loss']:.4f}, "
+                f"{result.seconds:.0f} s of training"
             )
+
+
+def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: Path = HERE) -> Path:
+    """Copy the finished run ``OUT/LAYOUT-seed-S`` into ``INTO/text-LAYOUT/seedS``, with `keep`
+    of its snapshots in float16 (spread evenly by index, the first and the last among them)."""
+    from adjpos.study.claims.dynamics import spread
+
+    source, target = out / f"{layout}-seed-{seed}", into / f"text-{layout}" / f"seed{seed}"
+    metrics = json.loads((source / "metrics.json").read_text())
+    if metrics["step"] != metrics["train"]["steps"]:
+        raise SystemExit(f"{source} is not finished: step {metrics['step']}")
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for name in ("model.safetensors", "config.json", "metrics.json", "tokenizer.json"):
+        shutil.copy2(source / name, target / name)
+    for step in spread(snapshot_steps(source), keep):
+        model = adjpos.load_model(source, step=step, device="cpu")
+        save_snapshot(model, target, step, dtype=torch.float16)
+    model = adjpos.load_model(source, device="cpu")
+    last = metrics["history"][-1]
+    summary = {
+        "command": f"python examples/train_text.py --out {out} --layouts {layout} --seeds {seed}",
+        "layout": layout,
+        "layer_kinds": adjpos.layer_kinds(model),
+        "steps": metrics["step"],
+        "seconds": round(metrics["seconds"], 1),
+        "val_loss": last["val_loss"],
+        "accuracy": last["accuracy"],
+        "eval_size": metrics["train"]["eval_size"],
+        "position_free": adjpos.is_position_free(model),
+        "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+    }
+    write_json(target / "train.json", summary)
+    return target
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="runs/text")
+    parser.add_argument("--out", type=Path, default=Path("runs/text"))
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--install", action="store_true", help="copy finished runs into the package"
+    )
+    parser.add_argument("--snapshots", type=int, default=SNAPSHOTS, metavar="K")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
-    run_all(Path(args.out), args.layouts, args.seeds, args.quick)
+    if args.install:
+        for seed in args.seeds:
+            for layout in args.layouts:
+                print("installed", install(args.out, layout, seed, keep=args.snapshots))
+        return
+    logging.info("%s", shlex.join([sys.executable, *sys.argv]))
+    run_all(args.out, args.layouts, args.seeds, args.quick)
 
 
 if __name__ == "__main__":

@@ -137,4 +137,7 @@ class ModelConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             warnings.warn(f"ignoring unknown ModelConfig keys: {unknown}", stacklevel=2)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        kept = {k: v for k, v in data.items() if k in known}
+        if isinstance(kept.get("nope_layers"), list):  # JSON has no tuples
+            kept["nope_layers"] = tuple(kept["nope_layers"])
+        return cls(**kept)
