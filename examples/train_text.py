@@ -12,7 +12,9 @@ into every run folder. The recipe is ``adjpos.text.recipe`` (the seeds differ on
 ``--quick`` trains a tiny model a few steps on a generated text (the smoke test; no download).
 ``--install`` copies the finished runs into ``adjpos/pretrained/text-LAYOUT/seedS`` (the final
 weights in float32, `SNAPSHOTS` of the training snapshots in float16, the tokenizer, the run's
-metrics and a ``train.json`` summary), without training anything.
+metrics and a ``train.json`` summary), without training anything. ``--measure N`` times N
+training steps of each layout with the recipe on one thread and prints the CPU seconds per
+step (``time.process_time``, which a busy machine does not inflate as it does the wall time).
 """
 
 import argparse
@@ -120,6 +122,29 @@ def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: P
     return target
 
 
+def measure(steps: int, layouts: list[str]) -> None:
+    """Print the CPU seconds per training step of each layout (the recipe, random windows)."""
+    from adjpos.training.loop import _step
+
+    context, d_vocab = RECIPE_DATA["context"], RECIPE_DATA["vocab_size"]
+    ids = torch.randint(0, d_vocab, (100_000,), generator=torch.Generator().manual_seed(0))
+    task = adjpos.text.TextTask(context, d_vocab, {"train": ids})
+    train_cfg = adjpos.TrainConfig(**RECIPE_TRAIN, device="cpu")
+    for layout in layouts:
+        cfg = layout_config(layout, **RECIPE_MODEL, d_vocab=d_vocab, n_ctx=context)
+        model = adjpos.build_model(cfg, device="cpu")
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
+        _step(model, task, train_cfg, opt, 0, torch.device("cpu"))  # warm-up
+        start = time.process_time()
+        for step in range(steps):
+            _step(model, task, train_cfg, opt, step, torch.device("cpu"))
+        per_step = (time.process_time() - start) / steps
+        print(
+            f"{layout}: {per_step:.3f} CPU s per step, "
+            f"{per_step * train_cfg.steps / 60:.1f} min per run"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/text"))
@@ -130,9 +155,13 @@ def main(argv: list[str] | None = None) -> None:
         "--install", action="store_true", help="copy finished runs into the package"
     )
     parser.add_argument("--snapshots", type=int, default=SNAPSHOTS, metavar="K")
+    parser.add_argument("--measure", type=int, metavar="N", help="time N steps per layout")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
+    if args.measure:
+        measure(args.measure, args.layouts)
+        return
     if args.install:
         for seed in args.seeds:
             for layout in args.layouts:

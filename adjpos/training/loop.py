@@ -46,7 +46,7 @@ def train(
     on_step: Callable[[dict[str, float | int]], None] | None = None,
     progress: bool | None = None,
 ) -> TrainResult:
-    """Train `model` in place on `task`, with loss on answer tokens only.
+    """Train `model` in place on `task`, with the loss `cfg.loss` names.
 
     Args:
         model: a HookedTransformer (e.g. from `adjpos.build_model`) or a bridged Hugging
