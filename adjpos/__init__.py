@@ -117,6 +117,7 @@ _NAMESPACES = (
     "sweep",
     "tables",
     "tasks",
+    "text",
     "theory",
     "training",
     "types",

@@ -539,3 +539,34 @@ def test_position_curve_arms(run_example):
             hits.append(adjpos.predict(model, task, [prompt])[0] == answer)
     row = next(x.split() for x in out.splitlines() if x.startswith("shift+1 "))
     assert abs(float(row[4]) - np.mean(hits)) < ROUNDING[3]
+
+
+def test_train_text(run_example, tmp_path):
+    from adjpos.training.loop import _EVAL_SEED_OFFSET
+
+    # Each printed validation loss is the run's last evaluation, recomputed here from its saved
+    # model on the same validation windows; the layouts come out as their layer kinds.
+    out, script = run_example("train_text.py")
+    runs = tmp_path / "runs" / "text"
+    lines = [line for line in out.splitlines() if "validation loss" in line]
+    assert len(lines) == 9
+    tokenizer = adjpos.text.load_tokenizer(runs)
+    task, _ = adjpos.text.file_task(runs / "generated.txt", 16, tokenizer=tokenizer)
+    for line in lines:
+        name, loss = line.split(":")[0], float(line.split("validation loss ")[1].split(",")[0])
+        model = adjpos.load_model(runs / name, device="cpu")
+        metrics = json.loads((runs / name / "metrics.json").read_text())
+        seed = metrics["train"]["seed"] + _EVAL_SEED_OFFSET  # the trainer's evaluation windows
+        windows = task.windows(
+            metrics["train"]["eval_size"], generator=gen(seed), split="validation"
+        )
+        assert loss == pytest.approx(task.evaluate(model, windows)["loss"], abs=ROUNDING[4])
+        layout = name.split("-")[0]
+        assert adjpos.text.layout_of(model.adjpos_config) == layout
+    target = script["install"](runs, "hybrid", 2, keep=2, into=tmp_path / "package")
+    assert target == tmp_path / "package" / "text-hybrid" / "seed2"
+    steps = adjpos.models.snapshot_steps(runs / "hybrid-seed-2")
+    assert adjpos.models.snapshot_steps(target) == [steps[0], steps[-1]]
+    info = json.loads((target / "train.json").read_text())
+    assert info["layer_kinds"] == ["rope", "rope", "rope", "nope"] and not info["position_free"]
+    assert (target / "tokenizer.json").is_file()

@@ -17,7 +17,8 @@ FACADE = "adjpos"  # adjpos/__init__.py: the verbs, and the namespaces by name (
 LAYERS = (
     ("validation", "types", "seeds"),  # checks of user input; shape aliases; derived seeds
     ("runs", "tables", "stats", "engines"),  # bookkeeping on plain data and files
-    ("metrics", "tasks", "models"),  # pure tensor metrics; the tasks; models and checkpoints
+    # pure tensor metrics; the tasks; models and checkpoints; text corpus, tokenizer, layouts
+    ("metrics", "tasks", "models", "text"),
     ("capture",),  # hook names and residual streams
     # what is measured or done with a model
     (

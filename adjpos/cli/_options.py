@@ -48,7 +48,7 @@ def add_config_args(
     overrides, rename = overrides or {}, rename or {}
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
-        if field.name in exclude:
+        if field.name in exclude or not field.metadata.get("cli", True):
             continue
         name = rename.get(field.name, field.name)
         default = overrides.get(field.name, field.default)
@@ -92,7 +92,7 @@ def config_values(
     return {
         f.name: getattr(args, rename.get(f.name, f.name))
         for f in dataclasses.fields(cls)
-        if f.name not in exclude
+        if f.name not in exclude and f.metadata.get("cli", True)
     }
 
 
@@ -106,7 +106,9 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
         metavar="random|PATH|pretrained:TASK",
         help="'random' (default): a random-init model from the ModelConfig options below; "
         "PATH: a checkpoint folder (from adjpos train or adjpos.save_model); pretrained:TASK: "
-        f"the trained model shipped for TASK, one of {', '.join(TASKS)}. {extra}".rstrip(),
+        f"the trained model shipped for TASK, one of {', '.join(TASKS)}; "
+        "pretrained:text-LAYOUT:SEED: a small language model trained on Shakespeare, LAYOUT one "
+        f"of nope, rope, hybrid. {extra}".rstrip(),
     )
 
 
@@ -270,20 +272,47 @@ def resolve_model(
 
 def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:
     """``TASK`` (seed 0) or ``TASK:SEED``."""
-    from adjpos.pretrained import load_pretrained
+    from adjpos.pretrained import TEXT_MODELS, load_pretrained
+
+    name, seed = _pretrained_name(spec)
+    try:
+        model, trained_on = load_pretrained(name, seed, device=str(device))
+    except UsageError as err:
+        raise UsageError(f"--model {PRETRAINED}{spec}: {err}") from None
+    if name in TEXT_MODELS:  # trained on text: no task of its own (its tokenizer instead)
+        return model, task
+    return model, task if task is not None else trained_on
+
+
+def _pretrained_name(spec: str) -> tuple[str, int]:
+    """``NAME`` (seed 0) or ``NAME:SEED`` -> (name, seed), NAME a task or a text model."""
+    from adjpos.pretrained import TEXT_MODELS
     from adjpos.tasks import TASKS
 
     name, _, seed = spec.partition(":")
-    if name not in TASKS or (seed and not seed.isdigit()):
+    if name not in (*TASKS, *TEXT_MODELS) or (seed and not seed.isdigit()):
         raise UsageError(
             f"--model {PRETRAINED}{spec}: unknown task or seed; choose one of "
-            f"{[PRETRAINED + t for t in TASKS]}, optionally with a seed ({PRETRAINED}TASK:1)"
+            f"{[PRETRAINED + t for t in (*TASKS, *TEXT_MODELS)]}, optionally with a seed "
+            f"({PRETRAINED}TASK:1)"
         )
-    try:
-        model, trained_on = load_pretrained(name, int(seed or 0), device=str(device))
-    except UsageError as err:
-        raise UsageError(f"--model {PRETRAINED}{spec}: {err}") from None
-    return model, task if task is not None else trained_on
+    return name, int(seed or 0)
+
+
+def model_tokenizer(spec: str) -> Any:
+    """The tokenizer that comes with the adjpos model ``--model SPEC`` names (a text model:
+    ``pretrained:text-LAYOUT[:SEED]`` or a folder holding ``tokenizer.json``), or None."""
+    from adjpos.text.tokenizer import TOKENIZER_FILE, load_tokenizer
+
+    if spec == "random":
+        return None
+    if spec.startswith(PRETRAINED):
+        from adjpos.pretrained import pretrained_folder
+
+        folder = pretrained_folder(*_pretrained_name(spec.removeprefix(PRETRAINED)))
+    else:
+        folder = Path(spec)
+    return load_tokenizer(folder) if (folder / TOKENIZER_FILE).is_file() else None
 
 
 def check_output_file(path: Path, option: str) -> Path:

@@ -14,6 +14,7 @@ from adjpos.cli._options import (
     add_model_arg,
     check_output_file,
     config_values,
+    model_tokenizer,
     nope_layers_arg,
     resolve_model,
 )
@@ -29,9 +30,10 @@ def add_score_parser(commands: Any) -> None:
         "score",
         help="adjacency score per layer of a random-init (default), saved, shipped or Hugging "
         "Face model",
-        description="Score a model on uniformly random tokens of its vocabulary (or on text, "
-        "with --hf and --text) and print the adjacency score and the kind of each layer. With "
-        "no options: a 4-layer random-init NoPE model, 64 sequences of 32 tokens.",
+        description="Score a model on uniformly random tokens of its vocabulary (or on text "
+        "with --text: a Hugging Face model or a text model) and print the adjacency score and "
+        "the kind of each layer. With no options: a 4-layer random-init NoPE model, 64 "
+        "sequences of 32 tokens.",
     )
     add_model_arg(score)
     score.add_argument(
@@ -55,8 +57,9 @@ def add_score_parser(commands: Any) -> None:
     source.add_argument(
         "--text",
         type=Path,
-        help="with --hf: a UTF-8 text file, tokenized once with the model's tokenizer (stored "
-        "with it), without special tokens, and cut into consecutive sequences of --seq-len "
+        help="with --hf or a text model's --model (pretrained:text-LAYOUT:SEED or a folder "
+        "holding tokenizer.json): a UTF-8 text file, tokenized once with the model's tokenizer "
+        "(stored with it), without special tokens, and cut into consecutive sequences of --seq-len "
         "tokens (at most --n-sequences of them, from the start; the tail is dropped); see "
         "adjpos.hf.text_tokens",
     )
@@ -127,8 +130,8 @@ def _run_score(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
     if args.csv is not None:
         check_output_file(args.csv, "--csv")
-    if args.hf is None and (args.text is not None or args.random_tokens):
-        raise UsageError("--text and --random-tokens go with --hf (a Hugging Face model)")
+    if args.hf is None and args.random_tokens:
+        raise UsageError("--random-tokens goes with --hf (a Hugging Face model)")
     if args.hf is None and args.nope_layers is not None:
         raise UsageError("--nope-layers goes with --hf (a Hugging Face model)")
     if args.hf is not None:
@@ -142,7 +145,14 @@ def _run_score(args: argparse.Namespace) -> int:
         name = args.hf
         if args.nope_layers is not None:
             name += f" with nope_layers={args.nope_layers!r}"
+        tokenizer = args.hf
     else:
+        tokenizer = model_tokenizer(args.model) if args.text is not None else None
+        if args.text is not None and tokenizer is None:
+            raise UsageError(
+                "--text needs a model with a tokenizer: --hf, or --model pretrained:text-LAYOUT "
+                "or a folder holding tokenizer.json (a model trained with adjpos train --text)"
+            )
         model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
         name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
@@ -150,7 +160,7 @@ def _run_score(args: argparse.Namespace) -> int:
         if not args.text.is_file():
             raise UsageError(f"--text {args.text}: no such file")
         tokens = text_tokens(
-            load_tokenizer(args.hf),
+            load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer,
             args.text.read_text(encoding="utf-8"),
             seq_len,
             max_sequences=args.n_sequences,

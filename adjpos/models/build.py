@@ -3,6 +3,12 @@
 TransformerLens 3.9 has no "none" positional type, so NoPE is built as a "standard"
 model whose `W_pos` is zeroed and frozen here, and zeroed again after every
 `load_state_dict` by a hook registered here. Nothing else in adjpos touches `W_pos`.
+
+A rotary model's `nope_layers` (SmolLM3's hybrid) get their rotation removed here too: the
+attention module of each such block has its `apply_rotary` replaced by the identity, so its
+queries and keys carry no position (its ``hook_rot_q``/``hook_rot_k`` then equal q and k). It is
+an attribute of the module, not of the weights, so every model built here has it and a loaded
+state dict cannot take it away.
 """
 
 from __future__ import annotations
@@ -67,7 +73,14 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
     if cfg.positional == "none":
         _remove_position(model)
         model.register_load_state_dict_post_hook(_reapply_after_load)
+    for layer in cfg.nope_layers:
+        model.blocks[layer].attn.apply_rotary = no_rotation
     return model
+
+
+def no_rotation(x: torch.Tensor, past_kv_pos_offset: int = 0, attention_mask: Any = None):
+    """The `apply_rotary` of a NoPE layer in a rotary model: queries and keys unchanged."""
+    return x
 
 
 @contextmanager

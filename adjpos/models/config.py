@@ -47,6 +47,15 @@ class ModelConfig:
         "std of the normal weight init (TL initializer_range; default 0.8/sqrt(d_model))", None
     )
     positional: str = _help(f"position scheme, one of {POSITIONAL}; 'none' is NoPE", "none")
+    # No command-line option of its own: `adjpos train --layout` sets it.
+    nope_layers: tuple[int, ...] = dataclasses.field(
+        default=(),
+        metadata={
+            "help": "blocks (0-based) of a rotary model whose attention gets no rotation: NoPE "
+            "layers in a RoPE model (SmolLM3's hybrid: layer i is NoPE when (i + 1) % 4 == 0)",
+            "cli": False,
+        },
+    )
     seed: int = _help("seed of the weight initialisation", 0)
     dtype: str = _help(f"parameter dtype, one of {DTYPES}", "float32")
 
@@ -78,8 +87,29 @@ class ModelConfig:
             raise UsageError(
                 f"init_range must be a positive number or None, got {self.init_range!r}"
             )
+        self._check_nope_layers()
         if not is_int(self.seed):
             raise UsageError(f"seed must be an int, got {self.seed!r}")
+
+    def _check_nope_layers(self) -> None:
+        layers = self.nope_layers
+        if not isinstance(layers, list | tuple) or not all(is_int(i) for i in layers):
+            raise UsageError(f"nope_layers must be a list of block indices, got {layers!r}")
+        # Stored sorted, as a tuple: a config read back from JSON (a list) equals the original.
+        object.__setattr__(self, "nope_layers", tuple(sorted(int(i) for i in layers)))
+        if not layers:
+            return
+        if self.positional != "rotary":
+            raise UsageError(
+                f"nope_layers applies to positional='rotary' only (the layers left without "
+                f"rotation), got positional={self.positional!r}; positional='none' makes every "
+                "layer NoPE"
+            )
+        if len(set(layers)) != len(layers) or not all(0 <= i < self.n_layers for i in layers):
+            raise UsageError(
+                f"nope_layers must name distinct blocks from 0 to {self.n_layers - 1}, "
+                f"got {list(layers)}"
+            )
 
     def with_changes(self, **changes: Any) -> ModelConfig:
         """A copy with `changes` applied. A width that equals its derived default (d_head =
@@ -107,4 +137,7 @@ class ModelConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             warnings.warn(f"ignoring unknown ModelConfig keys: {unknown}", stacklevel=2)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        kept = {k: v for k, v in data.items() if k in known}
+        if isinstance(kept.get("nope_layers"), list):  # JSON has no tuples
+            kept["nope_layers"] = tuple(kept["nope_layers"])
+        return cls(**kept)

@@ -45,7 +45,10 @@ def layer_kinds(model: Any) -> list[str]:
     """
     if _is_hooked_transformer(model):
         kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
-        return [kind] * model.cfg.n_layers
+        if kind != "rope":
+            return [kind] * model.cfg.n_layers
+        # A hybrid (ModelConfig.nope_layers): read from each attention module itself.
+        return ["nope" if _rotation_removed(block.attn) else "rope" for block in model.blocks]
     if is_bridge(model):
         return _bridge_kinds(model)
     raise TypeError(
@@ -113,6 +116,12 @@ def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
     if kind == "rope" and layer_type == "sliding_attention":
         return "sliding_rope"
     return kind
+
+
+def _rotation_removed(attn: Any) -> bool:
+    from adjpos.models.build import no_rotation
+
+    return vars(attn).get("apply_rotary") is no_rotation
 
 
 def _zero_and_frozen(model: Any) -> bool:

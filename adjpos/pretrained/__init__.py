@@ -1,4 +1,5 @@
-"""NoPE models trained by `adjpos train` and shipped with the package: seeds of each task.
+"""NoPE models trained by `adjpos train` and shipped with the package: seeds of each task, and
+the small language models of `adjpos.text` (``text-nope``, ``text-rope``, ``text-hybrid``).
 
 Each ``TASK/seedS`` folder holds ``model.safetensors`` + ``config.json`` (the model),
 ``metrics.json`` (the run: task parameters, training config, evaluation history),
@@ -6,6 +7,11 @@ Each ``TASK/seedS`` folder holds ``model.safetensors`` + ``config.json`` (the mo
 ``heldout.json`` (its exact match on 2,000 fresh held-out prompts) when it was checked; a
 seed's ``snapshots/`` holds its weights during training (``load_pretrained(task, seed,
 step=...)``). ``examples/train_pretrained.py`` trains them all.
+
+A text model's ``text-LAYOUT/seedS`` folder holds the same files (``metrics.json`` names the
+token counts of the data instead of a task) and ``tokenizer.json``, the tokenizer it was trained
+with; ``examples/train_text.py`` trains them and ``examples/install_text_models.py`` copies
+finished runs here.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from typing import Any
 
 from adjpos.models import load_model, snapshot_steps
 from adjpos.tasks import TASKS, Task, get_task
+from adjpos.text.recipe import LAYOUTS
 from adjpos.validation import UsageError
 
 HERE = Path(__file__).resolve().parent
+TEXT_MODELS = tuple(f"text-{layout}" for layout in LAYOUTS)
 # The one recipe of each task (``examples/train_pretrained.py`` trains seeds 0, 1 and 2 with
 # it; they differ only in the seed): 4 layers with 8 heads, AdamW at 1e-3 (warmup 500, cosine
 # decay to 0.1x), width 64, batches of 64, evaluation every 250 steps on 1,000 prompts, stop at
@@ -91,7 +99,7 @@ def pretrained_seeds(name: str, family: str | None = None) -> list[int]:
     """The seeds shipped for task `name` (empty when none or `name` is unknown); with
     `family` (e.g. "smollm3"), those of that Hugging Face architecture trained on it."""
     prefix = "seed" if family is None else f"{family}_seed"
-    folders = (HERE / name).glob(f"{prefix}*") if name in TASKS else ()
+    folders = (HERE / name).glob(f"{prefix}*") if name in (*TASKS, *TEXT_MODELS) else ()
     found = [
         f
         for f in folders
@@ -108,7 +116,7 @@ def pretrained_folder(name: str, seed: int = 0, family: str | None = None) -> Pa
         ValueError: no such model is shipped (the message lists the tasks and seeds that are).
     """
     if seed not in pretrained_seeds(name, family):
-        shipped = {task: pretrained_seeds(task, family) for task in TASKS}
+        shipped = {task: pretrained_seeds(task, family) for task in (*TASKS, *TEXT_MODELS)}
         which = "" if family is None else f" of family {family!r}"
         raise UsageError(
             f"no shipped model{which} for task {name!r} with seed {seed!r}; shipped (task: "
@@ -125,10 +133,11 @@ def load_pretrained(
     n_ctx: int | None = None,
     step: int | None = None,
     family: str | None = None,
-) -> tuple[Any, Task]:
+) -> tuple[Any, Any]:
     """The shipped trained NoPE model for task `name` and `seed`, and the task it was
     trained on; with `family` (e.g. "smollm3"), the all-NoPE Hugging Face model of that
-    architecture trained on it, bridged (`adjpos.load_hf`).
+    architecture trained on it, bridged (`adjpos.load_hf`). For a text model (`name` one of
+    `TEXT_MODELS`), the model and its tokenizer (`adjpos.text.load_tokenizer`).
 
     Example:
         >>> from adjpos import predict
@@ -144,7 +153,12 @@ def load_pretrained(
             (the messages list those that are).
     """
     folder = pretrained_folder(name, seed, family)
-    return load_model(folder, device=device, n_ctx=n_ctx, step=step), trained_task(folder)
+    model = load_model(folder, device=device, n_ctx=n_ctx, step=step)
+    if name in TEXT_MODELS:
+        from adjpos.text.tokenizer import load_tokenizer
+
+        return model, load_tokenizer(folder)
+    return model, trained_task(folder)
 
 
 def pretrained_snapshots(name: str, seed: int = 0) -> list[int]:

@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from adjpos.models import is_bridge, is_position_free, save_model, save_snapshot
 from adjpos.runs import RunFolder, atomic_write, write_json
 from adjpos.tasks import VOCAB_SIZE, Task
+from adjpos.text.data import TextTask
 from adjpos.training.config import TrainConfig, TrainResult
 from adjpos.training.decode import evaluate
 from adjpos.validation import UsageError
@@ -37,7 +38,7 @@ _EVAL_SEED_OFFSET = 1_000_003
 
 def train(
     model: Any,
-    task: Task,
+    task: Task | TextTask,
     cfg: TrainConfig,
     *,
     out_dir: str | os.PathLike | None = None,
@@ -45,13 +46,15 @@ def train(
     on_step: Callable[[dict[str, float | int]], None] | None = None,
     progress: bool | None = None,
 ) -> TrainResult:
-    """Train `model` in place on `task`, with loss on answer tokens only.
+    """Train `model` in place on `task`, with the loss `cfg.loss` names.
 
     Args:
         model: a HookedTransformer (e.g. from `adjpos.build_model`) or a bridged Hugging
             Face model (`adjpos.load_hf`, e.g. of `adjpos.hf.task_config`) with d_vocab >= the
             task vocabulary and n_ctx >= ``task.max_len``.
-        task: from `adjpos.get_task`.
+        task: from `adjpos.get_task`, or windows of text (`adjpos.text.TextTask`, with
+            ``cfg.loss="sequence"``; its evaluation is the next-token loss, ``val_loss`` in
+            the history, and accuracy on fixed validation windows).
         cfg: the run's settings.
         out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
             `adjpos.load_model`; a Hugging Face folder for a bridged model), ``metrics.json``,
@@ -65,7 +68,7 @@ def train(
     Returns:
         A `TrainResult`.
     """
-    _check_fits(model, task)
+    _check_fits(model, task, cfg)
     folder = Path(out_dir) if out_dir is not None else None
     device = _resolve_device(cfg.device)
     if next(model.parameters()).device != device:
@@ -83,7 +86,10 @@ def train(
     if folder is not None:
         run = _start_or_resume(folder, resume, identity, model, opt, run)
     eval_gen = torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET)
-    eval_prompts = task.draw_prompts(cfg.eval_size, generator=eval_gen, split="test")
+    if isinstance(task, TextTask):  # fixed validation windows: next-token loss and accuracy
+        eval_prompts = task.windows(cfg.eval_size, generator=eval_gen, split="validation")
+    else:
+        eval_prompts = task.draw_prompts(cfg.eval_size, generator=eval_gen, split="test")
     start = time.perf_counter() - run["seconds"]
     bar = tqdm(
         total=cfg.steps,
@@ -102,7 +108,11 @@ def train(
         info = {"step": step + 1, "loss": loss, "lr": cfg.lr_at(step)}
         if run["step"] % cfg.eval_every == 0 or run["step"] == cfg.steps:
             model.eval()
-            accuracy, run["per_length"] = evaluate(model, task, eval_prompts)
+            if isinstance(task, TextTask):
+                scores = task.evaluate(model, eval_prompts)
+                accuracy, info["val_loss"] = scores["accuracy"], scores["loss"]
+            else:
+                accuracy, run["per_length"] = evaluate(model, task, eval_prompts)
             model.train()
             info["accuracy"] = accuracy
             run["seconds"] = time.perf_counter() - start
@@ -177,13 +187,18 @@ def _step(model, task, cfg, opt, step, device) -> float:
     return loss.item()
 
 
-def _check_fits(model: Any, task: Task) -> None:
-    if not isinstance(task, Task):
-        raise TypeError(f"task must be an adjpos task (adjpos.get_task), got {type(task).__name__}")
-    if model.cfg.d_vocab < VOCAB_SIZE:
+def _check_fits(model: Any, task: Task | TextTask, cfg: TrainConfig) -> None:
+    if not isinstance(task, Task | TextTask):
+        raise TypeError(
+            "task must be an adjpos task (adjpos.get_task) or an adjpos.text.TextTask, got "
+            f"{type(task).__name__}"
+        )
+    if isinstance(task, TextTask) and cfg.loss != "sequence":
+        raise UsageError(f"text has no answers: train on it with loss='sequence', not {cfg.loss!r}")
+    d_vocab = task.d_vocab if isinstance(task, TextTask) else VOCAB_SIZE
+    if model.cfg.d_vocab < d_vocab:
         raise UsageError(
-            f"the model's d_vocab={model.cfg.d_vocab} is below the task "
-            f"vocabulary size {VOCAB_SIZE}"
+            f"the model's d_vocab={model.cfg.d_vocab} is below the task vocabulary size {d_vocab}"
         )
     if model.cfg.n_ctx < task.max_len:
         raise UsageError(

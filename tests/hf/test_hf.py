@@ -244,7 +244,7 @@ def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--random-tokens"], "--text and --random-tokens go with --hf"),
+        (["--random-tokens"], "--random-tokens goes with --hf"),
         (["--hf", "x"], "--hf needs --text FILE"),
         (["--bos"], "--bos goes with --text"),
         (["--skip-first", "30"], "skip_first=30 leaves 2 positions"),

