@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows, summarise_rows
-from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.figures.style import CHANCE, apply_style, color, log_ticks
 from adjpos.validation import UsageError
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
@@ -23,7 +23,7 @@ THEORY = dict(color="#000000", width=2.5)
 
 def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figure:
     """Measured vs predicted first-layer adjacency (left) and attention entropy (right) against
-    init_range, on log x axes.
+    init_range, on log x axes ticked with numbers (`style.log_ticks`).
 
     Rows that share an init_range (seeds) are averaged; measured scores also get an error bar
     of their sample std (n - 1) where there are several. With a ``site`` column the measured
@@ -85,7 +85,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         col=2,
     )
     lowest = float(table[["measured_adjacency", "predicted_adjacency"]].min().min())
-    fig.update_xaxes(type="log", title_text="init_range")
+    fig.update_xaxes(title_text="init_range", **log_ticks(table["init_range"]))
     fig.update_yaxes(title_text="adjacency score", range=[min(0.4, lowest - 0.05), 1.05], col=1)
     fig.update_yaxes(title_text="H / log(k+1)", range=[0.0, 1.05], col=2)
     default = "First layer: the averaging argument against measurement (mean over seeds)"
