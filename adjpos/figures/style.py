@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -57,7 +58,7 @@ def line_colors(values: Iterable[Hashable]) -> dict[Any, str]:
     return kinds | {value: color(index) for index, value in enumerate(others)}
 
 
-def log_ticks(values: Iterable[float]) -> dict[str, Any]:
+def log_ticks(values: Iterable[numbers.Real]) -> dict[str, Any]:
     """A log axis's tick settings that print numbers ("0.02", "1000"), never bare mantissas
     ("2", "5"): a tick at each measured value while they are few and spread out, else one per
     decade."""
