@@ -100,7 +100,9 @@ def _line(points: pd.DataFrame, name: str, line: dict, *, errors: bool = False) 
         error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
         if bars
         else None,
-        mode="lines+markers" if line.get("dash") is None else "lines",
+        # a dashed prediction is a line, but a single init_range leaves only its point
+        mode="lines" if line.get("dash") and len(points) > 1 else "lines+markers",
+        marker=dict(symbol="diamond-open" if line.get("dash") else "circle"),
         name=name,
         line=line,
     )
