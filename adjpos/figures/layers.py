@@ -65,7 +65,7 @@ def plot_variance_by_position(
 
     Rows that share (panel, line, position) are averaged. With ``line="layer"`` the lines run
     along a sequential blue ramp, light for shallow layers and dark for deep ones, so depth
-    reads at a glance; any other `line` key takes the shared categorical palette. Each panel
+    reads at a glance; any other `line` key colours as `style.line_colors` does. Each panel
     keeps its own y range (variance scales differ between models and layers).
 
     Args:
