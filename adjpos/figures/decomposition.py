@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import COLORS, apply_style
+from adjpos.figures.style import apply_style, line_colors, title_facet_rows
 from adjpos.validation import UsageError
 
 # The parts in the order they stack, bottom to top (see adjpos.metrics.decompose).
@@ -59,11 +59,14 @@ def plot_variance_shares(
         facet_col=facet_col,
         facet_row=facet_row,
         category_orders={"part": list(PARTS)},
-        color_discrete_sequence=COLORS,
+        color_discrete_map=line_colors(PARTS),
     )
     fig.update_layout(barmode="stack", legend_title_text="")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0.0, 1.0])
+    if facet_row is not None:
+        fig.update_yaxes(title_text="")
+        title_facet_rows(fig, list(dict.fromkeys(frame[facet_row])), "share")
     n_rows = frame[facet_row].nunique() if facet_row else 1
     return apply_style(fig, title=title, rows=n_rows)

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import WIDTH, apply_style
+from adjpos.figures.style import MAX_WIDTH, WIDTH, apply_style
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -82,7 +82,7 @@ def plot_head_similarity(
     fig.update_yaxes(dtick=1, tickformat="d", autorange="reversed", showgrid=False)
     default = "Attention heads: score-cosine correlation and attention on the previous positions"
     apply_style(fig, title=title or default, rows=len(values))
-    fig.update_layout(width=max(WIDTH, 260 * len(panels) + 200))
+    fig.update_layout(width=min(MAX_WIDTH, max(WIDTH, 260 * len(panels) + 200)))
     return fig.update_layout(height=140 + ROW_HEIGHT * len(values))
 
 

@@ -15,15 +15,17 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import WIDTH, apply_style
+from adjpos.figures.style import MAX_WIDTH, WIDTH, apply_style
 from adjpos.validation import UsageError
 
 COLORSCALE = "Viridis"
+ROW_TITLE, COLUMN_TITLE = "position (row)", "earlier position (column)"
 # Empty lower triangles (n < 2 everywhere) leave nothing to set the range from.
 FULL_RANGE = (-1.0, 1.0)
-# The plot area left for the panels once the margins and the colour bar are taken.
-PANELS_WIDTH = WIDTH - 200
-# Below this many pixels per panel, titles collide and tick characters blur: widen instead.
+# The room the margins and the colour bar take beside the panels.
+FRAME_PX = 200
+# Below this many pixels per panel, titles collide and tick characters blur: widen instead,
+# up to the widest figure (`MAX_WIDTH`); wider grids get smaller panels.
 MIN_PANEL_PX = 260.0
 
 
@@ -68,14 +70,22 @@ def plot_cosine_heatmaps(
         horizontal_spacing=0.2 / columns,
         vertical_spacing=0.25 / n_rows,
     )
-    panel_px = max(PANELS_WIDTH / columns, MIN_PANEL_PX)
+    panel_px = min(
+        max((WIDTH - FRAME_PX) / columns, MIN_PANEL_PX), (MAX_WIDTH - FRAME_PX) / columns
+    )
     for index, (grid, text) in enumerate(zip(grids, ticks, strict=True)):
         where = dict(row=index // columns + 1, col=index % columns + 1)
         fig.add_trace(_heatmap(grid, zmin, zmax, showscale=index == 0), **where)
         _style_axes(fig, index, len(grid), text, where, panel_px=panel_px)
+        if index % columns == 0:
+            fig.update_yaxes(title_text=ROW_TITLE, **where)
+        if index + columns >= len(grids):  # no panel below
+            fig.update_xaxes(title_text=COLUMN_TITLE, **where)
     apply_style(fig, title=title, rows=n_rows)
+    if panel_px < MIN_PANEL_PX:  # narrow panels: smaller titles keep neighbours apart
+        fig.update_annotations(font_size=11)
     fig.update_layout(
-        width=max(WIDTH, round(panel_px * columns + 200)),
+        width=max(WIDTH, round(panel_px * columns + FRAME_PX)),
         height=140 + n_rows * (panel_px + 40),
     )
     return fig

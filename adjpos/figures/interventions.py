@@ -12,6 +12,9 @@ from adjpos.validation import UsageError
 
 NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
 BASELINE = dict(color="#000000", width=2.5)
+# With a single layer the x axis names the interventions, slanted: rows of panels stand this
+# far apart (a share of the plot's height, over the rows) so names and titles never meet.
+NAMES_SPACING = 0.5
 # The palette without the baseline's black, so no line can be mistaken for the baseline.
 PALETTE = tuple(c for c in COLORS if c != BASELINE["color"])
 
@@ -55,17 +58,19 @@ def plot_interventions(
         cols=cols,
         subplot_titles=[t or "exact match" for t in tasks],
         shared_yaxes=True,
+        vertical_spacing=(NAMES_SPACING if table["layer"].nunique() == 1 else 0.3) / n_rows,
     )
     styles = _styles(table)
+    place = _places(table)
     shown: set[str] = set()
     for index, task in enumerate(tasks):
         rows_here = table[table["task"] == task]
         lines = ["intervention"] + (["seed"] if "seed" in rows_here.columns else [])
-        for (name, *_), points in rows_here.groupby(lines, sort=False, dropna=False):
+        for (name, *seed), points in rows_here.groupby(lines, sort=False, dropna=False):
             points = points.sort_values("layer")
             fig.add_trace(
                 go.Scatter(
-                    x=points["layer"].tolist(),
+                    x=place(name, seed, points),
                     y=points["exact_match"].tolist(),
                     error_y=dict(
                         type="data",
@@ -80,12 +85,13 @@ def plot_interventions(
                     legendgroup=name,
                     showlegend=name not in shown,
                     line=styles[name],
+                    marker=dict(symbol="circle-open" if "dash" in styles[name] else "circle"),
                 ),
                 row=index // cols + 1,
                 col=index % cols + 1,
             )
             shown.add(name)
-    fig.update_xaxes(title_text="layer intervened at", dtick=1)
+    _x_axis(fig, table, n_rows)
     fig.update_yaxes(title_text="exact match", range=[-0.03, 1.03], col=1)
     text = title or "Exact match with one carrier of position changed (controls dashed)"
     if "readout" in table.columns and title is None:
@@ -110,3 +116,33 @@ def _styles(table: pd.DataFrame) -> dict[str, dict]:
     for name in controls:
         styles.setdefault(name, dict(color=next(colours), width=2))
     return styles
+
+
+def _places(table: pd.DataFrame):
+    """Where a line's points go along x: at their layers; with a single layer, which would
+    stack every point on one x, at their intervention's place (one per intervention, in
+    first-seen order), each seed a little apart so that no point hides another."""
+    if table["layer"].nunique() > 1:
+        return lambda name, seed, points: points["layer"].tolist()
+    names = list(dict.fromkeys(table["intervention"]))
+    seeds = sorted(table["seed"].unique()) if "seed" in table.columns else [None]
+    step = min(0.15, 0.6 / len(seeds))
+    shift = {s: step * (i - (len(seeds) - 1) / 2) for i, s in enumerate(seeds)}
+    return lambda name, seed, points: [names.index(name) + shift[seed[0] if seed else None]]
+
+
+def _x_axis(fig: go.Figure, table: pd.DataFrame, n_rows: int) -> None:
+    layers = sorted(table["layer"].unique())
+    if len(layers) > 1:
+        fig.update_xaxes(title_text="layer intervened at", dtick=1)
+        return
+    names = list(dict.fromkeys(table["intervention"]))
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=list(range(len(names))),
+        ticktext=names,
+        tickangle=-40,
+        range=[-0.5, len(names) - 0.5],
+        showgrid=False,
+    )
+    fig.update_xaxes(title_text=f"intervention at layer {layers[0]}", row=n_rows)

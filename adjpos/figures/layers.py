@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.figures.style import CHANCE, apply_style, line_colors
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -35,9 +35,9 @@ def plot_adjacency_by_layer(
     """Adjacency score against layer: one panel per `panel` value, one line per `line` value.
 
     Rows that share (panel, line, layer), e.g. several seeds, are drawn as their mean, with an
-    error bar of their sample standard deviation (n - 1) where there is more than one. Lines
-    take the shared categorical palette in first-seen order; the y axis (0 to 1) is shared and
-    the dashed grey line is chance (0.5).
+    error bar of their sample standard deviation (n - 1) where there is more than one. Model
+    kinds keep their colour in every figure (`style.line_colors`); the y axis (0 to 1) is
+    shared and the dashed grey line is chance (0.5).
 
     Args:
         rows: dicts with ``layer``, ``adjacency`` and the `panel` and `line` keys, e.g.
@@ -65,7 +65,7 @@ def plot_variance_by_position(
 
     Rows that share (panel, line, position) are averaged. With ``line="layer"`` the lines run
     along a sequential blue ramp, light for shallow layers and dark for deep ones, so depth
-    reads at a glance; any other `line` key takes the shared categorical palette. Each panel
+    reads at a glance; any other `line` key colours as `style.line_colors` does. Each panel
     keeps its own y range (variance scales differ between models and layers).
 
     Args:
@@ -147,9 +147,10 @@ def _draw_panels(
 
 def _colours(values: list[Any], line: str) -> dict[Any, str]:
     """One colour per line value, in drawing (and legend) order: layers light to dark along
-    `LAYER_SCALE` in numeric order, anything else the palette in first-seen order."""
+    `LAYER_SCALE` in numeric order, anything else as `line_colors` gives it (model kinds
+    first, each in its own colour)."""
     if line != "layer":
-        return {value: color(i) for i, value in enumerate(values)}
+        return line_colors(values)
     values = sorted(values)
     steps = np.linspace(1.0, LAYER_SCALE_START, len(values))[::-1]  # one layer: the darkest
     return dict(zip(values, sample_colorscale(LAYER_SCALE, steps.tolist()), strict=True))

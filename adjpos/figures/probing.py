@@ -85,6 +85,8 @@ def plot_probe_scores(
                 for trace in _traces(name, scores, colours[name], key[2], layers, shown):
                     fig.add_trace(trace, **where)
         fig.update_xaxes(title_text="layer", dtick=1, **where)
+        metric = METRIC_TITLES.get(key[1], key[1])
+        fig.update_yaxes(title_text=metric.split(" (")[0], **where)  # its panel title says more
     data = f"{result.n_sequences} sequences x {result.seq_len} tokens"
     default = f"Where is position? {result.model}: {data}"
     return apply_style(fig, title=title or default, rows=rows)

@@ -11,7 +11,11 @@ from pathlib import Path
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from adjpos.validation import UsageError
+
 ENABLE_PNG = "enable PNG with `pip install kaleido` and `apt-get install -y chromium`"
+# The browser's default margin around the body of a figure's page (plotly's page keeps it).
+PAGE_MARGIN = 8
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,22 @@ def save_figure(
     if reason is None:
         return SavedFigure((html, stem.with_name(stem.name + ".png")))
     return SavedFigure((html,), reason)
+
+
+def frame_size(fig: go.Figure) -> tuple[int, int]:
+    """(width, height) in CSS pixels of a frame that shows `fig`'s saved HTML page whole,
+    without cutting it or scrolling inside: the figure's layout size and the page's margins.
+
+    Raises:
+        ValueError: the layout sets no width or height (the page would then fill any frame).
+    """
+    width, height = fig.layout.width, fig.layout.height
+    if width is None or height is None:
+        raise UsageError(
+            f"the figure's layout has width {width} and height {height}; set both "
+            "(adjpos.figures.style.apply_style does) to frame it"
+        )
+    return round(width) + 2 * PAGE_MARGIN, round(height) + 2 * PAGE_MARGIN
 
 
 def _write_png(fig: go.Figure, path: Path) -> str | None:

@@ -1,6 +1,11 @@
-"""The one look shared by every adjpos figure: template, font, colours, line styles."""
+"""The one look shared by every adjpos figure: template, font, colours, line styles, size."""
 
 from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -15,22 +20,68 @@ COLORS = (
     "#CC79A7",
     "#E69F00",
     "#56B4E9",
-    "#000000",
     "#882255",
     "#999933",
     "#44AA99",
     "#332288",
     "#AA4499",
+    "#000000",
 )
+# The model kinds the study compares (adjpos.study.models) each keep one colour in every
+# figure, and no other line takes it: a reader who learns "trained is blue" once can trust it.
+MODEL_KINDS = ("trained", "random-init", "random-init, learned positions")
+KIND_COLORS = dict(zip(MODEL_KINDS, COLORS, strict=False))
+OTHER_COLORS = COLORS[len(MODEL_KINDS) :]
 CHANCE = dict(color="#888888", dash="dash", width=1.5)
 # Controls (shuffled positions) are drawn dotted so they never pass for a carrier.
 CONTROL_DASH = "dot"
 WIDTH, HEIGHT_PER_ROW = 1000, 300
+# The widest a figure is drawn: its frame in report.html then fits a 1,280 px window.
+MAX_WIDTH = 1180
+# A log axis labels every measured value while there are at most this many and no two are
+# closer than a 1 / (2 * MAX_LOG_TICKS) share of their span, else each decade.
+MAX_LOG_TICKS = 8
 
 
 def color(index: int) -> str:
-    """The `index`-th colour of the palette, cycling."""
-    return COLORS[index % len(COLORS)]
+    """The `index`-th colour for lines that are not model kinds, cycling."""
+    return OTHER_COLORS[index % len(OTHER_COLORS)]
+
+
+def line_colors(values: Iterable[Hashable]) -> dict[Any, str]:
+    """One colour per value, in legend order: the model kinds first, each in its own colour
+    (the same in every figure), then the other values in first-seen order, each in the next
+    colour that no kind owns."""
+    values = list(dict.fromkeys(values))
+    kinds = {kind: KIND_COLORS[kind] for kind in MODEL_KINDS if kind in values}
+    others = [value for value in values if value not in KIND_COLORS]
+    return kinds | {value: color(index) for index, value in enumerate(others)}
+
+
+def log_ticks(values: Iterable[numbers.Real]) -> dict[str, Any]:
+    """A log axis's tick settings that print numbers ("0.02", "1000"), never bare mantissas
+    ("2", "5"): a tick at each measured value while they are few and spread out, else one per
+    decade."""
+    found = sorted({float(v) for v in values if v is not None and math.isfinite(v) and v > 0})
+    logs = [math.log10(v) for v in found]
+    gaps = [b - a for a, b in zip(logs, logs[1:], strict=False)]
+    spread = not gaps or min(gaps) >= (logs[-1] - logs[0]) / (2 * MAX_LOG_TICKS)
+    if 0 < len(found) <= MAX_LOG_TICKS and spread:
+        return dict(
+            type="log", tickmode="array", tickvals=found, ticktext=[f"{v:g}" for v in found]
+        )
+    return dict(type="log", tickmode="linear", tick0=0, dtick=1, tickformat="~g")
+
+
+def title_facet_rows(fig: go.Figure, values: list[Any], y_title: str | None) -> None:
+    """Name each row of a plotly express figure's panels on its first y axis (its facet_row
+    value, after `y_title` where given), in place of express's labels at the right edge,
+    which the legend overlaps. `values` are the row values in the order express drew them
+    (first seen, top to bottom)."""
+    fig.layout.annotations = [a for a in fig.layout.annotations if a.textangle != 90]
+    for index, value in enumerate(values):  # express counts rows from the bottom
+        text = f"{y_title}<br>{value}" if y_title else str(value)
+        fig.update_yaxes(title_text=text, row=len(values) - index, col=1)
 
 
 def apply_style(fig: go.Figure, *, title: str, rows: int = 1) -> go.Figure:

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import CHANCE, COLORS, apply_style, color
+from adjpos.figures.style import CHANCE, apply_style, color, line_colors
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -65,7 +65,7 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
         color=by,
         markers=True,
         category_orders={by: order},
-        color_discrete_sequence=COLORS,
+        color_discrete_map=line_colors(order),
     )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(

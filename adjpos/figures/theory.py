@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows, summarise_rows
-from adjpos.figures.style import CHANCE, apply_style, color
+from adjpos.figures.style import CHANCE, apply_style, color, log_ticks
 from adjpos.validation import UsageError
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
@@ -23,7 +23,7 @@ THEORY = dict(color="#000000", width=2.5)
 
 def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figure:
     """Measured vs predicted first-layer adjacency (left) and attention entropy (right) against
-    init_range, on log x axes.
+    init_range, on log x axes ticked with numbers (`style.log_ticks`).
 
     Rows that share an init_range (seeds) are averaged; measured scores also get an error bar
     of their sample std (n - 1) where there are several. With a ``site`` column the measured
@@ -85,7 +85,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         col=2,
     )
     lowest = float(table[["measured_adjacency", "predicted_adjacency"]].min().min())
-    fig.update_xaxes(type="log", title_text="init_range")
+    fig.update_xaxes(title_text="init_range", **log_ticks(table["init_range"]))
     fig.update_yaxes(title_text="adjacency score", range=[min(0.4, lowest - 0.05), 1.05], col=1)
     fig.update_yaxes(title_text="H / log(k+1)", range=[0.0, 1.05], col=2)
     default = "First layer: the averaging argument against measurement (mean over seeds)"
@@ -100,7 +100,9 @@ def _line(points: pd.DataFrame, name: str, line: dict, *, errors: bool = False) 
         error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
         if bars
         else None,
-        mode="lines+markers" if line.get("dash") is None else "lines",
+        # a dashed prediction is a line, but a single init_range leaves only its point
+        mode="lines" if line.get("dash") and len(points) > 1 else "lines+markers",
+        marker=dict(symbol="diamond-open" if line.get("dash") else "circle"),
         name=name,
         line=line,
     )

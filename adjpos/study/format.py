@@ -65,12 +65,25 @@ def score(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['value']:.2f} ({entry['layer']})"
 
 
-def figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> str:
-    """A figure: embedded (`html`), or its PNG inline with a link to the interactive HTML."""
+def figure(
+    path: str,
+    caption: str,
+    png: bool,
+    *,
+    html: bool,
+    links: bool,
+    frame: tuple[int, int] | None = None,
+) -> str:
+    """A figure: embedded (`html`) in a `frame` of (width, height) pixels that holds it whole,
+    or its PNG inline with a link to the interactive HTML."""
     if html:
+        if frame is None:
+            raise ValueError(f"no frame size for {path}: an embedded figure needs one")
+        width, height = frame
         return (
-            f'<figure><iframe src="{path}.html" width="1040" height="560" '
-            f'style="border:0"></iframe><figcaption>{caption}</figcaption></figure>'
+            f'<figure><iframe src="{path}.html" width="{width}" height="{height}" '
+            f'scrolling="no" style="border:0;display:block"></iframe>'
+            f"<figcaption>{caption}</figcaption></figure>"
         )
     image = f"![{caption}]({path}.png)\n\n" if png else ""
     link = f" ([interactive figure]({path}.html))" if links else ""

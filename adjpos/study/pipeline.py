@@ -154,14 +154,15 @@ def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...
 
     Returns the figure files written and, when PNGs were not written, why (once).
     """
-    from adjpos.figures import save_figures
+    from adjpos.figures.save import frame_size, save_figures
     from adjpos.study.report import write_report
 
     drawn = run_figures(out)
     figures = {stem: fig for stem, (fig, _) in drawn.items()}
     saved = save_figures(figures, Path(out) / "figures", png=png)
     pngs = {p.stem for p in saved.written if p.suffix == ".png"}
-    write_report(out, {stem: caption for stem, (_, caption) in drawn.items()}, pngs)
+    captions = {stem: caption for stem, (_, caption) in drawn.items()}
+    write_report(out, captions, pngs, {stem: frame_size(fig) for stem, fig in figures.items()})
     return saved.written, saved.png_skipped
 
 

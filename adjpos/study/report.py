@@ -43,20 +43,28 @@ made where the study is silent.
 """
 
 
-def write_report(out: str | Path, captions: Mapping[str, str], pngs: set[str]) -> tuple[Path, Path]:
+def write_report(
+    out: str | Path,
+    captions: Mapping[str, str],
+    pngs: set[str],
+    frames: Mapping[str, tuple[int, int]],
+) -> tuple[Path, Path]:
     """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`.
 
     Args:
         out: the run's folder (``run.json``, ``results/``, ``figures/``).
         captions: figure stem -> caption, for every figure written to ``figures/``.
         pngs: the stems that also have a PNG (shown inline in the markdown).
+        frames: figure stem -> (width, height) of the frame that shows it whole in
+            ``report.html`` (`adjpos.figures.save.frame_size`).
     """
     import markdown
 
     out = Path(out)
     VERDICTS.write(out / "results" / "claims.csv", [v.row() for v in verdicts(out)])
     md = render(out, captions, pngs, html=False)
-    body = markdown.markdown(render(out, captions, pngs, html=True), extensions=["tables"])
+    html = render(out, captions, pngs, html=True, frames=frames)
+    body = markdown.markdown(html, extensions=["tables"])
     write_text(out / "report.md", md)
     write_text(out / "report.html", _HTML.format(title=TITLE, body=body))
     return out / "report.md", out / "report.html"
@@ -77,8 +85,10 @@ def render(
     folder: str = "figures",
     links: bool = True,
     title: str = TITLE,
+    frames: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
-    """The report as markdown; with `html`, figures are embedded instead of linked.
+    """The report as markdown; with `html`, figures are embedded instead of linked, each in
+    a frame of its `frames` size (stem -> (width, height)).
 
     `folder` is where the figures are, relative to the report; `links` adds a link to each
     figure's interactive HTML there (off for a copy of the report without them)."""
@@ -88,10 +98,15 @@ def render(
         _criteria(out),
     )
 
+    def frame(stem: str) -> tuple[int, int] | None:
+        return None if frames is None else frames.get(stem)
+
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
         return "\n\n".join(
-            fmt.figure(f"{folder}/{s}", captions[s], s in pngs, html=html, links=links)
+            fmt.figure(
+                f"{folder}/{s}", captions[s], s in pngs, html=html, links=links, frame=frame(s)
+            )
             for s in stems
         )
 
@@ -143,10 +158,16 @@ def _setup(record: Mapping[str, Any]) -> str:
     )
 
 
+# The page fits a 1,280 px window: the body holds the widest figure's frame
+# (adjpos.figures.style.MAX_WIDTH and the page margins), prose keeps a readable line, and a
+# wide table wraps inside its cells (smaller type, long names broken) instead of running past
+# the window.
 _HTML = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:Helvetica,Arial,sans-serif;max-width:1060px;margin:2em auto;
-line-height:1.45}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;
-vertical-align:top}}figcaption{{font-style:italic}}</style></head><body>
+<style>body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
+padding:0 1em;line-height:1.45}}p,figcaption,ul,ol{{max-width:62em}}
+table{{border-collapse:collapse;max-width:100%;font-size:0.9em}}
+td,th{{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:break-word}}
+figure{{margin:1.5em 0}}figcaption{{font-style:italic}}</style></head><body>
 {body}
 </body></html>
 """

@@ -26,12 +26,10 @@ def test_parts_stack_in_order_one_panel_per_task_and_model_seeds_averaged():
     assert fig.layout.barmode == "stack"
     assert list(dict.fromkeys(t.name for t in fig.data)) == list(PARTS)
     assert len(fig.data) == 4 * 4  # four parts in four panels
-    assert {a.text for a in fig.layout.annotations} == {
-        "addition",
-        "reversal",
-        "trained",
-        "random-init",
-    }
+    assert {a.text for a in fig.layout.annotations} == {"addition", "reversal"}
+    # each row of panels names its model on its y axis, the first seen on top
+    titled = sorted((a.domain[0], a.title.text) for a in fig.select_yaxes() if a.title.text)
+    assert titled == [(0.0, "share<br>random-init"), (pytest.approx(0.515), "share<br>trained")]
     mean = next(t for t in fig.data if t.name == "mean")
     assert list(mean.x) == [0, 1] and list(mean.y) == pytest.approx([0.15, 0.15])
     assert len({t.marker.color for t in fig.data if t.name == "position"}) == 1

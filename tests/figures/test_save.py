@@ -143,3 +143,12 @@ def test_many_figures_without_kaleido_or_with_png_off(tmp_path):
     assert saved.png_skipped == f"PNG skipped: kaleido is not installed; {ENABLE}"
     assert save_figures({"a": _fig()}, tmp_path, png=False).png_skipped == "PNG not requested"
     assert save_figures({}, tmp_path).written == ()
+
+
+def test_a_frame_holds_the_figure_and_its_pages_margins():
+    from adjpos.figures.save import PAGE_MARGIN, frame_size
+
+    fig = _fig().update_layout(width=640, height=480)
+    assert frame_size(fig) == (640 + 2 * PAGE_MARGIN, 480 + 2 * PAGE_MARGIN)
+    with pytest.raises(ValueError, match="set both"):
+        frame_size(_fig())  # no size: the page would fill whatever frame it is given

@@ -67,3 +67,11 @@ def test_missing_columns_and_bad_init_range():
 def test_can_be_saved(tmp_path):
     saved = save_figure(plot_first_layer_theory(_rows()), tmp_path / "x", png=False)
     assert saved.written == (tmp_path / "x.html",)
+
+
+def test_a_single_init_scale_still_shows_the_prediction():
+    rows = [r for r in _rows() if r["init_range"] == 0.1]
+    predicted = next(t for t in plot_first_layer_theory(rows).data if t.name == "predicted")
+    assert "markers" in predicted.mode  # a line through one point draws nothing
+    several = next(t for t in plot_first_layer_theory(_rows()).data if t.name == "predicted")
+    assert several.mode == "lines"
