@@ -7,6 +7,10 @@
    (`capture_residuals` of every layer, then `cosine_matrix` + `adjacency_probability` per
    layer) on a 12-layer model. Each variant runs in a fresh subprocess; its peak RSS above
    the RSS after setup is reported.
+3. What scoring in float64 costs: `adjpos.scoring.sequence_scores` (one layer's cosines and
+   count, the step `adjacency_score` runs per layer) and `adjpos.adjacency_score` on a model
+   (forward pass included), each with the cosines in float64 (adjpos's `SCORE_DTYPE`) against
+   the same in float32, at the toy sizes and at a small language model's (64 x 128 x 576).
 
 ``--json PATH`` also writes every number (the speed rows, the memory figures, the machine)
 to PATH, atomically.
@@ -26,10 +30,12 @@ import statistics
 import subprocess
 import sys
 import time
+from unittest import mock
 
 import torch
 
 import adjpos
+import adjpos.scoring
 from adjpos.runs import versions, write_json
 
 TARGET_N, TARGET_RATIO = 1024, 2.0
@@ -39,6 +45,13 @@ FULL = {
     "repeats": 7,
     "memory_runs": 3,
     "model": {"n_layers": 12, "d_model": 256, "batch": 32, "pos": 128},
+    # (batch, pos, d_model) of the states; models: the README's and one of SmolLM2-135M's
+    # width (its blocks, 9 heads, d_mlp 1536, at 4 layers: the ratio is per layer).
+    "dtype_states": ((64, 32, 64), (256, 24, 128), (64, 128, 576)),
+    "dtype_models": (
+        {"n_layers": 4, "d_model": 64, "n_heads": 4, "batch": 64, "pos": 32},
+        {"n_layers": 4, "d_model": 576, "n_heads": 9, "d_mlp": 1536, "batch": 64, "pos": 128},
+    ),
 }
 QUICK = {
     "sizes": (64, 128),
@@ -46,6 +59,8 @@ QUICK = {
     "repeats": 3,
     "memory_runs": 1,
     "model": {"n_layers": 12, "d_model": 128, "batch": 8, "pos": 64},
+    "dtype_states": ((16, 32, 64),),
+    "dtype_models": ({"n_layers": 2, "d_model": 32, "n_heads": 2, "batch": 8, "pos": 16},),
 }
 
 
@@ -128,10 +143,8 @@ def memory_child(variant: str, spec: dict) -> None:
         if variant == "streaming":
             return adjpos.adjacency_score(model, toks, progress=False).tolist()
         stack = adjpos.capture_residuals(model, toks, progress=False)
-        return [
-            adjpos.adjacency_probability(adjpos.cosine_matrix(acts)).double().mean().item()
-            for acts in stack
-        ]
+        lengths = torch.full((toks.shape[0],), toks.shape[1])
+        return [adjpos.scoring.sequence_scores(acts, lengths).mean().item() for acts in stack]
 
     run(tokens[:1, :8])  # load lazy imports and the numba kernel before the baseline
     _reset_peak()
@@ -165,7 +178,61 @@ def bench_memory(spec: dict, repeats: int) -> dict:
     return {**spec, **result, "ratio": stream / whole}
 
 
-def print_tables(speed: list[dict], memory: dict) -> None:
+def lm_like_states(batch: int, pos: int, d_model: int) -> torch.Tensor:
+    """float32 states that share a large direction, as a language model's do (cosines near 1,
+    differing in their later digits), plus a causal running mean that orders them."""
+    gen = torch.Generator().manual_seed(batch * pos + d_model)
+    noise = torch.randn(batch, pos, d_model, generator=gen)
+    running = noise.cumsum(dim=1) / torch.arange(1, pos + 1)[:, None]
+    return (8.0 + running + 0.1 * noise).float()
+
+
+def bench_dtype(states: tuple, models: tuple, repeats: int) -> dict[str, list[dict]]:
+    """The scoring step and the whole `adjacency_score`, cosines in float64 against float32.
+
+    `SCORE_DTYPE` is switched for the float32 runs only; the ratio is float64 / float32.
+    """
+
+    def timed(fn) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
+        runs = {
+            "float32": lambda: _as_dtype(torch.float32, fn),
+            "float64": lambda: _as_dtype(torch.float64, fn),
+        }
+        return median_seconds(runs, repeats), {k: run() for k, run in runs.items()}
+
+    steps = []
+    for batch, pos, d_model in states:
+        x, lengths = lm_like_states(batch, pos, d_model), torch.full((batch,), pos)
+        t, scores = timed(lambda x=x, lengths=lengths: adjpos.scoring.sequence_scores(x, lengths))
+        steps.append({"batch": batch, "pos": pos, "d_model": d_model, **_dtype_row(t, scores)})
+    whole = []
+    for spec in models:
+        shape = {k: v for k, v in spec.items() if k not in ("batch", "pos")}
+        cfg = adjpos.ModelConfig(**shape, n_ctx=spec["pos"])
+        model = adjpos.build_model(cfg, device="cpu")
+        gen = torch.Generator().manual_seed(0)
+        tokens = torch.randint(0, cfg.d_vocab, (spec["batch"], spec["pos"]), generator=gen)
+        t, scores = timed(lambda m=model, tk=tokens: adjpos.adjacency_score(m, tk, progress=False))
+        whole.append({**spec, **_dtype_row(t, scores)})
+    return {"step": steps, "model": whole}
+
+
+def _as_dtype(dtype: torch.dtype, fn):
+    with mock.patch.object(adjpos.scoring, "SCORE_DTYPE", dtype):
+        return fn()
+
+
+def _dtype_row(t: dict[str, float], scores: dict[str, torch.Tensor]) -> dict[str, float]:
+    gap = (scores["float64"] - scores["float32"]).abs().max()
+    return {
+        "float32_ms": 1e3 * t["float32"],
+        "float64_ms": 1e3 * t["float64"],
+        "ratio": t["float64"] / t["float32"],
+        "max_score_difference": float(gap),
+    }
+
+
+def print_tables(speed: list[dict], memory: dict, dtype: dict[str, list[dict]]) -> None:
     """Print both result tables as plain text."""
     print(
         f"adjacency_probability on random [4, n, n] float32, torch {torch.__version__}, "
@@ -192,6 +259,22 @@ def print_tables(speed: list[dict], memory: dict) -> None:
     print(f"{'streaming':<12} {memory['streaming_mb']:>9.1f}")
     print(f"{'whole-cache':<12} {memory['whole_cache_mb']:>9.1f}")
     print(f"streaming / whole-cache: {memory['ratio']:.2f}")
+    print(
+        "\ncosines in float64 against float32 (median times): sequence_scores on LM-like "
+        "states, and adjacency_score on a random-init model (forward pass included)"
+    )
+    print(f"{'what':<40} {'float32 ms':>11} {'float64 ms':>11} {'ratio':>6} {'max |diff|':>11}")
+    for r in dtype["step"]:
+        what = f"sequence_scores {r['batch']} x {r['pos']} x {r['d_model']}"
+        print(_dtype_line(what, r))
+    for r in dtype["model"]:
+        what = f"adjacency_score {r['n_layers']}L d{r['d_model']}, {r['batch']} x {r['pos']}"
+        print(_dtype_line(what, r))
+
+
+def _dtype_line(what: str, r: dict) -> str:
+    times = f"{r['float32_ms']:>11.2f} {r['float64_ms']:>11.2f} {r['ratio']:>6.2f}"
+    return f"{what:<40} {times} {r['max_score_difference']:>11.2e}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -209,11 +292,13 @@ def main(argv: list[str] | None = None) -> None:
     plan = QUICK if args.quick else FULL
     speed = bench_speed(plan["sizes"], plan["ref_sizes"], plan["repeats"])
     memory = bench_memory(plan["model"], plan["memory_runs"])
-    print_tables(speed, memory)
+    dtype = bench_dtype(plan["dtype_states"], plan["dtype_models"], plan["repeats"])
+    print_tables(speed, memory, dtype)
     if args.json:
         machine = {"platform": platform.platform(), "threads": torch.get_num_threads()}
         machine |= {"quick": args.quick, "versions": versions()}
-        write_json(args.json, {"machine": machine, "speed": speed, "memory": memory})
+        numbers = {"speed": speed, "memory": memory, "dtype": dtype}
+        write_json(args.json, {"machine": machine, **numbers})
 
 
 if __name__ == "__main__":

@@ -29,13 +29,25 @@ def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*bat
                 [0.7071, 1.0000, 0.0000],
                 [0.0000, 0.0000, 0.0000]])
     """
-    check_finite(x, "activations")
+    if not isinstance(x, Tensor) or not x.is_floating_point():
+        check_finite(x, "activations")  # raises the type error
     if x.ndim < 2:
         raise UsageError(f"x must have shape [*batch, pos, d_model], got {tuple(x.shape)}")
     x = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-    norms = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-    unit = torch.where(norms > 0, x / norms.clamp_min(torch.finfo(x.dtype).tiny), 0.0)
-    return unit @ unit.mT
+    # One product gives every dot product and, on its diagonal, the squared norms: no
+    # normalised copy of the states. A NaN or inf anywhere in x reaches that diagonal, so
+    # checking the diagonal checks x (read in full only to word the error).
+    gram = x @ x.mT
+    squares = gram.diagonal(dim1=-2, dim2=-1)
+    if not bool(torch.isfinite(squares).all()):
+        check_finite(x, "activations")
+        raise UsageError(
+            f"activations are too large to square in {x.dtype} (largest |value| "
+            f"{float(x.abs().max()):.3g}); pass them as float64"
+        )
+    norms = squares.sqrt()
+    scale = norms[..., :, None] * norms[..., None, :]
+    return torch.where(scale > 0, gram / scale, 0.0)
 
 
 def center_states(
