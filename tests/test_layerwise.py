@@ -80,7 +80,7 @@ def test_one_pass_on_a_bridge_gives_the_per_layer_numbers(tokens, batch_size):
     got = measure_layers(bridge, tokens, n_boot=N_BOOT, batch_size=batch_size)
     handle.remove()
     assert len(entries) == (1 if batch_size is None else 2)  # one forward pass per chunk
-    expected = _as_before(bridge, tokens, "half", batch_size)
+    expected = _as_before(bridge, tokens, "strict", batch_size)  # the default
     assert list(got["kind"]) == ["embed", "rope", "rope", "rope", "nope"]
     pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_exact=True)
 
