@@ -87,16 +87,17 @@ def reference_adjacency(sim: torch.Tensor) -> torch.Tensor:
     return torch.tensor(scores, dtype=torch.float64)
 
 
-def median_seconds(fns: dict, repeats: int) -> dict[str, float]:
-    """Median wall time of each callable; calls are interleaved so drift hits all alike."""
+def median_seconds(fns: dict, repeats: int, clock=time.perf_counter) -> dict[str, float]:
+    """Median time of each callable by `clock` (wall time by default); calls are interleaved
+    so drift hits all alike."""
     for fn in fns.values():
         fn()  # warm-up: the numba kernel loads or compiles here, outside the timing
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(clock() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -196,7 +197,9 @@ def lm_like_states(batch: int, pos: int, d_model: int) -> torch.Tensor:
 def bench_dtype(states: tuple, models: tuple, repeats: int) -> dict[str, list[dict]]:
     """The scoring step and the whole `adjacency_score`, cosines in float64 against float32.
 
-    `SCORE_DTYPE` is switched for the float32 runs only; the ratio is float64 / float32.
+    `SCORE_DTYPE` is switched for the float32 runs only; the ratio is float64 / float32. Times
+    are this process's CPU time (`time.process_time`), which other processes' load on a shared
+    machine moves far less than wall time.
     """
 
     def timed(fn) -> tuple[dict[str, float], dict[str, torch.Tensor]]:
@@ -204,7 +207,8 @@ def bench_dtype(states: tuple, models: tuple, repeats: int) -> dict[str, list[di
             "float32": lambda: _as_dtype(torch.float32, fn),
             "float64": lambda: _as_dtype(torch.float64, fn),
         }
-        return median_seconds(runs, repeats), {k: run() for k, run in runs.items()}
+        t = median_seconds(runs, repeats, clock=time.process_time)
+        return t, {k: run() for k, run in runs.items()}
 
     steps = []
     for batch, pos, d_model in states:
@@ -310,7 +314,7 @@ def print_tables(speed: list[dict], memory: dict, dtype: dict[str, list[dict]]) 
     print(f"{'whole-cache':<12} {memory['whole_cache_mb']:>9.1f}")
     print(f"streaming / whole-cache: {memory['ratio']:.2f}")
     print(
-        "\ncosines in float64 against float32 (median times): sequence_scores on LM-like "
+        "\ncosines in float64 against float32 (median CPU times): sequence_scores on LM-like "
         "states, and adjacency_score on a random-init model (forward pass included)"
     )
     print(f"{'what':<40} {'float32 ms':>11} {'float64 ms':>11} {'ratio':>6} {'max |diff|':>11}")
