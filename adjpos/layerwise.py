@@ -21,7 +21,7 @@ from jaxtyping import Bool, Int
 from torch import Tensor
 
 from adjpos.capture import check_tokens, reduce_residuals
-from adjpos.metrics import position_variance
+from adjpos.metrics import DEFAULT_TIES, position_variance
 from adjpos.metrics.checks import check_ties
 from adjpos.models import capture_kinds
 from adjpos.scoring import check_rows, check_skip_first, sequence_scores
@@ -33,11 +33,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 N_BOOT = 1000
-# The tie rule of the per-layer measures, shared by `measure_layers` and ``adjpos score``: a
-# tied pair counts one half, so chance is 0.5 on any data (text repeats tokens, and a repeated
-# token in the same context gives tied cosines). `adjpos.adjacency_score` keeps the study's
-# strict rule as its default.
-MEASURE_TIES = "half"
 LAYERS = Table(
     layer="int64",
     kind="string",
@@ -57,7 +52,7 @@ def measure_layers(
     *,
     rows: Bool[Tensor, "batch pos"] | None = None,
     center: bool = False,
-    ties: str = MEASURE_TIES,
+    ties: str = DEFAULT_TIES,
     skip_first: int = 0,
     probe_features: Sequence[str] = (),
     batch_size: int | None = None,
@@ -86,9 +81,10 @@ def measure_layers(
         center: subtract each sequence's mean state before the cosine
             (`adjpos.metrics.center_states`), so a direction every state shares does not
             enter the similarities.
-        ties: how the adjacency score counts tied pairs (`MEASURE_TIES`, "half", by default,
-            so chance is 0.5 on any data, text with repeated tokens included; "strict" is the
-            study's rule). ``adjpos score --ties`` has the same default.
+        ties: how the adjacency score counts tied pairs: "strict" (`adjpos.metrics.DEFAULT_TIES`,
+            the default of `adjpos.adjacency_score` and ``adjpos score --ties`` too: a tied
+            pair is not ordered, so chance is below 0.5 where states tie, as token embeddings
+            of repeated tokens do) or "half" (one half ordered: chance 0.5 on any data).
         skip_first: leave the first K positions out of every measure (an attention sink:
             position 0 of a language model can carry a massive activation that dominates the
             variance ratio); the adjacency and variance columns then read positions K .. n-1

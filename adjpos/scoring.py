@@ -12,10 +12,16 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import SITES, check_tokens, hook_name, n_capture_layers, reduce_residuals
-from adjpos.metrics import adjacency_probability, center_states, cosine_matrix
+from adjpos.metrics import DEFAULT_TIES, adjacency_probability, center_states, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
 from adjpos.validation import UsageError, is_int
+
+# Every layer's states are scored in float64, whatever dtype the model runs in: in float32
+# two cosines that differ in their 8th digit round to one value, and a near-tie becomes an
+# exact tie, which the count scores differently (a real language model's states hold such
+# near-ties). The cost on the CPU is in docs/benchmarks.md.
+SCORE_DTYPE = torch.float64
 
 
 def adjacency_score(
@@ -26,7 +32,7 @@ def adjacency_score(
     site: str = "resid_post",
     batch_size: int | None = None,
     progress: bool | None = None,
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
     center: bool = False,
     rows: Bool[Tensor, "batch pos"] | None = None,
     per_sequence: bool = False,
@@ -114,16 +120,24 @@ def sequence_scores(
     states: Float[Tensor, "batch pos d_model"],
     lengths: Int[Tensor, " batch"],
     *,
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
     center: bool = False,
     rows: Bool[Tensor, "batch pos"] | None = None,
     skip_first: int = 0,
 ) -> Float[Tensor, " batch"]:
     """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
-    the first `skip_first` positions dropped, centred with `center`
-    (`adjpos.metrics.center_states`), then the mean of the rows that `rows` selects (NaN for
-    a sequence with none). The step `adjacency_score` and `adjpos.measure_layers` apply to
-    every layer."""
+    the states taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first`
+    positions dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean
+    of the rows that `rows` selects (NaN for a sequence with none). The step
+    `adjacency_score` and `adjpos.measure_layers` apply to every layer; call it on states you
+    hold to score them exactly as they would be.
+
+    Example:
+        >>> states = torch.randn(4, 10, 16, generator=torch.Generator().manual_seed(0))
+        >>> sequence_scores(states, torch.tensor([10, 10, 7, 3])).shape
+        torch.Size([4])
+    """
+    states = states.to(SCORE_DTYPE)
     if skip_first:
         states, lengths = states[:, skip_first:], lengths - skip_first
         rows = None if rows is None else rows[:, skip_first:]

@@ -164,6 +164,9 @@ def score_cell(
 ) -> list[dict]:
     """Adjacency and variance slope at every layer of one random-init model (one cell x seed).
 
+    The adjacency is `adjpos.adjacency_score`'s (its per-layer step,
+    `adjpos.scoring.sequence_scores`, with its defaults: strict ties, float64 cosines).
+
     The variance slope is the least-squares slope of the mean (over sequences) variance at
     position k against k, divided by its mean over positions: the relative change per
     position; negative when variance shrinks with position.
@@ -171,17 +174,19 @@ def score_cell(
     import torch
 
     from adjpos.capture import iter_residuals
-    from adjpos.metrics import adjacency_probability, cosine_matrix, position_variance
+    from adjpos.metrics import position_variance
     from adjpos.models import build_model
+    from adjpos.scoring import sequence_scores
 
     start = time.perf_counter()
     model = build_model(dataclasses.replace(cfg, seed=seed), device=device)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, cfg.d_vocab, (n_sequences, seq_len), generator=gen)
     k = torch.arange(seq_len, dtype=torch.float64)
+    lengths = torch.full((n_sequences,), seq_len)
     rows = []
     for layer, acts in iter_residuals(model, tokens, progress=False):
-        adjacency = float(adjacency_probability(cosine_matrix(acts)).double().mean())
+        adjacency = float(sequence_scores(acts, lengths).mean())
         variance = position_variance(acts).double().mean(0).cpu()
         slope = float(
             ((k - k.mean()) * (variance - variance.mean())).sum()

@@ -116,7 +116,9 @@ def measure_layout(source, layout: str, text: torch.Tensor, random: torch.Tensor
     model = load_hf(source, nope_layers=LAYOUTS[layout])
     tables = []
     for name, tokens in (("text", text), ("random", random)):
-        table = adjpos.measure_layers(model, tokens, skip_first=1, batch_size=4, progress=False)
+        table = adjpos.measure_layers(
+            model, tokens, ties="half", skip_first=1, batch_size=4, progress=False
+        )
         table.insert(0, "input", name)
         table.insert(0, "layout", layout)
         tables.append(table)

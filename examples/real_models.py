@@ -62,7 +62,7 @@ def measure(family, init, layout, seed, size, tokens, parts: Path) -> pd.DataFra
         return pd.read_csv(path)
     config = hf_config(family, size, nope=layout, initializer_range=init)
     model = load_hf(config, seed=seed)
-    table = measure_layers(model, tokens, probe_features=("variance",), progress=False)
+    table = measure_layers(model, tokens, ties="half", probe_features=("variance",), progress=False)
     for column, value in (("seed", seed), ("layout", layout), ("init", init), ("family", family)):
         table.insert(0, column, value)
     write_text(path, table.to_csv(index=False))

@@ -88,7 +88,9 @@ def compare(task_name: str, folder: Path, quick: bool) -> pd.DataFrame:
     }
     tables = []
     for (arch, state), model in models.items():
-        table = measure_layers(model, tokens, probe_features=("variance",), progress=False)
+        table = measure_layers(
+            model, tokens, ties="half", probe_features=("variance",), progress=False
+        )
         tables.append(table.assign(architecture=arch, weights=state))
     return pd.concat(tables, ignore_index=True)
 

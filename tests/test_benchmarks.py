@@ -55,7 +55,7 @@ def test_bench_adjacency_quick(tmp_path):
     out = tmp_path / "bench.json"
     assert run_in_subprocess("bench_adjacency.py", "--quick", "--json", str(out)).strip()
     result = json.loads(out.read_text())
-    assert set(result) == {"machine", "speed", "memory"} and result["machine"]["quick"]
+    assert set(result) == {"machine", "speed", "memory", "dtype"} and result["machine"]["quick"]
     assert [row["n"] for row in result["speed"]] == [64, 128]
     for row in result["speed"]:
         assert row["ratio_to_sort"] == pytest.approx(row["adjacency_ms"] / row["sort_ms"])
@@ -67,6 +67,9 @@ def test_bench_adjacency_quick(tmp_path):
     memory = result["memory"]
     assert min(memory["streaming_mb"], memory["whole_cache_mb"]) > 0
     assert memory["ratio"] == pytest.approx(memory["streaming_mb"] / memory["whole_cache_mb"])
+    for row in result["dtype"]["step"] + result["dtype"]["model"]:
+        assert row["ratio"] == pytest.approx(row["float64_ms"] / row["float32_ms"])
+        assert 0 <= row["max_score_difference"] < 0.5
 
 
 def test_bench_training_quick(run_in_process, tmp_path):

@@ -13,7 +13,6 @@ import torch
 
 from adjpos import adjacency_score, build_model, get_task, load_model, save_model
 from adjpos.cli import main
-from adjpos.layerwise import MEASURE_TIES
 from adjpos.tasks import VOCAB_SIZE
 from adjpos.validation import UsageError
 from factories import tiny_config
@@ -49,7 +48,7 @@ def _no_model_built(monkeypatch):
 def test_score_writes_the_scores_of_the_model_it_describes(tmp_path):
     assert main([*SMALL, "--csv", str(tmp_path / "s.csv")]) == 0
     model = build_model(tiny_config(), device="cpu")
-    expected = adjacency_score(model, _tokens(20, 4, 10), ties=MEASURE_TIES).float()
+    expected = adjacency_score(model, _tokens(20, 4, 10)).float()  # the defaults agree
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
 
@@ -59,7 +58,7 @@ def test_score_options_reach_the_model(capsys, tmp_path):
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[1] for r in rows] == ["learned", "learned"]  # attn_out: one row per block
     model = build_model(tiny_config(positional="learned", attn_only=True, seed=3), device="cpu")
-    expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out", ties=MEASURE_TIES)
+    expected = adjacency_score(model, _tokens(20, 4, 10), site="attn_out")
     expected = expected.float()
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected)
 
@@ -69,12 +68,25 @@ def test_score_a_checkpoint(tmp_path):
     args = ["--model", str(tmp_path / "m"), "--n-sequences", "3", "--seq-len", "8"]
     assert main(["score", *args, "--csv", str(tmp_path / "s.csv")]) == 0
     model = load_model(tmp_path / "m", device="cpu")
-    expected = adjacency_score(model, _tokens(20, 3, 8), ties=MEASURE_TIES)
+    expected = adjacency_score(model, _tokens(20, 3, 8))
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
-    options = ["--ties", "strict", "--center", "--skip-first", "2"]
+    options = ["--ties", "half", "--center", "--skip-first", "2"]
     assert main(["score", *args, *options, "--csv", str(tmp_path / "s.csv")]) == 0
-    expected = adjacency_score(model, _tokens(20, 3, 8), ties="strict", center=True, skip_first=2)
+    expected = adjacency_score(model, _tokens(20, 3, 8), ties="half", center=True, skip_first=2)
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
+
+
+def test_score_with_no_options_prints_the_readme_models_python_scores(tmp_path):
+    """`adjpos score` alone scores the README's model on the README's tokens: the same
+    numbers as `adjpos.adjacency_score` there, ties and all (the random tokens repeat, so
+    layer 0 holds tied cosines and a tie rule that differed would show)."""
+    assert main(["score", "--csv", str(tmp_path / "s.csv")]) == 0
+    from adjpos import ModelConfig
+
+    expected = adjacency_score(build_model(ModelConfig(), device="cpu"), _tokens(64, 64, 32))
+    with open(tmp_path / "s.csv") as handle:
+        got = [float(row["adjacency"]) for row in csv.DictReader(handle)]
+    assert got == expected.tolist()
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -542,7 +542,7 @@ def test_position_curve_arms(run_example):
 
 
 def test_train_text(run_example, tmp_path):
-    from adjpos.training.loop import _EVAL_SEED_OFFSET
+    from adjpos.seeds import derived_generator
 
     # Each printed validation loss is the run's last evaluation, recomputed here from its saved
     # model on the same validation windows; the layouts come out as their layer kinds.
@@ -556,10 +556,9 @@ def test_train_text(run_example, tmp_path):
         name, loss = line.split(":")[0], float(line.split("validation loss ")[1].split(",")[0])
         model = adjpos.load_model(runs / name, device="cpu")
         metrics = json.loads((runs / name / "metrics.json").read_text())
-        seed = metrics["train"]["seed"] + _EVAL_SEED_OFFSET  # the trainer's evaluation windows
-        windows = task.windows(
-            metrics["train"]["eval_size"], generator=gen(seed), split="validation"
-        )
+        evaluation = derived_generator(metrics["train"]["seed"], "evaluation prompts")
+        size = metrics["train"]["eval_size"]
+        windows = task.windows(size, generator=evaluation, split="validation")
         assert loss == pytest.approx(task.evaluate(model, windows)["loss"], abs=ROUNDING[4])
         layout = name.split("-")[0]
         assert adjpos.text.layout_of(model.adjpos_config) == layout

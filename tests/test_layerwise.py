@@ -80,7 +80,7 @@ def test_one_pass_on_a_bridge_gives_the_per_layer_numbers(tokens, batch_size):
     got = measure_layers(bridge, tokens, n_boot=N_BOOT, batch_size=batch_size)
     handle.remove()
     assert len(entries) == (1 if batch_size is None else 2)  # one forward pass per chunk
-    expected = _as_before(bridge, tokens, "half", batch_size)
+    expected = _as_before(bridge, tokens, "strict", batch_size)  # the default
     assert list(got["kind"]) == ["embed", "rope", "rope", "rope", "nope"]
     pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_exact=True)
 
@@ -179,8 +179,19 @@ def test_skip_first_must_leave_three_positions(model, tokens):
 def test_the_tie_rule_is_one_default_for_the_api_and_the_cli():
     import inspect
 
+    import adjpos
     from adjpos.cli import _parser
-    from adjpos.layerwise import MEASURE_TIES
+    from adjpos.metrics import DEFAULT_TIES, position_context_adjacency
+    from adjpos.scoring import sequence_scores
 
-    assert inspect.signature(measure_layers).parameters["ties"].default == MEASURE_TIES
-    assert _parser().parse_args(["score"]).ties == MEASURE_TIES
+    assert DEFAULT_TIES == "strict"  # the paper's definition
+    for fn in (
+        measure_layers,
+        adjpos.adjacency_score,
+        adjpos.adjacency_probability,
+        adjpos.adjacency_rows,
+        sequence_scores,
+        position_context_adjacency,
+    ):
+        assert inspect.signature(fn).parameters["ties"].default == DEFAULT_TIES, fn.__name__
+    assert _parser().parse_args(["score"]).ties == DEFAULT_TIES

@@ -398,3 +398,43 @@ def test_skip_first_must_leave_three_positions(tiny_model, tokens):
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="skip_first must be an int >= 0"):
             adjacency_score(tiny_model, tokens, skip_first=bad)
+
+
+# float64 cosines: a language model's near-ties stay ordered
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**16), ties=st.sampled_from(["strict", "half"]))
+def test_near_ties_in_float32_states_are_scored_as_in_float64(seed, ties):
+    """float32 states like a language model's: one large shared direction, and a small causal
+    running mean on top, so the cosines of a row differ in their 7th digit or later. In
+    float32 many of them round to one value (a near-tie made exact); the score is the slow
+    float64 count's on the same float32 states, through `sequence_scores` and through
+    `adjacency_score` of a cache, while a float32 count is far off."""
+    from transformer_lens import ActivationCache
+
+    from adjpos import adjacency_probability, cosine_matrix
+    from adjpos.scoring import sequence_scores
+
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(4, 16, 8, generator=gen, dtype=torch.float64)
+    states = (1.0 + 3e-3 * noise.cumsum(1) / torch.arange(1, 17)[:, None]).float()
+    lengths = torch.tensor([16, 16, 11, 5])
+    expected = torch.tensor(
+        [
+            slow_adjacency_probability(slow_cosine(s[:n].tolist()), n, ties)
+            for s, n in zip(states, lengths.tolist(), strict=True)
+        ],
+        dtype=torch.float64,
+    )
+    got = sequence_scores(states, lengths, ties=ties)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    in_float32 = adjacency_probability(cosine_matrix(states), lengths=lengths, ties=ties)
+    assert float((in_float32.double() - expected).abs().max()) > 0.01  # the near-ties are there
+    full = states[:2]
+    cache = ActivationCache(
+        {"blocks.0.hook_resid_pre": full, "blocks.0.hook_resid_post": full}, None
+    )
+    torch.testing.assert_close(
+        adjacency_score(cache, ties=ties), expected[:2].mean().repeat(2), atol=1e-6, rtol=0
+    )

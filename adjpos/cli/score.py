@@ -23,7 +23,7 @@ from adjpos.validation import UsageError
 
 def add_score_parser(commands: Any) -> None:
     from adjpos.capture import SITES
-    from adjpos.layerwise import MEASURE_TIES
+    from adjpos.metrics import DEFAULT_TIES
     from adjpos.metrics.checks import TIES
 
     score = commands.add_parser(
@@ -84,10 +84,10 @@ def add_score_parser(commands: Any) -> None:
     score.add_argument(
         "--ties",
         choices=TIES,
-        default=MEASURE_TIES,
-        help="how a tied pair of cosines counts, with adjpos.measure_layers's default: half "
-        "(one half ordered, so chance is 0.5 on any data) or strict (the study's rule: not "
-        "ordered)",
+        default=DEFAULT_TIES,
+        help="how a tied pair of cosines counts, with adjpos.adjacency_score's default: strict "
+        "(the paper's rule: not ordered, so chance is below 0.5 where states tie, as repeated "
+        "tokens' embeddings do) or half (one half ordered: chance 0.5 on any data)",
     )
     score.add_argument(
         "--center",

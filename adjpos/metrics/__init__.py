@@ -1,6 +1,6 @@
 """Pure tensor metrics: no model, no I/O."""
 
-from adjpos.metrics.adjacency import adjacency_probability, adjacency_rows
+from adjpos.metrics.adjacency import DEFAULT_TIES, adjacency_probability, adjacency_rows
 from adjpos.metrics.cosine import center_states, cosine_matrix
 from adjpos.metrics.decompose import (
     Decomposition,
@@ -14,6 +14,7 @@ from adjpos.metrics.decompose import (
 from adjpos.metrics.variance import position_variance
 
 __all__ = [
+    "DEFAULT_TIES",
     "Decomposition",
     "PositionContextAdjacency",
     "PositionCurvePCs",

@@ -25,12 +25,19 @@ from adjpos.metrics._count import count_ordered_pairs
 from adjpos.metrics.checks import check_lengths, check_scorable, check_square, check_ties
 from adjpos.validation import UsageError
 
+# The one default tie rule of every adjacency score adjpos computes (`adjacency_rows`,
+# `adjacency_probability`, `adjpos.adjacency_score`, `adjpos.measure_layers`, ``adjpos score``,
+# sweeps, the first-layer theory): strict, the paper's definition, so a number means the same
+# thing wherever it was computed. "half" stays an option everywhere (docs/concepts.md says
+# when each fits).
+DEFAULT_TIES = "strict"
+
 
 def adjacency_rows(
     sim: Float[Tensor, "*batch pos pos"],
     *,
     lengths: Int[Tensor, "*batch"] | None = None,
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
 ) -> Float[Tensor, "*batch pos"]:
     """Row adjacency probabilities s_k of each similarity matrix.
 
@@ -73,7 +80,7 @@ def adjacency_probability(
     sim: Float[Tensor, "*batch pos pos"],
     *,
     lengths: Int[Tensor, "*batch"] | None = None,
-    ties: str = "strict",
+    ties: str = DEFAULT_TIES,
     rows: Bool[Tensor, "*batch pos"] | None = None,
 ) -> Float[Tensor, "*batch"]:
     """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.

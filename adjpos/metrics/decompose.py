@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from adjpos.metrics.adjacency import adjacency_probability
+from adjpos.metrics.adjacency import DEFAULT_TIES, adjacency_probability
 from adjpos.metrics.checks import check_finite, check_lengths, check_ties
 from adjpos.metrics.cosine import cosine_matrix
 from adjpos.seeds import derived_generator
@@ -192,7 +192,7 @@ class PositionContextAdjacency:
 
 
 def position_context_adjacency(
-    decomposition: Decomposition, *, ties: str = "strict"
+    decomposition: Decomposition, *, ties: str = DEFAULT_TIES
 ) -> PositionContextAdjacency:
     """The adjacency score of the position curve alone, and of the rest of each sequence.
 

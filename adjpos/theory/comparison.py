@@ -22,9 +22,10 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.capture import check_site, check_tokens, hook_name
-from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.metrics import cosine_matrix
 from adjpos.metrics.checks import check_scorable
 from adjpos.models import is_bridge, is_position_free, layer_kinds
+from adjpos.scoring import sequence_scores
 from adjpos.theory.prediction import predicted_cosine
 from adjpos.types import TokenInput
 from adjpos.validation import UsageError, help_field
@@ -60,7 +61,9 @@ class FirstLayerComparison:
         "predicted_cosine(pos, residual_ratio=residual_ratio)"
     )
     error: Float[Tensor, "pos pos"] = _field("measured - predicted for j < k, NaN elsewhere")
-    measured_adjacency: float = _field("adjacency score at `site`: mean over the sequences")
+    measured_adjacency: float = _field(
+        "adjacency score at `site`: mean over the sequences (as `adjpos.adjacency_score`)"
+    )
     attention_entropy: Float[Tensor, " pos"] = _field(
         "entropy of block 0's attention per query position, mean over heads and sequences"
     )
@@ -161,11 +164,18 @@ def compare_first_layer(
         measured_sem=sim.std(dim=0) / math.sqrt(sim.shape[0]),
         predicted=predicted,
         error=torch.where(below, measured - predicted, torch.nan),
-        measured_adjacency=float(adjacency_probability(sim).double().mean()),
+        measured_adjacency=_mean_score(cache[name]),
         attention_entropy=entropy,
         uniform_entropy=torch.arange(1, n + 1, dtype=entropy.dtype).log(),
         attention_logit_var=_logit_variance(cache[_SCORES]),
     )
+
+
+def _mean_score(states: Tensor) -> float:
+    """The adjacency score of `states` [batch, pos, d_model], as `adjpos.adjacency_score`
+    gives it: the mean over the sequences of `adjpos.scoring.sequence_scores`."""
+    lengths = torch.full((states.shape[0],), states.shape[1])
+    return float(sequence_scores(states, lengths).mean())
 
 
 def _check_position_free(model: Any, position_free: bool | None) -> None:

@@ -27,6 +27,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.scoring import SCORE_DTYPE
 from adjpos.validation import UsageError, check_generator, check_positive_int, is_int
 
 
@@ -162,8 +163,10 @@ def predicted_adjacency(
         n_samples=n_samples,
         generator=generator,
     )
-    sim = cosine_matrix(hidden)
-    scores = [adjacency_probability(sim[:, :n, :n]).double().mean() for n in lengths]
+    # As `adjpos.adjacency_score` scores a layer (`adjpos.scoring.sequence_scores`): float64
+    # cosines, the default tie rule; one matrix, cut to each length.
+    sim = cosine_matrix(hidden.to(SCORE_DTYPE))
+    scores = [adjacency_probability(sim[:, :n, :n]).mean() for n in lengths]
     return torch.stack(scores)
 
 

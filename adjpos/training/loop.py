@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from adjpos.models import is_bridge, is_position_free, save_model, save_snapshot
 from adjpos.runs import RunFolder, atomic_write, write_json
+from adjpos.seeds import derived_generator
 from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.text.data import TextTask
 from adjpos.training.config import TrainConfig, TrainResult
@@ -33,7 +34,6 @@ from adjpos.validation import UsageError
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.json"
-_EVAL_SEED_OFFSET = 1_000_003
 
 
 def train(
@@ -85,7 +85,7 @@ def train(
         identity["model"] = {"hf": {k: v for k, v in config.items() if k != "transformers_version"}}
     if folder is not None:
         run = _start_or_resume(folder, resume, identity, model, opt, run)
-    eval_gen = torch.Generator().manual_seed(cfg.seed + _EVAL_SEED_OFFSET)
+    eval_gen = derived_generator(cfg.seed, "evaluation prompts")
     if isinstance(task, TextTask):  # fixed validation windows: next-token loss and accuracy
         eval_prompts = task.windows(cfg.eval_size, generator=eval_gen, split="validation")
     else:

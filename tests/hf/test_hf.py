@@ -9,7 +9,6 @@ import transformers
 import adjpos
 from adjpos.cli import main
 from adjpos.hf import FAMILIES, NOPE_LAYOUTS, hf_config, layer_kinds, load_hf, text_tokens
-from adjpos.layerwise import MEASURE_TIES
 from factories import tiny_bridge, tiny_config, word_tokenizer
 from reference import slow_adjacency_probability, slow_cosine
 
@@ -194,7 +193,7 @@ def test_text_is_tokenized_into_sequences(tmp_path, capsys):
     assert main([*argv, "--csv", str(tmp_path / "s.csv")]) == 0
     out = capsys.readouterr().out
     assert "6 x 8 tokens of" in out
-    expected = adjpos.adjacency_score(load_hf(folder), tokens, ties=MEASURE_TIES)
+    expected = adjpos.adjacency_score(load_hf(folder), tokens)  # the defaults agree
     import pandas as pd
 
     table = pd.read_csv(tmp_path / "s.csv")
@@ -221,13 +220,13 @@ def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
         text_tokens(word_tokenizer(tmp_path / "other"), text, 8, bos=True)
 
     argv = ["score", "--hf", str(folder), "--text", str(tmp_path / "t.txt"), "--seq-len", "8"]
-    options = ["--bos", "--ties", "strict", "--center", "--skip-first", "1"]
+    options = ["--bos", "--ties", "half", "--center", "--skip-first", "1"]
     assert main([*argv, *options, "--csv", str(tmp_path / "s.csv")]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert "7 x 8 tokens of" in header and "with BOS" in header
-    assert header.endswith("ties=strict, center=True, skip_first=1)")
+    assert header.endswith("ties=half, center=True, skip_first=1)")
     expected = adjpos.adjacency_score(
-        load_hf(folder), tokens, ties="strict", center=True, skip_first=1
+        load_hf(folder), tokens, ties="half", center=True, skip_first=1
     )
     import pandas as pd
 
@@ -237,7 +236,7 @@ def test_text_with_a_bos_token_and_the_measure_options(tmp_path, capsys):
     assert (
         capsys.readouterr()
         .out.splitlines()[0]
-        .endswith(f"no BOS; ties={MEASURE_TIES}, center=False, skip_first=0)")
+        .endswith("no BOS; ties=strict, center=False, skip_first=0)")
     )
 
 

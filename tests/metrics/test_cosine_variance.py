@@ -54,3 +54,24 @@ def test_bad_input(fn):
         fn(torch.ones(2, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="pos, d_model"):
         fn(torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("batch", "n", "d"), [(64, 32, 64), (3, 40, 7), (2, 130, 96)])
+def test_identical_states_tie_exactly_in_every_row(dtype, batch, n, d):
+    """Repeated tokens' embeddings: every row gives their columns one value, bit for bit (MKL's
+    float64 x @ x.mT alone does not at 64 x 32 x 64), and a -0.0 is the same state as 0.0."""
+    gen = torch.Generator().manual_seed(n)
+    table = torch.randn(n // 3, d, generator=gen, dtype=dtype)
+    table[0, 0] = 0.0
+    tokens = torch.randint(0, n // 3, (batch, n), generator=gen)
+    tokens[0, -2:] = 0
+    x = table[tokens]
+    x[0, -1, 0] = -0.0
+    sim = cosine_matrix(x)
+    same = tokens[:, :, None] == tokens[:, None, :]
+    equal = sim[:, :, :, None] == sim[:, :, None, :]  # [b, k, i, j]: C[k, i] == C[k, j]
+    assert bool(equal[same[:, None].expand_as(equal)].all())
+    flat = x.reshape(-1, n, d)[:2]
+    expected = torch.tensor([slow_cosine(m.tolist()) for m in flat], dtype=torch.float64)
+    torch.testing.assert_close(sim[:2].double(), expected, atol=1e-6, rtol=0)
