@@ -12,9 +12,13 @@ from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
     add_model_arg,
+    check_no_config_options,
     check_output_file,
     config_values,
+    non_negative_int,
     nope_layers_arg,
+    positive_int,
+    read_text_file,
     resolve_model,
 )
 from adjpos.validation import UsageError
@@ -65,10 +69,12 @@ def add_score_parser(commands: Any) -> None:
         action="store_true",
         help="with --hf: uniformly random token ids (a model without a tokenizer)",
     )
-    score.add_argument("--n-sequences", type=int, default=64, help="random sequences to score")
+    score.add_argument(
+        "--n-sequences", type=positive_int, default=64, help="random sequences to score"
+    )
     score.add_argument(
         "--seq-len",
-        type=int,
+        type=positive_int,
         help="tokens per sequence (default: 32, or the model's n_ctx when that is shorter)",
     )
     score.add_argument(
@@ -94,7 +100,7 @@ def add_score_parser(commands: Any) -> None:
     )
     score.add_argument(
         "--skip-first",
-        type=int,
+        type=non_negative_int,
         default=0,
         metavar="K",
         help="leave the first K positions out of the measure (attention sinks: a BOS token, "
@@ -108,7 +114,7 @@ def add_score_parser(commands: Any) -> None:
         "(0 = embeddings); the others give one value per block",
     )
     score.add_argument(
-        "--batch-size", type=int, help="sequences per forward pass (default: all at once)"
+        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
     add_device_arg(score)
     score.add_argument("--csv", type=Path, help="also write the table to this CSV file")
@@ -120,6 +126,7 @@ def _run_score(args: argparse.Namespace) -> int:
     import torch
 
     from adjpos import adjacency_score
+    from adjpos.engines import small_work_threads
     from adjpos.hf import capture_kinds, load_hf, load_tokenizer, text_tokens
     from adjpos.tables import Table
     from adjpos.validation import resolve_device
@@ -131,6 +138,7 @@ def _run_score(args: argparse.Namespace) -> int:
         raise UsageError("--text and --random-tokens go with --hf (a Hugging Face model)")
     if args.hf is None and args.nope_layers is not None:
         raise UsageError("--nope-layers goes with --hf (a Hugging Face model)")
+    text = None if args.text is None else read_text_file(args.text, "--text")
     if args.hf is not None:
         if args.model != "random":
             raise UsageError("pass either --model or --hf, not both")
@@ -138,6 +146,7 @@ def _run_score(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
+        check_no_config_options(config_values(args), f"--hf {args.hf}")
         model = load_hf(args.hf, device=device, nope_layers=args.nope_layers)
         name = args.hf
         if args.nope_layers is not None:
@@ -146,12 +155,10 @@ def _run_score(args: argparse.Namespace) -> int:
         model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
         name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
-    if args.text is not None:
-        if not args.text.is_file():
-            raise UsageError(f"--text {args.text}: no such file")
+    if text is not None:
         tokens = text_tokens(
             load_tokenizer(args.hf),
-            args.text.read_text(encoding="utf-8"),
+            text,
             seq_len,
             max_sequences=args.n_sequences,
             bos=args.bos,
@@ -165,9 +172,9 @@ def _run_score(args: argparse.Namespace) -> int:
         tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
         what = f"{args.n_sequences} x {seq_len} random tokens"
     options = {"ties": args.ties, "center": args.center, "skip_first": args.skip_first}
-    scores = adjacency_score(
-        model, tokens, site=args.site, batch_size=args.batch_size, **options
-    ).tolist()
+    run = {"site": args.site, "batch_size": args.batch_size}
+    with small_work_threads(model):
+        scores = adjacency_score(model, tokens, **run, **options).tolist()
     kinds = capture_kinds(model, args.site)
     settings = ", ".join(f"{key}={value}" for key, value in options.items())
     print(f"adjacency score per layer of {name} ({args.site}, {what}; {settings})")

@@ -51,10 +51,16 @@ def add_train_parser(commands: Any) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import shlex
 
+    from adjpos.runs import RUN_FILE, RunFolder
     from adjpos.training import TrainConfig, train
-    from adjpos.validation import resolve_device
+    from adjpos.validation import UsageError, resolve_device
 
     device = resolve_device(args.device)
+    if args.resume and not RunFolder.exists(args.out):
+        raise UsageError(
+            f"--resume: {args.out} holds no training run to continue (no {RUN_FILE}); leave "
+            "--resume out to start one there"
+        )
     task = task_from_args(args)
     cfg = TrainConfig(**config_values(args, TrainConfig, {"seed": "data_seed"}))
     values = config_values(args)
