@@ -269,7 +269,7 @@ def small_work_threads(model: Any) -> Iterator[None]:
 def threads_chosen() -> bool:
     """Whether the user (or an engine) chose the thread count: see `small_work_threads`."""
     chosen = any(os.environ.get(name) for name in THREAD_VARIABLES)
-    return chosen or _UNIT_THREADS or torch.get_num_threads() != _THREADS_AT_IMPORT
+    return chosen or bool(_UNIT_THREADS) or torch.get_num_threads() != _THREADS_AT_IMPORT
 
 
 @contextmanager

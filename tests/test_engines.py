@@ -12,7 +12,10 @@ import pytest
 import torch
 
 from adjpos.engines import Resources, check_engine, run_units
+from adjpos.models import build_model
 from adjpos.sweep import sweep
+from adjpos.tasks import VOCAB_SIZE
+from factories import tiny_config
 
 JOBS = [(1, 2), (3, 4), (5, 6)]
 GRID = {"init_range": [0.05, 0.1], "d_model": [16, 32]}
@@ -179,3 +182,73 @@ def test_ctrl_c_ends_the_workers_and_prints_no_traceback(tmp_path):
     _, err = job.communicate(timeout=300)
     assert err == "stopped\n"  # no worker's traceback, no leaked-semaphore warning
     assert not any(map(_running, workers))
+
+
+# Threads of small work
+
+
+@pytest.fixture
+def two_threads_unchosen(monkeypatch):
+    """torch on 2 threads as if by its own choice (no OMP_NUM_THREADS; conftest chose 1)."""
+    from adjpos import engines
+
+    for name in engines.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setattr(engines, "_THREADS_AT_IMPORT", 2)
+    yield engines
+    torch.set_num_threads(before)
+
+
+def _threads_inside(model) -> tuple[int, set[int]]:
+    from threadpoolctl import threadpool_info
+
+    from adjpos.engines import small_work_threads
+
+    with small_work_threads(model):
+        blas = {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+        return torch.get_num_threads(), blas
+
+
+def test_small_work_runs_on_one_thread_and_gives_the_threads_back(two_threads_unchosen):
+    threads, blas = _threads_inside(build_model(tiny_config()))
+    assert threads == 1 and blas <= {1}
+    assert torch.get_num_threads() == 2
+
+
+def test_small_work_keeps_threads_someone_chose(two_threads_unchosen, monkeypatch):
+    engines, model = two_threads_unchosen, build_model(tiny_config())
+    with monkeypatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", "2")
+        assert _threads_inside(model)[0] == 2
+    with monkeypatch.context() as patch:
+        patch.setattr(engines, "_THREADS_AT_IMPORT", 4)  # torch.set_num_threads(2) since
+        assert _threads_inside(model)[0] == 2
+    with monkeypatch.context() as patch:
+        patch.setattr(engines, "SMALL_MODEL", 100)  # a large model shares out its ops
+        assert _threads_inside(model)[0] == 2
+    # A unit keeps the threads its Resources ask for, in-process too.
+    (_, threads), *_ = run_units(_threads_inside, [(model,)], workers=0, resources=Resources(2))
+    assert threads[0] == 2
+
+
+def test_probes_and_decoding_run_on_one_thread(two_threads_unchosen, monkeypatch, tokens):
+    from adjpos import evaluate, get_task, probe_positions
+    from adjpos.probes import positions
+    from adjpos.training import decode
+
+    seen = []
+    for module, name in ((positions, "cross_validate"), (decode, "_greedy")):
+        real = getattr(module, name)
+
+        def spy(*args, real=real, **kwargs):
+            seen.append(torch.get_num_threads())
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    task = get_task("addition", max_digits=2)
+    model = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=task.max_len))
+    probe_positions(model, tokens, features="variance", probe="ridge", cv=2, repeats=1)
+    evaluate(model, task, task.draw_prompts(4, generator=torch.Generator().manual_seed(0)))
+    assert seen and set(seen) == {1} and torch.get_num_threads() == 2
