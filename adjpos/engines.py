@@ -45,7 +45,7 @@ import torch
 
 from adjpos.validation import UsageError, check_choice, is_int
 
-__all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads"]
+__all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads", "small_work_threads"]
 
 ENGINES = ("process", "ray")
 RAY_EXTRA = 'pip install -e ".[ray]"'
@@ -249,9 +249,8 @@ def small_work_threads(model: Any) -> Iterator[None]:
 
     Small work (probing, decoding, scoring a model of up to `SMALL_MODEL` parameters) runs
     ops too small to share out, and shared out they wait at every op for a thread that
-    another busy process keeps off its core: ``adjpos probe --model pretrained:addition``
-    took 216 s beside a busy neighbour on 2 cores, against 22 s on one thread
-    (``benchmarks/bench_threads.py`` measures it). The threads count as chosen when
+    another busy process keeps off its core, many times slower beside a busy neighbour
+    (``benchmarks/bench_threads.py`` measures ``adjpos probe``). The threads count as chosen when
     OMP_NUM_THREADS or MKL_NUM_THREADS is set, when torch's count is no longer what it
     was when adjpos was imported (``torch.set_num_threads`` after ``import adjpos``), and
     inside a unit of `run_units`, which sets its own.
