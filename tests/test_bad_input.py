@@ -124,8 +124,16 @@ def test_a_binary_text_or_grid_file_is_named(capsys, tmp_path, command):
 def test_a_count_below_one_names_the_option_and_the_range(capsys, tmp_path, command, option, value):
     out = [] if command == "score" else ["--out", str(tmp_path / "o")]
     err = _exits_2(capsys, [command, option, value, *out])
-    assert f"argument {option}: expected an int >= 1, got '{value}'" in err
+    low = 3 if option == "--seq-len" and command != "probe" else 1  # the adjacency score's
+    assert f"argument {option}: expected an int >= {low}, got '{value}'" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("command", ["score", "sweep"])
+def test_a_sequence_too_short_to_score_names_the_option(capsys, tmp_path, command):
+    out = [] if command == "score" else ["--out", str(tmp_path / "o")]
+    err = _exits_2(capsys, [command, "--seq-len", "2", *out])
+    assert "argument --seq-len: expected an int >= 3, got '2'" in err
 
 
 # options a model does not take

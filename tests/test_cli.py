@@ -103,8 +103,7 @@ def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
     [
         (["--n-heads", "3"], "not divisible"),
         (["--positional", "sine"], "choose one of"),
-        (["--seq-len", "2"], "shorter than 3"),
-        (["--seq-len", "500"], "n_ctx"),
+        (["--seq-len", "500"], "--seq-len 500: at most the model's n_ctx, 24"),
         (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of ['pretrained:"),
     ],

@@ -196,6 +196,11 @@ def positive_int(text: str) -> int:
     return _int_at_least(text, 1)
 
 
+def sequence_length(text: str) -> int:
+    """Tokens per sequence: the adjacency score compares two earlier positions with a third."""
+    return _int_at_least(text, 3)
+
+
 def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)

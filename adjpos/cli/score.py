@@ -15,11 +15,11 @@ from adjpos.cli._options import (
     check_no_config_options,
     check_output_file,
     config_values,
-    non_negative_int,
     nope_layers_arg,
     positive_int,
     read_text_file,
     resolve_model,
+    sequence_length,
 )
 from adjpos.validation import UsageError
 
@@ -74,7 +74,7 @@ def add_score_parser(commands: Any) -> None:
     )
     score.add_argument(
         "--seq-len",
-        type=positive_int,
+        type=sequence_length,
         help="tokens per sequence (default: 32, or the model's n_ctx when that is shorter)",
     )
     score.add_argument(
@@ -100,7 +100,7 @@ def add_score_parser(commands: Any) -> None:
     )
     score.add_argument(
         "--skip-first",
-        type=non_negative_int,
+        type=int,
         default=0,
         metavar="K",
         help="leave the first K positions out of the measure (attention sinks: a BOS token, "
@@ -155,6 +155,8 @@ def _run_score(args: argparse.Namespace) -> int:
         model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
         name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
+    if seq_len > model.cfg.n_ctx:
+        raise UsageError(f"--seq-len {seq_len}: at most the model's n_ctx, {model.cfg.n_ctx}")
     if text is not None:
         tokens = text_tokens(
             load_tokenizer(args.hf),

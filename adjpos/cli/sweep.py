@@ -18,6 +18,7 @@ from adjpos.cli._options import (
     parse_for,
     positive_int,
     read_text_file,
+    sequence_length,
 )
 from adjpos.validation import UsageError, is_int
 
@@ -51,7 +52,7 @@ def add_sweep_parser(commands: Any) -> None:
     sweep.add_argument(
         "--n-sequences", type=positive_int, default=32, help="random sequences per cell"
     )
-    sweep.add_argument("--seq-len", type=positive_int, default=32, help="tokens per sequence")
+    sweep.add_argument("--seq-len", type=sequence_length, default=32, help="tokens per sequence")
     add_workers_arg(sweep)
     add_engine_args(sweep)
     sweep.add_argument(
