@@ -1,11 +1,12 @@
 """Threads: ``adjpos probe`` on an idle machine and beside a neighbour that keeps every core busy.
 
 Runs the same ``adjpos probe --model pretrained:addition`` command (a fresh run folder each
-time) twice per thread setting: alone, then beside one busy process per core (``python -c
-"while True: pass"``). Prints each wall time, import included, and the ratio busy / idle. The
-settings: adjpos's own (small work on one thread, `adjpos.engines.small_work_threads`) and,
-unless ``--quick``, every core chosen with OMP_NUM_THREADS (torch's default count, as before
-adjpos chose). ``--json PATH`` also writes the numbers to PATH, atomically.
+time) twice per thread setting: alone, then beside one busy process per core (a Python loop
+that runs until this script ends). Prints each wall time, import included, and the ratio
+busy / idle. The settings: adjpos's own (small work on one thread,
+`adjpos.engines.small_work_threads`) and, unless ``--quick``, every core chosen with
+OMP_NUM_THREADS (torch's default count, as before adjpos chose). ``--json PATH`` also writes
+the numbers to PATH, atomically.
 
     python benchmarks/bench_threads.py [--quick] [--n-sequences 32] [--json PATH]
 """
@@ -22,7 +23,14 @@ from pathlib import Path
 from adjpos.engines import THREAD_VARIABLES
 from adjpos.runs import versions, write_json
 
-BUSY = "while True: pass"
+# One core kept busy until this script ends, however it ends (it checks its parent).
+BUSY = """
+import os
+parent = os.getppid()
+while os.getppid() == parent:
+    for _ in range(1_000_000):
+        pass
+"""
 
 
 def main(quick: bool, n_sequences: int, json_path: str | None) -> None:
