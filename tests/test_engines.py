@@ -12,10 +12,7 @@ import pytest
 import torch
 
 from adjpos.engines import Resources, check_engine, run_units
-from adjpos.models import build_model
 from adjpos.sweep import sweep
-from adjpos.tasks import VOCAB_SIZE
-from factories import tiny_config
 
 JOBS = [(1, 2), (3, 4), (5, 6)]
 GRID = {"init_range": [0.05, 0.1], "d_model": [16, 32]}
@@ -201,6 +198,14 @@ def two_threads_unchosen(monkeypatch):
     torch.set_num_threads(before)
 
 
+def _tiny_model(**overrides):
+    # Imported here: Ray's workers load this module, and cannot import the tests' factories.
+    from adjpos.models import build_model
+    from factories import tiny_config
+
+    return build_model(tiny_config(**overrides))
+
+
 def _threads_inside(model) -> tuple[int, set[int]]:
     from threadpoolctl import threadpool_info
 
@@ -212,13 +217,13 @@ def _threads_inside(model) -> tuple[int, set[int]]:
 
 
 def test_small_work_runs_on_one_thread_and_gives_the_threads_back(two_threads_unchosen):
-    threads, blas = _threads_inside(build_model(tiny_config()))
+    threads, blas = _threads_inside(_tiny_model())
     assert threads == 1 and blas <= {1}
     assert torch.get_num_threads() == 2
 
 
 def test_small_work_keeps_threads_someone_chose(two_threads_unchosen, monkeypatch):
-    engines, model = two_threads_unchosen, build_model(tiny_config())
+    engines, model = two_threads_unchosen, _tiny_model()
     with monkeypatch.context() as patch:
         patch.setenv("OMP_NUM_THREADS", "2")
         assert _threads_inside(model)[0] == 2
@@ -236,6 +241,7 @@ def test_small_work_keeps_threads_someone_chose(two_threads_unchosen, monkeypatc
 def test_probes_and_decoding_run_on_one_thread(two_threads_unchosen, monkeypatch, tokens):
     from adjpos import evaluate, get_task, probe_positions
     from adjpos.probes import positions
+    from adjpos.tasks import VOCAB_SIZE
     from adjpos.training import decode
 
     seen = []
@@ -248,7 +254,7 @@ def test_probes_and_decoding_run_on_one_thread(two_threads_unchosen, monkeypatch
 
         monkeypatch.setattr(module, name, spy)
     task = get_task("addition", max_digits=2)
-    model = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=task.max_len))
+    model = _tiny_model(d_vocab=VOCAB_SIZE, n_ctx=task.max_len)
     probe_positions(model, tokens, features="variance", probe="ridge", cv=2, repeats=1)
     evaluate(model, task, task.draw_prompts(4, generator=torch.Generator().manual_seed(0)))
     assert seen and set(seen) == {1} and torch.get_num_threads() == 2
