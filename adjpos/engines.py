@@ -32,17 +32,27 @@ from __future__ import annotations
 import concurrent.futures as futures
 import multiprocessing
 import os
+import select
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from adjpos.validation import UsageError, check_choice, is_int
 
-__all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads"]
+__all__ = ["ENGINES", "Resources", "check_engine", "run_units", "set_threads", "small_work_threads"]
 
 ENGINES = ("process", "ray")
 RAY_EXTRA = 'pip install -e ".[ray]"'
+SMALL_MODEL = 20_000_000  # parameters: up to this many, `small_work_threads` uses one thread
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_THREADS_AT_IMPORT = torch.get_num_threads()  # torch's own choice, unless the user's
+_UNIT_THREADS: list[int] = []  # the threads of the units running in this process
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,15 @@ def check_engine(engine: Any, workers: Any = None, address: Any = None) -> str:
             raise UsageError(
                 f"engine 'ray' needs Ray, which is not installed: {RAY_EXTRA}"
             ) from None
+    if str(address).startswith("ray://"):
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                f"address {address!r} connects through Ray Client, which needs grpcio, not "
+                f"installed: {RAY_EXTRA} (or pip install 'ray[client]'); or give the address "
+                "of the cluster's head without ray:// from a machine of the cluster (e.g. auto)"
+            ) from None
     return engine
 
 
@@ -106,7 +125,7 @@ def run_units(
         return
     if workers == 0:
         for job in jobs:
-            with _threads(resources.cpus):
+            with _threads(resources.cpus, unit=True):
                 result = fn(*job)
             yield job, result
     elif engine == "ray":
@@ -117,13 +136,69 @@ def run_units(
 
 def _pool(fn: Callable[..., Any], jobs: list[tuple], workers: int | None, threads: int) -> Iterator:
     workers = workers or os.cpu_count() or 1
-    context = _context()
-    with futures.ProcessPoolExecutor(
-        workers, mp_context=context, initializer=set_threads, initargs=(threads,)
-    ) as pool:
+    pool = futures.ProcessPoolExecutor(
+        workers, mp_context=_context(), initializer=_start_worker, initargs=(threads, os.getpid())
+    )
+    try:
         pending = {pool.submit(fn, *job): job for job in jobs}
         for done in futures.as_completed(pending):
             yield pending[done], done.result()
+    except BaseException:  # Ctrl-C, a unit's error, or a caller that stopped reading
+        _stop(pool)
+        raise
+    pool.shutdown()
+
+
+def _stop(pool: futures.ProcessPoolExecutor) -> None:
+    """Drop the units not started and end the running ones now: leaving the pool the usual
+    way would wait for every unit submitted. What the units finished is already recorded."""
+    for process in list((pool._processes or {}).values()):  # its workers (no public API)
+        process.terminate()
+    pool.shutdown(cancel_futures=True)  # the pool sees its workers gone and closes its queues
+
+
+def _start_worker(threads: int, job: int) -> None:
+    """Set up a pool worker: `threads` torch threads, Ctrl-C left to the job (which ends its
+    workers itself: one message, not a traceback per worker), and an exit as soon as process
+    `job` ends, however it ends (``kill -9``, an out-of-memory killer, a preempted node): a
+    worker waiting for units would otherwise live on, and keep the fork server alive."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda signum, frame: _quit())
+    set_threads(threads)
+    _UNIT_THREADS[:] = [threads]
+    threading.Thread(target=_exit_after, args=(job,), daemon=True, name="adjpos-job").start()
+
+
+def _exit_after(pid: int) -> None:
+    """Wait for process `pid` to end, then end this process at once."""
+    try:
+        handle = os.pidfd_open(pid)  # Linux: readable once the process has ended
+    except (AttributeError, OSError):  # elsewhere, or already gone: poll
+        while _alive(pid):
+            time.sleep(0.5)
+    else:
+        select.select([handle], [], [])
+    _quit()
+
+
+def _quit() -> None:
+    """End this worker now, the unit it runs included, after releasing what multiprocessing
+    made in it (numba's process lock, a named semaphore: left behind, the resource tracker
+    would warn of a leak)."""
+    from multiprocessing import util
+
+    util._run_finalizers()  # what a normal exit runs (no public API)
+    os._exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
 
 
 def start_early(engine: str, workers: int | None) -> None:
@@ -168,21 +243,54 @@ def _ray(fn, jobs, workers, address, resources: Resources) -> Iterator:
 
 
 @contextmanager
-def _threads(threads: int) -> Iterator[None]:
-    """Run the block with `threads` torch threads, as a worker would, then restore them: the
-    solvers that stop at a tolerance (the logistic probe) stop where a worker's would."""
-    import torch
+def small_work_threads(model: Any) -> Iterator[None]:
+    """Run the block on one thread (torch's, and numpy's and scipy's BLAS) when `model` is
+    small and nobody chose a thread count, then restore the counts.
 
+    Small work (probing, decoding, scoring a model of up to `SMALL_MODEL` parameters) runs
+    ops too small to share out, and shared out they wait at every op for a thread that
+    another busy process keeps off its core, many times slower beside a busy neighbour
+    (``benchmarks/bench_threads.py`` measures ``adjpos probe``). The threads count as chosen when
+    OMP_NUM_THREADS or MKL_NUM_THREADS is set, when torch's count is no longer what it
+    was when adjpos was imported (``torch.set_num_threads`` after ``import adjpos``), and
+    inside a unit of `run_units`, which sets its own.
+    """
+    size = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
+    if threads_chosen() or size > SMALL_MODEL:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with _threads(1), threadpool_limits(1):
+        yield
+
+
+def threads_chosen() -> bool:
+    """Whether the user (or an engine) chose the thread count: see `small_work_threads`."""
+    chosen = any(os.environ.get(name) for name in THREAD_VARIABLES)
+    return chosen or bool(_UNIT_THREADS) or torch.get_num_threads() != _THREADS_AT_IMPORT
+
+
+@contextmanager
+def _threads(threads: int, *, unit: bool = False) -> Iterator[None]:
+    """Run the block with `threads` torch threads, then restore them. A `unit` runs as a
+    worker would, so the solvers that stop at a tolerance (the logistic probe) stop where a
+    worker's would (`small_work_threads` leaves its count alone)."""
     before = torch.get_num_threads()
     set_threads(threads)
+    if unit:
+        _UNIT_THREADS.append(threads)
     try:
         yield
     finally:
+        if unit:
+            _UNIT_THREADS.pop()
         set_threads(before)
 
 
 def _call(threads: int, fn: Callable[..., Any], job: tuple) -> Any:
     set_threads(threads)
+    _UNIT_THREADS[:] = [threads]
     return fn(*job)
 
 
@@ -190,7 +298,6 @@ def set_threads(threads: int) -> None:
     """Limit numba's parallel kernel and torch to `threads` threads in this process (numba
     first: starting its thread pool resets the OpenMP thread count torch reads)."""
     import numba
-    import torch
 
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     torch.set_num_threads(threads)

@@ -27,7 +27,7 @@ from adjpos.models import capture_kinds
 from adjpos.scoring import check_rows, check_skip_first, sequence_scores
 from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
 from adjpos.tables import Table
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, check_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,6 +112,7 @@ def measure_layers(
         >>> list(table["kind"][:3])
         ['embed', 'nope', 'nope']
     """
+    check_model(model)
     tokens = check_tokens(model, tokens)
     scored = _check_measurable(tokens, rows, center, ties, skip_first)
     lengths = torch.full((tokens.shape[0],), tokens.shape[1])

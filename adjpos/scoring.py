@@ -15,7 +15,7 @@ from adjpos.capture import SITES, check_tokens, hook_name, n_capture_layers, red
 from adjpos.metrics import DEFAULT_TIES, adjacency_probability, center_states, cosine_matrix
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, is_int
+from adjpos.validation import UsageError, check_model, is_int
 
 # Every layer's states are scored in float64, whatever dtype the model runs in: in float32
 # two cosines that differ in their 8th digit round to one value, and a near-tie becomes an
@@ -200,6 +200,7 @@ def _model_tokens(model: Any, tokens: TokenInput | None, site: str) -> Tensor:
             "adjacency_score(model) needs tokens: adjacency_score(model, tokens), or pass "
             "the ActivationCache of model.run_with_cache(tokens) alone"
         )
+    check_model(model, "model_or_cache", cache=True)
     tokens = check_tokens(model, tokens)
     n_capture_layers(model, site)
     return tokens

@@ -93,3 +93,67 @@ def resolve_device(device: Any) -> Any:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"device={device!r} was asked for but CUDA is not available; use 'cpu'")
     return resolved
+
+
+def check_model(model: Any, name: str = "model", *, cache: bool = False) -> Any:
+    """Return `model` once it is a TransformerLens model (a torch module with a ``cfg``: a
+    HookedTransformer, or a TransformerBridge from `adjpos.load_hf`) whose weights are all
+    finite (`check_finite_weights`); checked once per call of a measuring verb, before any
+    forward pass.
+
+    Args:
+        model: the object to check.
+        name: the argument's name, for the message.
+        cache: whether the caller also takes an `ActivationCache` (the message says so).
+
+    Raises:
+        TypeError: not a TransformerLens model.
+        UsageError: a weight holds NaN or infinity.
+    """
+    import torch
+
+    if not isinstance(model, torch.nn.Module) or not hasattr(model, "cfg"):
+        also = " or the ActivationCache of model.run_with_cache(tokens)" if cache else ""
+        raise TypeError(
+            f"{name} must be a TransformerLens model (adjpos.build_model, load_model, "
+            f"load_pretrained or load_hf make one){also}, got {type(model).__name__}"
+        )
+    return check_finite_weights(model)
+
+
+def check_finite_weights(model: Any) -> Any:
+    """Return `model`, or raise `UsageError` naming its first parameter that holds NaN or
+    infinite values (a diverged run or a damaged file): such a weight need not show in the
+    activations (a NaN query weight can vanish in the attention mask) and would give finite,
+    meaningless scores.
+
+    One float32 sum per parameter, with no copy of the weights: NaN and infinity survive any
+    sum, and finite weights cannot overflow float32's 3e38. Only a tensor whose sum is not
+    finite is counted value by value, for the message.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 2)
+        >>> layer.cfg = None
+        >>> with torch.no_grad():
+        ...     layer.weight[0, 0] = float("nan")
+        >>> check_finite_weights(layer)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        adjpos.validation.UsageError: the model's parameter weight holds 1 NaN or infinite value ...
+    """
+    import torch
+
+    for name, param in model.named_parameters():
+        weights = param.detach()
+        if not weights.is_floating_point() or torch.sum(weights, dtype=torch.float32).isfinite():
+            continue
+        bad = int((~torch.isfinite(weights)).sum())
+        if bad:
+            values = "value" if bad == 1 else "values"
+            raise UsageError(
+                f"the model's parameter {name} holds {bad} NaN or infinite {values} of "
+                f"{param.numel()}; every weight must be finite (a diverged training run or a "
+                "damaged checkpoint?): scores of such a model mean nothing"
+            )
+    return model

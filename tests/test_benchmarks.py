@@ -164,3 +164,22 @@ def test_bench_draws_quick_gives_every_draw_the_same_hits_three_ways(run_in_proc
         assert row["same_hits"] is True
         assert row["speedup_cached"] == pytest.approx(row["reference_s"] / row["cached_s"])
         assert row["speedup_stacked"] == pytest.approx(row["reference_s"] / row["stacked_s"])
+
+
+def test_bench_threads_quick(tmp_path):
+    """Its own process, as ``python benchmarks/bench_threads.py`` runs: it starts the probe
+    command and the busy neighbours as processes of their own."""
+    out = tmp_path / "bench.json"
+    args = ("--quick", "--n-sequences", "8", "--json", str(out))
+    assert run_in_subprocess("bench_threads.py", *args).strip()
+    result = json.loads(out.read_text())
+    (row,) = result["rows"]
+    assert row["threads"] == "adjpos" and min(row["idle_s"], row["busy_s"]) > 0
+    assert row["ratio_busy_to_idle"] == pytest.approx(row["busy_s"] / row["idle_s"])
+    assert result["settings"]["neighbours"] == result["machine"]["cpus"]
+    assert result["settings"]["command"][:4] == [
+        "adjpos",
+        "probe",
+        "--model",
+        "pretrained:addition",
+    ]

@@ -115,8 +115,7 @@ def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
     [
         (["--n-heads", "3"], "not divisible"),
         (["--positional", "sine"], "choose one of"),
-        (["--seq-len", "2"], "shorter than 3"),
-        (["--seq-len", "500"], "n_ctx"),
+        (["--seq-len", "500"], "--seq-len 500: at most the model's n_ctx, 24"),
         (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of ['pretrained:"),
     ],
@@ -277,29 +276,10 @@ def test_validation_errors_are_usage_errors_and_value_errors():
 
 # train
 
-TRAIN = [
-    "train",
-    "--task",
-    "indexing",
-    "--task-param",
-    "max_digits=3",
-    "--n-layers",
-    "1",
-    "--d-model",
-    "16",
-    "--n-heads",
-    "2",
-    "--steps",
-    "4",
-    "--batch-size",
-    "8",
-    "--eval-every",
-    "2",
-    "--eval-size",
-    "8",
-    "--warmup-steps",
-    "1",
-]
+TRAIN_MODEL = ["--n-layers", "1", "--d-model", "16", "--n-heads", "2"]
+TRAIN_STEPS = ["--steps", "4", "--batch-size", "8", "--eval-every", "2", "--eval-size", "8"]
+TRAIN_TASK = ["train", "--task", "indexing", "--task-param", "max_digits=3"]
+TRAIN = [*TRAIN_TASK, *TRAIN_MODEL, *TRAIN_STEPS, "--warmup-steps", "1"]
 
 
 def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
@@ -319,14 +299,18 @@ def test_train_writes_a_loadable_run_and_resumes(capsys, tmp_path):
     assert main([*TRAIN, "--out", str(out), "--resume"]) == 0  # already finished: no-op
 
 
-def test_train_starts_from_the_weights_model_names(tmp_path):
+def test_train_starts_from_the_weights_model_names(capsys, tmp_path):
     """With lr 0 and no weight decay, training leaves the starting weights as they were; the
-    checkpoint's architecture wins over the random-model options (--n-layers 1 here)."""
+    random-model options are refused with a checkpoint, which has its own architecture."""
     start = build_model(tiny_config(d_vocab=VOCAB_SIZE, n_ctx=32, n_layers=2, seed=7))
     save_model(start, tmp_path / "start")
-    frozen = ["--lr", "0", "--weight-decay", "0", "--device", "cpu"]
-    args = [*TRAIN, *frozen, "--model", str(tmp_path / "start"), "--out", str(tmp_path / "run")]
-    assert main(args) == 0
+    frozen = ["--lr", "0", "--weight-decay", "0", "--device", "cpu", "--warmup-steps", "1"]
+    args = [*TRAIN_TASK, *TRAIN_STEPS, *frozen, "--model", str(tmp_path / "start")]
+    assert main([*args, *TRAIN_MODEL, "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert "--n-layers 1, --d-model 16, --n-heads 2: the ModelConfig options build a" in err
+    assert not (tmp_path / "refused").exists()
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
     trained = load_model(tmp_path / "run", device="cpu")
     assert trained.cfg.n_layers == 2
     for name, value in start.state_dict().items():
@@ -529,3 +513,69 @@ def test_reproduce_refuses_quick_with_another_size(reproduce_config, capsys, tmp
     with pytest.raises(SystemExit):
         main(["reproduce", "--size", "huge"])
     assert "argument --size: invalid choice: 'huge'" in capsys.readouterr().err
+
+
+# Ctrl-C
+
+
+def _interrupt_call(monkeypatch, target: str, at: int) -> None:
+    """Make call number `at` (from 1) of `target` raise KeyboardInterrupt, as Ctrl-C would."""
+    module, _, name = target.rpartition(".")
+    real = getattr(__import__(module, fromlist=[name]), name)
+    calls = iter(range(1, 10_000))
+
+    def interrupted(*args, **kwargs):
+        if next(calls) == at:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(target, interrupted)
+
+
+def _last_line(capsys) -> str:
+    """The last line of stderr, the progress bars above it closed; no traceback there."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.endswith("\n"), err
+    lines = err.splitlines()
+    assert sum(line.startswith("adjpos ") for line in lines) == 1, err
+    return lines[-1]
+
+
+def test_an_interrupted_sweep_says_how_to_resume_and_resuming_finishes_it(
+    capsys, tmp_path, monkeypatch
+):
+    from adjpos.sweep import read_sweep
+
+    args = [*SWEEP, "--param", "init_range=0.05,0.1,0.2"]
+    with monkeypatch.context() as patch:
+        _interrupt_call(patch, "adjpos.sweep.score_cell", at=2)
+        assert main([*args, "--out", str(tmp_path / "s")]) == 130
+    assert _last_line(capsys) == "adjpos sweep: interrupted; run the same command to resume"
+    assert main([*args, "--out", str(tmp_path / "s")]) == 0
+    assert "(2 cells x seeds computed now)" in capsys.readouterr().out
+    assert main([*args, "--out", str(tmp_path / "whole")]) == 0
+    resumed, whole = (read_sweep(tmp_path / d).drop(columns="seconds") for d in ("s", "whole"))
+    assert len(whole) == 3 * 2 and resumed.equals(whole)  # cells x layers 0..1
+
+
+def test_an_interrupted_training_says_how_to_continue_and_continuing_matches(
+    capsys, tmp_path, monkeypatch
+):
+    """Interrupted at step 4 of 4, after the checkpoint of step 2: continued with --resume,
+    the run ends with the weights of a run never interrupted."""
+    with monkeypatch.context() as patch:
+        _interrupt_call(patch, "adjpos.training.loop._step", at=4)
+        assert main([*TRAIN, "--out", str(tmp_path / "run")]) == 130
+    hint = "run the same command with --resume to continue"
+    assert _last_line(capsys) == f"adjpos train: interrupted; {hint}"
+    assert main([*TRAIN, "--out", str(tmp_path / "run"), "--resume"]) == 0
+    assert main([*TRAIN, "--out", str(tmp_path / "whole")]) == 0
+    resumed, whole = (load_model(tmp_path / d, device="cpu") for d in ("run", "whole"))
+    for name, value in whole.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=0, msg=name)
+
+
+def test_an_interrupted_score_ends_with_one_line(capsys, monkeypatch):
+    _interrupt_call(monkeypatch, "adjpos.adjacency_score", at=1)
+    assert main(SMALL) == 130
+    assert _last_line(capsys) == "adjpos score: interrupted"

@@ -60,6 +60,10 @@ def test_bad_input(tiny_model, tokens):
         adjacency_score(tiny_model, tokens, lengths=torch.full((6,), 13))
     with torch.no_grad():
         tiny_model.blocks[1].attn.W_O.fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"parameter blocks\.1\.attn\.W_O holds 256 NaN"):
+        adjacency_score(tiny_model, tokens)
+    with torch.no_grad():
+        tiny_model.blocks[1].attn.W_O.fill_(3e38)  # finite weights, infinite activations
     with pytest.raises(ValueError, match="layer 2 .*NaN or inf"):
         adjacency_score(tiny_model, tokens)
 

@@ -11,7 +11,9 @@
 One module per command; `_options` holds what they share (``--model`` means the same in
 score, probe and train). Bad input (an `adjpos.validation.UsageError`, or an `OSError` such as
 an unwritable output folder or a missing input file) exits with code 2 and
-``adjpos COMMAND: error: ...``; any other exception is a bug and shows its traceback.
+``adjpos COMMAND: error: ...``; any other exception is a bug and shows its traceback. Ctrl-C
+ends a command with one line saying how to go on (exit code 130); the workers of a long job
+stop with it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ from adjpos.cli.sweep import add_sweep_parser
 from adjpos.cli.train import add_train_parser
 from adjpos.validation import UsageError
 
+# How to go on after Ctrl-C: the commands that write a run folder keep what they finished.
+_RESUME = "run the same command to resume"
+ON_INTERRUPT = {
+    "train": "run the same command with --resume to continue",
+    "probe": "run the same command to start again",
+    "intervene": _RESUME,
+    "sweep": _RESUME,
+    "reproduce": _RESUME,
+}
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``adjpos`` console script; returns the exit code."""
@@ -42,6 +54,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, OSError) as err:
         print(f"adjpos {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        _close_progress_bars()
+        hint = ON_INTERRUPT.get(args.command)
+        print(f"adjpos {args.command}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
+        return 130
+
+
+def _close_progress_bars() -> None:
+    """End the progress bars Ctrl-C left open, so that the message has a line of its own."""
+    from tqdm.std import tqdm
+
+    for bar in list(tqdm._instances):  # every open bar, of any tqdm class
+        bar.close()
 
 
 def _parser() -> argparse.ArgumentParser:

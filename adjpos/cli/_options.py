@@ -190,13 +190,40 @@ def add_workers_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0)
+
+
+def positive_int(text: str) -> int:
+    """A count (sequences, tokens, folds, ...): argparse names the option in its error."""
+    return _int_at_least(text, 1)
+
+
+def sequence_length(text: str) -> int:
+    """Tokens per sequence: the adjacency score compares two earlier positions with a third."""
+    return _int_at_least(text, 3)
+
+
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an int >= 0, got {text!r}")
+        value = low - 1
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected an int >= {low}, got {text!r}")
     return value
+
+
+def read_text_file(path: Path, option: str) -> str:
+    """The UTF-8 text of file `path`, given with `option`, or an error naming both."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise OSError(f"{option} {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"{option} {path}: not a UTF-8 text file (byte {err.object[err.start]:#04x} at "
+            f"offset {err.start}); give a UTF-8 text file"
+        ) from None
 
 
 def add_engine_args(parser: argparse.ArgumentParser) -> None:
@@ -248,17 +275,21 @@ def resolve_model(
 
     Raises:
         UsageError: an unavailable device, an unknown pretrained task (the message lists the
-            tasks), a folder that is not a checkpoint, or a bad config.
+            tasks), a folder that is not a checkpoint, a bad config, ModelConfig options
+            given with a model that has its own, or weights that are not finite.
     """
-    from adjpos.validation import resolve_device
+    from adjpos.validation import check_model, resolve_device
 
     device = resolve_device(device)
-    if spec.startswith(PRETRAINED):
-        return _pretrained(spec.removeprefix(PRETRAINED), device, task)
     if spec != "random":
-        from adjpos.models import load_model
+        if spec.startswith(PRETRAINED):
+            model, task = _pretrained(spec.removeprefix(PRETRAINED), device, task)
+        else:
+            from adjpos.models import load_model
 
-        return load_model(spec, device=device), task
+            model = load_model(spec, device=device)
+        check_no_config_options(config_values, f"--model {spec}")
+        return check_model(model), task
     from adjpos.models import ModelConfig, build_model
     from adjpos.tasks import VOCAB_SIZE
 
@@ -268,6 +299,25 @@ def resolve_model(
     if values.get("n_ctx") is None:
         values["n_ctx"] = task.max_len if task is not None else ModelConfig.n_ctx
     return build_model(ModelConfig(**values), device=device), task
+
+
+def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:
+    """Refuse ModelConfig options (any value but the default) given with a model that brings
+    its own architecture: `source` (``--model PATH``, ``--hf NAME``) would silently ignore them.
+    """
+    from adjpos.models import ModelConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    given = [
+        "--" + name.replace("_", "-") + f" {value}"
+        for name, value in (values or {}).items()
+        if value is not None and value != defaults.get(name)
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)}: the ModelConfig options build a random model (--model "
+            f"random); {source} brings its own architecture, so leave them out"
+        )
 
 
 def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:

@@ -18,6 +18,8 @@ from adjpos.cli._options import (
     comma_list,
     for_option,
     nope_layers_arg,
+    positive_int,
+    read_text_file,
     task_from_args,
 )
 from adjpos.validation import UsageError
@@ -70,9 +72,9 @@ def add_intervene_parser(commands: Any) -> None:
         type=Path,
         help="with --hf: a UTF-8 text file, cut into sequences by adjpos.hf.text_tokens",
     )
-    text.add_argument("--seq-len", type=int, default=128, help="tokens per sequence")
+    text.add_argument("--seq-len", type=positive_int, default=128, help="tokens per sequence")
     text.add_argument(
-        "--n-sequences", type=int, default=32, help="sequences from the start of the text"
+        "--n-sequences", type=positive_int, default=32, help="sequences from the start of the text"
     )
     text.add_argument("--bos", action="store_true", help="start every sequence with the BOS token")
     text.add_argument(
@@ -248,16 +250,15 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
     from adjpos.hf import load_hf, load_tokenizer, text_tokens
     from adjpos.interventions import TEXT_TABLE, text_intervention_table
     from adjpos.runs import RunFolder, write_json
-    from adjpos.validation import resolve_device
+    from adjpos.validation import check_model, resolve_device
 
     if args.hf is None or args.text is None:
         raise UsageError("--hf and --text go together (a language model on a text file)")
     if args.model is not None:
         raise UsageError("pass either --model or --hf, not both")
-    if not args.text.is_file():
-        raise UsageError(f"--text {args.text}: no such file")
+    text = read_text_file(args.text, "--text")
     model = load_hf(args.hf, device=resolve_device(args.device), nope_layers=args.nope_layers)
-    text = args.text.read_text(encoding="utf-8")
+    check_model(model)
     tokenizer = load_tokenizer(args.hf)
     tokens = text_tokens(
         tokenizer, text, args.seq_len, max_sequences=args.n_sequences, bos=args.bos

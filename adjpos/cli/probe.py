@@ -19,6 +19,8 @@ from adjpos.cli._options import (
     comma_list,
     config_values,
     for_option,
+    non_negative_int,
+    positive_int,
     resolve_model,
     task_from_args,
 )
@@ -51,10 +53,10 @@ def add_probe_parser(commands: Any) -> None:
     )
     add_task_args(probe, default="TASK for pretrained:TASK, else random tokens")
     add_out_arg(probe)
-    probe.add_argument("--n-sequences", type=int, default=64, help="sequences")
+    probe.add_argument("--n-sequences", type=positive_int, default=64, help="sequences")
     probe.add_argument(
         "--seq-len",
-        type=int,
+        type=positive_int,
         help="tokens per sequence (default: 32 for random tokens; for a task, the length with "
         "the most distinct sequences among the first draws)",
     )
@@ -76,10 +78,10 @@ def add_probe_parser(commands: Any) -> None:
     )
     probe.add_argument("--cv", type=int, default=5, help="folds, grouped by sequence")
     probe.add_argument("--probe-seed", type=int, default=0, help="first seed of folds and shuffles")
-    probe.add_argument("--repeats", type=int, default=3, help="seeds per score")
+    probe.add_argument("--repeats", type=positive_int, default=3, help="seeds per score")
     probe.add_argument(
         "--controls",
-        type=int,
+        type=non_negative_int,
         default=0,
         help="also probe N random-init copies of the model's own architecture on the very "
         "same sequences: seeds S, S + 1, ..., where S is the seed the model was initialised "
@@ -88,7 +90,7 @@ def add_probe_parser(commands: Any) -> None:
         "and a figure.",
     )
     probe.add_argument(
-        "--batch-size", type=int, help="sequences per forward pass (default: all at once)"
+        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
     add_device_arg(probe)
     add_config_args(
@@ -203,9 +205,8 @@ def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
     if task is not None:
         n, length = args.n_sequences, args.seq_len
         return sequences_of_length(task, n, length=length, generator=gen, split="test")
-    if args.n_sequences < 1:
-        raise UsageError(f"--n-sequences must be positive, got {args.n_sequences}")
-    shape = (args.n_sequences, args.seq_len or min(32, model.cfg.n_ctx))
+    seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
+    shape = (args.n_sequences, seq_len)
     return torch.randint(0, model.cfg.d_vocab, shape, generator=gen)
 
 
@@ -225,10 +226,6 @@ def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> Non
             f"--n-sequences: {tokens.shape[0]} sequences are too few for --cv {args.cv} "
             "(folds are grouped by sequence); give more sequences or fewer folds"
         )
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    if args.controls < 0:
-        raise UsageError(f"--controls must be 0 or more, got {args.controls}")
     if args.controls and getattr(model, "adjpos_config", None) is None:
         raise UsageError(
             "--controls needs an adjpos model (random, a run folder or pretrained:TASK)"

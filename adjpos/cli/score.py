@@ -12,11 +12,15 @@ from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
     add_model_arg,
+    check_no_config_options,
     check_output_file,
     config_values,
     model_tokenizer,
     nope_layers_arg,
+    positive_int,
+    read_text_file,
     resolve_model,
+    sequence_length,
 )
 from adjpos.validation import UsageError
 
@@ -68,10 +72,12 @@ def add_score_parser(commands: Any) -> None:
         action="store_true",
         help="with --hf: uniformly random token ids (a model without a tokenizer)",
     )
-    score.add_argument("--n-sequences", type=int, default=64, help="random sequences to score")
+    score.add_argument(
+        "--n-sequences", type=positive_int, default=64, help="random sequences to score"
+    )
     score.add_argument(
         "--seq-len",
-        type=int,
+        type=sequence_length,
         help="tokens per sequence (default: 32, or the model's n_ctx when that is shorter)",
     )
     score.add_argument(
@@ -111,7 +117,7 @@ def add_score_parser(commands: Any) -> None:
         "(0 = embeddings); the others give one value per block",
     )
     score.add_argument(
-        "--batch-size", type=int, help="sequences per forward pass (default: all at once)"
+        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
     add_device_arg(score)
     score.add_argument("--csv", type=Path, help="also write the table to this CSV file")
@@ -123,6 +129,7 @@ def _run_score(args: argparse.Namespace) -> int:
     import torch
 
     from adjpos import adjacency_score
+    from adjpos.engines import small_work_threads
     from adjpos.hf import capture_kinds, load_hf, load_tokenizer, text_tokens
     from adjpos.tables import Table
     from adjpos.validation import resolve_device
@@ -134,6 +141,7 @@ def _run_score(args: argparse.Namespace) -> int:
         raise UsageError("--random-tokens goes with --hf (a Hugging Face model)")
     if args.hf is None and args.nope_layers is not None:
         raise UsageError("--nope-layers goes with --hf (a Hugging Face model)")
+    text = None if args.text is None else read_text_file(args.text, "--text")
     if args.hf is not None:
         if args.model != "random":
             raise UsageError("pass either --model or --hf, not both")
@@ -141,6 +149,7 @@ def _run_score(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
+        check_no_config_options(config_values(args), f"--hf {args.hf}")
         model = load_hf(args.hf, device=device, nope_layers=args.nope_layers)
         name = args.hf
         if args.nope_layers is not None:
@@ -156,12 +165,12 @@ def _run_score(args: argparse.Namespace) -> int:
         model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
         name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
-    if args.text is not None:
-        if not args.text.is_file():
-            raise UsageError(f"--text {args.text}: no such file")
+    if seq_len > model.cfg.n_ctx:
+        raise UsageError(f"--seq-len {seq_len}: at most the model's n_ctx, {model.cfg.n_ctx}")
+    if text is not None:
         tokens = text_tokens(
             load_tokenizer(tokenizer) if isinstance(tokenizer, str) else tokenizer,
-            args.text.read_text(encoding="utf-8"),
+            text,
             seq_len,
             max_sequences=args.n_sequences,
             bos=args.bos,
@@ -175,9 +184,9 @@ def _run_score(args: argparse.Namespace) -> int:
         tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
         what = f"{args.n_sequences} x {seq_len} random tokens"
     options = {"ties": args.ties, "center": args.center, "skip_first": args.skip_first}
-    scores = adjacency_score(
-        model, tokens, site=args.site, batch_size=args.batch_size, **options
-    ).tolist()
+    run = {"site": args.site, "batch_size": args.batch_size}
+    with small_work_threads(model):
+        scores = adjacency_score(model, tokens, **run, **options).tolist()
     kinds = capture_kinds(model, args.site)
     settings = ", ".join(f"{key}={value}" for key, value in options.items())
     print(f"adjacency score per layer of {name} ({args.site}, {what}; {settings})")

@@ -16,6 +16,9 @@ from adjpos.cli._options import (
     comma_ints,
     config_values,
     parse_for,
+    positive_int,
+    read_text_file,
+    sequence_length,
 )
 from adjpos.validation import UsageError, is_int
 
@@ -46,8 +49,10 @@ def add_sweep_parser(commands: Any) -> None:
         "--seeds", type=comma_ints, default=[0, 1, 2], help="model seeds, comma-separated"
     )
     add_device_arg(sweep)
-    sweep.add_argument("--n-sequences", type=int, default=32, help="random sequences per cell")
-    sweep.add_argument("--seq-len", type=int, default=32, help="tokens per sequence")
+    sweep.add_argument(
+        "--n-sequences", type=positive_int, default=32, help="random sequences per cell"
+    )
+    sweep.add_argument("--seq-len", type=sequence_length, default=32, help="tokens per sequence")
     add_workers_arg(sweep)
     add_engine_args(sweep)
     sweep.add_argument(
@@ -142,10 +147,9 @@ def _read_grid(path: Path) -> Any:
     """The grid in JSON file `path`: ``{field: [values]}`` or a list of them."""
     import json
 
+    text = read_text_file(path, "--grid")
     try:
-        grid = json.loads(path.read_text())
-    except OSError as err:
-        raise OSError(f"--grid {path}: {err.strerror or err}") from None
+        grid = json.loads(text)
     except json.JSONDecodeError as err:
         raise UsageError(f"--grid {path} is not valid JSON: {err}") from None
     if not isinstance(grid, dict | list):

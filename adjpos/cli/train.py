@@ -16,6 +16,7 @@ from adjpos.cli._options import (
     add_task_args,
     config_values,
     for_option,
+    read_text_file,
     resolve_model,
     task_from_args,
 )
@@ -78,10 +79,16 @@ def add_train_parser(commands: Any) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import shlex
 
+    from adjpos.runs import RUN_FILE, RunFolder
     from adjpos.training import TrainConfig, train
-    from adjpos.validation import resolve_device
+    from adjpos.validation import UsageError, resolve_device
 
     device = resolve_device(args.device)
+    if args.resume and not RunFolder.exists(args.out):
+        raise UsageError(
+            f"--resume: {args.out} holds no training run to continue (no {RUN_FILE}); leave "
+            "--resume out to start one there"
+        )
     cfg = TrainConfig(**config_values(args, TrainConfig, {"seed": "data_seed"}))
     if args.text is not None:  # text has no answers: every next token is the loss
         cfg = dataclasses.replace(cfg, loss="sequence")
@@ -144,6 +151,7 @@ def _text_task_and_model(args: argparse.Namespace, values: dict, device: Any) ->
         raise UsageError("pass either --task or --text, not both")
     if values["positional"] != "none" and args.model == "random":
         raise UsageError("with --text, --layout decides the positions; drop --positional")
+    read_text_file(args.text, "--text")  # a binary or missing file named before any work
     context = values["n_ctx"] or 128
     saved = args.out / TOKENIZER_FILE
     tokenizer = load_tokenizer(saved) if args.resume and saved.is_file() else None

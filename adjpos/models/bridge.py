@@ -84,10 +84,11 @@ def load_hf(
             does), a folder without weights or config, a hub name that cannot be fetched
             (offline or unknown), a token id outside the vocabulary, a Cohere2 config
             without a sliding window, a GGUF file without the ``gguf`` package installed
-            (the message names the extra), or `nope_layers` not allowed for the model (the
-            message says what is).
+            (the message names the extra), `nope_layers` not allowed for the model (the
+            message says what is), or a weight file that cannot be read.
     """
     import transformers
+    from safetensors import SafetensorError  # a damaged or truncated weight file
 
     dtype = _check_dtype(dtype)
     check_nope_spec(nope_layers)
@@ -113,7 +114,7 @@ def load_hf(
             hf = transformers.AutoModelForCausalLM.from_pretrained(
                 source, dtype=dtype or "auto", local_files_only=offline, **_kernels(dtype)
             )
-        except OSError as err:
+        except (OSError, SafetensorError) as err:
             raise UsageError(f"cannot load the weights of {str(source)!r}: {err}") from None
     else:
         raise TypeError(

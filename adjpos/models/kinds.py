@@ -68,7 +68,15 @@ def is_position_free(model: nn.Module) -> bool:
         >>> import adjpos
         >>> adjpos.is_position_free(adjpos.build_model(adjpos.ModelConfig(n_layers=1)))
         True
+
+    Raises:
+        TypeError: `model` is not a torch module.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            "is_position_free needs a model (a torch module, e.g. from adjpos.build_model or "
+            f"adjpos.load_hf), got {type(model).__name__}"
+        )
     if is_bridge(model):  # read from the modules: every layer NoPE
         return set(layer_kinds(model)) == {"nope"}
     kind = getattr(getattr(model, "cfg", None), "positional_embedding_type", None)

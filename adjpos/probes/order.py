@@ -36,12 +36,13 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.capture import check_layers, check_tokens, iter_residuals
+from adjpos.engines import small_work_threads
 from adjpos.metrics import cosine_matrix, position_variance
 from adjpos.probes.compare import SequenceScores
 from adjpos.probes.features import random_orders, shuffle_positions
 from adjpos.probes.result import ProbeResult, ProbeScore
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, check_model
 
 ORDER_METHODS = {
     "spectral_seriation": "cosine_matrix",
@@ -138,20 +139,21 @@ def reconstruct_order(
         std = their standard deviation, sem = std / sqrt(sequences), baseline =
         `expected_abs_tau` of the items ranked.
     """
-    tokens, layers = _check_order(model, tokens, layers)
-    batch, n = tokens.shape
-    baselines = {
-        m: expected_abs_tau(n - 1 if m == "first_similarity_sort" else n) for m in ORDER_METHODS
-    }
-    scores = []
-    for layer, taus in _layer_taus(model, tokens, layers, seed, batch_size, progress):
-        for method, tau in taus.items():
-            std = float(tau.std()) if batch > 1 else math.nan
-            keys = (layer, ORDER_METHODS[method], method, ORDER_METRIC)
-            backward, sem = method in BACKWARD_METHODS, std / math.sqrt(batch)
-            score = ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward, sem)
-            scores.append(score)
-    return ProbeResult(model_name, tuple(scores), batch, n, cv=0, seeds=(seed,))
+    with small_work_threads(check_model(model)):
+        tokens, layers = _check_order(model, tokens, layers)
+        batch, n = tokens.shape
+        baselines = {
+            m: expected_abs_tau(n - 1 if m == "first_similarity_sort" else n) for m in ORDER_METHODS
+        }
+        scores = []
+        for layer, taus in _layer_taus(model, tokens, layers, seed, batch_size, progress):
+            for method, tau in taus.items():
+                std = float(tau.std()) if batch > 1 else math.nan
+                keys = (layer, ORDER_METHODS[method], method, ORDER_METRIC)
+                backward, sem = method in BACKWARD_METHODS, std / math.sqrt(batch)
+                score = ProbeScore(*keys, float(tau.mean()), baselines[method], std, backward, sem)
+                scores.append(score)
+        return ProbeResult(model_name, tuple(scores), batch, n, cv=0, seeds=(seed,))
 
 
 def order_scores(

@@ -18,6 +18,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.capture import check_layers, check_tokens, iter_residuals
+from adjpos.engines import small_work_threads
 from adjpos.metrics.checks import check_finite, check_lengths
 from adjpos.probes.features import (
     BASE_FEATURE_SETS,
@@ -32,7 +33,7 @@ from adjpos.probes.features import (
 from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_applies
 from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_positive_int
+from adjpos.validation import UsageError, check_model, check_positive_int
 
 DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
@@ -87,40 +88,41 @@ def probe_positions(
             than folds, mixed lengths for a set that needs one length, or sequences shorter
             than 3 tokens; all checked before any forward pass.
     """
-    tokens = check_tokens(model, tokens)
-    names, probes = check_feature_sets(features), check_probes(probe)
-    layers = check_layers(model, "resid_post", layers)
-    lens = check_lengths(lengths, (tokens.shape[0],), tokens.shape[1])
-    _check_counts(tokens.shape[0], cv, repeats)
-    _check_lengths_fit(names, lens)
-    tokens = tokens[:, : int(lens.max())]  # columns that are padding in every row
-    seeds = tuple(range(seed, seed + repeats))
-    plan = _plan(names, probes, layers, tokens.shape[1])
-    total = sum(len(p) for p in plan.values()) * repeats * cv
-    bar = tqdm(
-        total=total, desc="fits", unit="fit", disable=None if progress is None else not progress
-    )
-    data = _Data(tokens, lens, model.cfg.d_vocab)
-    scores: list[ProbeScore] = []
-    stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=False)
-    for layer, acts in stream:
-        try:
-            check_finite(acts, "activations")
-        except UsageError as err:
-            raise UsageError(f"layer {layer}: {err}") from None
-        for name in names:
-            todo = plan.get((layer, name), ())
-            if not todo:  # token_identity after the first layer: nothing to compute
-                continue
-            samples = [
-                data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
-            ]
-            for p in todo:
-                runs = cross_validate(samples, probe=p, cv=cv, seeds=seeds)
-                scores += _summarise(0 if name == TOKENS else layer, name, p, runs)
-                bar.update(repeats * cv)
-    bar.close()
-    return ProbeResult(model_name, tuple(scores), tokens.shape[0], tokens.shape[1], cv, seeds)
+    with small_work_threads(check_model(model)):
+        tokens = check_tokens(model, tokens)
+        names, probes = check_feature_sets(features), check_probes(probe)
+        layers = check_layers(model, "resid_post", layers)
+        lens = check_lengths(lengths, (tokens.shape[0],), tokens.shape[1])
+        _check_counts(tokens.shape[0], cv, repeats)
+        _check_lengths_fit(names, lens)
+        tokens = tokens[:, : int(lens.max())]  # columns that are padding in every row
+        seeds = tuple(range(seed, seed + repeats))
+        plan = _plan(names, probes, layers, tokens.shape[1])
+        total = sum(len(p) for p in plan.values()) * repeats * cv
+        bar = tqdm(
+            total=total, desc="fits", unit="fit", disable=None if progress is None else not progress
+        )
+        data = _Data(tokens, lens, model.cfg.d_vocab)
+        scores: list[ProbeScore] = []
+        stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=False)
+        for layer, acts in stream:
+            try:
+                check_finite(acts, "activations")
+            except UsageError as err:
+                raise UsageError(f"layer {layer}: {err}") from None
+            for name in names:
+                todo = plan.get((layer, name), ())
+                if not todo:  # token_identity after the first layer: nothing to compute
+                    continue
+                samples = [
+                    data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
+                ]
+                for p in todo:
+                    runs = cross_validate(samples, probe=p, cv=cv, seeds=seeds)
+                    scores += _summarise(0 if name == TOKENS else layer, name, p, runs)
+                    bar.update(repeats * cv)
+        bar.close()
+        return ProbeResult(model_name, tuple(scores), tokens.shape[0], tokens.shape[1], cv, seeds)
 
 
 def _plan(names, probes, layers, n_pos) -> dict[tuple[int, str], list[str]]:

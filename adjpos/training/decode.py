@@ -11,6 +11,7 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import check_tokens
+from adjpos.engines import small_work_threads
 from adjpos.tasks import EOS_ID, Task
 from adjpos.validation import UsageError
 
@@ -25,7 +26,8 @@ def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
     """
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings, not one string")
-    return _by_length(task, prompts, lambda group: _greedy(model, task, group))
+    with small_work_threads(model):
+        return _by_length(task, prompts, lambda group: _greedy(model, task, group))
 
 
 def predict_cached(
@@ -47,7 +49,10 @@ def predict_cached(
 
     if not isinstance(model, HookedTransformer):
         raise UsageError(f"predict_cached needs a HookedTransformer, got {type(model).__name__}")
-    return _by_length(task, prompts, lambda group: _greedy_cached(model, task, group, prompt_pass))
+    with small_work_threads(model):
+        return _by_length(
+            task, prompts, lambda group: _greedy_cached(model, task, group, prompt_pass)
+        )
 
 
 def _by_length(task: Task, prompts: Sequence[str], answer: Any) -> list[str]:

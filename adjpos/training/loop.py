@@ -60,7 +60,8 @@ def train(
             `adjpos.load_model`; a Hugging Face folder for a bridged model), ``metrics.json``,
             ``run.json``, ``checkpoint.pt`` and the snapshots that ``cfg.snapshots`` asks for
             (``load_model(out_dir, step=s)``).
-        resume: continue the run saved in `out_dir` (same config and task required).
+        resume: continue the run saved in `out_dir` (same config and task required), or
+            start one there when it holds none (``adjpos train --resume`` refuses that).
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
         progress: show a progress bar (default: only on a terminal).

@@ -125,12 +125,10 @@ def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
         (["--layers", "0,5"], "--layers: layers must be a non-empty list of ints in [0, 1]"),
         (["--cv", "10"], "--n-sequences: 8 sequences are too few for --cv 10"),
         (["--cv", "1"], "--cv must be at least 2"),
-        (["--repeats", "0"], "--repeats must be at least 1"),
         (["--seq-len", "2"], "--seq-len: probing needs at least 3 tokens"),
         (["--model", "/nonexistent/ckpt"], "is not an adjpos checkpoint"),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of"),
         (["--seq-len", "500"], "n_ctx"),
-        (["--controls", "-1"], "--controls must be 0 or more"),
     ],
 )
 def test_bad_input_exits_2_before_any_work(capsys, tmp_path, monkeypatch, args, message):
@@ -143,6 +141,24 @@ def test_bad_input_exits_2_before_any_work(capsys, tmp_path, monkeypatch, args, 
     err = capsys.readouterr().err
     assert err.startswith("adjpos probe: error:") and message in err, err
     assert not (tmp_path / "run").exists()  # a corrected command may use the folder
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--n-sequences", "-1"], "argument --n-sequences: expected an int >= 1, got '-1'"),
+        (["--seq-len", "0"], "argument --seq-len: expected an int >= 1, got '0'"),
+        (["--repeats", "0"], "argument --repeats: expected an int >= 1, got '0'"),
+        (["--batch-size", "0"], "argument --batch-size: expected an int >= 1, got '0'"),
+        (["--controls", "-1"], "argument --controls: expected an int >= 0, got '-1'"),
+    ],
+)
+def test_a_count_out_of_range_names_its_option_and_the_range(capsys, tmp_path, args, message):
+    with pytest.raises(SystemExit) as stopped:
+        main(["probe", *RANDOM, *args, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_list_option_that_does_not_parse_names_itself(capsys, tmp_path):
