@@ -55,6 +55,11 @@ class Criteria:
         "first-layer theory: the largest gap between measured and predicted that agrees", 0.05
     )
 
+    @property
+    def draws(self) -> dict[str, Any]:
+        """The bootstrap's options: ``n_boot`` and ``level``."""
+        return {"n_boot": self.n_boot, "level": self.level}
+
     def to_dict(self) -> dict[str, Any]:
         """Every criterion as plain JSON-able values."""
         return dataclasses.asdict(self)
@@ -98,6 +103,22 @@ class Verdict:
         status = Status.of(n_for, n_against, len(outcomes))
         n_within = outcomes.count(Outcome.WITHIN)
         return cls(claim, status, n_for, n_against, n_within, len(outcomes), seeds, unit, evidence)
+
+    @classmethod
+    def per_model_kind(
+        cls, cells: list[dict], criteria: Criteria, claim: str, outcome: Callable, evidence: str
+    ) -> list[Verdict]:
+        """The verdicts of `claim` (its ``{kind}`` named) for the trained models, then for
+        their random-init controls: each over its task x layer cells of layers counted, each
+        cell by `outcome`."""
+        from adjpos.study.models import RANDOM, TRAINED
+
+        out, words = [], {"unit": "task x layer cell", "evidence": evidence}
+        for model, kind in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
+            mine = [c for c in cells if c["model"] == model and c["layer"] >= criteria.first_layer]
+            seeds = seeds_text(s for c in mine for s in c["seeds"])
+            out.append(cls.tally(claim.format(kind=kind), map(outcome, mine), seeds=seeds, **words))
+        return out
 
     @property
     def counts(self) -> str:

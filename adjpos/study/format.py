@@ -77,6 +77,11 @@ def figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> st
     return f"{image}*{caption}*{link}"
 
 
+def captioned(captions: Mapping[str, str], **drawn: Any) -> dict[str, tuple[Any, str]]:
+    """A claim's figures: each drawn figure (by stem) with its caption from `captions`."""
+    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, bool)
 

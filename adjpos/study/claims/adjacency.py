@@ -53,8 +53,7 @@ MAIN_VIEW = next(iter(ADJACENCY_VIEWS))
 
 
 def measure(context: Context) -> dict[str, Any]:
-    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
-    table, paired = measure_adjacency(context.models, context.sizes, **draws)
+    table, paired = measure_adjacency(context.models, context.sizes, **context.criteria.draws)
     ADJACENCY.write(context.results / "adjacency_by_layer.csv", table)
     PAIRED.write(context.results / "adjacency_paired.csv", paired)
     return adjacency_numbers(table, paired)
@@ -248,22 +247,19 @@ SECTION = """{figure}
 
 {table}
 
-What it shows: {text} On task sequences layer 0 is not at chance (the prompt format puts the
-same characters at the same places), so each layer is compared with layer 0, not with 0.5,
-and a task counts only when every seed's intervals are apart.
+What it shows: {text} Layer 0 is not at chance on task sequences (the format puts the same
+characters at the same places), so each layer is compared with layer 0, every seed apart.
 
 ### Trained against their own initial weights, in six views of the score
 
 {views_figure}
 
-The whole-sequence score mixes the prompt rows with the answer rows (each answer character
-resembles the character it copies), rewards states that all point the same way (mean cosine
-of two positions of a sequence, trained and random-init: {mean_cosine}), and with strict ties
-puts chance below 0.5 where tokens repeat. So each layer is compared in six views, each
-trained seed against its own initial weights on the same sequences (the paired difference's
-interval over the sequences): for when every seed's interval lies above 0, against when every
-one lies below, within otherwise. The spans run from the seeds' lowest low to their highest
-high; the difference is the mean over seeds with its Student-t interval.
+The whole score mixes prompt and answer rows, rewards states that point the same way (mean
+cosine of two positions, trained and random-init: {mean_cosine}) and, with strict ties, puts
+chance below 0.5 where tokens repeat. So each view pairs each trained seed with its own initial
+weights on the same sequences: for when every seed's paired interval lies above 0, against when
+every one lies below. Spans: the seeds' lowest low to highest high; the difference: the mean
+over seeds with its Student-t interval.
 
 {views_table}"""
 
@@ -313,6 +309,4 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = ADJACENCY.read(results / "adjacency_by_layer.csv")
     main = plot_adjacency_by_layer(score_view(table, MAIN_VIEW), panel="task", line="model")
     views = adjacency_views_figure(table)
-    return {"adjacency_by_layer": (main, CAPTIONS["adjacency_by_layer"])} | {
-        "adjacency_views": (views, CAPTIONS["adjacency_views"])
-    }
+    return fmt.captioned(CAPTIONS, adjacency_by_layer=main, adjacency_views=views)

@@ -19,8 +19,15 @@ from adjpos.metrics import decompose, position_context_adjacency, position_curve
 from adjpos.probes import sequences_of_length
 from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.models import RANDOM, TRAINED, gen, variants
+from adjpos.study.claim import (
+    Context,
+    Criteria,
+    Outcome,
+    Verdict,
+    every_seed,
+    judge,
+)
+from adjpos.study.models import gen, variants
 from adjpos.study.views import KEYS, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
@@ -40,8 +47,7 @@ DECOMPOSITION += Table(n_sequences="int64")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
-    table = measure_decomposition(context.models, context.sizes, **draws)
+    table = measure_decomposition(context.models, context.sizes, **context.criteria.draws)
     DECOMPOSITION.write(context.results / "decomposition_by_layer.csv", table)
     return decomposition_numbers(table)
 
@@ -115,23 +121,12 @@ def lowers(cell: dict[str, Any]) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    out = []
-    for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
-        mine = [c for c in numbers["cells"] if c["model"] == model]
-        mine = [c for c in mine if c["layer"] >= criteria.first_layer]
-        out.append(
-            Verdict.tally(
-                f"{name} NoPE models: the position curve carries the pattern, removing it "
-                "lowers the score (Song and Zhong's decomposition, not a claim of the study)",
-                [lowers(c) for c in mine],
-                seeds=seeds_text(s for c in mine for s in c["seeds"]),
-                unit="task x layer cell",
-                evidence="each sequence's score (states less their mean) minus its score "
-                f"without the position curve, paired {criteria.level:.0%} bootstrap interval "
-                f"above 0 in every seed, layers >= {criteria.first_layer}",
-            )
-        )
-    return out
+    claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
+    claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
+    evidence = "each sequence's score (states less their mean) minus its score without the "
+    evidence += f"position curve, paired {criteria.level:.0%} bootstrap interval above 0 in "
+    evidence += f"every seed, layers >= {criteria.first_layer}"
+    return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -163,14 +158,11 @@ SECTION = """{shares}
 
 What it shows: each layer's states on sequences of one length split into a mean, a position
 curve every sequence shares, a constant per sequence (context) and a residual
-(`adjpos.decompose`): each part's share of the sum of squares (exact with one length), and the
-share of the curve's along its first principal directions (a smooth, low-dimensional curve
-has most of it in the first few). Each sequence is scored on its states less the mean, whole
-and without the curve; a cell is for when every seed's paired {level} interval of whole minus
-without lies above 0 (removing the curve lowers the score), against when every one lies
-below. At layer 0 the curve is the prompt format, not what the model knows of position; and
-the curve, a mean held fixed in the intervals, keeps part of each sequence's own averaging
-when there are few sequences."""
+(`adjpos.decompose`), with each part's share of the sum of squares and the curve's along its
+first principal directions. A cell is for when every seed's paired {level} interval of the
+score of the states less the mean, whole minus without the curve, lies above 0, against when
+every one lies below. At layer 0 the curve is the prompt format; with few sequences the curve,
+held fixed in the intervals, keeps part of each sequence's own averaging."""
 
 CAPTIONS = {
     "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "
@@ -208,7 +200,5 @@ def adjacency_figure(table: pd.DataFrame):
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
-    return {
-        "decomposition_shares": (shares_figure(table), CAPTIONS["decomposition_shares"]),
-        "decomposition_adjacency": (adjacency_figure(table), CAPTIONS["decomposition_adjacency"]),
-    }
+    shares, scores = shares_figure(table), adjacency_figure(table)
+    return fmt.captioned(CAPTIONS, decomposition_shares=shares, decomposition_adjacency=scores)

@@ -17,27 +17,9 @@ from typing import Any
 from adjpos.probes import ProbeResult
 from adjpos.stats import seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    CRITERIA,
-    Context,
-    Criteria,
-    Outcome,
-    Verdict,
-    every_seed,
-    judge,
-    seeds_text,
-)
+from adjpos.study import probe_units as units
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import TRAINED
-from adjpos.study.probe_units import (
-    PROBE_COMPARISONS,
-    PROBES,
-    probe_records,
-    probe_unit,
-    probe_units,
-    read_unit,
-    unit_name,
-    write_unit,
-)
 
 TITLE = "Claim 2: similarity carries position better than variance (probes)"
 
@@ -57,24 +39,25 @@ def measure(context: Context) -> dict[str, Any]:
     """One unit per trained seed (it and its own initial weights), run by the engine, then
     the tables."""
     folder, results = context.folder, context.results
-    units = probe_units(context.models, context.sizes)
-    todo = [(t, s) for t, s in units if not folder.is_done(unit_name(t, s))]
+    keys = units.probe_units(context.models, context.sizes)
+    todo = [(t, s) for t, s in keys if not folder.is_done(units.unit_name(t, s))]
     jobs = [(context.models.fresh(), context.sizes, context.criteria, t, s) for t, s in todo]
-    for (*_, task, seed), text in context.units(probe_unit, jobs):
-        write_unit(results, json.loads(text))
-        folder.mark_done(unit_name(task, seed))
-    found = [read_unit(results, task, seed) for task, seed in units]
-    PROBES.write(results / "probes.csv", [r for unit in found for r in probe_records(unit)])
+    for (*_, task, seed), text in context.units(units.probe_unit, jobs):
+        units.write_unit(results, json.loads(text))
+        folder.mark_done(units.unit_name(task, seed))
+    found = [units.read_unit(results, task, seed) for task, seed in keys]
+    rows = [r for unit in found for r in units.probe_records(unit)]
+    units.PROBES.write(results / "probes.csv", rows)
     for key, stem in (("comparisons", "probe_comparisons"), ("copies", "probe_copies")):
-        PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
+        units.PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
     return probe_numbers(found, context.criteria)
 
 
-def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) -> dict[str, Any]:
+def probe_numbers(found: list[dict[str, Any]], criteria: Criteria) -> dict[str, Any]:
     """Per trained seed: its carriers (`_carriers`, layers >= `criteria.first_layer`) and its
     paired comparisons; per seed and carrier, trained against its own copy."""
     rows = []
-    for unit in units:
+    for unit in found:
         compared = {c["comparison"]: c for c in unit["comparisons"]}
         backward = [f"{c}_vs_variance" for c in BACKWARD_COSINES if f"{c}_vs_variance" in compared]
         rows.append(
@@ -82,8 +65,8 @@ def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) ->
             | _carriers(unit["trained"], criteria.first_layer)
             | {"backward": max(backward, key=lambda k: compared[k]["value_a"], default=None)}
         )
-    versus = [c for unit in units for c in unit["copies"]]
-    return {"rows": rows, "versus": versus, "seeds": sorted({unit["seed"] for unit in units})}
+    versus = [c for unit in found for c in unit["copies"]]
+    return {"rows": rows, "versus": versus, "seeds": sorted({unit["seed"] for unit in found})}
 
 
 def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
@@ -188,6 +171,7 @@ def _summary_cell(cell: dict) -> str:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     rows, cells = numbers["rows"], tally(numbers)
+    by_cell = [{c["cell"]: c for c in cells[name]} for name in CELLS]  # each column's, by task
     return SECTION.format(
         figure=figures("probes"),
         level=f"{criteria.level:.0%}",
@@ -195,7 +179,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         summary_table=fmt.table(
             ["task", *(header for _, header in CELLS.values())],
             [
-                [cell[0], *[_summary_cell(by_task[cell]) for by_task in _by_cell(cells)]]
+                [cell[0], *[_summary_cell(by_task[cell]) for by_task in by_cell]]
                 for cell in [c["cell"] for c in cells["cosine"]]
             ],
         ),
@@ -226,11 +210,6 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
             ],
         ),
     )
-
-
-def _by_cell(cells: dict[str, list[dict]]) -> list[dict[tuple, dict]]:
-    """For each column of the summary table, its cells by task."""
-    return [{c["cell"]: c for c in cells[name]} for name in CELLS]
 
 
 def _pair_cells(comparison: dict | None) -> list[str]:
@@ -268,28 +247,24 @@ difference lies above (below) 0 in every seed, within otherwise:
 
 {summary_table}
 
-Per seed, one number against one under the spline probe (each at its best layer >= {first}, layer in
-brackets; the variance on the same positions 1..n-1 and folds as the cosine number), with the
-difference and its {level} paired bootstrap interval over sequences, beside what the prompt
-format gives away (mean over folds ± its standard error):
+Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
+variance on the same positions 1..n-1 and folds), with the {level} paired interval over
+sequences, beside what the prompt format gives away (mean over folds ± standard error):
 
 {probe_table}
 
-Each trained seed against the random-init model of its own initial weights on the very same
-sequences (best layer >= {first} of each; the mean over seeds with its Student-t interval, wide
-with few seeds):
+Each trained seed against its own initial weights on the same sequences (best layer >= {first}
+of each; the mean over seeds with its Student-t interval):
 
 {control_table}
 
-Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >=
-{first}, ± its standard error over sequences; differences with their paired intervals):
+Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
 
 {order_table}
 
-What it shows: on task sequences the format alone names the position (token_identity R^2),
-and layer 0 already reads much of it, so the gain of a later layer over layer 0 is what the
-model computed; the cosine profile (one similarity per other position) against the variance
-is many numbers against one, shown but not counted."""
+What it shows: the format alone names the position (token_identity R^2) and layer 0 reads
+much of it, so what the model computed is the gain over layer 0; the cosine profile against the
+variance is many numbers against one, shown but not counted."""
 
 CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 
