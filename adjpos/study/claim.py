@@ -164,14 +164,8 @@ class Context:
         """`fn` over `jobs` on the run's engine (see `adjpos.engines.run_units`)."""
         from adjpos.engines import Resources, run_units
 
-        return run_units(
-            fn,
-            jobs,
-            engine=self.engine,
-            workers=self.workers,
-            address=self.address,
-            resources=Resources.for_device(self.models.device),
-        )
+        where = {"engine": self.engine, "workers": self.workers, "address": self.address}
+        return run_units(fn, jobs, **where, resources=Resources.for_device(self.models.device))
 
     def per_unit(self, stage: str, unit: Callable[..., Any], table: Any, *, seeds: bool) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,

@@ -65,6 +65,12 @@ def score(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['value']:.2f} ({entry['layer']})"
 
 
+def section(*parts: str) -> str:
+    """A report section: its parts (figures, tables, paragraphs) in order, a blank line
+    apart, empty ones left out."""
+    return "\n\n".join(part for part in parts if part)
+
+
 def figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> str:
     """A figure: embedded (`html`), or its PNG inline with a link to the interactive HTML."""
     if html:
@@ -75,11 +81,6 @@ def figure(path: str, caption: str, png: bool, *, html: bool, links: bool) -> st
     image = f"![{caption}]({path}.png)\n\n" if png else ""
     link = f" ([interactive figure]({path}.html))" if links else ""
     return f"{image}*{caption}*{link}"
-
-
-def captioned(captions: Mapping[str, str], **drawn: Any) -> dict[str, tuple[Any, str]]:
-    """A claim's figures: each drawn figure (by stem) with its caption from `captions`."""
-    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
 
 
 def _is_number(value: Any) -> bool:

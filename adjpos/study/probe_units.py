@@ -92,16 +92,17 @@ def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubj
 
 def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int) -> str:
     """One unit of the probing stage as JSON: both models' `ProbeResult`s, the comparisons
-    within the trained model and the trained model against its copy (see `write_unit`)."""
+    within the trained model and, for each of the `CONTROL_CARRIERS`, the trained model minus
+    its copy at each one's best layer (see `write_unit`)."""
     trained, copy = probe_pair(models, sizes, task, seed)
-    draws = {"n_boot": criteria.n_boot, "level": criteria.level}
+    draws = criteria.draws
     unit = {
         "task": task,
         "seed": seed,
         "trained": json.loads(measure_probes(trained, sizes).to_json()),
         "control": json.loads(measure_probes(copy, sizes).to_json()),
         "comparisons": compare_within(trained, sizes, criteria.first_layer, **draws),
-        "copies": compare_copies(trained, copy, sizes, criteria.first_layer, **draws),
+        "copies": _paired(trained, copy, CONTROL_CARRIERS, sizes, criteria.first_layer, **draws),
     }
     return json.dumps(unit)
 
@@ -129,15 +130,6 @@ def compare_within(
         found = compare_scores(taus[a], taus[b], metric="abs_kendall_tau", best_layer=True, **draws)
         rows += _named(subject, name, found)
     return rows
-
-
-def compare_copies(
-    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, first: int = 1, **draws: Any
-) -> list[dict[str, Any]]:
-    """Each of the `CONTROL_CARRIERS` this size measures, the trained model minus its own
-    initial weights on the same sequences, each at its best layer >= `first`: the rows of
-    ``probe_copies.csv``."""
-    return _paired(trained, copy, CONTROL_CARRIERS, sizes, first, **draws)
 
 
 def _paired(a: ProbeSubject, b: ProbeSubject, specs: dict, sizes: Any, first: int, **draws: Any):

@@ -86,17 +86,9 @@ def seed_spans_figure(frame: pd.DataFrame, *, row: str, title: str, y_title: str
     """`seed_summary` rows by layer: one line per model, one panel per (`row`, task)."""
     from adjpos.figures import plot_intervals
 
+    axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "model"}
     return plot_intervals(
-        frame,
-        x="layer",
-        y="value",
-        low="low",
-        high="high",
-        color="model",
-        facet_col="task",
-        facet_row=row,
-        title=title,
-        y_title=y_title,
+        frame, **axes, facet_col="task", facet_row=row, title=title, y_title=y_title
     )
 
 

@@ -233,35 +233,21 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "layer", "trained (seed span)", "own initial weights (seed span)"]
     header += ["difference (t-interval over seeds)"] + [v["view"] for v in views]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
-    return SECTION.format(
-        figure=figures("adjacency_by_layer"),
-        table=by_layer(means, "adjacency"),
-        text=per_task + ".",
-        views_figure=figures("adjacency_views"),
-        mean_cosine=_mean_cosine(numbers, criteria),
-        views_table=fmt.table(header, rows),
-    )
+    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), SECTION + per_task + "."]
+    views_text = VIEWS.format(mean_cosine=_mean_cosine(numbers, criteria))
+    return fmt.section(*parts, figures("adjacency_views"), views_text, fmt.table(header, rows))
 
 
-SECTION = """{figure}
-
-{table}
-
-What it shows: {text} Layer 0 is not at chance on task sequences (the format puts the same
-characters at the same places), so each layer is compared with layer 0, every seed apart.
-
-### Trained against their own initial weights, in six views of the score
-
-{views_figure}
+SECTION = """What it shows: layer 0 is not at chance on task sequences (the format puts the same
+characters at the same places), so each layer is compared with layer 0, every seed apart: """
+VIEWS = """### Trained against their own initial weights, in six views of the score
 
 The whole score mixes prompt and answer rows, rewards states that point the same way (mean
 cosine of two positions, trained and random-init: {mean_cosine}) and, with strict ties, puts
 chance below 0.5 where tokens repeat. So each view pairs each trained seed with its own initial
 weights on the same sequences: for when every seed's paired interval lies above 0, against when
 every one lies below. Spans: the seeds' lowest low to highest high; the difference: the mean
-over seeds with its Student-t interval.
-
-{views_table}"""
+over seeds with its Student-t interval."""
 
 
 def by_layer(rows: list[dict[str, Any]], value: str) -> str:

@@ -55,19 +55,11 @@ def causal_unit(
     prompts for every seed), as records; with `folder` (see `Context.per_unit`), each of its
     (layer, read-out, intervention) parts is kept there when done and read back on resume."""
     model, task = models.trained(name, seed)
-    return intervention_table(
-        model,
-        task,
-        layers=sizes.intervention_layers,
-        interventions=sizes.interventions,
-        n_prompts=sizes.intervention_prompts,
-        control_draws=sizes.control_draws,
-        readouts=sizes.readouts,
-        model_name=TRAINED,
-        model_seed=seed,
-        folder=folder,
-        progress=False,
-    ).to_dict("records")
+    options = {"layers": sizes.intervention_layers, "interventions": sizes.interventions}
+    options |= {"n_prompts": sizes.intervention_prompts, "control_draws": sizes.control_draws}
+    options |= {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
+    table = intervention_table(model, task, **options, folder=folder, progress=False)
+    return table.to_dict("records")
 
 
 def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
@@ -241,25 +233,21 @@ SECTION = """{figure}
 
 Each trained model on fresh held-out prompts with one carrier of position changed at the input
 of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
-decoding, the change active at every step, with its 95% bootstrap interval over prompts. The
-read-out positions (the last prompt position and every answer position) are {readout} in the
-findings the verdicts count; the last column gives the other variant's. A random control is the
-mean of its draws; "difference" is the paired per-prompt difference from the control with its
-95% bootstrap interval, "size" the mean relative size ||x' - x|| / ||x|| of the states the hook
-changed while decoding (the control's in brackets):
+decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
+findings the verdicts count (the last column: the other variant's). A random control is the
+mean of its draws; "difference" is the paired per-prompt difference from the control, "size"
+the mean relative change ||x' - x|| / ||x|| of the states the hook changed (the control's in
+brackets):
 
 {table}
 
-What it shows: a change is "necessary" when the upper bound of its paired difference from the
-control lies at least {min_gap} below zero with a change at most {size_slack} times the
-control's; "not needed" when its interval reaches the baseline's; uniform attention has no
-matched control and is judged against the baseline. A norm change beyond its size-matched
-control means it is where the norms went, not only how much they changed, that broke the task.
-Necessary in every seed, per task: {per_task}. At layer 0 the states are the token embeddings,
-which carry no position: the "position" subspace and LEACE there find the directions of the
-tokens the format puts at each place, so layers below {first} are shown but not counted. The
-trained seeds are {seeds}, each on the same prompts; a cell counts only when every seed
-agrees."""
+What it shows: a change is "necessary" when its difference's upper bound lies at least
+{min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when
+its interval reaches the baseline's; uniform attention, with no matched control, is judged
+against the baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers
+below {first} are shown but not counted: the token embeddings carry no position, so the
+"position" subspace and LEACE there find the tokens the format puts at each place."""
+
 
 CAPTION = (
     "Exact match of each trained model with one carrier of position changed at the input of "

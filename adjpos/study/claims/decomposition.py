@@ -142,27 +142,17 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += [f"position curve: top {N_PCS} PCs", "position curve alone (seed range)"]
     header += ["whole (seed span)", "without the curve (seed span)"]
     header += ["whole - without (t-interval over seeds)", "removing it lowers the score"]
-    return SECTION.format(
-        shares=figures("decomposition_shares"),
-        scores=figures("decomposition_adjacency"),
-        table=fmt.table(header, rows),
-        level=f"{criteria.level:.0%}",
-    )
+    text = SECTION.format(level=f"{criteria.level:.0%}")
+    return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
 
-SECTION = """{shares}
-
-{scores}
-
-{table}
-
-What it shows: each layer's states on sequences of one length split into a mean, a position
-curve every sequence shares, a constant per sequence (context) and a residual
-(`adjpos.decompose`), with each part's share of the sum of squares and the curve's along its
-first principal directions. A cell is for when every seed's paired {level} interval of the
-score of the states less the mean, whole minus without the curve, lies above 0, against when
-every one lies below. At layer 0 the curve is the prompt format; with few sequences the curve,
-held fixed in the intervals, keeps part of each sequence's own averaging."""
+SECTION = """What it shows: each layer's states on sequences of one length split into a mean, a
+position curve every sequence shares, a constant per sequence (context) and a residual
+(`adjpos.decompose`), with each part's share of the sum of squares and the curve's along its first
+principal directions. A cell is for when every seed's paired {level} interval of the score of the
+states less the mean, whole minus without the curve, lies above 0, against when every one lies
+below. At layer 0 the curve is the prompt format; with few sequences the curve, held fixed in the
+intervals, keeps part of each sequence's own averaging."""
 
 CAPTIONS = {
     "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "

@@ -78,8 +78,7 @@ def spread(steps: list[int], count: int | None) -> list[int]:
 def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> list[dict]:
     """Every metric of one snapshot: {layer, metric, value, low, high} records (exact match
     with its Wilson interval, the others with bootstrap intervals over sequences)."""
-    gen, draws = torch.Generator().manual_seed(5), {"n_boot": criteria.n_boot}
-    draws["level"] = criteria.level
+    gen, draws = torch.Generator().manual_seed(5), criteria.draws
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
     hits = sum(evaluate(model, task, prompts, per_prompt=True))
     interval = wilson_interval(hits, len(prompts), level=criteria.level)

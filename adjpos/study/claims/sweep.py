@@ -32,17 +32,9 @@ def measure(context: Context) -> dict[str, Any]:
 def measure_sweep(out_dir: Any, sizes: Any, *, workers: int | None, **where: Any):
     """The random-init sweep (its own run folder, resumable cell by cell); `where` is the
     device, engine and address."""
-    sequences = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
-    seeds, base = list(sizes.sweep_seeds), sweep_base(sizes)
-    return sweep(
-        list(sizes.grid),
-        seeds=seeds,
-        out_dir=out_dir,
-        workers=workers,
-        base=base,
-        **sequences,
-        **where,
-    )
+    options = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
+    options |= {"seeds": list(sizes.sweep_seeds), "base": sweep_base(sizes), "workers": workers}
+    return sweep(list(sizes.grid), out_dir=out_dir, **options, **where)
 
 
 def sweep_base(sizes: Any) -> ModelConfig:

@@ -127,24 +127,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         )
     header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "shrinks"]
     header += ["ratio - initial weights' (t over seeds)", "below the initial weights'"]
-    return SECTION.format(
-        by_position=figures("variance_by_position"),
-        by_layer=figures("variance_by_layer"),
-        table=fmt.table(header, rows),
-        level=f"{criteria.level:.0%}",
-    )
+    text = SECTION.format(level=f"{criteria.level:.0%}")
+    return fmt.section(figures("variance"), fmt.table(header, rows), text)
 
 
-SECTION = """{by_position}
-
-{by_layer}
-
-{table}
-
-What it shows: a ratio below 1 (less variance over the last third of the positions than over
-the first) with a negative Spearman correlation is the shrinkage Chi et al. describe: for when
-both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both
-lie above. The last two columns pair each trained seed with its own initial weights."""
+SECTION = """What it shows: a ratio below 1 (less variance over the last third of the positions than
+over the first) with a negative Spearman correlation is the shrinkage Chi et al. describe: for when
+both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both lie
+above. The last two columns pair each trained seed with its own initial weights."""
 
 CAPTIONS = {
     "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
