@@ -1,10 +1,7 @@
 """Claim 1: in trained NoPE models nearby hidden states are more similar (the adjacency
-pattern), and how the trained models compare with random-init models of the same
-architecture, in twelve views of the score (see `adjpos.study.views`).
-
-Each (model, seed, layer, view) value carries a percentile bootstrap interval over sequences,
-and each trained seed minus its own initial weights a paired one; a cell counts only when
-every seed's intervals hold (`verdicts`).
+pattern), against random-init models of the same architecture, in twelve views of the score
+(`adjpos.study.views`), each value with a bootstrap interval over sequences and each trained
+seed minus its own initial weights a paired one; a cell counts when every seed's holds.
 """
 
 from __future__ import annotations
@@ -268,13 +265,12 @@ def _mean_cosine(numbers: dict[str, Any], criteria: Criteria) -> str:
 
 
 CAPTIONS = {
-    "adjacency_by_layer": "Adjacency score per layer (the study's score: whole sequence, ties "
-    "strict; layer 0 = token embeddings), per task: the trained NoPE models, random-init NoPE "
-    "models of the same architecture, and random-init models with learned positions (mean "
-    "over seeds; bars: std over seeds).",
-    "adjacency_views": "Adjacency score per layer in four views (the study's score, then the "
-    "prompt rows, the answer rows and the centred prompt rows with ties as half), trained "
-    "against their own initial weights (mean over seeds; bars: the seeds' interval span).",
+    "adjacency_by_layer": "The study's adjacency score per layer (layer 0 = token embeddings): "
+    "trained NoPE, random-init NoPE and random-init learned-position models (mean over seeds; "
+    "bars: std over seeds).",
+    "adjacency_views": "Adjacency per layer in four views (the study's score; prompt, answer and "
+    "centred prompt rows, ties half), trained against their own initial weights (mean over "
+    "seeds; bars: the seeds' interval span).",
 }
 
 

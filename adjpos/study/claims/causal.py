@@ -1,9 +1,7 @@
 """Does the model read the pattern? Causal tests: one carrier of position changed at the input
-of one block of each trained model, beside its matched control (`adjpos.interventions`).
-
-Every intervention runs in two variants: the read-out positions (the last prompt position and
-every answer position) kept untouched, which the verdicts use, and changed like the others,
-reported beside. Each row's finding (`finding`) is decided from its intervals alone.
+of one block of each trained model, beside its matched control (`adjpos.interventions`), the
+read-out positions kept (the verdicts) or changed (beside); each row's `finding` is decided
+from its intervals alone.
 """
 
 from __future__ import annotations
@@ -81,13 +79,12 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
         for name in (n for n in TESTED if n in by.index):
             mine, control_name = by.loc[name], by.loc[name, "control"]
             control = by.loc[control_name] if control_name in by.index else None
-            theirs = {} if control is None else _cell(control)
+            theirs = dict.fromkeys(CELL) if control is None else _cell(control)
             rows.append(
                 {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
                 | {"readout": readout, "control": None if control is None else control_name}
                 | _cell(mine)
-                | {f"control_{k}": theirs.get(k) for k in ("exact_match", "low", "high")}
-                | {"control_perturbation": theirs.get("perturbation")}
+                | {f"control_{k}": v for k, v in theirs.items()}
                 | {f"baseline{k}": _float(base[f"exact_match{k}"]) for k in ("", "_low", "_high")}
                 | {k: _float(mine[k]) for k in ("difference", "difference_low", "difference_high")}
                 | {"percentile": _float(mine["percentile"])}
@@ -98,15 +95,13 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
 
 
 KEYS = ["task", "seed", "layer", "readout"]
+# A changed model's numbers in the causal numbers: name -> its column of interventions.csv.
+CELL = {"exact_match": "exact_match", "low": "exact_match_low", "high": "exact_match_high"}
+CELL |= {"perturbation": "perturbation"}
 
 
 def _cell(row: pd.Series) -> dict[str, Any]:
-    return {
-        "exact_match": _float(row["exact_match"]),
-        "low": _float(row["exact_match_low"]),
-        "high": _float(row["exact_match_high"]),
-        "perturbation": _float(row["perturbation"]),
-    }
+    return {name: _float(row[column]) for name, column in CELL.items()}
 
 
 # What a row's finding says of its claim (the other findings: within).
@@ -250,10 +245,8 @@ below {first} are shown but not counted: the token embeddings carry no position,
 
 
 CAPTION = (
-    "Exact match of each trained model with one carrier of position changed at the input of "
-    "one block (layer 0 = token embeddings), the read-out positions kept, each control dashed "
-    "in its intervention's colour, the unchanged model black (bars: 95% bootstrap intervals "
-    "over prompts)."
+    "Exact match with one carrier of position changed at the input of one block, read-out "
+    "positions kept, controls dashed, the unchanged model black (bars: 95% intervals)."
 )
 
 

@@ -1,10 +1,7 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
-Zhong, 2024), trained models against their own initial weights.
-
-Song and Zhong find position[t] a smooth, low-dimensional curve in trained language models;
-if the adjacency pattern is the smoothness of that curve, taking the curve away should take the
-pattern with it. The curve is estimated once from all the sequences and held fixed in the
-intervals (recomputing it in every bootstrap draw would multiply the cost by their number).
+Zhong, 2024, find position[t] a smooth, low-dimensional curve), trained models against their
+own initial weights. If the pattern is the curve's smoothness, taking the curve away takes the
+pattern with it. The curve is estimated once and held fixed in the intervals.
 """
 
 from __future__ import annotations
@@ -155,12 +152,10 @@ below. At layer 0 the curve is the prompt format; with few sequences the curve, 
 intervals, keeps part of each sequence's own averaging."""
 
 CAPTIONS = {
-    "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "
-    "mean, the position curve, the per-sequence context and the residual, by layer (mean "
-    "over seeds), trained against random-init NoPE (each seed's own initial weights).",
-    "decomposition_adjacency": "Adjacency score by layer of the states less their mean, "
-    "whole and without the position curve, and of the curve alone (mean over seeds; bars: "
-    "the seeds' interval span, the seeds' range for the curve).",
+    "decomposition_shares": "Shares of the hidden states' sum of squares (mean, position curve, "
+    "context, residual) by layer, trained against their own initial weights (mean over seeds).",
+    "decomposition_adjacency": "Adjacency by layer of the states less their mean, whole and "
+    "without the position curve, and of the curve alone (mean over seeds; bars: seed spans).",
 }
 
 

@@ -1,12 +1,8 @@
-"""When the pattern appears: the trained models' snapshots, from the initial weights to the end.
-
-Each snapshot (``load_model(folder, step=s)``, log-spaced, step 0 included) is measured like
-the finished model: exact match on fresh held-out prompts, and per layer the adjacency score
-(the study's and the centred prompt-row view), the variance ratio and its Spearman
-correlation with position, and the gain of the residual's logistic position probe over
-layer 0. Every value has an interval at `Criteria.level`: Wilson for exact match, a bootstrap
-over sequences for the others, the normal interval of the probe's mean over folds. A
-trajectory rises (falls) when its end's interval lies above (below) its start's.
+"""When the pattern appears: the trained models' log-spaced snapshots (step 0 included), each
+measured like the finished model: exact match (Wilson interval), and per layer the adjacency
+score (the study's and the centred prompt-row view), the variance ratio and Spearman
+correlation (bootstrap intervals) and the residual's position-probe gain over layer 0 (normal
+interval over folds). A trajectory rises when its end's interval lies above its start's.
 """
 
 from __future__ import annotations
@@ -223,11 +219,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 
 
 CAPTION = (
-    "Training dynamics of each task's first seed with snapshots: exact match, adjacency (the "
-    "study's score and the centred prompt-row view), the variance ratio and its Spearman "
-    "correlation with position, and the residual's position-probe gain over layer 0, against "
-    "the training step (log scale; step 0, the initial weights, drawn at 1), one line per layer "
-    "(bars: 95% intervals)."
+    "Training dynamics of each task's first seed with snapshots: every metric against the step "
+    "(log scale; step 0 drawn at 1), one line per layer (bars: 95% intervals)."
 )
 
 

@@ -1,12 +1,8 @@
-"""Claim 2: position is read better from cosine similarities than from the variance (probes),
-order reconstruction from shuffled states, and trained models against random-init copies of
-their own initial weights on the very same sequences.
-
-Every trained seed is probed beside the random-init copy with its own starting weights on the
-same held-out sequences (`adjpos.study.probe_units`). Every comparison is paired
-(`adjpos.probes.compare`): two feature sets of one model on the same positions and folds, or a
-trained model against its copy; each side at its best layer counted, chosen again in every
-draw of a percentile bootstrap over sequences.
+"""Claim 2: position is read better from cosine similarities than from the variance (probes)
+and order reconstruction from shuffled states, each trained seed beside the random-init copy of
+its own initial weights on the same sequences (`adjpos.study.probe_units`). Every comparison is
+paired (`adjpos.probes.compare`), each side at its best layer counted, chosen again in every
+bootstrap draw over sequences.
 """
 
 from __future__ import annotations

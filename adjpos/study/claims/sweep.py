@@ -1,9 +1,7 @@
 """Claim 3: random-init NoPE models show the pattern too, over which hyperparameters: the
-random-init sweep (`adjpos.sweep`) over the study's grid.
-
-Each cell x seed is one random-init model scored on random tokens; a model shows the pattern
-when its deepest layer scores above chance. The sweep keeps one score per model (its mean over
-the sequences), with no interval, so the verdict counts point estimates and says so.
+random-init sweep (`adjpos.sweep`) over the study's grid, each cell x seed one model scored on
+random tokens. The sweep keeps one score per model with no interval, so the verdict counts
+point estimates (deepest layer above chance) and says so.
 """
 
 from __future__ import annotations
@@ -97,8 +95,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 
 
 CAPTIONS = {
-    "sweep_init_by_width": "Random-init NoPE models: adjacency score at the deepest layer over "
-    "init scale and width (mean over seeds).",
+    "sweep_init_by_width": "Random-init NoPE models: deepest-layer adjacency over init scale and "
+    "width (mean over seeds).",
     "sweep_histogram": "Adjacency scores of every random-init model of the sweep.",
     "sweep_by_positional": "Random-init models: NoPE against learned, rotary and alibi positions.",
     "sweep_depth_by_norm": "Random-init NoPE models: depth against normalization placement.",

@@ -137,11 +137,11 @@ both spans of the seeds' {level} intervals lie below their null (1 and 0), again
 above. The last two columns pair each trained seed with its own initial weights."""
 
 CAPTIONS = {
-    "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
-    "position (mean over held-out sequences of one length and over seeds), one line per layer.",
-    "variance_by_layer": "Variance against position by layer: the last-third / first-third "
-    "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
-    "trained against random-init NoPE (mean over seeds; bars: the seeds' interval span).",
+    "variance_by_position": "Variance of the trained models' hidden states over d_model by "
+    "position (mean over sequences of one length and over seeds), one line per layer.",
+    "variance_by_layer": "Last-third / first-third variance ratio (below 1 = shrinks) and "
+    "Spearman correlation with position by layer, trained against random-init NoPE (mean over "
+    "seeds; bars: seed spans).",
 }
 
 
