@@ -1,16 +1,10 @@
-"""What every claim of the study is: one module that measures, then judges its numbers.
-
-A claim module (``adjpos/study/claims/NAME.py``) reads top to bottom: measure -> tables ->
-numbers -> verdicts -> sentences -> figures; `adjpos.study.claims.claim` makes its `Claim` from
-its ``TITLE`` and those functions. The pipeline calls `Claim.measure` once per run: it writes
-the module's tables under ``results/`` and returns numbers and intervals, never words (the
-pipeline writes them to ``results/numbers/NAME.json``). The report calls `Claim.verdicts` and
-`Claim.section` on those numbers alone, under the run's `Criteria`.
+"""What every claim of the study is: one module (``adjpos/study/claims/NAME.py``) that
+measures, then judges its numbers (see `Claim`); the pipeline writes what `Claim.measure`
+returns to ``results/numbers/NAME.json``, and the report judges those numbers alone.
 
 Every verdict is a `Verdict`: a `Status` with its counts, from `Verdict.tally` over cell
-`Outcome` s, each decided by `judge` (one interval comparison, `adjpos.stats.compare_intervals`)
-and, over seeds, by `every_seed`. The status rule is written once, in `Status.of` (all of them
-live in `adjpos.stats`, so that the library's own verdicts, e.g. `adjpos.hf`, share them).
+`Outcome` s, each decided by `judge` (one interval comparison) and, over seeds, by
+`every_seed`; the status rule is `Status.of` (all in `adjpos.stats`, shared with the library).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""`reproduce`: the whole study in one call, resumable claim by claim.
-
-The run's folder is an `adjpos.runs.RunFolder`: its spec is the settings, every size and the
-criteria of the verdicts; each claim (`adjpos.study.claims`) is a unit (probing also one unit
-per probed model, the causal stage one per trained seed and within it one per layer, read-out
-and intervention, the dynamics stage one per task, the sweep one per cell), and a re-run skips
-finished units. A claim writes its tidy tables under ``results/`` and its numbers
-under ``results/numbers/``; the figures, ``results/claims.csv`` and ``report.md`` /
-``report.html`` are drawn afresh from those files at the end of every run, never from memory.
+"""`reproduce`: the whole study in one call, resumable claim by claim (each claim a unit of
+an `adjpos.runs.RunFolder`, and most of them units within; a re-run skips finished ones). The
+figures, ``results/claims.csv`` and the report are drawn afresh from the result files at the
+end of every run, never from memory.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What several claims measure the same way: each sequence's adjacency in every view of the
-score, and the summary of a group of seeds.
-
-Adjacency by layer is scored in twelve views, so that what the whole-sequence score mixes can
-be told apart: the rows scored (all, the prompt's, the answer's: a model knows where ``=``
-is, and each answer digit resembles the digit it copies), the states as they are or centred
-(each sequence's mean state subtracted: random-init states point nearly the same way), and
-ties strict (the study's definition) or counted as half (chance 0.5 on any data).
+"""What several claims measure the same way: each sequence's adjacency in twelve views of the
+score, so that what the whole-sequence score mixes can be told apart (the rows scored: all, the
+prompt's, the answer's; the states as they are or centred; ties strict, the study's, or half,
+chance 0.5 on any data), and the summary of a group of seeds.
 """
 
 from __future__ import annotations

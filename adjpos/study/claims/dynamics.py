@@ -187,10 +187,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     if not numbers["tasks"]:
-        return (
-            "What it shows: nothing: no measured model has training snapshots (see "
-            "docs/pretrained.md)."
-        )
+        return "What it shows: nothing: no measured model has training snapshots."
     solved = criteria.solved
     accuracy = fmt.table(
         ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
@@ -210,12 +207,9 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     ]
     header = ["task", "seed", "metric", "layer", "start", "peak (step)", "end", "end vs start"]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
-    return (
-        f"{figures('dynamics')}\n\n{accuracy}\n\n{fmt.table(header, rows)}\n\nWhat it shows: "
-        "each metric from the initial weights (step 0) to the end of training, the end "
-        f"'above' or 'below' the start when their {criteria.level:.0%} intervals are apart. "
-        f"Snapshots are log-spaced, so early training is seen in detail; seeds {seeds}."
-    )
+    text = "What it shows: each metric from step 0 to the end of training, the end 'above' or "
+    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds {seeds}."
+    return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
 
 
 CAPTION = (

@@ -84,14 +84,11 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
         for key in ("deepest", "nope_deepest")
     )
-    return (
-        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {every} of "
-        f"{len(numbers['deepest'])} random-init models (every grid cell and seed, NoPE or not) "
-        f"and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at their "
-        "deepest layer. In the init x width grid the mean score reaches "
-        f"{fmt.n(criteria.band)} at init scales {fmt.join(band) if band else 'none'}; the "
-        "first-layer argument explains why the pattern weakens at both ends (Claim 4)."
-    )
+    text = f"What it shows: {every} of {len(numbers['deepest'])} random-init models (NoPE or "
+    text += f"not) and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at "
+    text += f"their deepest layer; the mean score reaches {fmt.n(criteria.band)} at init scales "
+    text += f"{fmt.join(band) if band else 'none'} (Claim 4: why it weakens at both ends)."
+    return fmt.section(figures("sweep"), table, text)
 
 
 CAPTIONS = {
