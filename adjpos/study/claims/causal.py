@@ -182,28 +182,24 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "seed", "layer", "change", "exact match", "control's exact match"]
     header += ["difference", "baseline", "size (control's)", f"finding, read-out {readout}"]
     header += ["finding, read-out changed" if readout == "kept" else "finding, other read-out"]
-    table = fmt.table(
-        header,
-        [
-            [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
-            + [interval(r["exact_match"], r["low"], r["high"])]
-            + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
-            + [interval(r["difference"], r["difference_low"], r["difference_high"])]
-            + [f"{r['baseline']:.2f}", _sizes(r), finding(r, criteria)]
-            + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
-            for r in rows
-        ],
-    )
-    return SECTION.format(
-        figure=figures("interventions"),
-        table=table,
-        readout=readout,
-        per_task=_per_task(rows, criteria),
+    body = [
+        [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
+        + [interval(r["exact_match"], r["low"], r["high"])]
+        + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
+        + [interval(r["difference"], r["difference_low"], r["difference_high"])]
+        + [f"{r['baseline']:.2f}", _sizes(r), finding(r, criteria)]
+        + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
+        for r in rows
+    ]
+    after = AFTER.format(
         min_gap=fmt.n(criteria.min_gap),
         size_slack=fmt.n(criteria.size_slack),
-        first=criteria.first_layer,
         seeds=seeds_text(numbers["seeds"]),
+        per_task=_per_task(rows, criteria),
+        first=criteria.first_layer,
     )
+    parts = [figures("interventions"), BEFORE.format(readout=readout), fmt.table(header, body)]
+    return fmt.section(*parts, after)
 
 
 def _sizes(r: dict[str, Any]) -> str:
@@ -224,24 +220,18 @@ def _per_task(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     )
 
 
-SECTION = """{figure}
-
-Each trained model on fresh held-out prompts with one carrier of position changed at the input
-of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
+BEFORE = """Each trained model on fresh held-out prompts with one carrier of position changed at the
+input of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
 decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
-findings the verdicts count (the last column: the other variant's). A random control is the
-mean of its draws; "difference" is the paired per-prompt difference from the control, "size"
-the mean relative change ||x' - x|| / ||x|| of the states the hook changed (the control's in
-brackets):
-
-{table}
-
-What it shows: a change is "necessary" when its difference's upper bound lies at least
-{min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when
-its interval reaches the baseline's; uniform attention, with no matched control, is judged
-against the baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers
-below {first} are shown but not counted: the token embeddings carry no position, so the
-"position" subspace and LEACE there find the tokens the format puts at each place."""
+findings the verdicts count (the last column: the other variant's). A random control is the mean of
+its draws; "difference" is the paired per-prompt difference from the control, "size" the mean
+relative change ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
+AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
+{min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when its
+interval reaches the baseline's; uniform attention, with no matched control, is judged against the
+baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers below {first} are
+shown but not counted: the token embeddings carry no position, so the "position" subspace and LEACE
+there find the tokens the format puts at each place."""
 
 
 CAPTION = (

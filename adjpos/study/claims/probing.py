@@ -168,44 +168,43 @@ def _summary_cell(cell: dict) -> str:
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     rows, cells = numbers["rows"], tally(numbers)
     by_cell = [{c["cell"]: c for c in cells[name]} for name in CELLS]  # each column's, by task
-    return SECTION.format(
-        figure=figures("probes"),
-        level=f"{criteria.level:.0%}",
-        first=criteria.first_layer,
-        summary_table=fmt.table(
-            ["task", *(header for _, header in CELLS.values())],
-            [
-                [cell[0], *[_summary_cell(by_task[cell]) for by_task in by_cell]]
-                for cell in [c["cell"] for c in cells["cosine"]]
-            ],
-        ),
-        probe_table=fmt.table(
-            ["task", "seed", "best backward cosine", "variance", "cosine - variance"]
-            + ["profile - variance (ridge, many vs one)", "token_identity R^2"]
-            + ["resid accuracy, layer 0", "resid accuracy, best"],
-            [
-                [r["task"], r["seed"], *_pair_cells(_comparison(r, "backward"))]
-                + [_difference(_comparison(r, "profile_vs_variance_ridge"))]
-                + [fmt.score(r["token_identity_r2"]), fmt.score(r["resid_accuracy_layer0"])]
-                + [fmt.score(r["resid_accuracy"])]
-                for r in rows
-            ],
-        ),
-        control_table=_control_table(numbers["versus"], cells["copies"]),
-        order_table=fmt.table(
-            ["task", "seed", "seriation (all pairs)", "first-similarity sort (backward)"]
-            + ["variance sort", "chance", "seriation - variance sort"]
-            + ["first sort - variance sort (same n - 1 states)"],
-            [
-                [r["task"], r["seed"]]
-                + [fmt.score(r[f"{m}_tau"]) for m in ORDER_METHODS]
-                + [(r["variance_sort_tau"] or {}).get("chance")]
-                + [_difference(_comparison(r, "seriation_vs_variance_sort"))]
-                + [_difference(_comparison(r, "first_sort_vs_variance_sort"))]
-                for r in rows
-            ],
-        ),
+    summary = fmt.table(
+        ["task", *(header for _, header in CELLS.values())],
+        [
+            [cell[0], *[_summary_cell(by_task[cell]) for by_task in by_cell]]
+            for cell in [c["cell"] for c in cells["cosine"]]
+        ],
     )
+    probes = fmt.table(
+        ["task", "seed", "best backward cosine", "variance", "cosine - variance"]
+        + ["profile - variance (ridge, many vs one)", "token_identity R^2"]
+        + ["resid accuracy, layer 0", "resid accuracy, best"],
+        [
+            [r["task"], r["seed"], *_pair_cells(_comparison(r, "backward"))]
+            + [_difference(_comparison(r, "profile_vs_variance_ridge"))]
+            + [fmt.score(r["token_identity_r2"]), fmt.score(r["resid_accuracy_layer0"])]
+            + [fmt.score(r["resid_accuracy"])]
+            for r in rows
+        ],
+    )
+    order = fmt.table(
+        ["task", "seed", "seriation (all pairs)", "first-similarity sort (backward)"]
+        + ["variance sort", "chance", "seriation - variance sort"]
+        + ["first sort - variance sort (same n - 1 states)"],
+        [
+            [r["task"], r["seed"]]
+            + [fmt.score(r[f"{m}_tau"]) for m in ORDER_METHODS]
+            + [(r["variance_sort_tau"] or {}).get("chance")]
+            + [_difference(_comparison(r, "seriation_vs_variance_sort"))]
+            + [_difference(_comparison(r, "first_sort_vs_variance_sort"))]
+            for r in rows
+        ],
+    )
+    tables = [summary, probes, _control_table(numbers["versus"], cells["copies"]), order]
+    said = SECTION.format(level=f"{criteria.level:.0%}", first=criteria.first_layer)
+    said = said.split("\n\n")  # a paragraph before each table, one after the last
+    parts = [part for pair in zip(said, tables, strict=False) for part in pair]
+    return fmt.section(figures("probes"), *parts, said[-1])
 
 
 def _pair_cells(comparison: dict | None) -> list[str]:
@@ -236,27 +235,17 @@ def _control_table(versus: list[dict], cells: list[dict]) -> str:
     return fmt.table([*header, "mean over seeds (t interval)", "over the seeds"], body)
 
 
-SECTION = """{figure}
-
-Each cell over the trained seeds: for (against) when the {level} paired interval of the
+SECTION = """Each cell over the trained seeds: for (against) when the {level} paired interval of the
 difference lies above (below) 0 in every seed, within otherwise:
-
-{summary_table}
 
 Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
 variance on the same positions 1..n-1 and folds), with the {level} paired interval over
 sequences, beside what the prompt format gives away (mean over folds ± standard error):
 
-{probe_table}
-
 Each trained seed against its own initial weights on the same sequences (best layer >= {first}
 of each; the mean over seeds with its Student-t interval):
 
-{control_table}
-
 Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
-
-{order_table}
 
 What it shows: the format alone names the position (token_identity R^2) and layer 0 reads
 much of it, so what the model computed is the gain over layer 0; the cosine profile against the
