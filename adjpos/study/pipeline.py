@@ -135,12 +135,9 @@ def reproduce(
         write_json(path, json.loads(json.dumps(numbers)))
         folder.mark_done(name, {"seconds": round(time.perf_counter() - began, 1)})
         ran.append(name)
-    figures, png_skipped = write_outputs(folder.path, png=cfg.png)
-    seconds = time.perf_counter() - start
-    out = folder.path
-    return ReproduceResult(
-        out, out / "report.md", tuple(ran), tuple(skipped), figures, png_skipped, seconds
-    )
+    out, (figures, png_skipped) = folder.path, write_outputs(folder.path, png=cfg.png)
+    done = (tuple(ran), tuple(skipped), figures, png_skipped, time.perf_counter() - start)
+    return ReproduceResult(out, out / "report.md", *done)
 
 
 def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...], str | None]:

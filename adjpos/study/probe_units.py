@@ -53,6 +53,7 @@ PROBES = Table(task="string", seed="int64", kind="string", control_seed="Int64")
 # probe_comparisons.csv (two feature sets of a trained model) and probe_copies.csv (a carrier
 # of a trained model, a, against its own initial weights, b): one row per paired comparison.
 PROBE_COMPARISONS = Table(task="string", seed="int64", comparison="string") + COMPARISON_TABLE
+PAIRS = "probe_pairs_{task}_seed_{seed}.json"  # a unit's comparisons
 
 
 @dataclass(frozen=True)
@@ -181,19 +182,15 @@ def write_unit(results: Any, unit: dict[str, Any]) -> None:
         result.to_json(results / f"probes_{slug(result.model)}.json")
     pairs = {k: unit[k] for k in ("task", "seed", "comparisons", "copies")}
     pairs |= {"trained": unit["trained"]["model"], "control": unit["control"]["model"]}
-    write_text(results / _pairs_file(unit["task"], unit["seed"]), json.dumps(pairs, indent=1))
+    write_text(results / PAIRS.format(**unit), json.dumps(pairs, indent=1))
 
 
 def read_unit(results: Any, task: str, seed: int) -> dict[str, Any]:
     """What `write_unit` wrote, with both `ProbeResult`s."""
-    unit = json.loads((results / _pairs_file(task, seed)).read_text())
+    unit = json.loads((results / PAIRS.format(task=task, seed=seed)).read_text())
     for kind in ("trained", "control"):
         unit[kind] = ProbeResult.from_json(results / f"probes_{slug(unit[kind])}.json")
     return unit
-
-
-def _pairs_file(task: str, seed: int) -> str:
-    return f"probe_pairs_{task}_seed_{seed}.json"
 
 
 def probe_records(unit: dict[str, Any]) -> list[dict[str, Any]]:

@@ -107,9 +107,7 @@ class StudySizes:
             value = getattr(self, f.name)
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif (f.name.endswith("seeds") or f.name == "intervention_layers") and (
-                value is not None
-            ):
+            elif value is not None and f.name.endswith(("seeds", "intervention_layers")):
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:

@@ -63,13 +63,8 @@ def seed_summary(frame: pd.DataFrame, value: str, low: str | None = None, high: 
     lowest low to their highest high; the values' own range without intervals) and the
     number of seeds."""
     groups = frame.groupby(["task", "model", "layer"], sort=False)
-    out = groups.agg(
-        value=(value, "mean"),
-        low=(low or value, "min"),
-        high=(high or value, "max"),
-        seeds=(value, "size"),
-    )
-    return out.reset_index()
+    spans = {"low": (low or value, "min"), "high": (high or value, "max")}
+    return groups.agg(value=(value, "mean"), **spans, seeds=(value, "size")).reset_index()
 
 
 def span_of(name: str, row: Any) -> dict[str, float]:
