@@ -213,11 +213,10 @@ class Claim:
         name: the stage's name (``results/numbers/NAME.json``, the run's unit).
         title: the heading of its section in the report.
         measure: ``measure(context) -> numbers``: writes the tables, returns JSON-able numbers.
-        verdicts: ``verdicts(numbers, criteria) -> [Verdict]`` (none for an illustration): the
-            only place its numbers become outcomes.
-        section: ``section(numbers, criteria, figures) -> markdown``; ``figures(prefix)``
-            gives the markdown of the figures whose stem starts with `prefix`; the words it
-            shows per cell come from the same cell functions `verdicts` uses.
+        verdicts: ``verdicts(numbers, criteria) -> [Verdict]``: the only place its numbers
+            become outcomes (none for an illustration).
+        section: ``section(numbers, criteria, figures) -> markdown``, ``figures(prefix)`` the
+            markdown of the figures whose stem starts with `prefix`.
         figures: ``figures(results_dir, sizes) -> {stem: (go.Figure, caption)}``.
     """
 

@@ -1,7 +1,5 @@
-"""How the report writes numbers, lists and tables: one small set of helpers every claim uses.
-
-Tables are markdown: text columns left-aligned, number columns right-aligned, and a ``|``
-inside a cell escaped, so a cell such as "|Kendall's tau|" never splits a row.
+"""How the report writes numbers, lists, tables and sections: one small set of helpers every
+claim uses. Tables are markdown, number columns right-aligned, a ``|`` inside a cell escaped.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""`StudySizes`: every size of the study in one frozen dataclass, and its three presets.
-
-`FULL` is the study's size; `QUICK` (minutes on a 2-core CPU) and `TINY` (seconds: it only
-proves the pipeline runs, its numbers mean little) name each change they make to it.
+"""`StudySizes`: every size of the study, and its presets: `FULL` (the study's), `QUICK`
+(minutes on a 2-core CPU) and `TINY` (seconds: it only proves the pipeline runs).
 """
 
 from __future__ import annotations

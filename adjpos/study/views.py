@@ -73,6 +73,16 @@ def span_of(name: str, row: Any) -> dict[str, float]:
     return {key: float(row[column]) for key, column in keys.items()}
 
 
+def paired_seeds(group: pd.DataFrame, value: str, low: str, high: str) -> dict[str, Any]:
+    """A group of seeds' paired differences `value` with their intervals (`low`, `high`): the
+    mean with its Student-t interval over the seeds, and each seed's interval (``per_seed``)."""
+    from adjpos.stats import seed_interval
+
+    mean, lo, hi = seed_interval(group[value])
+    per_seed = group[[low, high]].astype(float).to_numpy().tolist()
+    return {"difference": mean, "difference_low": lo, "difference_high": hi, "per_seed": per_seed}
+
+
 def seed_spans_figure(frame: pd.DataFrame, *, row: str, title: str, y_title: str | None = None):
     """`seed_summary` rows by layer: one line per model, one panel per (`row`, task)."""
     from adjpos.figures import plot_intervals

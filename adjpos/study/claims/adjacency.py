@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
+from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
@@ -19,6 +19,7 @@ from adjpos.study.views import (
     INTERVAL,
     KEYS,
     VIEW,
+    paired_seeds,
     records,
     seed_spans_figure,
     seed_summary,
@@ -141,14 +142,9 @@ def _cells(summary: pd.DataFrame):
 
 def _versus(task: str, layer: int, by: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
     seeds = paired[(paired["task"] == task) & (paired["layer"] == layer)]
-    mean, low, high = seed_interval(seeds["difference"])
-    return (
-        {"task": task, "layer": int(layer)}
-        | span_of("trained", by.loc[TRAINED])
-        | span_of("control", by.loc[RANDOM])
-        | {"difference": mean, "difference_low": low, "difference_high": high}
-        | {"per_seed": [[float(r.low), float(r.high)] for r in seeds.itertuples()]}
-    )
+    cell = {"task": task, "layer": int(layer)} | span_of("trained", by.loc[TRAINED])
+    cell |= span_of("control", by.loc[RANDOM])
+    return cell | paired_seeds(seeds, "difference", "low", "high")
 
 
 def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list[dict]:

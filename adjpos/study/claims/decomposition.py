@@ -14,7 +14,7 @@ import torch
 from adjpos.capture import capture_residuals
 from adjpos.metrics import decompose, position_context_adjacency, position_curve_pcs
 from adjpos.probes import sequences_of_length
-from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
+from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
 from adjpos.study.claim import (
     Context,
@@ -25,7 +25,7 @@ from adjpos.study.claim import (
     judge,
 )
 from adjpos.study.models import gen, variants
-from adjpos.study.views import KEYS, seed_summary, span_of
+from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -96,18 +96,13 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     }
     cells = []
     for (task, model, layer), group in table.groupby(keys, sort=False):
-        mean, low, high = seed_interval(group["difference"])
         cell = {"task": task, "model": model, "layer": int(layer)}
         cell |= {f"{p}_share": float(group[f"{p}_share"].mean()) for p in PARTS}
         cell |= {f"pc{i + 1}": float(group[f"pc{i + 1}"].mean()) for i in range(N_PCS)}
         for score, span in spans.items():
             cell |= span_of(score, span.loc[(task, model, layer)])
-        bounds = group[["difference_low", "difference_high"]].to_numpy().tolist()
-        cells.append(
-            cell
-            | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"per_seed": bounds, "seeds": sorted(int(s) for s in group["seed"])}
-        )
+        cell |= paired_seeds(group, "difference", "difference_low", "difference_high")
+        cells.append(cell | {"seeds": sorted(int(s) for s in group["seed"])})
     return {"cells": cells}
 
 

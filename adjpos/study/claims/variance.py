@@ -12,11 +12,11 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import VARIANCE_SUMMARY, seed_interval, variance_difference, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, variance_difference, variance_summary
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import TRAINED, gen, variants
-from adjpos.study.views import KEYS, seed_spans_figure, seed_summary, span_of
+from adjpos.study.views import KEYS, paired_seeds, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -83,12 +83,8 @@ def variance_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any
         )
     versus = []
     for (task, layer), group in paired.groupby(["task", "layer"], sort=False):
-        mean, low, high = seed_interval(group["ratio"])
-        versus.append(
-            {"task": task, "layer": int(layer)}
-            | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"per_seed": [[float(r.ratio_low), float(r.ratio_high)] for r in group.itertuples()]}
-        )
+        differences = paired_seeds(group, "ratio", "ratio_low", "ratio_high")
+        versus.append({"task": task, "layer": int(layer)} | differences)
     return {"cells": cells, "versus": versus}
 
 
