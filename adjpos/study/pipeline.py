@@ -163,7 +163,5 @@ def run_figures(out: str | Path) -> dict[str, tuple[Any, str]]:
     from adjpos.study.claims import claims
 
     sizes = json.loads((Path(out) / "run.json").read_text())["spec"]["sizes"]
-    drawn: dict[str, tuple[Any, str]] = {}
-    for claim in claims():
-        drawn.update(claim.figures(Path(out) / "results", sizes))
-    return drawn
+    drawn = (claim.figures(Path(out) / "results", sizes) for claim in claims())
+    return {stem: figure for figures in drawn for stem, figure in figures.items()}

@@ -82,11 +82,8 @@ def render(
 
     `folder` is where the figures are, relative to the report; `links` adds a link to each
     figure's interactive HTML there (off for a copy of the report without them)."""
-    record, numbers, criteria = (
-        json.loads((out / "run.json").read_text()),
-        _numbers(out),
-        _criteria(out),
-    )
+    record = json.loads((out / "run.json").read_text())
+    numbers, criteria = _numbers(out), _criteria(out)
 
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
@@ -101,11 +98,8 @@ def render(
         parts += [f"## {claim.title}", claim.section(numbers[claim.name], criteria, figures)]
         if claim.name == "models":
             parts.append(agreement(numbers, criteria))
-    sizes = record["spec"]["sizes"]
-    parts += [
-        "## Run sizes",
-        fmt.table(["size", "value"], [[k, fmt.n(v)] for k, v in sizes.items()]),
-    ]
+    sizes = [[k, fmt.n(v)] for k, v in record["spec"]["sizes"].items()]
+    parts += ["## Run sizes", fmt.table(["size", "value"], sizes)]
     listed = list(dataclasses.asdict(criteria).items())
     parts += ["## Criteria", fmt.table(["criterion", "value"], listed), ENDING]
     return "\n\n".join(parts)

@@ -154,17 +154,15 @@ def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list
     out = []
     for task in dict.fromkeys(r["task"] for r in numbers["scores"]):
         rows = [r for r in numbers["scores"] if (r["task"], r["model"]) == (task, model)]
-        by = {(r["seed"], r["layer"]): r for r in rows}
+        by = {(r["seed"], r["layer"]): (r["low"], r["high"]) for r in rows}
         means = pd.DataFrame(rows).groupby("layer")["adjacency"].mean()
         counted = means[means.index >= criteria.first_layer]
         layer = int(counted.idxmax() if model == TRAINED else counted.index.max())
-        sides = [
-            judge(by[s, layer]["low"], by[s, layer]["high"], by[s, 0]["low"], by[s, 0]["high"])
-            for s in sorted({r["seed"] for r in rows})
-        ]
+        seeds = sorted({r["seed"] for r in rows})
+        sides = [judge(*by[s, layer], *by[s, 0]) for s in seeds]
         out.append(
             {"task": task, "layer": layer, "value": means[layer], "layer0": means[0]}
-            | {"outcome": every_seed(sides), "seeds": sorted({r["seed"] for r in rows})}
+            | {"outcome": every_seed(sides), "seeds": seeds}
         )
     return out
 
@@ -237,10 +235,9 @@ VIEWS = """### Trained against their own initial weights, in six views of the sc
 
 The whole score mixes prompt and answer rows, rewards states that point the same way (mean
 cosine of two positions, trained and random-init: {mean_cosine}) and, with strict ties, puts
-chance below 0.5 where tokens repeat. So each view pairs each trained seed with its own initial
-weights on the same sequences: for when every seed's paired interval lies above 0, against when
-every one lies below. Spans: the seeds' lowest low to highest high; the difference: the mean
-over seeds with its Student-t interval."""
+chance below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
+weights: for when every seed's paired interval lies above 0, against when every one lies below;
+the difference is the mean over seeds with its Student-t interval."""
 
 
 def by_layer(rows: list[dict[str, Any]], value: str) -> str:

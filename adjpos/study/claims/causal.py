@@ -223,9 +223,9 @@ def _per_task(rows: list[dict[str, Any]], criteria: Criteria) -> str:
 BEFORE = """Each trained model on fresh held-out prompts with one carrier of position changed at the
 input of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
 decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
-findings the verdicts count (the last column: the other variant's). A random control is the mean of
-its draws; "difference" is the paired per-prompt difference from the control, "size" the mean
-relative change ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
+findings the verdicts count (the last column: the other variant's). "difference": the paired
+per-prompt difference from the control (a random one: the mean of its draws); "size": the
+mean ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
 AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
 {min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when its
 interval reaches the baseline's; uniform attention, with no matched control, is judged against the

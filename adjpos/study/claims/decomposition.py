@@ -138,13 +138,11 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
 
-SECTION = """What it shows: each layer's states on sequences of one length split into a mean, a
-position curve every sequence shares, a constant per sequence (context) and a residual
-(`adjpos.decompose`), with each part's share of the sum of squares and the curve's along its first
-principal directions. A cell is for when every seed's paired {level} interval of the score of the
-states less the mean, whole minus without the curve, lies above 0, against when every one lies
-below. At layer 0 the curve is the prompt format; with few sequences the curve, held fixed in the
-intervals, keeps part of each sequence's own averaging."""
+SECTION = """What it shows: each layer's states split into a mean, a position curve every sequence
+shares, a constant per sequence (context) and a residual (`adjpos.decompose`). A cell is for when
+every seed's paired {level} interval of the score (states less the mean) whole minus without the
+curve lies above 0, against when every one lies below. At layer 0 the curve is the prompt format;
+with few sequences the curve, held fixed, keeps part of each sequence's own averaging."""
 
 CAPTIONS = {
     "decomposition_shares": "Shares of the hidden states' sum of squares (mean, position curve, "

@@ -164,23 +164,18 @@ def end_vs_start(t: dict[str, Any]) -> str:
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """One cell per task and layer counted: for when every seed with snapshots ends above its
     start, against when every one ends below."""
-    out = []
+    out, seeds = [], seeds_text(t["seed"] for t in numbers["trajectories"])
+    rule = f"{criteria.level:.0%} intervals apart in every seed, layers >= {criteria.first_layer}"
     for metric, claim in CLAIMS.items():
         cells: dict[tuple[str, int], list[Outcome]] = {}
         for t in numbers["trajectories"]:
             if t["metric"] == metric and t["layer"] >= criteria.first_layer:
                 outcome = judge(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
                 cells.setdefault((t["task"], t["layer"]), []).append(outcome)
+        outcomes = [every_seed(per_seed) for per_seed in cells.values()]
+        evidence = f"{metric} at the end of training above the initial weights (step 0), {rule}"
         out.append(
-            Verdict.tally(
-                claim,
-                [every_seed(seeds) for seeds in cells.values()],
-                seeds=seeds_text(t["seed"] for t in numbers["trajectories"]),
-                unit="task x layer cell",
-                evidence=f"{metric} at the end of training above the initial weights (step 0), "
-                f"{criteria.level:.0%} intervals apart in every seed, layers >= "
-                f"{criteria.first_layer}",
-            )
+            Verdict.tally(claim, outcomes, seeds=seeds, unit="task x layer cell", evidence=evidence)
         )
     return out
 
@@ -229,11 +224,9 @@ def dynamics_figure(table: pd.DataFrame):
         layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "model" for x in t["layer"]],
     )
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
-    return plot_intervals(
-        shown,
-        **{"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"},
-        **{"facet_col": "task", "facet_row": "metric", "log_x": True, "title": title},
-    )
+    axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}
+    facets = {"facet_col": "task", "facet_row": "metric", "log_x": True}
+    return plot_intervals(shown, **axes, **facets, title=title)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

@@ -79,9 +79,7 @@ def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
             and features in (None, s.features)
         ]
         s = max(found, key=lambda s: s.value, default=None)
-        return s and {"value": s.value, "std": s.std, "sem": s.sem, "layer": s.layer} | {
-            "chance": s.baseline
-        }
+        return s and dict(value=s.value, std=s.std, sem=s.sem, layer=s.layer, chance=s.baseline)
 
     return {
         "token_identity_r2": best("r2", "ridge", "token_identity", layer=0),
@@ -239,17 +237,15 @@ SECTION = """Each cell over the trained seeds: for (against) when the {level} pa
 difference lies above (below) 0 in every seed, within otherwise:
 
 Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
-variance on the same positions 1..n-1 and folds), with the {level} paired interval over
-sequences, beside what the prompt format gives away (mean over folds ± standard error):
+same positions 1..n-1 and folds), beside what the prompt format gives away (± standard error):
 
 Each trained seed against its own initial weights on the same sequences (best layer >= {first}
 of each; the mean over seeds with its Student-t interval):
 
 Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
 
-What it shows: the format alone names the position (token_identity R^2) and layer 0 reads
-much of it, so what the model computed is the gain over layer 0; the cosine profile against the
-variance is many numbers against one, shown but not counted."""
+What it shows: the format alone names the position (token_identity R^2), so what the model
+computed is the gain over layer 0; the profile (many numbers against one) is not counted."""
 
 CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 

@@ -99,9 +99,7 @@ def agrees(row: dict[str, Any], key: str, criteria: Criteria) -> Outcome:
     band = row[key] - criteria.theory_tolerance, row[key] + criteria.theory_tolerance
     interval = row["measured_low"], row["measured_high"]
     sides = [judge(*interval, band[0], band[0]), judge(*interval, band[1], band[1], favour="below")]
-    if Outcome.AGAINST in sides:
-        return Outcome.AGAINST
-    return every_seed(sides)
+    return Outcome.AGAINST if Outcome.AGAINST in sides else every_seed(sides)
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
