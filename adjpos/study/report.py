@@ -35,11 +35,9 @@ STATUS_TEXT = (
 )
 ENDING = """## What this does not show
 
-These are short sequences (at most about 30 tokens, as in the study). How the pattern resolves
-at long lengths, and whether attention uses it, are open; adjpos measures both
-(examples/adjacency_by_length.py, examples/trained_adjacency_by_length.py,
-examples/probes_by_length.py) and its documentation (docs/known-and-open.md) lists the choices
-made where the study is silent.
+How the pattern resolves beyond these short sequences (about 30 tokens, as in the study), and
+whether attention uses it, are open (`examples/*_by_length.py` measure both);
+docs/known-and-open.md lists the choices made where the study is silent.
 """
 
 
