@@ -63,6 +63,11 @@ def score(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['value']:.2f} ({entry['layer']})"
 
 
+def captioned(captions: Mapping[str, str], **drawn: Any) -> dict[str, tuple[Any, str]]:
+    """A claim's figures: each drawn figure (by stem) with its caption from `captions`."""
+    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
+
+
 def section(*parts: str) -> str:
     """A report section: its parts (figures, tables, paragraphs) in order, a blank line
     apart, empty ones left out."""
