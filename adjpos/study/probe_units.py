@@ -1,7 +1,6 @@
-"""The probing stage's unit: one trained seed of a task and the random-init copy with its own
-initial weights, probed on the same held-out sequences; the paired comparisons of each; and the
-unit's files (``probes_<model>.json`` and ``probe_pairs_<task>_seed_<seed>.json``). The claim
-(`adjpos.study.claims.probing`) runs the units and reads them.
+"""The probing stage's unit (`adjpos.study.claims.probing` runs them): one trained seed and the
+random-init copy of its own initial weights, probed on the same held-out sequences, their paired
+comparisons, and the unit's files (``probes_<model>.json``, `PAIRS`).
 """
 
 from __future__ import annotations

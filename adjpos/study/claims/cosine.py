@@ -1,6 +1,5 @@
 """Claim 1, seen: the self-cosine matrix of the paper's example prompt of each task at every
-layer, trained and random-init. An illustration of one sequence, so it gives no verdict: the
-adjacency claim counts over many sequences with their uncertainty.
+layer, trained and random-init: an illustration of one sequence, so it gives no verdict.
 """
 
 from __future__ import annotations

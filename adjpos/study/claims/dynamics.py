@@ -1,8 +1,7 @@
 """When the pattern appears: the trained models' log-spaced snapshots (step 0 included), each
-measured like the finished model: exact match (Wilson interval), and per layer the adjacency
-score (the study's and the centred prompt-row view), the variance ratio and Spearman
-correlation (bootstrap intervals) and the residual's position-probe gain over layer 0 (normal
-interval over folds). A trajectory rises when its end's interval lies above its start's.
+measured like the finished model: exact match, and per layer adjacency (two views), the variance
+ratio and Spearman correlation and the position-probe gain over layer 0, each with its interval.
+A trajectory rises when its end's interval lies above its start's.
 """
 
 from __future__ import annotations

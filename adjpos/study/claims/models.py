@@ -1,7 +1,6 @@
-"""The premise: the trained NoPE models solve their tasks, so they must know where their tokens
-are. Exact match (whole answer right, greedy decoding) on held-out prompts, with its Wilson
-interval, for every trained seed of every task: a shipped model's own check on 2,000 held-out
-prompts (``heldout.json``), a model this run trained on `StudySizes.n_eval` fresh ones.
+"""The premise: the trained NoPE models solve their tasks (so they know where their tokens
+are): exact match under greedy decoding with its Wilson interval, for every trained seed, on a
+shipped model's own 2,000 held-out prompts or on `StudySizes.n_eval` fresh ones.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Claim 4: the first-layer averaging argument. With near-uniform attention the first layer
-averages the value vectors of the earlier tokens, so nearby positions share most of their
-average; the prediction (`adjpos.theory`) is compared with one-layer random-init models over
-init scales and seeds, at the full width d_model and at the value vectors' effective width.
+"""Claim 4: the first-layer averaging argument (with near-uniform attention nearby positions
+share most of their average of the value vectors; `adjpos.theory`) against one-layer random-init
+models over init scales and seeds, at the full width and the values' effective width.
 """
 
 from __future__ import annotations

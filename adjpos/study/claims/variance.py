@@ -1,7 +1,6 @@
-"""The other carrier: the variance of the hidden state over d_model shrinks with position
-(Chi et al.), trained models against random-init controls of the same architecture: per
-layer, the profile's last-third / first-third ratio and its Spearman correlation with
-position, each with a bootstrap interval over sequences."""
+"""The other carrier: the variance of the hidden state over d_model shrinks with position (Chi
+et al.), trained models against random-init controls: per layer, the last-third / first-third
+ratio and the Spearman correlation with position, each with a bootstrap interval."""
 
 from __future__ import annotations
 
