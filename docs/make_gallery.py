@@ -36,9 +36,7 @@ def main(run: Path) -> None:
         height=[f.layout.height for f in figures],
     )
     captions = {stem: caption for stem, (_, caption) in drawn.items()}
-    text = render(
-        run, captions, set(stems), html=False, folder=FOLDER, links=False, title="Gallery"
-    )
+    text = render(run, captions, set(stems), folder=FOLDER, links=False, title="Gallery")
     head, rest = text.split("\n\n", 1)
     intro = (
         "Every figure and table below was drawn by `adjpos reproduce` and is rebuilt with "

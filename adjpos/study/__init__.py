@@ -1,12 +1,7 @@
-"""The paper's study on top of the core library: one module per claim (`claims`), the
-pipeline that measures them (`reproduce`) and the report that assembles them. Nothing in the
-core imports this package; the random-init sweep it runs is `adjpos.sweep`.
-
-Submodules: `claims` (one module per claim, see `claim` for what each one is), `claim`
-(`Claim`, `Verdict`, `Outcome`, `Status`, `Criteria`), `models` (the trained models and their
-controls), `views` (measurements several claims share), `probe_units` (what one unit of the
-probing stage measures and writes), `format` (how the report writes numbers and tables),
-`pipeline`, `report`, `sizes`.
+"""The paper's study on top of the core library (nothing in the core imports it): one module
+per claim (`claims`; what each is: `claim`), the `pipeline` that measures them (`reproduce`)
+and the `report` that assembles them; `models` (the trained models and their controls),
+`views` and `probe_units` (measurements the claims share), `format`, `sizes`.
 """
 
 from adjpos.study import claims as claims

@@ -1,16 +1,10 @@
-"""What every claim of the study is: one module that measures, then judges its numbers.
-
-A claim module (``adjpos/study/claims/NAME.py``) reads top to bottom: measure -> tables ->
-numbers -> verdicts -> sentences -> figures; `adjpos.study.claims.claim` makes its `Claim` from
-its ``TITLE`` and those functions. The pipeline calls `Claim.measure` once per run: it writes
-the module's tables under ``results/`` and returns numbers and intervals, never words (the
-pipeline writes them to ``results/numbers/NAME.json``). The report calls `Claim.verdicts` and
-`Claim.section` on those numbers alone, under the run's `Criteria`.
+"""What every claim of the study is: one module (``adjpos/study/claims/NAME.py``) that
+measures, then judges its numbers (see `Claim`); the pipeline writes what `Claim.measure`
+returns to ``results/numbers/NAME.json``, and the report judges those numbers alone.
 
 Every verdict is a `Verdict`: a `Status` with its counts, from `Verdict.tally` over cell
-`Outcome` s, each decided by `judge` (one interval comparison, `adjpos.stats.compare_intervals`)
-and, over seeds, by `every_seed`. The status rule is written once, in `Status.of` (all of them
-live in `adjpos.stats`, so that the library's own verdicts, e.g. `adjpos.hf`, share them).
+`Outcome` s, each decided by `judge` (one interval comparison) and, over seeds, by
+`every_seed`; the status rule is `Status.of` (all in `adjpos.stats`, shared with the library).
 """
 
 from __future__ import annotations
@@ -54,6 +48,11 @@ class Criteria:
     theory_tolerance: float = help_field(
         "first-layer theory: the largest gap between measured and predicted that agrees", 0.05
     )
+
+    @property
+    def draws(self) -> dict[str, Any]:
+        """The bootstrap's options: ``n_boot`` and ``level``."""
+        return {"n_boot": self.n_boot, "level": self.level}
 
     def to_dict(self) -> dict[str, Any]:
         """Every criterion as plain JSON-able values."""
@@ -99,6 +98,22 @@ class Verdict:
         n_within = outcomes.count(Outcome.WITHIN)
         return cls(claim, status, n_for, n_against, n_within, len(outcomes), seeds, unit, evidence)
 
+    @classmethod
+    def per_model_kind(
+        cls, cells: list[dict], criteria: Criteria, claim: str, outcome: Callable, evidence: str
+    ) -> list[Verdict]:
+        """The verdicts of `claim` (its ``{kind}`` named) for the trained models, then for
+        their random-init controls: each over its task x layer cells of layers counted, each
+        cell by `outcome`."""
+        from adjpos.study.models import RANDOM, TRAINED
+
+        out, words = [], {"unit": "task x layer cell", "evidence": evidence}
+        for model, kind in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
+            mine = [c for c in cells if c["model"] == model and c["layer"] >= criteria.first_layer]
+            seeds = seeds_text(s for c in mine for s in c["seeds"])
+            out.append(cls.tally(claim.format(kind=kind), map(outcome, mine), seeds=seeds, **words))
+        return out
+
     @property
     def counts(self) -> str:
         """'2 for, 1 against, 1 within of 4 tasks tested'."""
@@ -143,14 +158,8 @@ class Context:
         """`fn` over `jobs` on the run's engine (see `adjpos.engines.run_units`)."""
         from adjpos.engines import Resources, run_units
 
-        return run_units(
-            fn,
-            jobs,
-            engine=self.engine,
-            workers=self.workers,
-            address=self.address,
-            resources=Resources.for_device(self.models.device),
-        )
+        where = {"engine": self.engine, "workers": self.workers, "address": self.address}
+        return run_units(fn, jobs, **where, resources=Resources.for_device(self.models.device))
 
     def per_unit(self, stage: str, unit: Callable[..., Any], table: Any, *, seeds: bool) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
@@ -204,11 +213,10 @@ class Claim:
         name: the stage's name (``results/numbers/NAME.json``, the run's unit).
         title: the heading of its section in the report.
         measure: ``measure(context) -> numbers``: writes the tables, returns JSON-able numbers.
-        verdicts: ``verdicts(numbers, criteria) -> [Verdict]`` (none for an illustration): the
-            only place its numbers become outcomes.
-        section: ``section(numbers, criteria, figures) -> markdown``; ``figures(prefix)``
-            gives the markdown of the figures whose stem starts with `prefix`; the words it
-            shows per cell come from the same cell functions `verdicts` uses.
+        verdicts: ``verdicts(numbers, criteria) -> [Verdict]``: the only place its numbers
+            become outcomes (none for an illustration).
+        section: ``section(numbers, criteria, figures) -> markdown``, ``figures(prefix)`` the
+            markdown of the figures whose stem starts with `prefix`.
         figures: ``figures(results_dir, sizes) -> {stem: (go.Figure, caption)}``.
     """
 

@@ -1,7 +1,5 @@
-"""How the report writes numbers, lists and tables: one small set of helpers every claim uses.
-
-Tables are markdown: text columns left-aligned, number columns right-aligned, and a ``|``
-inside a cell escaped, so a cell such as "|Kendall's tau|" never splits a row.
+"""How the report writes numbers, lists, tables and sections: one small set of helpers every
+claim uses. Tables are markdown, number columns right-aligned, a ``|`` inside a cell escaped.
 """
 
 from __future__ import annotations
@@ -65,20 +63,21 @@ def score(entry: Mapping[str, Any] | None) -> str:
     return f"{entry['value']:.2f} ({entry['layer']})"
 
 
-def figure(
-    path: str,
-    caption: str,
-    png: bool,
-    *,
-    html: bool,
-    links: bool,
-    frame: tuple[int, int] | None = None,
-) -> str:
-    """A figure: embedded (`html`) in a `frame` of (width, height) pixels that holds it whole,
-    or its PNG inline with a link to the interactive HTML."""
-    if html:
-        if frame is None:
-            raise ValueError(f"no frame size for {path}: an embedded figure needs one")
+def captioned(captions: Mapping[str, str], **drawn: Any) -> dict[str, tuple[Any, str]]:
+    """A claim's figures: each drawn figure (by stem) with its caption from `captions`."""
+    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
+
+
+def section(*parts: str) -> str:
+    """A report section: its parts (figures, tables, paragraphs) in order, a blank line
+    apart, empty ones left out."""
+    return "\n\n".join(part for part in parts if part)
+
+
+def figure(path: str, caption: str, png: bool, *, links: bool, frame: tuple | None) -> str:
+    """A figure embedded in a `frame` of (width, height) pixels that holds it whole (for
+    ``report.html``), or with no frame its PNG inline with a link to the interactive HTML."""
+    if frame is not None:
         width, height = frame
         return (
             f'<figure><iframe src="{path}.html" width="{width}" height="{height}" '

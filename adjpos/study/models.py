@@ -1,6 +1,5 @@
 """The models every claim of the study measures: the trained NoPE model of each task and seed,
-and random-init controls of the same architecture (a trained seed's control of that seed is
-its own starting weights).
+and random-init controls of the same architecture (of a trained seed: its own starting weights).
 """
 
 from __future__ import annotations

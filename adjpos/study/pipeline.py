@@ -1,12 +1,7 @@
-"""`reproduce`: the whole study in one call, resumable claim by claim.
-
-The run's folder is an `adjpos.runs.RunFolder`: its spec is the settings, every size and the
-criteria of the verdicts; each claim (`adjpos.study.claims`) is a unit (probing also one unit
-per probed model, the causal stage one per trained seed and within it one per layer, read-out
-and intervention, the dynamics stage one per task, the sweep one per cell), and a re-run skips
-finished units. A claim writes its tidy tables under ``results/`` and its numbers
-under ``results/numbers/``; the figures, ``results/claims.csv`` and ``report.md`` /
-``report.html`` are drawn afresh from those files at the end of every run, never from memory.
+"""`reproduce`: the whole study in one call, resumable claim by claim (each claim a unit of
+an `adjpos.runs.RunFolder`, and most of them units within; a re-run skips finished ones). The
+figures, ``results/claims.csv`` and the report are drawn afresh from the result files at the
+end of every run, never from memory.
 """
 
 from __future__ import annotations
@@ -140,12 +135,9 @@ def reproduce(
         write_json(path, json.loads(json.dumps(numbers)))
         folder.mark_done(name, {"seconds": round(time.perf_counter() - began, 1)})
         ran.append(name)
-    figures, png_skipped = write_outputs(folder.path, png=cfg.png)
-    seconds = time.perf_counter() - start
-    out = folder.path
-    return ReproduceResult(
-        out, out / "report.md", tuple(ran), tuple(skipped), figures, png_skipped, seconds
-    )
+    out, (figures, png_skipped) = folder.path, write_outputs(folder.path, png=cfg.png)
+    done = (tuple(ran), tuple(skipped), figures, png_skipped, time.perf_counter() - start)
+    return ReproduceResult(out, out / "report.md", *done)
 
 
 def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...], str | None]:
@@ -172,7 +164,5 @@ def run_figures(out: str | Path) -> dict[str, tuple[Any, str]]:
     from adjpos.study.claims import claims
 
     sizes = json.loads((Path(out) / "run.json").read_text())["spec"]["sizes"]
-    drawn: dict[str, tuple[Any, str]] = {}
-    for claim in claims():
-        drawn.update(claim.figures(Path(out) / "results", sizes))
-    return drawn
+    drawn = (claim.figures(Path(out) / "results", sizes) for claim in claims())
+    return {stem: figure for figures in drawn for stem, figure in figures.items()}

@@ -1,7 +1,6 @@
-"""The probing stage's unit: one trained seed of a task and the random-init copy with its own
-initial weights, probed on the same held-out sequences; the paired comparisons of each; and the
-unit's files (``probes_<model>.json`` and ``probe_pairs_<task>_seed_<seed>.json``). The claim
-(`adjpos.study.claims.probing`) runs the units and reads them.
+"""The probing stage's unit (`adjpos.study.claims.probing` runs them): one trained seed and the
+random-init copy of its own initial weights, probed on the same held-out sequences, their paired
+comparisons, and the unit's files (``probes_<model>.json``, `PAIRS`).
 """
 
 from __future__ import annotations
@@ -53,6 +52,7 @@ PROBES = Table(task="string", seed="int64", kind="string", control_seed="Int64")
 # probe_comparisons.csv (two feature sets of a trained model) and probe_copies.csv (a carrier
 # of a trained model, a, against its own initial weights, b): one row per paired comparison.
 PROBE_COMPARISONS = Table(task="string", seed="int64", comparison="string") + COMPARISON_TABLE
+PAIRS = "probe_pairs_{task}_seed_{seed}.json"  # a unit's comparisons
 
 
 @dataclass(frozen=True)
@@ -92,16 +92,17 @@ def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubj
 
 def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int) -> str:
     """One unit of the probing stage as JSON: both models' `ProbeResult`s, the comparisons
-    within the trained model and the trained model against its copy (see `write_unit`)."""
+    within the trained model and, for each of the `CONTROL_CARRIERS`, the trained model minus
+    its copy at each one's best layer (see `write_unit`)."""
     trained, copy = probe_pair(models, sizes, task, seed)
-    draws = {"n_boot": criteria.n_boot, "level": criteria.level}
+    draws = criteria.draws
     unit = {
         "task": task,
         "seed": seed,
         "trained": json.loads(measure_probes(trained, sizes).to_json()),
         "control": json.loads(measure_probes(copy, sizes).to_json()),
         "comparisons": compare_within(trained, sizes, criteria.first_layer, **draws),
-        "copies": compare_copies(trained, copy, sizes, criteria.first_layer, **draws),
+        "copies": _paired(trained, copy, CONTROL_CARRIERS, sizes, criteria.first_layer, **draws),
     }
     return json.dumps(unit)
 
@@ -129,15 +130,6 @@ def compare_within(
         found = compare_scores(taus[a], taus[b], metric="abs_kendall_tau", best_layer=True, **draws)
         rows += _named(subject, name, found)
     return rows
-
-
-def compare_copies(
-    trained: ProbeSubject, copy: ProbeSubject, sizes: Any, first: int = 1, **draws: Any
-) -> list[dict[str, Any]]:
-    """Each of the `CONTROL_CARRIERS` this size measures, the trained model minus its own
-    initial weights on the same sequences, each at its best layer >= `first`: the rows of
-    ``probe_copies.csv``."""
-    return _paired(trained, copy, CONTROL_CARRIERS, sizes, first, **draws)
 
 
 def _paired(a: ProbeSubject, b: ProbeSubject, specs: dict, sizes: Any, first: int, **draws: Any):
@@ -189,19 +181,15 @@ def write_unit(results: Any, unit: dict[str, Any]) -> None:
         result.to_json(results / f"probes_{slug(result.model)}.json")
     pairs = {k: unit[k] for k in ("task", "seed", "comparisons", "copies")}
     pairs |= {"trained": unit["trained"]["model"], "control": unit["control"]["model"]}
-    write_text(results / _pairs_file(unit["task"], unit["seed"]), json.dumps(pairs, indent=1))
+    write_text(results / PAIRS.format(**unit), json.dumps(pairs, indent=1))
 
 
 def read_unit(results: Any, task: str, seed: int) -> dict[str, Any]:
     """What `write_unit` wrote, with both `ProbeResult`s."""
-    unit = json.loads((results / _pairs_file(task, seed)).read_text())
+    unit = json.loads((results / PAIRS.format(task=task, seed=seed)).read_text())
     for kind in ("trained", "control"):
         unit[kind] = ProbeResult.from_json(results / f"probes_{slug(unit[kind])}.json")
     return unit
-
-
-def _pairs_file(task: str, seed: int) -> str:
-    return f"probe_pairs_{task}_seed_{seed}.json"
 
 
 def probe_records(unit: dict[str, Any]) -> list[dict[str, Any]]:

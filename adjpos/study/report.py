@@ -35,19 +35,14 @@ STATUS_TEXT = (
 )
 ENDING = """## What this does not show
 
-These are short sequences (at most about 30 tokens, as in the study). How the pattern resolves
-at long lengths, and whether attention uses it, are open; adjpos measures both
-(examples/adjacency_by_length.py, examples/trained_adjacency_by_length.py,
-examples/probes_by_length.py) and its documentation (docs/known-and-open.md) lists the choices
-made where the study is silent.
+How the pattern resolves beyond these short sequences (about 30 tokens, as in the study), and
+whether attention uses it, are open (`examples/*_by_length.py` measure both);
+docs/known-and-open.md lists the choices made where the study is silent.
 """
 
 
 def write_report(
-    out: str | Path,
-    captions: Mapping[str, str],
-    pngs: set[str],
-    frames: Mapping[str, tuple[int, int]],
+    out: str | Path, captions: Mapping[str, str], pngs: set[str], frames: Mapping[str, tuple]
 ) -> tuple[Path, Path]:
     """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`.
 
@@ -62,10 +57,8 @@ def write_report(
 
     out = Path(out)
     VERDICTS.write(out / "results" / "claims.csv", [v.row() for v in verdicts(out)])
-    md = render(out, captions, pngs, html=False)
-    html = render(out, captions, pngs, html=True, frames=frames)
-    body = markdown.markdown(html, extensions=["tables"])
-    write_text(out / "report.md", md)
+    body = markdown.markdown(render(out, captions, pngs, frames=frames), extensions=["tables"])
+    write_text(out / "report.md", render(out, captions, pngs))
     write_text(out / "report.html", _HTML.format(title=TITLE, body=body))
     return out / "report.md", out / "report.html"
 
@@ -81,32 +74,24 @@ def render(
     captions: Mapping[str, str],
     pngs: set[str],
     *,
-    html: bool,
+    frames: Mapping[str, tuple] | None = None,
     folder: str = "figures",
     links: bool = True,
     title: str = TITLE,
-    frames: Mapping[str, tuple[int, int]] | None = None,
 ) -> str:
-    """The report as markdown; with `html`, figures are embedded instead of linked, each in
-    a frame of its `frames` size (stem -> (width, height)).
+    """The report as markdown; with `frames` (stem -> (width, height), for ``report.html``),
+    each figure embedded in a frame of its size instead of linked.
 
     `folder` is where the figures are, relative to the report; `links` adds a link to each
     figure's interactive HTML there (off for a copy of the report without them)."""
-    record, numbers, criteria = (
-        json.loads((out / "run.json").read_text()),
-        _numbers(out),
-        _criteria(out),
-    )
-
-    def frame(stem: str) -> tuple[int, int] | None:
-        return None if frames is None else frames.get(stem)
+    record = json.loads((out / "run.json").read_text())
+    numbers, criteria = _numbers(out), _criteria(out)
 
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
+        framed = {s: None if frames is None else frames[s] for s in stems}
         return "\n\n".join(
-            fmt.figure(
-                f"{folder}/{s}", captions[s], s in pngs, html=html, links=links, frame=frame(s)
-            )
+            fmt.figure(f"{folder}/{s}", captions[s], s in pngs, links=links, frame=framed[s])
             for s in stems
         )
 
@@ -116,11 +101,8 @@ def render(
         parts += [f"## {claim.title}", claim.section(numbers[claim.name], criteria, figures)]
         if claim.name == "models":
             parts.append(agreement(numbers, criteria))
-    sizes = record["spec"]["sizes"]
-    parts += [
-        "## Run sizes",
-        fmt.table(["size", "value"], [[k, fmt.n(v)] for k, v in sizes.items()]),
-    ]
+    sizes = [[k, fmt.n(v)] for k, v in record["spec"]["sizes"].items()]
+    parts += ["## Run sizes", fmt.table(["size", "value"], sizes)]
     listed = list(dataclasses.asdict(criteria).items())
     parts += ["## Criteria", fmt.table(["criterion", "value"], listed), ENDING]
     return "\n\n".join(parts)
@@ -158,10 +140,8 @@ def _setup(record: Mapping[str, Any]) -> str:
     )
 
 
-# The page fits a 1,280 px window: the body holds the widest figure's frame
-# (adjpos.figures.style.MAX_WIDTH and the page margins), prose keeps a readable line, and a
-# wide table wraps inside its cells (smaller type, long names broken) instead of running past
-# the window.
+# Fits a 1,280 px window: the widest figure's frame (figures.style.MAX_WIDTH), prose at a
+# readable width, wide tables wrapped inside their cells.
 _HTML = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
 padding:0 1em;line-height:1.45}}p,figcaption,ul,ol{{max-width:62em}}

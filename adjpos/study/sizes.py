@@ -1,7 +1,5 @@
-"""`StudySizes`: every size of the study in one frozen dataclass, and its three presets.
-
-`FULL` is the study's size; `QUICK` (minutes on a 2-core CPU) and `TINY` (seconds: it only
-proves the pipeline runs, its numbers mean little) name each change they make to it.
+"""`StudySizes`: every size of the study, and its presets: `FULL` (the study's), `QUICK`
+(minutes on a 2-core CPU) and `TINY` (seconds: it only proves the pipeline runs).
 """
 
 from __future__ import annotations
@@ -107,9 +105,7 @@ class StudySizes:
             value = getattr(self, f.name)
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif (f.name.endswith("seeds") or f.name == "intervention_layers") and (
-                value is not None
-            ):
+            elif value is not None and f.name.endswith(("seeds", "intervention_layers")):
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:

@@ -1,11 +1,7 @@
-"""What several claims measure the same way: each sequence's adjacency in every view of the
-score, and the summary of a group of seeds.
-
-Adjacency by layer is scored in twelve views, so that what the whole-sequence score mixes can
-be told apart: the rows scored (all, the prompt's, the answer's: a model knows where ``=``
-is, and each answer digit resembles the digit it copies), the states as they are or centred
-(each sequence's mean state subtracted: random-init states point nearly the same way), and
-ties strict (the study's definition) or counted as half (chance 0.5 on any data).
+"""What several claims measure the same way: each sequence's adjacency in twelve views of the
+score, so that what the whole-sequence score mixes can be told apart (the rows scored: all, the
+prompt's, the answer's; the states as they are or centred; ties strict, the study's, or half,
+chance 0.5 on any data), and the summary of a group of seeds.
 """
 
 from __future__ import annotations
@@ -67,13 +63,8 @@ def seed_summary(frame: pd.DataFrame, value: str, low: str | None = None, high: 
     lowest low to their highest high; the values' own range without intervals) and the
     number of seeds."""
     groups = frame.groupby(["task", "model", "layer"], sort=False)
-    out = groups.agg(
-        value=(value, "mean"),
-        low=(low or value, "min"),
-        high=(high or value, "max"),
-        seeds=(value, "size"),
-    )
-    return out.reset_index()
+    spans = {"low": (low or value, "min"), "high": (high or value, "max")}
+    return groups.agg(value=(value, "mean"), **spans, seeds=(value, "size")).reset_index()
 
 
 def span_of(name: str, row: Any) -> dict[str, float]:
@@ -82,21 +73,23 @@ def span_of(name: str, row: Any) -> dict[str, float]:
     return {key: float(row[column]) for key, column in keys.items()}
 
 
+def paired_seeds(group: pd.DataFrame, value: str, low: str, high: str) -> dict[str, Any]:
+    """A group of seeds' paired differences `value` with their intervals (`low`, `high`): the
+    mean with its Student-t interval over the seeds, and each seed's interval (``per_seed``)."""
+    from adjpos.stats import seed_interval
+
+    mean, lo, hi = seed_interval(group[value])
+    per_seed = group[[low, high]].astype(float).to_numpy().tolist()
+    return {"difference": mean, "difference_low": lo, "difference_high": hi, "per_seed": per_seed}
+
+
 def seed_spans_figure(frame: pd.DataFrame, *, row: str, title: str, y_title: str | None = None):
     """`seed_summary` rows by layer: one line per model, one panel per (`row`, task)."""
     from adjpos.figures import plot_intervals
 
+    axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "model"}
     return plot_intervals(
-        frame,
-        x="layer",
-        y="value",
-        low="low",
-        high="high",
-        color="model",
-        facet_col="task",
-        facet_row=row,
-        title=title,
-        y_title=y_title,
+        frame, **axes, facet_col="task", facet_row=row, title=title, y_title=y_title
     )
 
 

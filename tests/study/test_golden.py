@@ -26,7 +26,7 @@ def test_the_verdicts_of_fixed_numbers_are_the_golden_ones():
 
 
 def test_the_report_of_fixed_numbers_lists_every_verdict_once():
-    text = render(GOLDEN, {"adjacency_by_layer": "Adjacency by layer."}, set(), html=False)
+    text = render(GOLDEN, {"adjacency_by_layer": "Adjacency by layer."}, set())
     glance = text.split("## The claims at a glance")[1].split("\n## ")[0]
     for verdict in verdicts(GOLDEN):
         assert glance.count(f"| {verdict.claim} | {verdict.status} | {verdict.counts} |") == 1

@@ -1,7 +1,6 @@
 """The claims of the study, one module each, in the order the pipeline measures them and the
-report shows them. Each module reads top to bottom (measure -> tables -> numbers -> verdicts
--> sentences -> figures): its ``TITLE`` and the functions ``measure``, ``verdicts``,
-``section`` and (optionally) ``figures`` make its `adjpos.study.claim.Claim`.
+report shows them: its ``TITLE``, ``measure``, ``verdicts``, ``section`` and (optionally)
+``figures`` make its `adjpos.study.claim.Claim`.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Claim 1: in trained NoPE models nearby hidden states are more similar (the adjacency
-pattern), and how the trained models compare with random-init models of the same
-architecture, in twelve views of the score (see `adjpos.study.views`).
-
-Each (model, seed, layer, view) value carries a percentile bootstrap interval over sequences,
-and each trained seed minus its own initial weights a paired one; a cell counts only when
-every seed's intervals hold (`verdicts`).
+pattern), against random-init models of the same architecture, in twelve views of the score
+(`adjpos.study.views`), each value with a bootstrap interval over sequences and each trained
+seed minus its own initial weights a paired one; a cell counts when every seed's holds.
 """
 
 from __future__ import annotations
@@ -14,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
+from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
@@ -22,6 +19,7 @@ from adjpos.study.views import (
     INTERVAL,
     KEYS,
     VIEW,
+    paired_seeds,
     records,
     seed_spans_figure,
     seed_summary,
@@ -53,8 +51,7 @@ MAIN_VIEW = next(iter(ADJACENCY_VIEWS))
 
 
 def measure(context: Context) -> dict[str, Any]:
-    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
-    table, paired = measure_adjacency(context.models, context.sizes, **draws)
+    table, paired = measure_adjacency(context.models, context.sizes, **context.criteria.draws)
     ADJACENCY.write(context.results / "adjacency_by_layer.csv", table)
     PAIRED.write(context.results / "adjacency_paired.csv", paired)
     return adjacency_numbers(table, paired)
@@ -145,14 +142,9 @@ def _cells(summary: pd.DataFrame):
 
 def _versus(task: str, layer: int, by: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
     seeds = paired[(paired["task"] == task) & (paired["layer"] == layer)]
-    mean, low, high = seed_interval(seeds["difference"])
-    return (
-        {"task": task, "layer": int(layer)}
-        | span_of("trained", by.loc[TRAINED])
-        | span_of("control", by.loc[RANDOM])
-        | {"difference": mean, "difference_low": low, "difference_high": high}
-        | {"per_seed": [[float(r.low), float(r.high)] for r in seeds.itertuples()]}
-    )
+    cell = {"task": task, "layer": int(layer)} | span_of("trained", by.loc[TRAINED])
+    cell |= span_of("control", by.loc[RANDOM])
+    return cell | paired_seeds(seeds, "difference", "low", "high")
 
 
 def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list[dict]:
@@ -162,17 +154,15 @@ def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list
     out = []
     for task in dict.fromkeys(r["task"] for r in numbers["scores"]):
         rows = [r for r in numbers["scores"] if (r["task"], r["model"]) == (task, model)]
-        by = {(r["seed"], r["layer"]): r for r in rows}
+        by = {(r["seed"], r["layer"]): (r["low"], r["high"]) for r in rows}
         means = pd.DataFrame(rows).groupby("layer")["adjacency"].mean()
         counted = means[means.index >= criteria.first_layer]
         layer = int(counted.idxmax() if model == TRAINED else counted.index.max())
-        sides = [
-            judge(by[s, layer]["low"], by[s, layer]["high"], by[s, 0]["low"], by[s, 0]["high"])
-            for s in sorted({r["seed"] for r in rows})
-        ]
+        seeds = sorted({r["seed"] for r in rows})
+        sides = [judge(*by[s, layer], *by[s, 0]) for s in seeds]
         out.append(
             {"task": task, "layer": layer, "value": means[layer], "layer0": means[0]}
-            | {"outcome": every_seed(sides), "seeds": sorted({r["seed"] for r in rows})}
+            | {"outcome": every_seed(sides), "seeds": seeds}
         )
     return out
 
@@ -234,38 +224,20 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "layer", "trained (seed span)", "own initial weights (seed span)"]
     header += ["difference (t-interval over seeds)"] + [v["view"] for v in views]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
-    return SECTION.format(
-        figure=figures("adjacency_by_layer"),
-        table=by_layer(means, "adjacency"),
-        text=per_task + ".",
-        views_figure=figures("adjacency_views"),
-        mean_cosine=_mean_cosine(numbers, criteria),
-        views_table=fmt.table(header, rows),
-    )
+    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), SECTION + per_task + "."]
+    views_text = VIEWS.format(mean_cosine=_mean_cosine(numbers, criteria))
+    return fmt.section(*parts, figures("adjacency_views"), views_text, fmt.table(header, rows))
 
 
-SECTION = """{figure}
+SECTION = """What it shows: layer 0 is not at chance on task sequences (the format puts the same
+characters at the same places), so each layer is compared with layer 0, every seed apart: """
+VIEWS = """### Trained against their own initial weights, in six views of the score
 
-{table}
-
-What it shows: {text} On task sequences layer 0 is not at chance (the prompt format puts the
-same characters at the same places), so each layer is compared with layer 0, not with 0.5,
-and a task counts only when every seed's intervals are apart.
-
-### Trained against their own initial weights, in six views of the score
-
-{views_figure}
-
-The whole-sequence score mixes the prompt rows with the answer rows (each answer character
-resembles the character it copies), rewards states that all point the same way (mean cosine
-of two positions of a sequence, trained and random-init: {mean_cosine}), and with strict ties
-puts chance below 0.5 where tokens repeat. So each layer is compared in six views, each
-trained seed against its own initial weights on the same sequences (the paired difference's
-interval over the sequences): for when every seed's interval lies above 0, against when every
-one lies below, within otherwise. The spans run from the seeds' lowest low to their highest
-high; the difference is the mean over seeds with its Student-t interval.
-
-{views_table}"""
+The whole score mixes prompt and answer rows, rewards states that point the same way (mean
+cosine of two positions, trained and random-init: {mean_cosine}) and, with strict ties, puts
+chance below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
+weights: for when every seed's paired interval lies above 0, against when every one lies below;
+the difference is the mean over seeds with its Student-t interval."""
 
 
 def by_layer(rows: list[dict[str, Any]], value: str) -> str:
@@ -286,13 +258,12 @@ def _mean_cosine(numbers: dict[str, Any], criteria: Criteria) -> str:
 
 
 CAPTIONS = {
-    "adjacency_by_layer": "Adjacency score per layer (the study's score: whole sequence, ties "
-    "strict; layer 0 = token embeddings), per task: the trained NoPE models, random-init NoPE "
-    "models of the same architecture, and random-init models with learned positions (mean "
-    "over seeds; bars: std over seeds).",
-    "adjacency_views": "Adjacency score per layer in four views (the study's score, then the "
-    "prompt rows, the answer rows and the centred prompt rows with ties as half), trained "
-    "against their own initial weights (mean over seeds; bars: the seeds' interval span).",
+    "adjacency_by_layer": "The study's adjacency score per layer (layer 0 = token embeddings): "
+    "trained NoPE, random-init NoPE and random-init learned-position models (mean over seeds; "
+    "bars: std over seeds).",
+    "adjacency_views": "Adjacency per layer in four views (the study's score; prompt, answer and "
+    "centred prompt rows, ties half), trained against their own initial weights (mean over "
+    "seeds; bars: the seeds' interval span).",
 }
 
 
@@ -313,6 +284,4 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = ADJACENCY.read(results / "adjacency_by_layer.csv")
     main = plot_adjacency_by_layer(score_view(table, MAIN_VIEW), panel="task", line="model")
     views = adjacency_views_figure(table)
-    return {"adjacency_by_layer": (main, CAPTIONS["adjacency_by_layer"])} | {
-        "adjacency_views": (views, CAPTIONS["adjacency_views"])
-    }
+    return fmt.captioned(CAPTIONS, adjacency_by_layer=main, adjacency_views=views)

@@ -1,9 +1,7 @@
 """Does the model read the pattern? Causal tests: one carrier of position changed at the input
-of one block of each trained model, beside its matched control (`adjpos.interventions`).
-
-Every intervention runs in two variants: the read-out positions (the last prompt position and
-every answer position) kept untouched, which the verdicts use, and changed like the others,
-reported beside. Each row's finding (`finding`) is decided from its intervals alone.
+of one block of each trained model, beside its matched control (`adjpos.interventions`), the
+read-out positions kept (the verdicts) or changed (beside); each row's `finding` is decided
+from its intervals alone.
 """
 
 from __future__ import annotations
@@ -55,19 +53,11 @@ def causal_unit(
     prompts for every seed), as records; with `folder` (see `Context.per_unit`), each of its
     (layer, read-out, intervention) parts is kept there when done and read back on resume."""
     model, task = models.trained(name, seed)
-    return intervention_table(
-        model,
-        task,
-        layers=sizes.intervention_layers,
-        interventions=sizes.interventions,
-        n_prompts=sizes.intervention_prompts,
-        control_draws=sizes.control_draws,
-        readouts=sizes.readouts,
-        model_name=TRAINED,
-        model_seed=seed,
-        folder=folder,
-        progress=False,
-    ).to_dict("records")
+    options = {"layers": sizes.intervention_layers, "interventions": sizes.interventions}
+    options |= {"n_prompts": sizes.intervention_prompts, "control_draws": sizes.control_draws}
+    options |= {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
+    table = intervention_table(model, task, **options, folder=folder, progress=False)
+    return table.to_dict("records")
 
 
 def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
@@ -89,13 +79,12 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
         for name in (n for n in TESTED if n in by.index):
             mine, control_name = by.loc[name], by.loc[name, "control"]
             control = by.loc[control_name] if control_name in by.index else None
-            theirs = {} if control is None else _cell(control)
+            theirs = dict.fromkeys(CELL) if control is None else _cell(control)
             rows.append(
                 {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
                 | {"readout": readout, "control": None if control is None else control_name}
                 | _cell(mine)
-                | {f"control_{k}": theirs.get(k) for k in ("exact_match", "low", "high")}
-                | {"control_perturbation": theirs.get("perturbation")}
+                | {f"control_{k}": v for k, v in theirs.items()}
                 | {f"baseline{k}": _float(base[f"exact_match{k}"]) for k in ("", "_low", "_high")}
                 | {k: _float(mine[k]) for k in ("difference", "difference_low", "difference_high")}
                 | {"percentile": _float(mine["percentile"])}
@@ -106,15 +95,13 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
 
 
 KEYS = ["task", "seed", "layer", "readout"]
+# A changed model's numbers in the causal numbers: name -> its column of interventions.csv.
+CELL = {"exact_match": "exact_match", "low": "exact_match_low", "high": "exact_match_high"}
+CELL |= {"perturbation": "perturbation"}
 
 
 def _cell(row: pd.Series) -> dict[str, Any]:
-    return {
-        "exact_match": _float(row["exact_match"]),
-        "low": _float(row["exact_match_low"]),
-        "high": _float(row["exact_match_high"]),
-        "perturbation": _float(row["perturbation"]),
-    }
+    return {name: _float(row[column]) for name, column in CELL.items()}
 
 
 # What a row's finding says of its claim (the other findings: within).
@@ -195,28 +182,24 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "seed", "layer", "change", "exact match", "control's exact match"]
     header += ["difference", "baseline", "size (control's)", f"finding, read-out {readout}"]
     header += ["finding, read-out changed" if readout == "kept" else "finding, other read-out"]
-    table = fmt.table(
-        header,
-        [
-            [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
-            + [interval(r["exact_match"], r["low"], r["high"])]
-            + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
-            + [interval(r["difference"], r["difference_low"], r["difference_high"])]
-            + [f"{r['baseline']:.2f}", _sizes(r), finding(r, criteria)]
-            + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
-            for r in rows
-        ],
-    )
-    return SECTION.format(
-        figure=figures("interventions"),
-        table=table,
-        readout=readout,
-        per_task=_per_task(rows, criteria),
+    body = [
+        [r["task"], r["seed"], r["layer"], WORDS.get(r["intervention"], r["intervention"])]
+        + [interval(r["exact_match"], r["low"], r["high"])]
+        + [interval(r["control_exact_match"], r["control_low"], r["control_high"])]
+        + [interval(r["difference"], r["difference_low"], r["difference_high"])]
+        + [f"{r['baseline']:.2f}", _sizes(r), finding(r, criteria)]
+        + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
+        for r in rows
+    ]
+    after = AFTER.format(
         min_gap=fmt.n(criteria.min_gap),
         size_slack=fmt.n(criteria.size_slack),
-        first=criteria.first_layer,
         seeds=seeds_text(numbers["seeds"]),
+        per_task=_per_task(rows, criteria),
+        first=criteria.first_layer,
     )
+    parts = [figures("interventions"), BEFORE.format(readout=readout), fmt.table(header, body)]
+    return fmt.section(*parts, after)
 
 
 def _sizes(r: dict[str, Any]) -> str:
@@ -237,35 +220,23 @@ def _per_task(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     )
 
 
-SECTION = """{figure}
+BEFORE = """Each trained model on fresh held-out prompts with one carrier of position changed at the
+input of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
+decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
+findings the verdicts count (the last column: the other variant's). "difference": the paired
+per-prompt difference from the control (a random one: the mean of its draws); "size": the
+mean ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
+AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
+{min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when its
+interval reaches the baseline's; uniform attention, with no matched control, is judged against the
+baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers below {first} are
+shown but not counted: the token embeddings carry no position, so the "position" subspace and LEACE
+there find the tokens the format puts at each place."""
 
-Each trained model on fresh held-out prompts with one carrier of position changed at the input
-of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
-decoding, the change active at every step, with its 95% bootstrap interval over prompts. The
-read-out positions (the last prompt position and every answer position) are {readout} in the
-findings the verdicts count; the last column gives the other variant's. A random control is the
-mean of its draws; "difference" is the paired per-prompt difference from the control with its
-95% bootstrap interval, "size" the mean relative size ||x' - x|| / ||x|| of the states the hook
-changed while decoding (the control's in brackets):
-
-{table}
-
-What it shows: a change is "necessary" when the upper bound of its paired difference from the
-control lies at least {min_gap} below zero with a change at most {size_slack} times the
-control's; "not needed" when its interval reaches the baseline's; uniform attention has no
-matched control and is judged against the baseline. A norm change beyond its size-matched
-control means it is where the norms went, not only how much they changed, that broke the task.
-Necessary in every seed, per task: {per_task}. At layer 0 the states are the token embeddings,
-which carry no position: the "position" subspace and LEACE there find the directions of the
-tokens the format puts at each place, so layers below {first} are shown but not counted. The
-trained seeds are {seeds}, each on the same prompts; a cell counts only when every seed
-agrees."""
 
 CAPTION = (
-    "Exact match of each trained model with one carrier of position changed at the input of "
-    "one block (layer 0 = token embeddings), the read-out positions kept, each control dashed "
-    "in its intervention's colour, the unchanged model black (bars: 95% bootstrap intervals "
-    "over prompts)."
+    "Exact match with one carrier of position changed at the input of one block, read-out "
+    "positions kept, controls dashed, the unchanged model black (bars: 95% intervals)."
 )
 
 

@@ -1,6 +1,5 @@
 """Claim 1, seen: the self-cosine matrix of the paper's example prompt of each task at every
-layer, trained and random-init. An illustration of one sequence, so it gives no verdict: the
-adjacency claim counts over many sequences with their uncertainty.
+layer, trained and random-init: an illustration of one sequence, so it gives no verdict.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from adjpos.capture import capture_residuals
 from adjpos.metrics import cosine_matrix
 from adjpos.runs import write_json
 from adjpos.scoring import sequence_scores
+from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
@@ -66,26 +66,19 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
-    return f"""{figures("cosine")}
-
-{by_layer(_labelled(numbers["scores"]), "adjacency")}
-
-What it shows: at layer 0 a cell depends only on its two characters (a repeated character is
-bright wherever it recurs). Where the pattern holds, each row is brightest next to the diagonal
-and fades with distance; the table gives the adjacency score of each matrix for this one
-sequence, which the table of Claim 1 averages over many."""
+    labelled = [{**r, "model": f"{r['model']}, seed {r['seed']}"} for r in numbers["scores"]]
+    return fmt.section(figures("cosine"), by_layer(labelled, "adjacency"), SECTION)
 
 
-def _labelled(scores: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The scores with the seed in the model's label (one table row per model and seed)."""
-    return [{**r, "model": f"{r['model']}, seed {r['seed']}"} for r in scores]
+SECTION = """What it shows: at layer 0 a cell depends only on its two characters. Where the pattern
+holds, each row is brightest next to the diagonal and fades with distance; the table gives each
+matrix's adjacency score for this one sequence."""
 
 
 CAPTION = (
-    "{task}: cosine similarity of each position's hidden state (rows) with the earlier "
-    "positions (columns), the first trained seed (top) and its own initial weights "
-    "(random-init, bottom), every layer; axes carry the characters of the sequence ('.' ends "
-    "the answer). The table gives every seed's scores."
+    "{task}: cosine similarity of each position's hidden state (rows) with the earlier ones, "
+    "the first trained seed (top) and its own initial weights (bottom), every layer ('.' ends "
+    "the answer)."
 )
 
 

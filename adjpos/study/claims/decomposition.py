@@ -1,10 +1,7 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
-Zhong, 2024), trained models against their own initial weights.
-
-Song and Zhong find position[t] a smooth, low-dimensional curve in trained language models;
-if the adjacency pattern is the smoothness of that curve, taking the curve away should take the
-pattern with it. The curve is estimated once from all the sequences and held fixed in the
-intervals (recomputing it in every bootstrap draw would multiply the cost by their number).
+Zhong, 2024, find position[t] a smooth, low-dimensional curve), trained models against their
+own initial weights. If the pattern is the curve's smoothness, taking the curve away takes the
+pattern with it. The curve is estimated once and held fixed in the intervals.
 """
 
 from __future__ import annotations
@@ -17,11 +14,18 @@ import torch
 from adjpos.capture import capture_residuals
 from adjpos.metrics import decompose, position_context_adjacency, position_curve_pcs
 from adjpos.probes import sequences_of_length
-from adjpos.stats import bootstrap_interval, paired_difference, seed_interval
+from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import KEYS, seed_summary, span_of
+from adjpos.study.claim import (
+    Context,
+    Criteria,
+    Outcome,
+    Verdict,
+    every_seed,
+    judge,
+)
+from adjpos.study.models import gen, variants
+from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -40,8 +44,7 @@ DECOMPOSITION += Table(n_sequences="int64")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
-    table = measure_decomposition(context.models, context.sizes, **draws)
+    table = measure_decomposition(context.models, context.sizes, **context.criteria.draws)
     DECOMPOSITION.write(context.results / "decomposition_by_layer.csv", table)
     return decomposition_numbers(table)
 
@@ -93,18 +96,13 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     }
     cells = []
     for (task, model, layer), group in table.groupby(keys, sort=False):
-        mean, low, high = seed_interval(group["difference"])
         cell = {"task": task, "model": model, "layer": int(layer)}
         cell |= {f"{p}_share": float(group[f"{p}_share"].mean()) for p in PARTS}
         cell |= {f"pc{i + 1}": float(group[f"pc{i + 1}"].mean()) for i in range(N_PCS)}
         for score, span in spans.items():
             cell |= span_of(score, span.loc[(task, model, layer)])
-        bounds = group[["difference_low", "difference_high"]].to_numpy().tolist()
-        cells.append(
-            cell
-            | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"per_seed": bounds, "seeds": sorted(int(s) for s in group["seed"])}
-        )
+        cell |= paired_seeds(group, "difference", "difference_low", "difference_high")
+        cells.append(cell | {"seeds": sorted(int(s) for s in group["seed"])})
     return {"cells": cells}
 
 
@@ -115,23 +113,12 @@ def lowers(cell: dict[str, Any]) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    out = []
-    for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
-        mine = [c for c in numbers["cells"] if c["model"] == model]
-        mine = [c for c in mine if c["layer"] >= criteria.first_layer]
-        out.append(
-            Verdict.tally(
-                f"{name} NoPE models: the position curve carries the pattern, removing it "
-                "lowers the score (Song and Zhong's decomposition, not a claim of the study)",
-                [lowers(c) for c in mine],
-                seeds=seeds_text(s for c in mine for s in c["seeds"]),
-                unit="task x layer cell",
-                evidence="each sequence's score (states less their mean) minus its score "
-                f"without the position curve, paired {criteria.level:.0%} bootstrap interval "
-                f"above 0 in every seed, layers >= {criteria.first_layer}",
-            )
-        )
-    return out
+    claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
+    claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
+    evidence = "each sequence's score (states less their mean) minus its score without the "
+    evidence += f"position curve, paired {criteria.level:.0%} bootstrap interval above 0 in "
+    evidence += f"every seed, layers >= {criteria.first_layer}"
+    return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -147,38 +134,21 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += [f"position curve: top {N_PCS} PCs", "position curve alone (seed range)"]
     header += ["whole (seed span)", "without the curve (seed span)"]
     header += ["whole - without (t-interval over seeds)", "removing it lowers the score"]
-    return SECTION.format(
-        shares=figures("decomposition_shares"),
-        scores=figures("decomposition_adjacency"),
-        table=fmt.table(header, rows),
-        level=f"{criteria.level:.0%}",
-    )
+    text = SECTION.format(level=f"{criteria.level:.0%}")
+    return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
 
-SECTION = """{shares}
-
-{scores}
-
-{table}
-
-What it shows: each layer's states on sequences of one length split into a mean, a position
-curve every sequence shares, a constant per sequence (context) and a residual
-(`adjpos.decompose`): each part's share of the sum of squares (exact with one length), and the
-share of the curve's along its first principal directions (a smooth, low-dimensional curve
-has most of it in the first few). Each sequence is scored on its states less the mean, whole
-and without the curve; a cell is for when every seed's paired {level} interval of whole minus
-without lies above 0 (removing the curve lowers the score), against when every one lies
-below. At layer 0 the curve is the prompt format, not what the model knows of position; and
-the curve, a mean held fixed in the intervals, keeps part of each sequence's own averaging
-when there are few sequences."""
+SECTION = """What it shows: each layer's states split into a mean, a position curve every sequence
+shares, a constant per sequence (context) and a residual (`adjpos.decompose`). A cell is for when
+every seed's paired {level} interval of the score (states less the mean) whole minus without the
+curve lies above 0, against when every one lies below. At layer 0 the curve is the prompt format;
+with few sequences the curve, held fixed, keeps part of each sequence's own averaging."""
 
 CAPTIONS = {
-    "decomposition_shares": "Shares of the sum of squares of the hidden states held by the "
-    "mean, the position curve, the per-sequence context and the residual, by layer (mean "
-    "over seeds), trained against random-init NoPE (each seed's own initial weights).",
-    "decomposition_adjacency": "Adjacency score by layer of the states less their mean, "
-    "whole and without the position curve, and of the curve alone (mean over seeds; bars: "
-    "the seeds' interval span, the seeds' range for the curve).",
+    "decomposition_shares": "Shares of the hidden states' sum of squares (mean, position curve, "
+    "context, residual) by layer, trained against their own initial weights (mean over seeds).",
+    "decomposition_adjacency": "Adjacency by layer of the states less their mean, whole and "
+    "without the position curve, and of the curve alone (mean over seeds; bars: seed spans).",
 }
 
 
@@ -208,7 +178,5 @@ def adjacency_figure(table: pd.DataFrame):
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
-    return {
-        "decomposition_shares": (shares_figure(table), CAPTIONS["decomposition_shares"]),
-        "decomposition_adjacency": (adjacency_figure(table), CAPTIONS["decomposition_adjacency"]),
-    }
+    shares, scores = shares_figure(table), adjacency_figure(table)
+    return fmt.captioned(CAPTIONS, decomposition_shares=shares, decomposition_adjacency=scores)

@@ -1,12 +1,7 @@
-"""When the pattern appears: the trained models' snapshots, from the initial weights to the end.
-
-Each snapshot (``load_model(folder, step=s)``, log-spaced, step 0 included) is measured like
-the finished model: exact match on fresh held-out prompts, and per layer the adjacency score
-(the study's and the centred prompt-row view), the variance ratio and its Spearman
-correlation with position, and the gain of the residual's logistic position probe over
-layer 0. Every value has an interval at `Criteria.level`: Wilson for exact match, a bootstrap
-over sequences for the others, the normal interval of the probe's mean over folds. A
-trajectory rises (falls) when its end's interval lies above (below) its start's.
+"""When the pattern appears: the trained models' log-spaced snapshots (step 0 included), each
+measured like the finished model: exact match, and per layer adjacency (two views), the variance
+ratio and Spearman correlation and the position-probe gain over layer 0, each with its interval.
+A trajectory rises when its end's interval lies above its start's.
 """
 
 from __future__ import annotations
@@ -78,8 +73,7 @@ def spread(steps: list[int], count: int | None) -> list[int]:
 def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> list[dict]:
     """Every metric of one snapshot: {layer, metric, value, low, high} records (exact match
     with its Wilson interval, the others with bootstrap intervals over sequences)."""
-    gen, draws = torch.Generator().manual_seed(5), {"n_boot": criteria.n_boot}
-    draws["level"] = criteria.level
+    gen, draws = torch.Generator().manual_seed(5), criteria.draws
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
     hits = sum(evaluate(model, task, prompts, per_prompt=True))
     interval = wilson_interval(hits, len(prompts), level=criteria.level)
@@ -169,33 +163,25 @@ def end_vs_start(t: dict[str, Any]) -> str:
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """One cell per task and layer counted: for when every seed with snapshots ends above its
     start, against when every one ends below."""
-    out = []
+    out, seeds = [], seeds_text(t["seed"] for t in numbers["trajectories"])
+    rule = f"{criteria.level:.0%} intervals apart in every seed, layers >= {criteria.first_layer}"
     for metric, claim in CLAIMS.items():
         cells: dict[tuple[str, int], list[Outcome]] = {}
         for t in numbers["trajectories"]:
             if t["metric"] == metric and t["layer"] >= criteria.first_layer:
                 outcome = judge(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
                 cells.setdefault((t["task"], t["layer"]), []).append(outcome)
+        outcomes = [every_seed(per_seed) for per_seed in cells.values()]
+        evidence = f"{metric} at the end of training above the initial weights (step 0), {rule}"
         out.append(
-            Verdict.tally(
-                claim,
-                [every_seed(seeds) for seeds in cells.values()],
-                seeds=seeds_text(t["seed"] for t in numbers["trajectories"]),
-                unit="task x layer cell",
-                evidence=f"{metric} at the end of training above the initial weights (step 0), "
-                f"{criteria.level:.0%} intervals apart in every seed, layers >= "
-                f"{criteria.first_layer}",
-            )
+            Verdict.tally(claim, outcomes, seeds=seeds, unit="task x layer cell", evidence=evidence)
         )
     return out
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     if not numbers["tasks"]:
-        return (
-            "What it shows: nothing: no measured model has training snapshots (see "
-            "docs/pretrained.md)."
-        )
+        return "What it shows: nothing: no measured model has training snapshots."
     solved = criteria.solved
     accuracy = fmt.table(
         ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
@@ -215,20 +201,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     ]
     header = ["task", "seed", "metric", "layer", "start", "peak (step)", "end", "end vs start"]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
-    return (
-        f"{figures('dynamics')}\n\n{accuracy}\n\n{fmt.table(header, rows)}\n\nWhat it shows: "
-        "each metric from the initial weights (step 0) to the end of training, the end "
-        f"'above' or 'below' the start when their {criteria.level:.0%} intervals are apart. "
-        f"Snapshots are log-spaced, so early training is seen in detail; seeds {seeds}."
-    )
+    text = "What it shows: each metric from step 0 to the end of training, the end 'above' or "
+    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds {seeds}."
+    return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
 
 
 CAPTION = (
-    "Training dynamics of each task's first seed with snapshots: exact match, adjacency (the "
-    "study's score and the centred prompt-row view), the variance ratio and its Spearman "
-    "correlation with position, and the residual's position-probe gain over layer 0, against "
-    "the training step (log scale; step 0, the initial weights, drawn at 1), one line per layer "
-    "(bars: 95% intervals)."
+    "Training dynamics of each task's first seed with snapshots: every metric against the step "
+    "(log scale; step 0 drawn at 1), one line per layer (bars: 95% intervals)."
 )
 
 
@@ -243,11 +223,9 @@ def dynamics_figure(table: pd.DataFrame):
         layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "model" for x in t["layer"]],
     )
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
-    return plot_intervals(
-        shown,
-        **{"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"},
-        **{"facet_col": "task", "facet_row": "metric", "log_x": True, "title": title},
-    )
+    axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}
+    facets = {"facet_col": "task", "facet_row": "metric", "log_x": True}
+    return plot_intervals(shown, **axes, **facets, title=title)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

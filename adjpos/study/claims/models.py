@@ -1,7 +1,6 @@
-"""The premise: the trained NoPE models solve their tasks, so they must know where their tokens
-are. Exact match (whole answer right, greedy decoding) on held-out prompts, with its Wilson
-interval, for every trained seed of every task: a shipped model's own check on 2,000 held-out
-prompts (``heldout.json``), a model this run trained on `StudySizes.n_eval` fresh ones.
+"""The premise: the trained NoPE models solve their tasks (so they know where their tokens
+are): exact match under greedy decoding with its Wilson interval, for every trained seed, on a
+shipped model's own 2,000 held-out prompts or on `StudySizes.n_eval` fresh ones.
 """
 
 from __future__ import annotations
@@ -90,13 +89,11 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [solved(m, criteria)]
         for m in models
     ]
-    return (
-        fmt.table(header, rows) + "\n\nEach task model is a causal transformer with no "
-        "positional encoding (NoPE). A model counts as solving its task (for) when its "
-        f"interval lies above {criteria.solved}, against when below; with n prompts all right "
-        "the interval still reaches below 1 (about 1 - 3.7/n), so fewer than about 400 "
-        "prompts cannot show a rate above 0.99."
-    )
+    text = "Each task model is a causal transformer with no positional encoding (NoPE), "
+    text += f"solving its task (for) when its interval lies above {criteria.solved}, against "
+    text += "when below: with n prompts all right the interval still reaches 1 - 3.7/n, so "
+    text += "fewer than about 400 prompts cannot show a rate above 0.99."
+    return fmt.section(fmt.table(header, rows), text)
 
 
 def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
@@ -118,12 +115,9 @@ def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
             + ["apart" if apart else "agree"]
         )
     header = ["task", "seed", "premise", "dynamics: last snapshot", "causal: unchanged model"]
-    return (
-        "The same models in the other stages, each on its own draw of held-out prompts "
-        f"({criteria.level:.0%} Wilson intervals; 'apart' when an interval lies wholly on one "
-        "side of the premise's, so the prompts drawn, not sampling alone, set the rate):\n\n"
-        + fmt.table([*header, "intervals"], rows)
-    )
+    text = "The same models in the other stages, each on its own draw of held-out prompts "
+    text += f"({criteria.level:.0%} Wilson intervals; 'apart': on one side of the premise's):"
+    return fmt.section(text, fmt.table([*header, "intervals"], rows))
 
 
 def _other(rows: list[dict[str, Any]], task: str, seed: int, key: str) -> tuple | None:

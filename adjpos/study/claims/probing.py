@@ -1,12 +1,8 @@
-"""Claim 2: position is read better from cosine similarities than from the variance (probes),
-order reconstruction from shuffled states, and trained models against random-init copies of
-their own initial weights on the very same sequences.
-
-Every trained seed is probed beside the random-init copy with its own starting weights on the
-same held-out sequences (`adjpos.study.probe_units`). Every comparison is paired
-(`adjpos.probes.compare`): two feature sets of one model on the same positions and folds, or a
-trained model against its copy; each side at its best layer counted, chosen again in every
-draw of a percentile bootstrap over sequences.
+"""Claim 2: position is read better from cosine similarities than from the variance (probes)
+and order reconstruction from shuffled states, each trained seed beside the random-init copy of
+its own initial weights on the same sequences (`adjpos.study.probe_units`). Every comparison is
+paired (`adjpos.probes.compare`), each side at its best layer counted, chosen again in every
+bootstrap draw over sequences.
 """
 
 from __future__ import annotations
@@ -17,27 +13,9 @@ from typing import Any
 from adjpos.probes import ProbeResult
 from adjpos.stats import seed_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    CRITERIA,
-    Context,
-    Criteria,
-    Outcome,
-    Verdict,
-    every_seed,
-    judge,
-    seeds_text,
-)
+from adjpos.study import probe_units as units
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import TRAINED
-from adjpos.study.probe_units import (
-    PROBE_COMPARISONS,
-    PROBES,
-    probe_records,
-    probe_unit,
-    probe_units,
-    read_unit,
-    unit_name,
-    write_unit,
-)
 
 TITLE = "Claim 2: similarity carries position better than variance (probes)"
 
@@ -57,24 +35,25 @@ def measure(context: Context) -> dict[str, Any]:
     """One unit per trained seed (it and its own initial weights), run by the engine, then
     the tables."""
     folder, results = context.folder, context.results
-    units = probe_units(context.models, context.sizes)
-    todo = [(t, s) for t, s in units if not folder.is_done(unit_name(t, s))]
+    keys = units.probe_units(context.models, context.sizes)
+    todo = [(t, s) for t, s in keys if not folder.is_done(units.unit_name(t, s))]
     jobs = [(context.models.fresh(), context.sizes, context.criteria, t, s) for t, s in todo]
-    for (*_, task, seed), text in context.units(probe_unit, jobs):
-        write_unit(results, json.loads(text))
-        folder.mark_done(unit_name(task, seed))
-    found = [read_unit(results, task, seed) for task, seed in units]
-    PROBES.write(results / "probes.csv", [r for unit in found for r in probe_records(unit)])
+    for (*_, task, seed), text in context.units(units.probe_unit, jobs):
+        units.write_unit(results, json.loads(text))
+        folder.mark_done(units.unit_name(task, seed))
+    found = [units.read_unit(results, task, seed) for task, seed in keys]
+    rows = [r for unit in found for r in units.probe_records(unit)]
+    units.PROBES.write(results / "probes.csv", rows)
     for key, stem in (("comparisons", "probe_comparisons"), ("copies", "probe_copies")):
-        PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
+        units.PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
     return probe_numbers(found, context.criteria)
 
 
-def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) -> dict[str, Any]:
+def probe_numbers(found: list[dict[str, Any]], criteria: Criteria) -> dict[str, Any]:
     """Per trained seed: its carriers (`_carriers`, layers >= `criteria.first_layer`) and its
     paired comparisons; per seed and carrier, trained against its own copy."""
     rows = []
-    for unit in units:
+    for unit in found:
         compared = {c["comparison"]: c for c in unit["comparisons"]}
         backward = [f"{c}_vs_variance" for c in BACKWARD_COSINES if f"{c}_vs_variance" in compared]
         rows.append(
@@ -82,8 +61,8 @@ def probe_numbers(units: list[dict[str, Any]], criteria: Criteria = CRITERIA) ->
             | _carriers(unit["trained"], criteria.first_layer)
             | {"backward": max(backward, key=lambda k: compared[k]["value_a"], default=None)}
         )
-    versus = [c for unit in units for c in unit["copies"]]
-    return {"rows": rows, "versus": versus, "seeds": sorted({unit["seed"] for unit in units})}
+    versus = [c for unit in found for c in unit["copies"]]
+    return {"rows": rows, "versus": versus, "seeds": sorted({unit["seed"] for unit in found})}
 
 
 def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
@@ -100,9 +79,7 @@ def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
             and features in (None, s.features)
         ]
         s = max(found, key=lambda s: s.value, default=None)
-        return s and {"value": s.value, "std": s.std, "sem": s.sem, "layer": s.layer} | {
-            "chance": s.baseline
-        }
+        return s and dict(value=s.value, std=s.std, sem=s.sem, layer=s.layer, chance=s.baseline)
 
     return {
         "token_identity_r2": best("r2", "ridge", "token_identity", layer=0),
@@ -115,33 +92,23 @@ def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     cells, seeds = tally(numbers), seeds_text(numbers["seeds"])
     rule = f"paired {criteria.level:.0%} bootstrap intervals over sequences, in every seed"
+    best = f"best layer >= {criteria.first_layer}"
+    found = [  # (cells, claim, unit, evidence)
+        ("cosine", "Probes read position better from cosine similarities than from variance",
+         "task", "best backward cosine number minus the variance under the spline probe, each "
+         f"at its {best}, on positions 1..n-1 ({rule})"),
+        ("order", "The cosine matrix orders shuffled states better than the variances", "task",
+         f"spectral seriation minus the variance sort (absolute Kendall's tau, {best}; {rule})"),
+        ("copies", "Training adds position information the random-init copies lack (control, "
+         "not a claim of the study)", "task x carrier cell", "each trained seed minus the "
+         f"random-init model of its own initial weights on the same sequences, {best} of each "
+         f"({rule})"),
+    ]  # fmt: skip
     return [
-        Verdict.tally(
-            "Probes read position better from cosine similarities than from variance",
-            [cell["outcome"] for cell in cells["cosine"]],
-            seeds=seeds,
-            unit="task",
-            evidence="best backward cosine number minus the variance under the spline probe, "
-            f"each at its best layer >= {criteria.first_layer}, on positions 1..n-1 ({rule})",
-        ),
-        Verdict.tally(
-            "The cosine matrix orders shuffled states better than the variances",
-            [cell["outcome"] for cell in cells["order"]],
-            seeds=seeds,
-            unit="task",
-            evidence="spectral seriation minus the variance sort (absolute Kendall's tau, best "
-            f"layer >= {criteria.first_layer}; {rule})",
-        ),
-        Verdict.tally(
-            "Training adds position information the random-init copies lack (control, not a "
-            "claim of the study)",
-            [cell["outcome"] for cell in cells["copies"]],
-            seeds=seeds,
-            unit="task x carrier cell",
-            evidence="each trained seed minus the random-init model of its own initial weights "
-            f"on the same sequences, best layer >= {criteria.first_layer} of each ({rule})",
-        ),
-    ]
+        Verdict.tally(claim, [c["outcome"] for c in cells[key]], seeds=seeds, unit=unit,
+                      evidence=evidence)
+        for key, claim, unit, evidence in found
+    ]  # fmt: skip
 
 
 def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -188,49 +155,44 @@ def _summary_cell(cell: dict) -> str:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     rows, cells = numbers["rows"], tally(numbers)
-    return SECTION.format(
-        figure=figures("probes"),
-        level=f"{criteria.level:.0%}",
-        first=criteria.first_layer,
-        summary_table=fmt.table(
-            ["task", *(header for _, header in CELLS.values())],
-            [
-                [cell[0], *[_summary_cell(by_task[cell]) for by_task in _by_cell(cells)]]
-                for cell in [c["cell"] for c in cells["cosine"]]
-            ],
-        ),
-        probe_table=fmt.table(
-            ["task", "seed", "best backward cosine", "variance", "cosine - variance"]
-            + ["profile - variance (ridge, many vs one)", "token_identity R^2"]
-            + ["resid accuracy, layer 0", "resid accuracy, best"],
-            [
-                [r["task"], r["seed"], *_pair_cells(_comparison(r, "backward"))]
-                + [_difference(_comparison(r, "profile_vs_variance_ridge"))]
-                + [fmt.score(r["token_identity_r2"]), fmt.score(r["resid_accuracy_layer0"])]
-                + [fmt.score(r["resid_accuracy"])]
-                for r in rows
-            ],
-        ),
-        control_table=_control_table(numbers["versus"], cells["copies"]),
-        order_table=fmt.table(
-            ["task", "seed", "seriation (all pairs)", "first-similarity sort (backward)"]
-            + ["variance sort", "chance", "seriation - variance sort"]
-            + ["first sort - variance sort (same n - 1 states)"],
-            [
-                [r["task"], r["seed"]]
-                + [fmt.score(r[f"{m}_tau"]) for m in ORDER_METHODS]
-                + [(r["variance_sort_tau"] or {}).get("chance")]
-                + [_difference(_comparison(r, "seriation_vs_variance_sort"))]
-                + [_difference(_comparison(r, "first_sort_vs_variance_sort"))]
-                for r in rows
-            ],
-        ),
+    by_cell = [{c["cell"]: c for c in cells[name]} for name in CELLS]  # each column's, by task
+    summary = fmt.table(
+        ["task", *(header for _, header in CELLS.values())],
+        [
+            [cell[0], *[_summary_cell(by_task[cell]) for by_task in by_cell]]
+            for cell in [c["cell"] for c in cells["cosine"]]
+        ],
     )
-
-
-def _by_cell(cells: dict[str, list[dict]]) -> list[dict[tuple, dict]]:
-    """For each column of the summary table, its cells by task."""
-    return [{c["cell"]: c for c in cells[name]} for name in CELLS]
+    probes = fmt.table(
+        ["task", "seed", "best backward cosine", "variance", "cosine - variance"]
+        + ["profile - variance (ridge, many vs one)", "token_identity R^2"]
+        + ["resid accuracy, layer 0", "resid accuracy, best"],
+        [
+            [r["task"], r["seed"], *_pair_cells(_comparison(r, "backward"))]
+            + [_difference(_comparison(r, "profile_vs_variance_ridge"))]
+            + [fmt.score(r["token_identity_r2"]), fmt.score(r["resid_accuracy_layer0"])]
+            + [fmt.score(r["resid_accuracy"])]
+            for r in rows
+        ],
+    )
+    order = fmt.table(
+        ["task", "seed", "seriation (all pairs)", "first-similarity sort (backward)"]
+        + ["variance sort", "chance", "seriation - variance sort"]
+        + ["first sort - variance sort (same n - 1 states)"],
+        [
+            [r["task"], r["seed"]]
+            + [fmt.score(r[f"{m}_tau"]) for m in ORDER_METHODS]
+            + [(r["variance_sort_tau"] or {}).get("chance")]
+            + [_difference(_comparison(r, "seriation_vs_variance_sort"))]
+            + [_difference(_comparison(r, "first_sort_vs_variance_sort"))]
+            for r in rows
+        ],
+    )
+    tables = [summary, probes, _control_table(numbers["versus"], cells["copies"]), order]
+    said = SECTION.format(level=f"{criteria.level:.0%}", first=criteria.first_layer)
+    said = said.split("\n\n")  # a paragraph before each table, one after the last
+    parts = [part for pair in zip(said, tables, strict=False) for part in pair]
+    return fmt.section(figures("probes"), *parts, said[-1])
 
 
 def _pair_cells(comparison: dict | None) -> list[str]:
@@ -261,35 +223,19 @@ def _control_table(versus: list[dict], cells: list[dict]) -> str:
     return fmt.table([*header, "mean over seeds (t interval)", "over the seeds"], body)
 
 
-SECTION = """{figure}
-
-Each cell over the trained seeds: for (against) when the {level} paired interval of the
+SECTION = """Each cell over the trained seeds: for (against) when the {level} paired interval of the
 difference lies above (below) 0 in every seed, within otherwise:
 
-{summary_table}
+Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
+same positions 1..n-1 and folds), beside what the prompt format gives away (± standard error):
 
-Per seed, one number against one under the spline probe (each at its best layer >= {first}, layer in
-brackets; the variance on the same positions 1..n-1 and folds as the cosine number), with the
-difference and its {level} paired bootstrap interval over sequences, beside what the prompt
-format gives away (mean over folds ± its standard error):
+Each trained seed against its own initial weights on the same sequences (best layer >= {first}
+of each; the mean over seeds with its Student-t interval):
 
-{probe_table}
+Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
 
-Each trained seed against the random-init model of its own initial weights on the very same
-sequences (best layer >= {first} of each; the mean over seeds with its Student-t interval, wide
-with few seeds):
-
-{control_table}
-
-Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >=
-{first}, ± its standard error over sequences; differences with their paired intervals):
-
-{order_table}
-
-What it shows: on task sequences the format alone names the position (token_identity R^2),
-and layer 0 already reads much of it, so the gain of a later layer over layer 0 is what the
-model computed; the cosine profile (one similarity per other position) against the variance
-is many numbers against one, shown but not counted."""
+What it shows: the format alone names the position (token_identity R^2), so what the model
+computed is the gain over layer 0; the profile (many numbers against one) is not counted."""
 
 CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 

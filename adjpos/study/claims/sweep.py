@@ -1,9 +1,7 @@
 """Claim 3: random-init NoPE models show the pattern too, over which hyperparameters: the
-random-init sweep (`adjpos.sweep`) over the study's grid.
-
-Each cell x seed is one random-init model scored on random tokens; a model shows the pattern
-when its deepest layer scores above chance. The sweep keeps one score per model (its mean over
-the sequences), with no interval, so the verdict counts point estimates and says so.
+random-init sweep (`adjpos.sweep`) over the study's grid, each cell x seed one model scored on
+random tokens. The sweep keeps one score per model with no interval, so the verdict counts
+point estimates (deepest layer above chance) and says so.
 """
 
 from __future__ import annotations
@@ -32,17 +30,9 @@ def measure(context: Context) -> dict[str, Any]:
 def measure_sweep(out_dir: Any, sizes: Any, *, workers: int | None, **where: Any):
     """The random-init sweep (its own run folder, resumable cell by cell); `where` is the
     device, engine and address."""
-    sequences = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
-    seeds, base = list(sizes.sweep_seeds), sweep_base(sizes)
-    return sweep(
-        list(sizes.grid),
-        seeds=seeds,
-        out_dir=out_dir,
-        workers=workers,
-        base=base,
-        **sequences,
-        **where,
-    )
+    options = {"n_sequences": sizes.sweep_sequences, "seq_len": sizes.sweep_len}
+    options |= {"seeds": list(sizes.sweep_seeds), "base": sweep_base(sizes), "workers": workers}
+    return sweep(list(sizes.grid), out_dir=out_dir, **options, **where)
 
 
 def sweep_base(sizes: Any) -> ModelConfig:
@@ -94,19 +84,16 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
         for key in ("deepest", "nope_deepest")
     )
-    return (
-        f"{figures('sweep')}\n\n{table}\n\nWhat it shows: {every} of "
-        f"{len(numbers['deepest'])} random-init models (every grid cell and seed, NoPE or not) "
-        f"and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at their "
-        "deepest layer. In the init x width grid the mean score reaches "
-        f"{fmt.n(criteria.band)} at init scales {fmt.join(band) if band else 'none'}; the "
-        "first-layer argument explains why the pattern weakens at both ends (Claim 4)."
-    )
+    text = f"What it shows: {every} of {len(numbers['deepest'])} random-init models (NoPE or "
+    text += f"not) and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at "
+    text += f"their deepest layer; the mean score reaches {fmt.n(criteria.band)} at init scales "
+    text += f"{fmt.join(band) if band else 'none'} (Claim 4: why it weakens at both ends)."
+    return fmt.section(figures("sweep"), table, text)
 
 
 CAPTIONS = {
-    "sweep_init_by_width": "Random-init NoPE models: adjacency score at the deepest layer over "
-    "init scale and width (mean over seeds).",
+    "sweep_init_by_width": "Random-init NoPE models: deepest-layer adjacency over init scale and "
+    "width (mean over seeds).",
     "sweep_histogram": "Adjacency scores of every random-init model of the sweep.",
     "sweep_by_positional": "Random-init models: NoPE against learned, rotary and alibi positions.",
     "sweep_depth_by_norm": "Random-init NoPE models: depth against normalization placement.",

@@ -1,7 +1,6 @@
-"""Claim 4: the first-layer averaging argument. With near-uniform attention the first layer
-averages the value vectors of the earlier tokens, so nearby positions share most of their
-average; the prediction (`adjpos.theory`) is compared with one-layer random-init models over
-init scales and seeds, at the full width d_model and at the value vectors' effective width.
+"""Claim 4: the first-layer averaging argument (with near-uniform attention nearby positions
+share most of their average of the value vectors; `adjpos.theory`) against one-layer random-init
+models over init scales and seeds, at the full width and the values' effective width.
 """
 
 from __future__ import annotations
@@ -99,9 +98,7 @@ def agrees(row: dict[str, Any], key: str, criteria: Criteria) -> Outcome:
     band = row[key] - criteria.theory_tolerance, row[key] + criteria.theory_tolerance
     interval = row["measured_low"], row["measured_high"]
     sides = [judge(*interval, band[0], band[0]), judge(*interval, band[1], band[1], favour="below")]
-    if Outcome.AGAINST in sides:
-        return Outcome.AGAINST
-    return every_seed(sides)
+    return Outcome.AGAINST if Outcome.AGAINST in sides else every_seed(sides)
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
@@ -129,26 +126,22 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [r["predicted_effective"], agrees(r, "predicted_effective", criteria)]
         for r in numbers["rows"]
     ]
-    return f"""{figures("theory")}
+    text = SECTION.format(tolerance=fmt.n(criteria.theory_tolerance))
+    return fmt.section(figures("theory"), fmt.table(header, rows), text)
 
-{fmt.table(header, rows)}
 
-What it shows: with near-uniform attention (entropy ratio near 1) the averaging argument
-predicts the measured first-layer score: a scale agrees (for) when the measured interval over
-seeds lies within {fmt.n(criteria.theory_tolerance)} of the prediction, at the full width
-d_model and at the effective width of the value vectors ((tr S)^2 / tr(S^2) of their
-covariance: the prediction assumes isotropic value vectors, and the real ones span fewer
-directions). As init grows, attention becomes peaked (the entropy ratio falls) and the
-measured score leaves the prediction; the residual (resid_mid) adds an unshared term and
-lowers both."""
+SECTION = """What it shows: a scale agrees (for) when the measured interval over seeds lies within
+{tolerance} of the prediction, at the full width d_model and at the value vectors' effective width
+((tr S)^2 / tr(S^2) of their covariance: the prediction assumes isotropic values). As init grows,
+attention peaks (the entropy ratio falls) and the measured score leaves the prediction; the
+residual (resid_mid) adds an unshared term."""
 
 
 CAPTIONS = {
     "theory_first_layer": "One-layer random-init NoPE models: measured first-layer adjacency "
-    "against the prediction for near-uniform attention, and how uniform attention really is.",
-    "theory_cosine": "Mean first-layer self-cosine matrix of a one-layer model at init_range "
-    "{scale}, measured and predicted, attention output alone (attn_out) and with the residual "
-    "(resid_mid).",
+    "against the prediction, and how uniform attention is.",
+    "theory_cosine": "Mean first-layer self-cosine matrix at init_range {scale}, measured and "
+    "predicted, without (attn_out) and with the residual (resid_mid).",
 }
 
 

@@ -1,7 +1,6 @@
-"""The other carrier: the variance of the hidden state over d_model shrinks with position
-(Chi et al.), trained models against random-init controls of the same architecture: per
-layer, the profile's last-third / first-third ratio and its Spearman correlation with
-position, each with a bootstrap interval over sequences."""
+"""The other carrier: the variance of the hidden state over d_model shrinks with position (Chi
+et al.), trained models against random-init controls: per layer, the last-third / first-third
+ratio and the Spearman correlation with position, each with a bootstrap interval."""
 
 from __future__ import annotations
 
@@ -12,11 +11,11 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import VARIANCE_SUMMARY, seed_interval, variance_difference, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, variance_difference, variance_summary
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.models import RANDOM, TRAINED, gen, variants
-from adjpos.study.views import KEYS, seed_spans_figure, seed_summary, span_of
+from adjpos.study.models import TRAINED, gen, variants
+from adjpos.study.views import KEYS, paired_seeds, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
 from adjpos.tasks import TASKS
 
@@ -30,7 +29,7 @@ VARIANCE_PAIRED += Table(**{k: v for k, v in VARIANCE_SUMMARY.items() if k != "n
 
 
 def measure(context: Context) -> dict[str, Any]:
-    draws = {"n_boot": context.criteria.n_boot, "level": context.criteria.level}
+    draws = context.criteria.draws
     profiles, layers, paired = measure_variance(context.models, context.sizes, **draws)
     VARIANCE.write(context.results / "variance_by_position.csv", profiles)
     VARIANCE_LAYERS.write(context.results / "variance_by_layer.csv", layers)
@@ -83,12 +82,8 @@ def variance_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any
         )
     versus = []
     for (task, layer), group in paired.groupby(["task", "layer"], sort=False):
-        mean, low, high = seed_interval(group["ratio"])
-        versus.append(
-            {"task": task, "layer": int(layer)}
-            | {"difference": mean, "difference_low": low, "difference_high": high}
-            | {"per_seed": [[float(r.ratio_low), float(r.ratio_high)] for r in group.itertuples()]}
-        )
+        differences = paired_seeds(group, "ratio", "ratio_low", "ratio_high")
+        versus.append({"task": task, "layer": int(layer)} | differences)
     return {"cells": cells, "versus": versus}
 
 
@@ -106,21 +101,10 @@ def less_than_initial(cell: dict[str, Any]) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    out = []
-    for model, name in ((TRAINED, "Trained"), (RANDOM, "Random-init")):
-        mine = [c for c in numbers["cells"] if c["model"] == model]
-        mine = [c for c in mine if c["layer"] >= criteria.first_layer]
-        out.append(
-            Verdict.tally(
-                f"{name} NoPE models: variance shrinks with position (Chi et al.)",
-                [shrinks(c) for c in mine],
-                seeds=seeds_text(s for c in mine for s in c["seeds"]),
-                unit="task x layer cell",
-                evidence=f"ratio and Spearman spans of the seeds' {criteria.level:.0%} "
-                f"intervals below 1 and 0, layers >= {criteria.first_layer}",
-            )
-        )
-    return out
+    claim = "{kind} NoPE models: variance shrinks with position (Chi et al.)"
+    evidence = f"ratio and Spearman spans of the seeds' {criteria.level:.0%} intervals below "
+    evidence += f"1 and 0, layers >= {criteria.first_layer}"
+    return Verdict.per_model_kind(numbers["cells"], criteria, claim, shrinks, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -138,33 +122,21 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         )
     header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "shrinks"]
     header += ["ratio - initial weights' (t over seeds)", "below the initial weights'"]
-    return SECTION.format(
-        by_position=figures("variance_by_position"),
-        by_layer=figures("variance_by_layer"),
-        table=fmt.table(header, rows),
-        level=f"{criteria.level:.0%}",
-    )
+    text = SECTION.format(level=f"{criteria.level:.0%}")
+    return fmt.section(figures("variance"), fmt.table(header, rows), text)
 
 
-SECTION = """{by_position}
-
-{by_layer}
-
-{table}
-
-What it shows: a ratio below 1 (variance lower over the last third of the positions than over
-the first third) with a negative Spearman correlation of variance with position is the
-shrinkage Chi et al. describe; each cell is the mean over seeds with the span of the seeds'
-{level} bootstrap intervals over sequences: for when both spans lie below their null (1 and
-0), against when both lie above. The last two columns pair each trained seed with its own
-initial weights on the same sequences: for when every seed's ratio lies below theirs."""
+SECTION = """What it shows: a ratio below 1 (less variance over the last third of the positions than
+over the first) with a negative Spearman correlation is the shrinkage Chi et al. describe: for when
+both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both lie
+above. The last two columns pair each trained seed with its own initial weights."""
 
 CAPTIONS = {
-    "variance_by_position": "Variance of the trained models' hidden states over d_model, by "
-    "position (mean over held-out sequences of one length and over seeds), one line per layer.",
-    "variance_by_layer": "Variance against position by layer: the last-third / first-third "
-    "ratio (top; below 1 = shrinks) and the Spearman correlation with position (bottom), "
-    "trained against random-init NoPE (mean over seeds; bars: the seeds' interval span).",
+    "variance_by_position": "Variance of the trained models' hidden states over d_model by "
+    "position (mean over sequences of one length and over seeds), one line per layer.",
+    "variance_by_layer": "Last-third / first-third variance ratio (below 1 = shrinks) and "
+    "Spearman correlation with position by layer, trained against random-init NoPE (mean over "
+    "seeds; bars: seed spans).",
 }
 
 
@@ -187,8 +159,7 @@ def variance_layers_figure(table: pd.DataFrame):
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     profiles = VARIANCE.read(results / "variance_by_position.csv")
-    layers = VARIANCE_LAYERS.read(results / "variance_by_layer.csv")
-    return {
-        "variance_by_position": (variance_figure(profiles), CAPTIONS["variance_by_position"]),
-        "variance_by_layer": (variance_layers_figure(layers), CAPTIONS["variance_by_layer"]),
-    }
+    layers = variance_layers_figure(VARIANCE_LAYERS.read(results / "variance_by_layer.csv"))
+    return fmt.captioned(
+        CAPTIONS, variance_by_position=variance_figure(profiles), variance_by_layer=layers
+    )
