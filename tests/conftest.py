@@ -1,14 +1,19 @@
 """Shared fixtures: tiny model configs, built fresh on the CPU; one thread per library."""
 
+import contextlib
+import dataclasses
+import json
 import os
+from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock
 from hypothesis import settings
 from threadpoolctl import threadpool_limits
 
 from adjpos.models import build_model
-from factories import tiny_config
+from factories import TINY_REPRODUCE, tiny_config
 
 # The models and probes here are tiny, so threads buy nothing, and on a busy machine OpenMP
 # and BLAS threads waiting for a free core made a small logistic fit 40x slower. The
@@ -23,6 +28,38 @@ threadpool_limits(1)
 # A busy machine must not turn a slow example into a failure; each test sets its own count.
 settings.register_profile("adjpos", deadline=None)
 settings.load_profile("adjpos")
+
+
+# The slowest test files, slowest first. With ``--dist loadfile`` xdist hands out whole files,
+# those with the most tests first, so files of a few slow tests came last and one worker ran
+# them alone at the end; these go first instead (the first builds the shared tiny run).
+SLOW_FILES = (
+    "tests/study/test_reproduce.py",
+    "tests/test_benchmarks.py",
+    "tests/test_docs.py",
+    "tests/study/test_reproduce_ray.py",
+    "tests/interventions/test_measure.py",
+    "tests/test_examples.py",
+    "tests/test_engines.py",
+    "tests/study/test_sweep.py",
+    "tests/test_tutorial.py",
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with `SLOW_FILES` handed out before the other files."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SlowFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            for path in reversed(SLOW_FILES):
+                if path in self.workqueue:
+                    self.workqueue.move_to_end(path, last=False)
+            super()._assign_work_unit(node)
+
+    return SlowFilesFirst(config, log)
 
 
 @pytest.fixture
@@ -56,3 +93,30 @@ def local_ray():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, worker_id):
+    """(folder, what the run did): ``reproduce("run", TINY_REPRODUCE)`` called once for the
+    whole session from inside the folder's parent, shared by every test file and xdist worker
+    (tests/study, and howto-reproduce.md's example in tests/test_docs.py). The first worker to
+    ask runs it under a file lock and records its `ReproduceResult` (its paths as `reproduce`
+    gave them: relative to the folder's parent); the others read that record. Tests copy the
+    folder before changing anything in it."""
+    from adjpos.study.pipeline import ReproduceResult, reproduce
+
+    root = tmp_path_factory.getbasetemp()
+    root = root if worker_id == "master" else root.parent
+    base = root / "tiny-reproduce"
+    out, record = base / "run", base / "result.json"
+    with FileLock(str(root / "tiny-reproduce.lock")):
+        if not record.is_file():
+            base.mkdir(exist_ok=True)
+            with contextlib.chdir(base):
+                result = reproduce(out.name, TINY_REPRODUCE)
+            fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
+            record.write_text(json.dumps(fields, default=str))
+    fields = json.loads(record.read_text())
+    fields |= {"out_dir": Path(fields["out_dir"]), "report": Path(fields["report"])}
+    fields |= {k: tuple(fields[k]) for k in ("ran", "skipped")}
+    return out, ReproduceResult(**fields | {"figures": tuple(map(Path, fields["figures"]))})

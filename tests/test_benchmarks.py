@@ -137,10 +137,11 @@ def test_bench_time_to_99_quick_and_from_runs(run_in_process, tmp_path):
     assert result["settings"]["budget_s"] == 900 and result["settings"]["target"] == 0.99
 
 
-def test_bench_one_pass_quick(tmp_path):
-    # Its own process, as bench_adjacency: each variant runs in a fresh child process.
+def test_bench_one_pass_quick(run_in_process, tmp_path):
+    # Each variant runs in a fresh child process of its own, which reads its peak as VmHWM
+    # after resetting it, so the script that starts them can run in this one.
     out = tmp_path / "bench.json"
-    assert run_in_subprocess("bench_one_pass.py", "--quick", "--json", str(out)).strip()
+    assert run_in_process("bench_one_pass.py", "--quick", "--json", str(out)).strip()
     result = json.loads(out.read_text())
     assert result["machine"]["quick"] and result["n_layers"] == 4
     rows = {row["variant"]: row for row in result["rows"]}

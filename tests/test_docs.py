@@ -1,13 +1,17 @@
 """Every code block in README.md and docs/ runs; an `output` block must match what it prints."""
 
 import contextlib
+import dataclasses
 import io
 import re
 import runpy
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
+
+from factories import TINY_REPRODUCE
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -18,9 +22,42 @@ def _blocks(page: Path):
     return [(m.group(1), m.group(2)) for m in FENCE.finditer(page.read_text())]
 
 
+def _reuse_the_tiny_run(monkeypatch, tiny_run):
+    """Make ``adjpos.study.reproduce(NAME, cfg)``, for a folder NAME that does not exist yet
+    and `cfg` the tests' `TINY_REPRODUCE`, give what the session's shared tiny run gave (it
+    made that same call, from another folder: tests/conftest.py): its folder copied to NAME
+    and its result with each path moved along (relative or absolute as `reproduce` gave it).
+    Any other call runs for real."""
+    import adjpos.study
+
+    shared, result = tiny_run
+    real = adjpos.study.reproduce
+
+    def moved(path: Path, name: str) -> Path:
+        if path.is_absolute():  # under the folder the shared run was called from
+            return Path.cwd() / moved(path.relative_to(shared.parent), name)
+        return Path(name, *path.parts[1:]) if path.parts[0] == shared.name else path
+
+    def reproduce(out_dir, cfg=None, **kwargs):
+        name = str(out_dir)
+        if cfg != TINY_REPRODUCE or kwargs or len(Path(name).parts) != 1 or Path(name).exists():
+            return real(out_dir, cfg or adjpos.study.ReproduceConfig(), **kwargs)
+        shutil.copytree(shared, name)
+        return dataclasses.replace(
+            result,
+            out_dir=moved(result.out_dir, name),
+            report=moved(result.report, name),
+            figures=tuple(moved(path, name) for path in result.figures),
+        )
+
+    monkeypatch.setattr(adjpos.study, "reproduce", reproduce)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_code_blocks_run_and_print_what_the_page_says(page, monkeypatch, tmp_path):
+def test_code_blocks_run_and_print_what_the_page_says(page, monkeypatch, tmp_path, request):
     monkeypatch.chdir(tmp_path)
+    if page.name == "howto-reproduce.md":  # its example is the shared tiny run's call
+        _reuse_the_tiny_run(monkeypatch, request.getfixturevalue("tiny_run"))
     namespace: dict = {}
     blocks = _blocks(page)
     for i, (lang, code) in enumerate(blocks):
