@@ -63,7 +63,7 @@ def test_score_reads_text_with_the_models_tokenizer(hybrid_run, text_file, capsy
     assert [kind for kind, _ in rows] == ["embed", "rope", "rope", "rope", "nope"]
     tokenizer = adjpos.text.load_tokenizer(hybrid_run)
     ids = torch.tensor(encode_text(tokenizer, text_file.read_text())[:80]).view(5, 16)
-    expected = adjpos.adjacency_score(adjpos.load_model(hybrid_run), ids, ties="half").tolist()
+    expected = adjpos.adjacency_score(adjpos.load_model(hybrid_run), ids).tolist()  # one default
     assert [value for _, value in rows] == pytest.approx(expected, abs=1e-4)
 
 
@@ -102,7 +102,7 @@ def test_pretrained_text_model_as_a_model_spec(shipped, text_file, capsys):
         (["train", "--out", "OUT"], "needs --task TASK or --text FILE"),
         (["train", "--text", "FILE", "--task", "addition", "--out", "OUT"], "not both"),
         (["train", "--text", "FILE", "--positional", "rotary", "--out", "OUT"], "--layout"),
-        (["train", "--text", "MISSING", "--out", "OUT"], "--text: cannot read"),
+        (["train", "--text", "MISSING", "--out", "OUT"], "missing.txt: No such file"),
     ],
 )
 def test_text_options_are_checked(argv, message, text_file, tmp_path, capsys):
