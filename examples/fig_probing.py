@@ -42,7 +42,7 @@ def main(quick: bool, only: str | None, out: Path) -> None:
             saved = adjpos.figures.save_figure(fig, out / name, png=not quick)
             print("wrote", ", ".join(str(p) for p in saved.written))
         found.append(unit)
-    numbers = probing.probe_numbers(found)
+    numbers = probing.probe_numbers(found, CRITERIA)
     columns = ["value_a", "value_b", "difference", "low", "high"]
     within = pd.DataFrame([r for unit in found for r in unit["comparisons"]])
     print(within[["task", "seed", "comparison", "positions", *columns]].to_string(index=False))

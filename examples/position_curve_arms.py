@@ -143,9 +143,9 @@ def run_size(model, task, held, layer, k, target, curves, states, draws, seed, b
         )
         checks[name] = all(passed)
         lines.append((name, np.mean(params), target, np.mean(sizes), np.mean(adjacency, axis=0)))
-    hits["none"] = baseline[None]
+    hits["unchanged"] = baseline[None]
     differences = {}
-    pairs = [(a, "random") for a in arms if a != "random"] + [("rotate", "none")]
+    pairs = [(a, "random") for a in arms if a != "random"] + [("rotate", "unchanged")]
     pairs += [("scatter", "rotate")] + [
         (a, s) for s in arms if s.startswith("shift") for a in ("rotate", "scatter")
     ]

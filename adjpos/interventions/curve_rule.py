@@ -9,7 +9,7 @@ is set against the tolerance t (`RuleCriteria.tolerance`, 0.05):
 - a is *as bad as* b: high < t (a is not t better than b).
 
 The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``; ``random``
-is the size-matched random control, ``none`` the unchanged model. An arm whose manipulation
+is the size-matched random control, ``unchanged`` the unchanged model. An arm whose manipulation
 check failed (`curve_checks.passes_check`) is left out of every comparison and listed in
 ``not_counted``. At one size:
 
@@ -19,7 +19,7 @@ check failed (`curve_checks.passes_check`) is left out of every comparison and l
   ``random``, or breaks but the share's upper bound is below `offset_share` (it breaks the
   task some other way). The size is *for* (*against*) when every counted shift is.
 - **relational** (positions matched by similarity): needs every counted shift to break
-  beyond ``random``. *for* when ``rotate`` holds against ``none`` (the task kept within t);
+  beyond ``random``. *for* when ``rotate`` holds against ``unchanged`` (the task kept within t);
   *against* ("absolute") when ``rotate`` is as bad as every shift.
 - **locality**: *for* when ``scatter`` breaks beyond every shift and beyond ``rotate``;
   *against* when it holds against ``rotate`` or against some shift.
@@ -193,7 +193,7 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: RuleCriteria) 
     all_break = bool(shifts) and all(breaks[s] for s in shifts)
     relational = "within"
     if all_break and _ok(numbers, "rotate"):
-        if _holds(get("rotate", "none"), t):
+        if _holds(get("rotate", "unchanged"), t):
             relational = "for"
         elif all(_as_bad(get("rotate", s), t) for s in shifts):
             relational = "against"

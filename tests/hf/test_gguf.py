@@ -72,7 +72,7 @@ def test_score_a_gguf_file_on_text_with_its_own_tokenizer(written, tmp_path, cap
         tokenizer, (tmp_path / "t.txt").read_text(), 16, max_sequences=64, bos=True
     )
     assert (tokens[:, 0] == 63).all()
-    expected = adjpos.adjacency_score(adjpos.load_hf(path), tokens, ties="half")
+    expected = adjpos.adjacency_score(adjpos.load_hf(path), tokens)  # the one ties default
     import pandas as pd
 
     got = torch.tensor(pd.read_csv(tmp_path / "s.csv")["adjacency"].to_numpy())

@@ -20,14 +20,14 @@ from adjpos.interventions.curve_rule import (
 )
 
 SHIFTS = ("shift+1", "shift-1")
-NAMES = (*SHIFTS, "rotate", "scatter", "remove", "random", "none")
+NAMES = (*SHIFTS, "rotate", "scatter", "remove", "random", "unchanged")
 
 
 def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
     """One size from each arm's exact match: every difference the rule reads as
     a - b +- width, every check passed but `failed`, the shifts' wrong answers at offset
     k with share `follow` (+- 0.05)."""
-    pairs = [(a, "random") for a in NAMES[:5]] + [("rotate", "none"), ("scatter", "rotate")]
+    pairs = [(a, "random") for a in NAMES[:5]] + [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in SHIFTS for a in ("rotate", "scatter")]
     differences = {
         (a, b): Interval(em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width)
@@ -49,13 +49,13 @@ def outcome(em_by_size, **options):
     return hypothesis_outcomes([cell(em_by_size, **options)])["cells"][("reversal", 1, 0)]
 
 
-BASE = {"none": 0.95, "random": 0.9}
+BASE = {"unchanged": 0.95, "random": 0.9}
 IGNORES = dict.fromkeys(NAMES, 0.95)
 ABSOLUTE = BASE | {"shift+1": 0.05, "shift-1": 0.0, "rotate": 0.02, "scatter": 0.05}
 ABSOLUTE |= {"remove": 0.1}
 ADDRESS = BASE | {"shift+1": 0.055, "shift-1": 0.0, "rotate": 0.92, "scatter": 0.23}
 ADDRESS |= {"remove": 0.5}
-LOCALITY = dict.fromkeys(NAMES, 0.9) | {"none": 0.95, "scatter": 0.1, "remove": 0.6}
+LOCALITY = dict.fromkeys(NAMES, 0.9) | {"unchanged": 0.95, "scatter": 0.1, "remove": 0.6}
 
 
 def test_a_model_that_ignores_the_curve_is_not_read_and_against_address_and_locality():
