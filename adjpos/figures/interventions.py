@@ -93,7 +93,7 @@ def plot_interventions(
             shown.add(name)
     _x_axis(fig, table, n_rows)
     fig.update_yaxes(title_text="exact match", range=[-0.03, 1.03], col=1)
-    text = title or "Exact match with one carrier of position changed (controls dashed)"
+    text = title or "Exact match, one carrier of position changed (controls: open markers)"
     if "readout" in table.columns and title is None:
         text += f", read-out positions {table['readout'].iloc[0]}"
     return apply_style(fig, title=text, rows=max(n_rows, 2))  # room for a dozen legend lines

@@ -236,7 +236,7 @@ there find the tokens the format puts at each place."""
 
 CAPTION = (
     "Exact match with one carrier of position changed at the input of one block, read-out "
-    "positions kept, controls dashed, the unchanged model black (bars: 95% intervals)."
+    "positions kept, controls in open markers, the unchanged model black (bars: 95% intervals)."
 )
 
 
