@@ -229,10 +229,7 @@ def score_sequences(
     per_layer = []  # per layer, per group: {name: (sums [sequence, statistic], positions)}
     stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=False)
     for layer, acts in stream:
-        try:
-            check_finite(acts, "activations")
-        except UsageError as err:
-            raise UsageError(f"layer {layer}: {err}") from None
+        check_finite(acts, f"layer {layer}: activations")
         samples = {name: data.samples(acts, name, seed) for name in names}
         per_layer.append(_score_layer(samples, groups, tokens.shape, **fit))
     return [

@@ -106,10 +106,7 @@ def probe_positions(
         scores: list[ProbeScore] = []
         stream = iter_residuals(model, tokens, layers=layers, batch_size=batch_size, progress=False)
         for layer, acts in stream:
-            try:
-                check_finite(acts, "activations")
-            except UsageError as err:
-                raise UsageError(f"layer {layer}: {err}") from None
+            check_finite(acts, f"layer {layer}: activations")
             for name in names:
                 todo = plan.get((layer, name), ())
                 if not todo:  # token_identity after the first layer: nothing to compute
