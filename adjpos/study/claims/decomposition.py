@@ -85,11 +85,8 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     intervals of the others; the whole minus the rest over seeds (t-interval) and each
     seed's paired interval."""
     keys = ["task", "model", "layer"]
-    spans = {"position": seed_summary(table, "position").set_index(keys)}
-    spans |= {
-        s: seed_summary(table, s, f"{s}_low", f"{s}_high").set_index(keys)
-        for s in ("whole", "rest")
-    }
+    bounds = {"position": (), **{s: (f"{s}_low", f"{s}_high") for s in ("whole", "rest")}}
+    spans = {s: seed_summary(table, s, *b).set_index(keys) for s, b in bounds.items()}
     cells = []
     for (task, model, layer), group in table.groupby(keys, sort=False):
         cell = {"task": task, "model": model, "layer": int(layer)}
@@ -112,9 +109,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
     claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
     evidence = "each sequence's score (states less their mean) minus its score without the "
-    evidence += "position curve fitted on the other sequences (held out), paired "
-    evidence += f"{criteria.level:.0%} bootstrap interval above 0 in every seed, layers >= "
-    evidence += f"{criteria.first_layer}"
+    evidence += f"curve fitted on other sequences, paired {criteria.level:.0%} bootstrap interval "
+    evidence += f"above 0 in every seed, layers >= {criteria.first_layer}"
     return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
 
 
@@ -130,9 +126,10 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     ]
     shares = "shares held out: mean / token means / position curve / context (per-sequence mean)"
     header = ["task", "model", "layer", f"{shares} / residual", "position share in sample"]
-    header += [f"position curve: top {N_PCS} PCs", "position curve alone (seed range)"]
-    header += ["whole (seed span)", "without the held-out curve (seed span)"]
-    header += ["whole - without (t-interval over seeds)", "removing it lowers the score"]
+    header += [f"position curve: shares of its top {N_PCS} principal components"]
+    header += ["adjacency of the curve alone (seed range)", "adjacency, whole (seed span)"]
+    header += ["adjacency without the held-out curve (seed span)"]
+    header += ["whole - without (t-interval over seeds)", "removing the curve lowers the score"]
     text = SECTION.format(level=f"{criteria.level:.0%}")
     return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
