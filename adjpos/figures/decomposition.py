@@ -1,4 +1,4 @@
-"""The variance shares of the position / context decomposition, stacked by layer."""
+"""The shares of the position / context decomposition's parts, stacked by layer."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import plotly.graph_objects as go
 from adjpos.figures.style import apply_style, line_colors, title_facet_rows
 from adjpos.validation import UsageError
 
-# The parts in the order they stack, bottom to top (see adjpos.metrics.decompose).
-PARTS = ("mean", "position", "context", "residual")
+# The parts in the order they stack, bottom to top (adjpos.metrics.decompose.SHARE_PARTS; a
+# share without a token part has none), each with its name in the legend.
+PARTS = {"mean": "mean", "token": "token means", "position": "position curve"}
+PARTS |= {"context": "context (per-sequence mean)", "residual": "residual"}
 
 
 def plot_variance_shares(
@@ -24,22 +26,24 @@ def plot_variance_shares(
     title: str = "Variance shares of the decomposition by layer",
 ) -> go.Figure:
     """Each part's share of the sum of squares as stacked bars along `x`, one panel per
-    (`facet_row`, `facet_col`) value. Rows that repeat a bar (seeds) are averaged.
+    (`facet_row`, `facet_col`) value. Rows that repeat a bar (seeds) are averaged. A negative
+    share (a part fitted on other sequences that fits these worse than nothing) stacks below
+    zero.
 
     Args:
-        rows: one row per bar and part, with the columns ``part`` (one of mean, position,
-            context, residual), ``share``, `x` and the facets, e.g. ``{"task": "addition",
-            "model": "trained", "layer": 2, "part": "position", "share": 0.31}``.
+        rows: one row per bar and part, with the columns ``part`` (a key of `PARTS`),
+            ``share``, `x` and the facets, e.g. ``{"task": "addition", "model": "trained",
+            "layer": 2, "part": "position", "share": 0.31}``.
         x: the column along the x axis.
         facet_col, facet_row: the columns that split panels (None: no split).
         title: the figure's title.
 
     Example:
         >>> rows = [{"layer": 1, "part": p, "share": s}
-        ...         for p, s in zip(PARTS, (0.4, 0.3, 0.2, 0.1))]
+        ...         for p, s in zip(("mean", "position", "context"), (0.5, -0.1, 0.6))]
         >>> fig = plot_variance_shares(rows, facet_col=None, facet_row=None)
         >>> [(t.name, float(t.y[0])) for t in fig.data]
-        [('mean', 0.4), ('position', 0.3), ('context', 0.2), ('residual', 0.1)]
+        [('mean', 0.5), ('position curve', -0.1), ('context (per-sequence mean)', 0.6)]
     """
     frame = pd.DataFrame(rows)
     keys = [k for k in (facet_row, facet_col, x) if k is not None]
@@ -61,10 +65,12 @@ def plot_variance_shares(
         category_orders={"part": list(PARTS)},
         color_discrete_map=line_colors(PARTS),
     )
-    fig.update_layout(barmode="stack", legend_title_text="")
+    fig.for_each_trace(lambda trace: trace.update(name=PARTS[trace.name]))
+    fig.update_layout(barmode="relative", legend_title_text="")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_xaxes(dtick=1)
-    fig.update_yaxes(range=[0.0, 1.0])
+    if (frame["share"] >= 0).all():
+        fig.update_yaxes(range=[0.0, 1.0])
     if facet_row is not None:
         fig.update_yaxes(title_text="")
         title_facet_rows(fig, list(dict.fromkeys(frame[facet_row])), "share")

@@ -1,8 +1,9 @@
 """Attention heads as layer x head heatmaps: which heads score by similarity, which look back.
 
 One row of panels per measure of `adjpos.head_similarity` (by default the score-cosine
-correlation and the attention on the previous positions), one column per model (task); every
-panel of a row shares that measure's colour scale, so heads compare across models.
+correlation and the attention on the previous positions; the correlation with the distance or
+the key's token partialled out on request), one column per model (task); every panel of a row
+shares that measure's colour scale, so heads compare across models.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ Rows = pd.DataFrame | Sequence[dict[str, Any]]
 SCALES = {
     "logit_cosine_pearson": ("RdBu_r", -1.0, 1.0, "score-cosine r"),
     "logit_cosine_spearman": ("RdBu_r", -1.0, 1.0, "score-cosine rho"),
+    "logit_cosine_given_distance": ("RdBu_r", -1.0, 1.0, "score-cosine r, distance partialled"),
+    "logit_cosine_given_token": ("RdBu_r", -1.0, 1.0, "score-cosine r, token partialled"),
     "previous_mass": ("Blues", 0.0, 1.0, "previous mass"),
     "self_mass": ("Blues", 0.0, 1.0, "self mass"),
 }

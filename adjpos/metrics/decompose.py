@@ -97,7 +97,9 @@ def decompose(
     h[c, t] = mean + position[t] + context[c] + residual[c, t], each part a mean effect over
     the valid entries (t < length_c): see the module's docstring for the formulas. The
     states are recovered exactly (`Decomposition.reconstruct`); half-precision states are
-    upcast to float32 first.
+    upcast to float32 first. Every part is fitted on the states it splits, so its share
+    (`Decomposition.variance_shares`) is in sample: `decomposition_shares` gives the shares
+    held out too, with each token's mean state as a part of its own.
 
     Args:
         states: hidden states of a batch of right-padded sequences.
@@ -192,7 +194,10 @@ class PositionContextAdjacency:
 
 
 def position_context_adjacency(
-    decomposition: Decomposition, *, ties: str = DEFAULT_TIES
+    decomposition: Decomposition,
+    *,
+    curve: Float[Tensor, "*batch pos d_model"] | None = None,
+    ties: str = DEFAULT_TIES,
 ) -> PositionContextAdjacency:
     """The adjacency score of the position curve alone, and of the rest of each sequence.
 
@@ -201,16 +206,24 @@ def position_context_adjacency(
 
     - ``position``: the curve position[t] over the positions some sequence reaches, one
       score (a curve that rises smoothly with t scores near 1);
-    - ``rest``: context[c] + residual[c, t], each sequence over its own positions: the
-      states minus the mean and the position part;
+    - ``rest``: each sequence over its own positions, the states minus the mean and minus
+      `curve` (by default position[t], which leaves context[c] + residual[c, t]);
     - ``whole``: position[t] + context[c] + residual[c, t], the states minus the mean.
+
+    A curve fitted on the same sequences holds 1/N of each one's own states, so removing it
+    takes a little of each sequence's own pattern with it; pass the curve each sequence gets
+    from the other sequences (`DecompositionShares.held_out_curve`) to remove only what the
+    sequences share.
 
     Args:
         decomposition: from `decompose`.
+        curve: the curve removed for ``rest``: one for every sequence [pos, d_model], or one
+            per sequence [batch, pos, d_model] (default: the decomposition's own position).
         ties: "strict" or "half" (see `adjacency_rows`).
 
     Raises:
-        ValueError: a sequence is shorter than 3 positions (no defined adjacency row).
+        ValueError: a sequence is shorter than 3 positions (no defined adjacency row), or
+            `curve` has neither shape.
 
     Example:
         >>> t = torch.arange(8.0)[:, None]
@@ -223,14 +236,21 @@ def position_context_adjacency(
     check_ties(ties)
     parts = decomposition
     reached = int(parts.lengths.max())
-    curve = parts.position[:reached]
     rest = parts.context[:, None] + parts.residual
-    score = adjacency_probability(cosine_matrix(curve), ties=ties)
-    rest_score = adjacency_probability(cosine_matrix(rest), lengths=parts.lengths, ties=ties)
-    whole = adjacency_probability(
-        cosine_matrix(rest + parts.position), lengths=parts.lengths, ties=ties
+    whole = rest + parts.position
+    if curve is not None:
+        if tuple(curve.shape) not in (tuple(rest.shape), tuple(rest.shape[1:])):
+            raise UsageError(
+                f"curve must have shape {tuple(rest.shape[1:])} (one for every sequence) or "
+                f"{tuple(rest.shape)} (one per sequence), got {tuple(curve.shape)}"
+            )
+        rest = rest + (parts.position - curve.to(rest))
+    rest, whole = (
+        adjacency_probability(cosine_matrix(x), lengths=parts.lengths, ties=ties)
+        for x in (rest, whole)
     )
-    return PositionContextAdjacency(score, rest_score, whole)
+    position = adjacency_probability(cosine_matrix(parts.position[:reached]), ties=ties)
+    return PositionContextAdjacency(position, rest, whole)
 
 
 @dataclass(frozen=True)
@@ -241,7 +261,10 @@ class DecompositionShares:
 
     in_sample: dict[str, float]
     held_out: dict[str, float]
-    folds: Int[Tensor, " batch"] = field(repr=False)
+    folds: Int[Tensor, " batch"] = field(repr=False)  # each sequence's fold
+    # The position curve each sequence lost held out, fitted on the other folds (zero at
+    # padding, and where no other fold has the sequence's length).
+    held_out_curve: Float[Tensor, "batch pos d_model"] = field(repr=False)
 
 
 def decomposition_shares(
@@ -271,7 +294,9 @@ def decomposition_shares(
     tokens and with one length, `Decomposition.variance_shares`). Held out, the sequences
     are split into `folds` seeded folds and each fold's states lose the mean, token means and
     curves fitted on the other folds (a token or length the other folds lack has no part
-    there), so a part that only fits noise gets a share near 0 or below it.
+    there), so a part that only fits noise gets a share near 0 or below it. The curve each
+    sequence lost held out is kept (``held_out_curve``): `position_context_adjacency` removes
+    it to score the sequences without what the others share.
 
     Args:
         states: hidden states of right-padded sequences.
@@ -309,11 +334,14 @@ def decomposition_shares(
     fold[order] = torch.arange(batch) % folds
     every = torch.ones(batch, dtype=torch.bool)
     in_sample = _drops(h, tok, lens, every, _fit_parts(h, tok, lens, every, tokens is not None))
-    held = sum(
-        _drops(h, tok, lens, fold == f, _fit_parts(h, tok, lens, fold != f, tokens is not None))
-        for f in range(folds)
-    )
-    return DecompositionShares(_shares(in_sample), _shares(held), fold)
+    held, curve = 0, torch.zeros_like(h)
+    for f in range(folds):
+        fitted = _fit_parts(h, tok, lens, fold != f, tokens is not None)
+        held = held + _drops(h, tok, lens, fold == f, fitted)
+        for length, fitted_curve in fitted["position"].items():
+            curve[(fold == f) & (lens == length), :length] = fitted_curve
+    curve = curve.to(states.device, torch.promote_types(states.dtype, torch.float32))
+    return DecompositionShares(_shares(in_sample), _shares(held), fold, curve)
 
 
 def _fit_parts(h: Tensor, tok: Tensor, lens: Tensor, rows: Tensor, use_tokens: bool) -> dict:

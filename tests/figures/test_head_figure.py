@@ -50,6 +50,15 @@ def test_an_undefined_correlation_is_a_blank_cell():
     assert fig.data[1].z[1][2] is None and fig.data[1].z[1][1] == pytest.approx(0.6)
 
 
+def test_the_partial_correlations_are_drawn_on_the_correlation_scale():
+    partial = ["logit_cosine_given_distance", "logit_cosine_given_token"]
+    rows = [r | {partial[0]: 0.5 * r["logit_cosine_pearson"], partial[1]: 0.3} for r in _rows()]
+    fig = plot_head_similarity(rows, values=partial)
+    assert len(fig.data) == 4 and fig.data[0].z[1] == pytest.approx([0.25, 0.3, 0.35])
+    assert (fig.layout.coloraxis2.cmin, fig.layout.coloraxis2.cmax) == (-1.0, 1.0)
+    assert "distance partialled" in fig.layout.coloraxis.colorbar.title.text
+
+
 def test_one_model_without_a_panel_column(tmp_path):
     rows = pd.DataFrame(_rows())
     one = rows[(rows["task"] == "addition") & (rows["draw"] == 0)].drop(columns="task")

@@ -3,24 +3,30 @@ holding out is for (a curve fitted to noise has no held-out share)."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adjpos.metrics import decompose
+from adjpos.metrics import (
+    adjacency_probability,
+    cosine_matrix,
+    decompose,
+    position_context_adjacency,
+)
 from adjpos.metrics.decompose import SHARE_PARTS, decomposition_shares
 from adjpos.validation import UsageError
 
 
-def slow_shares(states, tokens, lengths, fit_rows, eval_rows, use_tokens):
-    """[drop of each part..., residual, total] over `eval_rows`, the parts fitted on
-    `fit_rows`, one entry at a time (nested lists)."""
+def add(a, b, sign=1.0):
+    return [x + sign * y for x, y in zip(a, b, strict=True)]
+
+
+def slow_parts(states, tokens, lengths, fit_rows, use_tokens):
+    """The mean, token means and per-length curves fitted on `fit_rows`, one entry at a time
+    (nested lists)."""
     d = len(states[0][0])
-
-    def add(a, b, sign=1.0):
-        return [x + sign * y for x, y in zip(a, b, strict=True)]
-
     entries = [(c, t) for c in fit_rows for t in range(lengths[c])]
     mean = [sum(states[c][t][i] for c, t in entries) / len(entries) for i in range(d)]
     token_mean = {}
@@ -42,6 +48,15 @@ def slow_shares(states, tokens, lengths, fit_rows, eval_rows, use_tokens):
         at = [[sum(x[c, t][i] for c in rows) / len(rows) for i in range(d)] for t in range(length)]
         centre = [sum(at[t][i] for t in range(length)) / length for i in range(d)]
         curves[length] = [add(at[t], centre, -1) for t in range(length)]
+    return mean, token_mean, curves
+
+
+def slow_shares(states, tokens, lengths, fit_rows, eval_rows, use_tokens):
+    """[drop of each part..., residual, total] over `eval_rows`, the parts fitted on
+    `fit_rows` (`slow_parts`)."""
+    d = len(states[0][0])
+    zero = [0.0] * d
+    mean, token_mean, curves = slow_parts(states, tokens, lengths, fit_rows, use_tokens)
 
     def squares(vectors):
         return sum(v * v for vec in vectors for v in vec)
@@ -103,6 +118,12 @@ def test_shares_match_the_slow_reference_in_sample_and_held_out(case, seed):
     for i, part in enumerate(SHARE_PARTS):
         assert got.in_sample[part] == pytest.approx(want[i] / want[-1], abs=1e-9)
         assert got.held_out[part] == pytest.approx(held[i] / held[-1], abs=1e-9)
+    for c, length in enumerate(lens):  # the curve each sequence lost held out
+        others = [x for x in everyone if got.folds[x] != got.folds[c]]
+        curves = slow_parts(nested, ids, lens, others, use_tokens)[2]
+        want_curve = curves.get(length, [[0.0] * states.shape[2]] * length)
+        np.testing.assert_allclose(got.held_out_curve[c, :length], want_curve, atol=1e-9)
+        assert not got.held_out_curve[c, length:].any()
     assert sum(got.in_sample.values()) == pytest.approx(1.0)
     assert sum(got.held_out.values()) == pytest.approx(1.0)
     assert min(got.in_sample.values()) >= -1e-12  # each in-sample share is a sum of squares
@@ -122,18 +143,56 @@ def test_in_sample_without_tokens_is_the_balanced_anova(batch, n, d, seed):
         assert got[part] == pytest.approx(want[part], abs=1e-9)
 
 
-def test_a_curve_fitted_to_noise_has_no_held_out_share_and_a_real_one_keeps_it():
-    gen = torch.Generator().manual_seed(1)
-    noise = [decomposition_shares(torch.randn(12, 8, 6, generator=gen), seed=s) for s in range(8)]
-    in_sample = sum(s.in_sample["position"] for s in noise) / 8
-    held_out = sum(s.held_out["position"] for s in noise) / 8
-    assert in_sample > 0.05 and held_out < 0.0
-    t = torch.arange(8.0)[:, None]
-    curve = torch.cat([torch.cos(t / 2), torch.sin(t / 2), t / 8 - 0.5], dim=1)
-    curve = torch.nn.functional.pad(curve - curve.mean(dim=0), (0, 3))
-    real = decomposition_shares(3 * curve + 0.3 * torch.randn(12, 8, 6, generator=gen))
-    assert real.held_out["position"] == pytest.approx(real.in_sample["position"], abs=0.02)
-    assert real.in_sample["position"] > 0.8
+def _planted(batch, scale, seed):
+    """`batch` sequences of 8 positions over 5 tokens: each token's embedding, a smooth
+    position curve of size `scale` (none at 0), a per-sequence offset and noise."""
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.arange(8.0, dtype=torch.float64)[:, None]
+    curve = torch.cat([torch.cos(t / 3), torch.sin(t / 3), t / 8, torch.zeros(8, 3)], dim=1)
+    tokens = torch.randint(0, 5, (batch, 8), generator=gen)
+    embed = torch.randn(5, 6, generator=gen, dtype=torch.float64)
+    offset = 0.5 * torch.randn(batch, 1, 6, generator=gen, dtype=torch.float64)
+    noise = torch.randn(batch, 8, 6, generator=gen, dtype=torch.float64)
+    return scale * (curve - curve.mean(dim=0)) + embed[tokens] + offset + noise, tokens
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_planted_curve_keeps_its_share_held_out_as_the_sequences_grow(seed):
+    gaps = []
+    for batch in (16, 200):
+        shares = decomposition_shares(*_planted(batch, 2.0, seed), seed=seed)
+        gaps.append(max(abs(shares.held_out[p] - shares.in_sample[p]) for p in SHARE_PARTS))
+        assert shares.held_out["position"] > 0.5 * shares.in_sample["position"] > 0.05
+    assert gaps[1] < 0.01 and gaps[1] < gaps[0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_without_a_curve_the_position_share_is_positive_in_sample_only(seed):
+    """Fitted and measured on the same sequences, a curve of noise holds about 1/N of the
+    rest; held out it holds nothing (its own estimation noise makes it slightly negative),
+    and the held-out share goes to 0 as the sequences grow."""
+    few = decomposition_shares(*_planted(16, 0.0, seed), seed=seed)
+    assert few.in_sample["position"] > 0.01 and few.held_out["position"] < 0.0
+    many = decomposition_shares(*_planted(200, 0.0, seed), seed=seed)
+    assert 0 < many.in_sample["position"] < few.in_sample["position"]
+    assert abs(many.held_out["position"]) < 0.005
+
+
+def test_the_rest_without_the_held_out_curve_is_the_states_less_that_curve():
+    states, tokens = _planted(12, 2.0, 0)
+    lengths = torch.tensor([8, 8, 8, 8, 8, 8, 5, 5, 5, 5, 5, 5])
+    shares = decomposition_shares(states, tokens, lengths=lengths, folds=3)
+    parts = decompose(states, lengths)
+    own = position_context_adjacency(parts)
+    assert torch.equal(position_context_adjacency(parts, curve=parts.position).rest, own.rest)
+    held = position_context_adjacency(parts, curve=shares.held_out_curve)
+    rest = states - parts.mean - shares.held_out_curve
+    for c, length in enumerate(lengths.tolist()):
+        cosines = cosine_matrix(rest[c, :length])
+        assert float(held.rest[c]) == pytest.approx(float(adjacency_probability(cosines)))
+    assert torch.equal(held.whole, own.whole) and torch.equal(held.position, own.position)
+    with pytest.raises(UsageError, match=r"curve must have shape \(8, 6\)"):
+        position_context_adjacency(parts, curve=torch.zeros(7, 6))
 
 
 def test_the_token_part_is_its_own_share():

@@ -16,7 +16,7 @@ from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
 from adjpos.study.claim import CRITERIA, Status
 from adjpos.study.claims.adjacency import ADJACENCY, over_layer0
-from adjpos.study.claims.decomposition import DECOMPOSITION, PARTS
+from adjpos.study.claims.decomposition import DECOMPOSITION, SHARES
 from adjpos.study.claims.variance import VARIANCE_LAYERS
 from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
 from adjpos.study.report import VERDICTS
@@ -50,7 +50,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     assert (layers["ratio_low"] <= layers["ratio_high"]).all()
     parts = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
     assert set(parts["model"]) == {"trained", "random-init"}
-    shares = parts[[f"{part}_share" for part in PARTS]].sum(axis=1)
+    shares = parts[SHARES].T.groupby(lambda s: s.endswith("_held_out")).sum()  # in, held out
     assert np.allclose(shares, 1.0) and (parts["rest_low"] <= parts["rest_high"]).all()
     for stage in STAGES:
         assert (results / "numbers" / f"{stage}.json").is_file()

@@ -48,6 +48,8 @@ ADJACENCY_VIEWS = {
     ("prompt", True, "half"): "prompt rows, centred, ties half",
 }
 MAIN_VIEW = next(iter(ADJACENCY_VIEWS))
+# The views the figure draws: the study's score and those of the prompt or answer rows alone.
+DRAWN = {k: v for k, v in ADJACENCY_VIEWS.items() if k == MAIN_VIEW or k[0] != "all"}
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -222,20 +224,24 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         if c["layer"] >= criteria.first_layer
     ]
     header = ["task", "layer", "trained (seed span)", "own initial weights (seed span)"]
-    header += ["difference (t-interval over seeds)"] + [v["view"] for v in views]
+    header += ["trained - own initial weights (t-interval over seeds)"]
+    header += [f"{v['view']}: trained above" for v in views]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
     parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), SECTION + per_task + "."]
-    views_text = VIEWS.format(mean_cosine=_mean_cosine(numbers, criteria))
+    cos = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
+    cos = {m: [r["value"] for r in cos if r["model"] == m] for m in (TRAINED, RANDOM)}
+    cos = ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in cos.items() if v)
+    views_text = VIEWS.format(n=len(views), drawn=len(DRAWN), cos=cos)
     return fmt.section(*parts, figures("adjacency_views"), views_text, fmt.table(header, rows))
 
 
 SECTION = """What it shows: layer 0 is not at chance on task sequences (the format puts the same
 characters at the same places), so each layer is compared with layer 0, every seed apart: """
-VIEWS = """### Trained against their own initial weights, in six views of the score
+VIEWS = """### Trained against their own initial weights, in {n} views of the score ({drawn} drawn)
 
 The whole score mixes prompt and answer rows, rewards states that point the same way (mean
-cosine of two positions, trained and random-init: {mean_cosine}) and, with strict ties, puts
-chance below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
+cosine of two positions, trained and random-init: {cos}) and, with strict ties, puts chance
+below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
 weights: for when every seed's paired interval lies above 0, against when every one lies below;
 the difference is the mean over seeds with its Student-t interval."""
 
@@ -251,30 +257,23 @@ def by_layer(rows: list[dict[str, Any]], value: str) -> str:
     )
 
 
-def _mean_cosine(numbers: dict[str, Any], criteria: Criteria) -> str:
-    rows = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
-    ranges = {m: [r["value"] for r in rows if r["model"] == m] for m in (TRAINED, RANDOM)}
-    return ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in ranges.items() if v)
-
-
 CAPTIONS = {
     "adjacency_by_layer": "The study's adjacency score per layer (layer 0 = token embeddings): "
     "trained NoPE, random-init NoPE and random-init learned-position models (mean over seeds; "
     "bars: std over seeds).",
-    "adjacency_views": "Adjacency per layer in four views (the study's score; prompt, answer and "
-    "centred prompt rows, ties half), trained against their own initial weights (mean over "
-    "seeds; bars: the seeds' interval span).",
+    "adjacency_views": f"Adjacency per layer in {len(DRAWN)} views ({'; '.join(DRAWN.values())})"
+    ", trained against their own initial weights (mean over seeds; bars: the seeds' interval "
+    "span).",
 }
 
 
 def adjacency_views_figure(table: pd.DataFrame):
-    """Four views of the score by layer, trained against random-init NoPE, seed spans."""
-    shown = [(k, v) for i, (k, v) in enumerate(ADJACENCY_VIEWS.items()) if i == 0 or k[0] != "all"]
+    """The `DRAWN` views of the score by layer, trained against random-init NoPE, seed spans."""
     frames = [
         seed_summary(view[view["model"] != LEARNED], "adjacency", "low", "high").assign(view=label)
-        for view, label in ((score_view(table, key), label) for key, label in shown)
+        for view, label in ((score_view(table, key), label) for key, label in DRAWN.items())
     ]
-    title = "Adjacency by layer in four views (seed spans of 95% intervals)"
+    title = f"Adjacency by layer in {len(DRAWN)} views (seed spans of 95% intervals)"
     return seed_spans_figure(pd.concat(frames), row="view", title=title, y_title="adjacency")
 
 

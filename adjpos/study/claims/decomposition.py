@@ -1,7 +1,11 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
 Zhong, 2024, find position[t] a smooth, low-dimensional curve), trained models against their
 own initial weights. If the pattern is the curve's smoothness, taking the curve away takes the
-pattern with it. The curve is estimated once and held fixed in the intervals.
+pattern with it. The verdict judges held out: each sequence loses the curve fitted on the other
+folds of sequences after each token's mean state (`adjpos.metrics.decomposition_shares`), so
+its own states never enter what it loses; the shares are reported in sample and held out (in
+sample a curve of noise holds about 1/N of the rest). The curve's components and its own score
+are of Song and Zhong's curve (tokens kept, in sample), held fixed in the intervals.
 """
 
 from __future__ import annotations
@@ -12,18 +16,12 @@ import pandas as pd
 import torch
 
 from adjpos.capture import capture_residuals
-from adjpos.metrics import decompose, position_context_adjacency, position_curve_pcs
+from adjpos.metrics import decompose, decomposition_shares, position_context_adjacency
+from adjpos.metrics.decompose import SHARE_PARTS, position_curve_pcs
 from adjpos.probes import sequences_of_length
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    Context,
-    Criteria,
-    Outcome,
-    Verdict,
-    every_seed,
-    judge,
-)
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge
 from adjpos.study.models import gen, variants
 from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
@@ -31,15 +29,13 @@ from adjpos.tasks import TASKS
 
 TITLE = "Position and context parts: does the position curve carry the pattern?"
 
-PARTS = ("mean", "position", "context", "residual")
 N_PCS = 3
 # Scored per sequence, with 95% bootstrap intervals over the sequences.
 INTERVALS = ("whole", "rest", "difference")
-DECOMPOSITION = KEYS + Table(**{f"{part}_share": "float64" for part in PARTS})
+SHARES = [f"{part}_share{fit}" for fit in ("", "_held_out") for part in SHARE_PARTS]
+DECOMPOSITION = KEYS + Table(**dict.fromkeys(SHARES, "float64"))
 DECOMPOSITION += Table(**{f"pc{i + 1}": "float64" for i in range(N_PCS)}, position="float64")
-DECOMPOSITION += Table(
-    **{f"{s}{end}": "float64" for s in INTERVALS for end in ("", "_low", "_high")}
-)
+DECOMPOSITION += Table(**{f"{s}{e}": "float64" for s in INTERVALS for e in ("", "_low", "_high")})
 DECOMPOSITION += Table(n_sequences="int64")
 
 
@@ -51,29 +47,29 @@ def measure(context: Context) -> dict[str, Any]:
 
 def measure_decomposition(models: Any, sizes: Any, **draws: Any) -> pd.DataFrame:
     """Per layer, for each trained seed and its own initial weights on the same sequences of
-    one length: the four variance shares, the position curve's top principal components and
-    adjacency score, and each sequence's score whole and without the curve (both less the
-    mean), with bootstrap intervals over the sequences (`draws`: n_boot and level), and
-    their paired difference."""
+    one length: the shares in sample and held out, the position curve's top principal
+    components and adjacency score, and each sequence's score whole and without the held-out
+    curve (both less the mean), with bootstrap intervals over the sequences (`draws`: n_boot
+    and level), and their paired difference."""
     rows = []
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
         for label, seed, model in variants(models, sizes, name, learned=False):
             for layer, states in enumerate(capture_residuals(model, tokens).double()):
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                rows.append(key | layer_row(states, **draws))
+                rows.append(key | layer_row(states, tokens, **draws))
     return DECOMPOSITION.frame(rows)
 
 
-def layer_row(states: torch.Tensor, **draws: Any) -> dict[str, Any]:
+def layer_row(states: torch.Tensor, tokens: torch.Tensor, **draws: Any) -> dict[str, Any]:
     """The decomposition's numbers of one layer's states [sequence, position, d_model]."""
-    parts = decompose(states)
-    shares = parts.variance_shares()
+    parts, shares = decompose(states), decomposition_shares(states, tokens)
     pcs = position_curve_pcs(parts, k=min(N_PCS, *parts.position.shape))
     ratios = pcs.explained_variance_ratio.tolist() + [float("nan")] * N_PCS
-    scores = position_context_adjacency(parts)
-    whole, rest = scores.whole.numpy(), scores.rest.numpy()
-    row = {f"{part}_share": shares[part] for part in PARTS}
+    scores = position_context_adjacency(parts, curve=shares.held_out_curve)
+    whole, rest = scores.whole.cpu().numpy(), scores.rest.cpu().numpy()
+    row = {f"{p}_share": shares.in_sample[p] for p in SHARE_PARTS}
+    row |= {f"{p}_share_held_out": shares.held_out[p] for p in SHARE_PARTS}
     row |= {f"pc{i + 1}": ratios[i] for i in range(N_PCS)} | {"position": float(scores.position)}
     for name, values in (("whole", whole), ("rest", rest)):
         low, high = bootstrap_interval(values, **draws)
@@ -89,15 +85,12 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     intervals of the others; the whole minus the rest over seeds (t-interval) and each
     seed's paired interval."""
     keys = ["task", "model", "layer"]
-    spans = {"position": seed_summary(table, "position").set_index(keys)}
-    spans |= {
-        s: seed_summary(table, s, f"{s}_low", f"{s}_high").set_index(keys)
-        for s in ("whole", "rest")
-    }
+    bounds = {"position": (), **{s: (f"{s}_low", f"{s}_high") for s in ("whole", "rest")}}
+    spans = {s: seed_summary(table, s, *b).set_index(keys) for s, b in bounds.items()}
     cells = []
     for (task, model, layer), group in table.groupby(keys, sort=False):
         cell = {"task": task, "model": model, "layer": int(layer)}
-        cell |= {f"{p}_share": float(group[f"{p}_share"].mean()) for p in PARTS}
+        cell |= {share: float(group[share].mean()) for share in SHARES}
         cell |= {f"pc{i + 1}": float(group[f"pc{i + 1}"].mean()) for i in range(N_PCS)}
         for score, span in spans.items():
             cell |= span_of(score, span.loc[(task, model, layer)])
@@ -107,8 +100,8 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def lowers(cell: dict[str, Any]) -> Outcome:
-    """For when every seed's paired interval of whole minus without lies above 0 (removing
-    the curve lowers the score), against when every one lies below."""
+    """For when every seed's paired interval of whole minus without the held-out curve lies
+    above 0 (removing the curve lowers the score), against when every one lies below."""
     return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
 
 
@@ -116,49 +109,56 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
     claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
     evidence = "each sequence's score (states less their mean) minus its score without the "
-    evidence += f"position curve, paired {criteria.level:.0%} bootstrap interval above 0 in "
-    evidence += f"every seed, layers >= {criteria.first_layer}"
+    evidence += f"curve fitted on other sequences, paired {criteria.level:.0%} bootstrap interval "
+    evidence += f"above 0 in every seed, layers >= {criteria.first_layer}"
     return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     cells = numbers["cells"]
     rows = [
-        [c["task"], c["model"], c["layer"], " / ".join(fmt.n(c[f"{p}_share"]) for p in PARTS)]
+        [c["task"], c["model"], c["layer"]]
+        + [" / ".join(fmt.n(c[f"{p}_share_held_out"]) for p in SHARE_PARTS), c["position_share"]]
         + [" / ".join(fmt.n(c[f"pc{i + 1}"]) for i in range(N_PCS))]
         + [fmt.span(c[s], c[f"{s}_low"], c[f"{s}_high"]) for s in ("position", "whole", "rest")]
         + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), lowers(c)]
         for c in cells
     ]
-    header = ["task", "model", "layer", "shares: mean / position / context / residual"]
-    header += [f"position curve: top {N_PCS} PCs", "position curve alone (seed range)"]
-    header += ["whole (seed span)", "without the curve (seed span)"]
-    header += ["whole - without (t-interval over seeds)", "removing it lowers the score"]
+    shares = "shares held out: mean / token means / position curve / context (per-sequence mean)"
+    header = ["task", "model", "layer", f"{shares} / residual", "position share in sample"]
+    header += [f"position curve: shares of its top {N_PCS} principal components"]
+    header += ["adjacency of the curve alone (seed range)", "adjacency, whole (seed span)"]
+    header += ["adjacency without the held-out curve (seed span)"]
+    header += ["whole - without (t-interval over seeds)", "removing the curve lowers the score"]
     text = SECTION.format(level=f"{criteria.level:.0%}")
     return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
 
-SECTION = """What it shows: each layer's states split into a mean, a position curve every sequence
-shares, a constant per sequence (context) and a residual (`adjpos.decompose`). A cell is for when
-every seed's paired {level} interval of the score (states less the mean) whole minus without the
-curve lies above 0, against when every one lies below. At layer 0 the curve is the prompt format;
-with few sequences the curve, held fixed, keeps part of each sequence's own averaging."""
+SECTION = """What it shows: each layer's states split into a mean, each token's mean state, a
+position curve the sequences share, a constant per sequence (context: the per-sequence mean) and a
+residual, each part fitted on other folds of the sequences (held out, `decomposition_shares`). A
+cell is for when every seed's paired {level} interval of the score (states less the mean) whole
+minus without the held-out curve lies above 0, against when every one lies below. The curve's
+components and own score are of the curve with the tokens kept (at layer 0, the prompt format)."""
 
 CAPTIONS = {
-    "decomposition_shares": "Shares of the hidden states' sum of squares (mean, position curve, "
-    "context, residual) by layer, trained against their own initial weights (mean over seeds).",
+    "decomposition_shares": "Shares of the hidden states' sum of squares held out (each part "
+    "fitted on other folds of sequences; the in-sample shares are in decomposition_by_layer.csv)"
+    " by layer, trained against their own initial weights (mean over seeds).",
     "decomposition_adjacency": "Adjacency by layer of the states less their mean, whole and "
-    "without the position curve, and of the curve alone (mean over seeds; bars: seed spans).",
+    "without the held-out position curve, and of the curve alone (mean over seeds; bars: seed "
+    "spans).",
 }
 
 
 def shares_figure(table: pd.DataFrame):
-    """The four shares stacked by layer, one panel per task and model kind."""
+    """The held-out shares stacked by layer, one panel per task and model kind."""
     from adjpos.figures import plot_variance_shares
 
-    shares = [f"{part}_share" for part in PARTS]
+    shares = [f"{part}_share_held_out" for part in SHARE_PARTS]
     rows = table.melt(KEYS.names, shares, var_name="part", value_name="share")
-    return plot_variance_shares(rows.assign(part=rows["part"].str.removesuffix("_share")))
+    rows = rows.assign(part=rows["part"].str.removesuffix("_share_held_out"))
+    return plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
 
 
 def adjacency_figure(table: pd.DataFrame):
@@ -168,7 +168,7 @@ def adjacency_figure(table: pd.DataFrame):
     frames = [seed_summary(table, "position").assign(part="position curve alone")]
     frames += [
         seed_summary(table, s, f"{s}_low", f"{s}_high").assign(part=label)
-        for s, label in (("whole", "whole"), ("rest", "without the curve"))
+        for s, label in (("whole", "whole"), ("rest", "without the held-out curve"))
     ]
     axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "part"}
     title = "Adjacency with and without the position curve (seed spans of intervals)"

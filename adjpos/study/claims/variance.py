@@ -4,6 +4,7 @@ ratio and the Spearman correlation with position, each with a bootstrap interval
 
 from __future__ import annotations
 
+from textwrap import wrap
 from typing import Any
 
 import pandas as pd
@@ -69,17 +70,14 @@ def variance_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any
     """Per task, model kind and layer: the ratio and Spearman spans over seeds; per task and
     layer, each trained seed's ratio minus its own initial weights' (paired intervals) and
     their mean over seeds with its t-interval."""
-    ratio = seed_summary(table, "ratio", "ratio_low", "ratio_high")
-    rho = seed_summary(table, "spearman", "spearman_low", "spearman_high")
-    cells, seeds = [], table.groupby(["task", "model"], sort=False)["seed"].unique()
-    rho_by = rho.set_index(["task", "model", "layer"])
-    for (task, model, layer), r in ratio.set_index(["task", "model", "layer"]).iterrows():
-        cells.append(
-            {"task": task, "model": model, "layer": int(layer)}
-            | span_of("ratio", r)
-            | span_of("spearman", rho_by.loc[(task, model, layer)])
-            | {"seeds": sorted(int(x) for x in seeds[task, model])}
-        )
+    keys = ["task", "model", "layer"]
+    spans = {m: seed_summary(table, m, f"{m}_low", f"{m}_high").set_index(keys) for m in LABELS}
+    seeds = table.groupby(["task", "model"], sort=False)["seed"].unique()
+    cells = []
+    for (task, model, layer), ratio in spans["ratio"].iterrows():
+        cell = {"task": task, "model": model, "layer": int(layer)} | span_of("ratio", ratio)
+        cell |= span_of("spearman", spans["spearman"].loc[task, model, layer])
+        cells.append(cell | {"seeds": sorted(int(x) for x in seeds[task, model])})
     versus = []
     for (task, layer), group in paired.groupby(["task", "layer"], sort=False):
         differences = paired_seeds(group, "ratio", "ratio_low", "ratio_high")
@@ -115,13 +113,13 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         paired = [fmt.span(v["difference"], v["difference_low"], v["difference_high"])] if v else []
         rows.append(
             [c["task"], c["model"], c["layer"]]
-            + [fmt.span(c["ratio"], c["ratio_low"], c["ratio_high"])]
-            + [fmt.span(c["spearman"], c["spearman_low"], c["spearman_high"])]
+            + [fmt.span(c[m], c[f"{m}_low"], c[f"{m}_high"]) for m in LABELS]
             + [seeds_text(c["seeds"]), shrinks(c)]
             + (paired + [less_than_initial(v)] if v else ["", ""])
         )
-    header = ["task", "model", "layer", "ratio (span)", "Spearman (span)", "seeds", "shrinks"]
-    header += ["ratio - initial weights' (t over seeds)", "below the initial weights'"]
+    header = ["task", "model", "layer", f"{LABELS['ratio']} (seed span)"]
+    header += [f"{LABELS['spearman']} (seed span)", "seeds", "variance shrinks with position"]
+    header += ["ratio - initial weights' ratio (t-interval over seeds)", "ratio below initial's"]
     text = SECTION.format(level=f"{criteria.level:.0%}")
     return fmt.section(figures("variance"), fmt.table(header, rows), text)
 
@@ -131,12 +129,15 @@ over the first) with a negative Spearman correlation is the shrinkage Chi et al.
 both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both lie
 above. The last two columns pair each trained seed with its own initial weights."""
 
+# What the two summaries of variance by position are, for tables and figures.
+LABELS = {"ratio": "variance ratio, last third / first third of positions"}
+LABELS["spearman"] = "rank correlation (Spearman) of variance with position"
 CAPTIONS = {
     "variance_by_position": "Variance of the trained models' hidden states over d_model by "
     "position (mean over sequences of one length and over seeds), one line per layer.",
-    "variance_by_layer": "Last-third / first-third variance ratio (below 1 = shrinks) and "
-    "Spearman correlation with position by layer, trained against random-init NoPE (mean over "
-    "seeds; bars: seed spans).",
+    "variance_by_layer": f"The {LABELS['ratio']} (below 1: shrinks) and the "
+    f"{LABELS['spearman']} by layer, trained against random-init NoPE (mean over seeds; bars: "
+    "seed spans).",
 }
 
 
@@ -148,18 +149,17 @@ def variance_figure(table: pd.DataFrame):
 
 
 def variance_layers_figure(table: pd.DataFrame):
-    """Ratio and Spearman correlation of variance with position by layer, seed spans."""
+    """Ratio and Spearman correlation of variance with position by layer, seed spans, each
+    row of panels named on its y axis (wrapped to fit beside the panel)."""
     frames = [
-        seed_summary(table, metric, f"{metric}_low", f"{metric}_high").assign(metric=metric)
-        for metric in ("ratio", "spearman")
+        seed_summary(table, m, f"{m}_low", f"{m}_high").assign(metric="<br>".join(wrap(label, 24)))
+        for m, label in LABELS.items()
     ]
     title = "Variance against position by layer (seed spans of 95% intervals)"
     return seed_spans_figure(pd.concat(frames), row="metric", title=title)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    profiles = VARIANCE.read(results / "variance_by_position.csv")
+    profiles = variance_figure(VARIANCE.read(results / "variance_by_position.csv"))
     layers = variance_layers_figure(VARIANCE_LAYERS.read(results / "variance_by_layer.csv"))
-    return fmt.captioned(
-        CAPTIONS, variance_by_position=variance_figure(profiles), variance_by_layer=layers
-    )
+    return fmt.captioned(CAPTIONS, variance_by_position=profiles, variance_by_layer=layers)
