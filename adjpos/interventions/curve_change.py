@@ -234,7 +234,7 @@ def curve_columns(
     return (
         {"arm": rule_name(first.arm), "size_target": first.target}
         | {"parameter": float(np.mean([c.matched.parameter for c in built]))}
-        | {name: float(np.nanmean([n[name] for n in numbers])) for name in CHECKS}
+        | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
         | {"check_passed": passed}
         | shares
     )
@@ -248,9 +248,11 @@ def rule_name(arm: CurveArm) -> str:
 def _checks(
     change: CurveChange, states: Mapping[int, Tensor], tokens: Mapping[int, Tensor], probe: Any
 ) -> dict[str, float]:
-    """One draw's check numbers, pooled over the lengths (weights: measured prompts)."""
+    """One draw's check numbers, pooled over the lengths (weights: measured prompts) where
+    they are defined (a curve's locality needs three varying positions, a read-out's rank
+    correlation two earlier positions; NaN where no length has them)."""
     sums: dict[str, float] = defaultdict(float)
-    total = 0
+    totals: dict[str, int] = defaultdict(int)
     for length, before in states.items():
         curve, new = change.curves[length], change.new_curves[length]
         changed = change.changed(length)
@@ -270,11 +272,11 @@ def _checks(
             "probe_accuracy_before": probe_accuracy(probe, before, changed),
             "probe_offset": probe_offset(probe, after, changed),
         }
-        weight = len(before)
         for name, value in found.items():
-            sums[name] += weight * value
-        total += weight
-    return {name: value / total for name, value in sums.items()}
+            if not np.isnan(value):
+                sums[name] += len(before) * value
+                totals[name] += len(before)
+    return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
 
 
 def _nanmean(values: np.ndarray) -> float:

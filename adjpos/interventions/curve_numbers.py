@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from adjpos.interventions.curve_checks import OFFSETS, TASK_OFFSETS
 from adjpos.interventions.curve_rule import (
@@ -49,7 +50,7 @@ CURVE_DIFFERENCES = Table(
 
 
 def curve_differences(
-    rows: Sequence[dict[str, Any]], unchanged: Sequence[float], *, seed: int = 0
+    rows: Sequence[dict[str, Any]], unchanged: ArrayLike, *, seed: int = 0
 ) -> list[dict[str, Any]]:
     """The `CURVE_DIFFERENCES` records of the arm rows in `rows` (rows that still hold
     ``draw_hits``, each draw's per-prompt exact match), `unchanged` the unchanged model's

@@ -110,7 +110,8 @@ def plan_units(
     doses: Sequence[int] = DEFAULT_DOSES,
 ) -> list[Unit]:
     """The units of a run, checked (layers default to all; each spec in its own read-out
-    variants only; a dosed spec at each of `doses`, its control added when not asked for).
+    variants only; a dosed spec at each of `doses`, its dosed control added when not asked
+    for).
 
     Raises:
         ValueError: a layer out of range, unknown or repeated interventions or read-out
@@ -120,10 +121,8 @@ def plan_units(
     specs = check_interventions(interventions)
     doses = check_doses(doses)
     names = {s.name for s in specs}
-    specs += [
-        SPECS[c]
-        for c in dict.fromkeys(s.control for s in specs if s.dosed and s.control not in names)
-    ]
+    controls = [s.control for s in specs if s.dosed and s.control not in names]
+    specs += [SPECS[c] for c in dict.fromkeys(controls) if SPECS[c].dosed]
     n_layers = model.cfg.n_layers
     layers = list(range(n_layers)) if layers is None else list(layers)
     bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]

@@ -238,7 +238,7 @@ def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(add
         for start in sorted(set(starts)):
             prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
 
-            def change(start=start, keep=readout == "kept"):
+            def change(start=start, keep=readout == "kept", iv=iv):
                 return intervene(model, iv, layer=1, readout_from=start, keep_readout=keep)
 
             with change():
