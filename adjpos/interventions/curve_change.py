@@ -270,7 +270,9 @@ def _checks(
             "readout_spearman_before": _nanmean(readout_similarity_spearman(before, read)),
             "probe_accuracy": probe_accuracy(probe, after, changed),
             "probe_accuracy_before": probe_accuracy(probe, before, changed),
-            "probe_offset": probe_offset(probe, after, changed),
+            # the change of the probe's reading (its own bias at the unchanged states removed)
+            "probe_offset": probe_offset(probe, after, changed)
+            - probe_offset(probe, before, changed),
         }
         for name, value in found.items():
             if not np.isnan(value):

@@ -258,6 +258,8 @@ def _curve_arm(
 
 
 _MIRRORED = {"mirrored": True}
+_DOSED: dict[str, Any] = {"fitted_on": "prompts", "dosed": True}
+_TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random"}
 # Each tested intervention is followed by its controls. The norm permutations are matched by
 # the rescaling by the very same ratios at random places (equal size, matched at the read-out
 # positions); the position subspace by random subspaces of its rank holding as much of the
@@ -381,51 +383,38 @@ SPECS: dict[str, InterventionSpec] = {
             "position_shift",
             "position curve shifted by k (neighbours kept)",
             _curve_arm,
-            role="tested",
-            control="position_random",
-            fitted_on="prompts",
             params={"arm": "shift", "offsets": DEFAULT_SHIFTS},
-            dosed=True,
+            **_TESTED_ARM,
         ),
         InterventionSpec(
             "position_rotate",
             "position curve rotated (every distance kept)",
             _curve_arm,
-            role="tested",
-            control="position_random",
-            fitted_on="prompts",
             params={"arm": "rotate"},
-            dosed=True,
+            **_TESTED_ARM,
         ),
         InterventionSpec(
             "position_scatter",
             "position curve partly scattered (locality broken)",
             _curve_arm,
-            role="tested",
-            control="position_random",
             drawn=True,
-            fitted_on="prompts",
             params={"arm": "scatter"},
-            dosed=True,
+            **_TESTED_ARM,
         ),
         InterventionSpec(
             "position_remove",
             "position curve pulled toward its mean",
             _curve_arm,
-            role="tested",
-            control="position_random",
-            fitted_on="prompts",
             params={"arm": "remove"},
-            dosed=True,
+            **_TESTED_ARM,
         ),
         InterventionSpec(
             "position_random",
             "a random curve of the same norm profile and size",
             _curve_arm,
             drawn=True,
-            fitted_on="prompts",
             params={"arm": "random"},
-            dosed=True,
+            **_DOSED,
         ),
     )
 }

@@ -103,7 +103,7 @@ ARM_TABLE = Table(
     readout_spearman_before="float64",  # the same, before the change
     probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
     probe_accuracy_before="float64",  # the same probe on the unchanged measured states
-    probe_offset="float64",  # its mean predicted minus true position (-k after a shift by k)
+    probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
     check_passed="boolean",  # the manipulation check (`curve_checks.passes_check`, sizes)
     n_wrong="float64",  # wrong answer characters compared (all draws)
     **{
