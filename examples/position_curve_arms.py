@@ -24,9 +24,23 @@ import adjpos
 from adjpos.interventions import SPECS, cell_numbers, intervention_table
 from adjpos.interventions.curve_rule import hypothesis_outcomes
 
-COLUMNS = ["arm", "parameter", "size_target", "perturbation", "exact_match", "difference"]
-COLUMNS += ["difference_low", "difference_high", "error_offset_share_-1"]
-COLUMNS += ["error_offset_share_1", "prompt_adjacency", "distance_change", "check_passed"]
+HEAD = f"{'arm':<10}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- random [95%]':>22}"
+HEAD += f"{'off-1':>7}{'off+1':>7}{'adj':>6}{'dist':>6}{'check':>7}"
+
+
+def line(r):
+    """One arm's row: its parameter, target and decoded sizes, exact match, difference from
+    the random control, wrong answers at offsets -1 and +1, prompt adjacency, the change of
+    the curve's distances, and its check."""
+    versus = ""
+    if r["difference"] == r["difference"]:  # not NaN: a tested arm
+        versus = f"{r['difference']:+.3f} [{r['difference_low']:+.3f},{r['difference_high']:+.3f}]"
+    return (
+        f"{r['arm']:<10}{r['parameter']:>7.3f}{r['size_target']:>7.3f}{r['perturbation']:>8.3f}"
+        f"{r['exact_match']:>7.3f} {versus:>22}{r['error_offset_share_-1']:>7.2f}"
+        f"{r['error_offset_share_1']:>7.2f}{r['prompt_adjacency']:>6.2f}"
+        f"{r['distance_change']:>6.2f}{'ok' if r['check_passed'] else 'FAIL':>7}"
+    )
 
 
 def main() -> None:
@@ -43,7 +57,7 @@ def main() -> None:
     if args.quick:
         args.n, args.doses, args.draws = 40, [1], 2
     model, task = adjpos.load_pretrained(args.task, args.seed, device="cpu")
-    arms = [name for name, spec in SPECS.items() if spec.dosed]
+    arms = ["none", *(name for name, spec in SPECS.items() if spec.dosed)]
     table, differences = intervention_table(
         model,
         task,
@@ -57,11 +71,17 @@ def main() -> None:
         model_seed=args.seed,
         return_differences=True,
     )
-    print(f"{args.task} seed {args.seed} layer {args.layer}, read-out {args.readout}: ")
-    print(f"{table['n_prompts'].iloc[0]} test prompts, {args.draws} draws of each drawn arm")
-    for dose, rows in table.groupby("dose"):
+    unchanged = table.loc[table["arm"].isna(), "exact_match"].iloc[0]
+    print(
+        f"{args.task} seed {args.seed} layer {args.layer}, read-out {args.readout}: "
+        f"{table['n_prompts'].iloc[0]} test prompts, {args.draws} draws of each drawn arm, "
+        f"exact match unchanged {unchanged:.3f}"
+    )
+    for dose, rows in table.dropna(subset=["arm"]).groupby("dose"):
         print(f"\nsize of the full shift by {dose}: {rows['size_target'].iloc[0]:.4f}")
-        print(rows[COLUMNS].round(3).to_string(index=False))
+        print(HEAD)
+        for r in rows.to_dict("records"):
+            print(line(r))
     (cell,) = cell_numbers(table, differences, readout=args.readout)
     result = hypothesis_outcomes([cell])["cells"][cell.key]
     print(
