@@ -57,21 +57,38 @@ from adjpos.interventions.curve_checks import (
     varying_positions,
 )
 from adjpos.interventions.position_curve import PromptStates, position_curves
+from adjpos.tables import Table
 from adjpos.validation import UsageError
 
-# The arm columns of an intervention row (nullable for the other interventions).
-CHECKS = (
-    "distance_change",
-    "curve_adjacency",
-    "curve_adjacency_before",
-    "prompt_adjacency",
-    "prompt_adjacency_before",
-    "readout_spearman",
-    "readout_spearman_before",
-    "probe_accuracy",
-    "probe_accuracy_before",
-    "probe_offset",
+# The columns of the position curve's arms (`curve_change`); missing on the other rows.
+ARM_TABLE = Table(
+    arm="string",  # the arm in the rule's names: "shift+1", "rotate", "scatter", "random", ...
+    dose="Int64",  # the shift magnitude m whose full shift's size the arm is matched to
+    offset="Int64",  # a shift's k: each changed state carries the curve of position t - k
+    size_target="float64",  # that size, mean ||h' - h|| / ||h|| on the fitting prompts
+    parameter="float64",  # the arm's matched parameter (blend, angle, fraction, alpha, scale)
+    # (the change size measured while decoding is `perturbation`)
+    distance_change="float64",  # relative change of the pairwise distances of the curve
+    curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
+    curve_adjacency_before="float64",  # the same of the unchanged curve
+    prompt_adjacency="float64",  # adjacency score of the changed prompt rows, after
+    prompt_adjacency_before="float64",  # the same, before the change
+    readout_spearman="float64",  # Spearman of cosine with distance, seen from the read-out
+    readout_spearman_before="float64",  # the same, before the change
+    probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
+    probe_accuracy_before="float64",  # the same probe on the unchanged measured states
+    probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
+    check_passed="boolean",  # the manipulation check (`curve_checks.passes_check`, sizes)
+    n_wrong="float64",  # wrong answer characters compared (all draws)
+    **{
+        f"error_offset_share_{j}{end}": "float64"  # share of wrong characters at offset j
+        for j in OFFSETS
+        for end in ("", "_low", "_high")
+    },
 )
+# The manipulation checks among them.
+_NAMES = ARM_TABLE.names
+CHECKS = tuple(_NAMES[_NAMES.index("distance_change") : _NAMES.index("check_passed")])
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,6 +255,82 @@ def curve_columns(
         | {"check_passed": passed}
         | shares
     )
+
+
+class ArmMeasurement:
+    """What the arm rows of one run on a task share: the measured prompts' lengths, their
+    states at each layer, the position probe of each layer and the unchanged model's exact
+    match on them, each computed once.
+
+    Args:
+        model, task: the model and its task.
+        test: the measured prompts (a `adjpos.tasks.TaskBatch`).
+        seed: the bootstrap's seed.
+    """
+
+    def __init__(self, model: Any, task: Any, test: Any, seed: int) -> None:
+        self.model, self.task, self.test, self.seed = model, task, test, seed
+        lengths = [len(task.encode(p)) for p in test.prompts]
+        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
+        self.states: dict[int, dict[int, Tensor]] = {}
+        self.probes: dict[int, Any] = {}
+        self.hits: np.ndarray | None = None
+
+    def columns(
+        self,
+        built: Sequence[CurveChange],
+        decoded: Sequence[Sequence[str]],
+        *,
+        layer: int,
+        fit: PromptStates,
+        row: dict[str, Any],
+    ) -> dict[str, Any]:
+        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there;
+        `row`: its measured columns, with ``perturbation``)."""
+        if layer not in self.probes:
+            self.probes[layer] = fit_position_probe(fit, self.counts)
+        return curve_columns(
+            built,
+            decoded,
+            states=self.states_at(layer),
+            tokens={n: fit[n][1] for n in self.counts},
+            probe=self.probes[layer],
+            prompts=self.test.prompts,
+            answers=self.test.answers,
+            task=self.task.name,
+            size=row["perturbation"],
+            seed=self.seed,
+        )
+
+    def states_at(self, layer: int) -> dict[int, Tensor]:
+        """{prompt length: [n, L, d_model]} the measured prompts' states entering `layer`."""
+        from adjpos.capture import capture_residuals
+
+        if layer not in self.states:
+            encoded = [self.task.encode(p) for p in self.test.prompts]
+            self.states[layer] = {
+                n: capture_residuals(
+                    self.model,
+                    torch.stack([t for t in encoded if len(t) == n]),
+                    layers=[layer],
+                    progress=False,
+                )[0].cpu()
+                for n in self.counts
+            }
+        return self.states[layer]
+
+    def unchanged(self) -> np.ndarray:
+        """The unchanged model's exact match on each measured prompt (decoded once)."""
+        from transformer_lens import HookedTransformer
+
+        from adjpos.training.decode import predict, predict_cached
+
+        if self.hits is None:
+            decode = predict_cached if isinstance(self.model, HookedTransformer) else predict
+            got = decode(self.model, self.task, list(self.test.prompts))
+            right = zip(got, self.test.answers, strict=True)
+            self.hits = np.array([a == b for a, b in right], float)
+        return self.hits
 
 
 def rule_name(arm: CurveArm) -> str:

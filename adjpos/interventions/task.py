@@ -24,9 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.curve_change import curve_columns, fit_position_probe
-from adjpos.interventions.curve_checks import OFFSETS
+from adjpos.capture import check_tokens
+from adjpos.interventions.curve_change import ARM_TABLE, ArmMeasurement
 from adjpos.interventions.curve_numbers import curve_differences
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
@@ -85,32 +84,6 @@ INTERVENTION_TABLE = Table(
     percentile="float64",
     share="float64",
     n_prompts="int64",
-)
-# The columns of the position curve's arms (`curve_change`); missing on the other rows.
-ARM_TABLE = Table(
-    arm="string",  # the arm in the rule's names: "shift+1", "rotate", "scatter", "random", ...
-    dose="Int64",  # the shift magnitude m whose full shift's size the arm is matched to
-    offset="Int64",  # a shift's k: each changed state carries the curve of position t - k
-    size_target="float64",  # that size, mean ||h' - h|| / ||h|| on the fitting prompts
-    parameter="float64",  # the arm's matched parameter (blend, angle, fraction, alpha, scale)
-    # (the change size measured while decoding is `perturbation`)
-    distance_change="float64",  # relative change of the pairwise distances of the curve
-    curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
-    curve_adjacency_before="float64",  # the same of the unchanged curve
-    prompt_adjacency="float64",  # adjacency score of the changed prompt rows, after
-    prompt_adjacency_before="float64",  # the same, before the change
-    readout_spearman="float64",  # Spearman of cosine with distance, seen from the read-out
-    readout_spearman_before="float64",  # the same, before the change
-    probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
-    probe_accuracy_before="float64",  # the same probe on the unchanged measured states
-    probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
-    check_passed="boolean",  # the manipulation check (`curve_checks.passes_check`, sizes)
-    n_wrong="float64",  # wrong answer characters compared (all draws)
-    **{
-        f"error_offset_share_{j}{end}": "float64"  # share of wrong characters at offset j
-        for j in OFFSETS
-        for end in ("", "_low", "_high")
-    },
 )
 INTERVENTION_TABLE = INTERVENTION_TABLE + ARM_TABLE
 EXACT_MATCH = Outcome("exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits")
@@ -205,11 +178,8 @@ class _OnTask:
         self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
         self.states: dict[int, tuple[Tensor, Tensor]] = {}
         self.prompts: dict[int, Any] = {}
-        self.test_states: dict[int, dict[int, Tensor]] = {}
-        self.probes: dict[int, Any] = {}
-        lengths = [len(task.encode(p)) for p in held.test.prompts]
-        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
-        self.hits: np.ndarray | None = None
+        self.arms = ArmMeasurement(model, task, held.test, seed)
+        self.counts = self.arms.counts
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if "states" in needs and layer not in self.states:
@@ -244,52 +214,14 @@ class _OnTask:
         row = _mean_of_draws(measured, self.seed)
         if unit.dose is None:
             return row
-        prompts = self.prompts[unit.layer]
-        if unit.layer not in self.probes:
-            self.probes[unit.layer] = fit_position_probe(prompts, self.counts)
-        return (
-            row
-            | {"draw_hits": draw_hits}
-            | curve_columns(
-                built,
-                answers,
-                states=self._test_states(unit.layer),
-                tokens={n: prompts[n][1] for n in self.counts},
-                probe=self.probes[unit.layer],
-                prompts=self.held.test.prompts,
-                answers=self.held.test.answers,
-                task=self.task.name,
-                size=row["perturbation"],
-                seed=self.seed,
-            )
+        columns = self.arms.columns(
+            built, answers, layer=unit.layer, fit=self.prompts[unit.layer], row=row
         )
+        return row | {"draw_hits": draw_hits} | columns
 
     def unchanged(self) -> np.ndarray:
         """The unchanged model's exact match on each test prompt (decoded once)."""
-        from adjpos.training.decode import predict, predict_cached
-
-        if self.hits is None:
-            decode = predict_cached if _is_hooked(self.model) else predict
-            got = decode(self.model, self.task, list(self.held.test.prompts))
-            self.hits = np.array(
-                [a == b for a, b in zip(got, self.held.test.answers, strict=True)], float
-            )
-        return self.hits
-
-    def _test_states(self, layer: int) -> dict[int, Tensor]:
-        """{prompt length: [n, L, d_model]} the test prompts' states entering block `layer`."""
-        if layer not in self.test_states:
-            encoded = [self.task.encode(p) for p in self.held.test.prompts]
-            self.test_states[layer] = {
-                n: capture_residuals(
-                    self.model,
-                    torch.stack([t for t in encoded if len(t) == n]),
-                    layers=[layer],
-                    progress=False,
-                )[0].cpu()
-                for n in self.counts
-            }
-        return self.test_states[layer]
+        return self.arms.unchanged()
 
 
 def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from adjpos.interventions import (
     text_intervention_table,
 )
 from adjpos.interventions.curve_arms import TOLERANCE, CurveArm, apply_curve, changed_positions
-from adjpos.interventions.curve_change import build_curve_change, measured_curves
+from adjpos.interventions.curve_change import ARM_TABLE, build_curve_change, measured_curves
 from adjpos.interventions.curve_checks import OFFSETS
 from adjpos.interventions.curve_rule import (
     CellNumbers,
@@ -32,7 +32,6 @@ from adjpos.interventions.curve_rule import (
     paired_draw_difference,
 )
 from adjpos.interventions.runner import plan_units
-from adjpos.interventions.task import ARM_TABLE
 from adjpos.runs import RunFolder
 from adjpos.training.decode import predict_cached
 from factories import random_prompts
