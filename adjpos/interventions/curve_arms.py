@@ -38,6 +38,7 @@ shift (the other sign blended down to it) and every other arm is matched to it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -269,10 +270,11 @@ def dose_targets(
     return targets
 
 
+@functools.lru_cache(maxsize=1024)  # the matching asks for the same order many times
 def scattering_order(n: int, *, seed: int, draw: int) -> torch.Tensor:
     """A seeded permutation of range(n) under which no two neighbours stay neighbours and no
     position stays in place: the first of up to `_TRIES` draws that keeps none, else the one
-    that keeps fewest."""
+    that keeps fewest (not to be changed in place: it is cached)."""
     gen = derived_generator(seed, "curve_scatter", n, draw)
     best, fewest = torch.arange(n), None
     for _ in range(_TRIES):

@@ -230,7 +230,8 @@ def curve_columns(
         decoding and its size on the fitting prompts both within `TOLERANCE` of the target.
     """
     first = built[0].matched
-    numbers = [_checks(change, states, tokens, probe) for change in built]
+    memo: dict[int, dict[str, float]] = {}
+    numbers = [_checks(change, states, tokens, probe, memo) for change in built]
     passed = all(
         change.matched.matched
         and passes_check(
@@ -339,11 +340,16 @@ def rule_name(arm: CurveArm) -> str:
 
 
 def _checks(
-    change: CurveChange, states: Mapping[int, Tensor], tokens: Mapping[int, Tensor], probe: Any
+    change: CurveChange,
+    states: Mapping[int, Tensor],
+    tokens: Mapping[int, Tensor],
+    probe: Any,
+    memo: dict[int, dict[str, float]],
 ) -> dict[str, float]:
     """One draw's check numbers, pooled over the lengths (weights: measured prompts) where
     they are defined (a curve's locality needs three varying positions, a read-out's rank
-    correlation two earlier positions; NaN where no length has them)."""
+    correlation two earlier positions; NaN where no length has them). `memo` keeps each
+    length's numbers of the unchanged states, the same for every draw of a unit."""
     sums: dict[str, float] = defaultdict(float)
     totals: dict[str, int] = defaultdict(int)
     for length, before in states.items():
@@ -352,26 +358,37 @@ def _checks(
         before = before.double()
         after = apply_curve(before, curve, new, changed)
         varying = changed & varying_positions(tokens[length])
-        read = length - 1
-        found = {
+        if length not in memo:
+            memo[length] = _unchanged_checks(curve, before, changed, varying, probe)
+        found = memo[length] | {
             "distance_change": curve_distance_change(curve, new, changed),
             "curve_adjacency": curve_adjacency(new, varying),
-            "curve_adjacency_before": curve_adjacency(curve, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
-            "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
-            "readout_spearman": _nanmean(readout_similarity_spearman(after, read)),
-            "readout_spearman_before": _nanmean(readout_similarity_spearman(before, read)),
+            "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
             "probe_accuracy": probe_accuracy(probe, after, changed),
-            "probe_accuracy_before": probe_accuracy(probe, before, changed),
             # the change of the probe's reading (its own bias at the unchanged states removed)
-            "probe_offset": probe_offset(probe, after, changed)
-            - probe_offset(probe, before, changed),
+            "probe_offset": probe_offset(probe, after, changed) - memo[length]["probe_reading"],
         }
         for name, value in found.items():
             if not np.isnan(value):
                 sums[name] += len(before) * value
                 totals[name] += len(before)
     return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
+
+
+def _unchanged_checks(
+    curve: Tensor, before: Tensor, changed: Tensor, varying: Tensor, probe: Any
+) -> dict[str, float]:
+    """The check numbers of the unchanged curve and states of one length."""
+    return {
+        "curve_adjacency_before": curve_adjacency(curve, varying),
+        "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
+        "readout_spearman_before": _nanmean(
+            readout_similarity_spearman(before, before.shape[1] - 1)
+        ),
+        "probe_accuracy_before": probe_accuracy(probe, before, changed),
+        "probe_reading": probe_offset(probe, before, changed),
+    }
 
 
 def _nanmean(values: np.ndarray) -> float:
