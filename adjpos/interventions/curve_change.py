@@ -48,6 +48,7 @@ from adjpos.interventions.curve_checks import (
     OFFSETS,
     curve_adjacency,
     curve_distance_change,
+    curve_offset,
     error_offset_shares,
     passes_check,
     probe_accuracy,
@@ -69,6 +70,7 @@ ARM_TABLE = Table(
     parameter="float64",  # the arm's matched parameter (blend, angle, fraction, alpha, scale)
     # (the change size measured while decoding is `perturbation`)
     distance_change="float64",  # relative change of the pairwise distances of the curve
+    curve_offset="float64",  # nearest unchanged curve point's position minus t (-k: shift k)
     curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
     curve_adjacency_before="float64",  # the same of the unchanged curve
     prompt_adjacency="float64",  # adjacency score of the changed prompt rows, after
@@ -362,6 +364,7 @@ def _checks(
             memo[length] = _unchanged_checks(curve, before, changed, varying, probe)
         found = memo[length] | {
             "distance_change": curve_distance_change(curve, new, changed),
+            "curve_offset": curve_offset(curve, new, changed),
             "curve_adjacency": curve_adjacency(new, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
             "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
