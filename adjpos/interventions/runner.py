@@ -231,12 +231,13 @@ def pair_with_controls(
     for r in rows:
         control = index.get((r["layer"], r["readout"], r.get("dose"), r["control"]))
         extra: dict[str, Any] = dict.fromkeys([*names, "percentile"])
-        each = outcome.per_draw_item
-        if control is not None and control is not r and r.get(each) and control.get(each):
-            found = paired_draw_difference(r[each], control[each], seed=seed)
-            extra |= dict(zip(names, (found.value, found.low, found.high), strict=True))
-        elif control is not None and control is not r:
-            found = paired_difference(r[outcome.per_item], control[outcome.per_item], seed=seed)
+        if control is not None and control is not r:
+            each = outcome.per_draw_item
+            if r.get(each) and control.get(each):
+                paired = paired_draw_difference(r[each], control[each], seed=seed)
+                found = (paired.value, paired.low, paired.high)
+            else:
+                found = paired_difference(r[outcome.per_item], control[outcome.per_item], seed=seed)
             extra |= dict(zip(names, found, strict=True))
             draws = outcome.harm * np.array(control.get(outcome.per_draw) or [])
             if len(draws) > 1:

@@ -121,6 +121,7 @@ def test_every_arm_row_carries_its_columns(reversal_arms):
         assert rows.loc["shift+1", "offset"] == 1 and rows.loc["shift-1", "offset"] == -1
         assert rows.loc[["rotate", "random"], "offset"].isna().all()
         assert set(rows["control_draws"].dropna()) == {2}  # scatter and random
+        assert rows.loc[names[:-1], "percentile"].between(0, 100).all()  # among the draws
         # one size: every arm matched to it, its size while decoding within 5% of it
         assert rows["size_target"].nunique() == 1
         assert ((rows["perturbation"] / rows["size_target"] - 1).abs() <= TOLERANCE).all()
