@@ -3,176 +3,44 @@
 At one layer of a shipped trained model, each prompt state's position curve (fitted on other
 prompts of its length after removing each token's mean state) is shifted by +-k, rotated
 inside its principal subspace, partly scattered, or pulled toward its mean, and a random
-curve of the same norm profile is added as the control (`adjpos.interventions.curve_arms`),
-every arm matched in change size to the full shift by k. The read-out position is kept, so
-the change is the prompt's alone and decoding reuses a key-value cache. For each arm: its
-parameter, its change size (on the fitting prompts, and measured while decoding the test
-prompts), exact match with its paired difference from the random control (95% interval over
-prompts and control draws), the share of wrong answer characters at offset j of the one asked
-for, and its manipulation checks; then the rule's outcome (`curve_rule`). Public API only;
-``--quick`` runs 40 prompts, one size and two draws.
+curve of the same norm profile is added as the control, every arm matched in change size to
+the full shift by m at each size m of the dose (`adjpos.interventions.curve_change`; the
+arms are entries of the intervention table, run by `intervention_table`). The read-out
+position is kept, so the change is the prompt's alone and decoding reuses a key-value cache.
+For each arm: its parameter, its change size (on the fitting prompts, and measured while
+decoding), exact match with its paired difference from the random control (95% interval over
+prompts and control draws), the share of wrong answer characters at offsets -1 and +1 of the
+one asked for, and its manipulation check; then the rule's outcome
+(`adjpos.interventions.curve_rule`). Public API only; ``--quick`` runs 40 prompts, one size
+and two draws.
 
     python examples/position_curve_arms.py [--quick] [--task reversal] [--seed 0]
-        [--layer 1] [--n 200] [--n-fit N] [--offsets 1 2 3] [--draws 20]
+        [--layer 1] [--n 200] [--doses 1 2 3] [--draws 20] [--readout kept]
 """
 
 import argparse
 
-import numpy as np
-
 import adjpos
-from adjpos.interventions import fit_prompt_states, held_out_prompts, position_curves
-from adjpos.interventions.curve_arms import (
-    CurveArm,
-    apply_curve,
-    change_size,
-    changed_positions,
-    dose_targets,
-    match_arm,
-)
-from adjpos.interventions.curve_checks import (
-    TASK_OFFSETS,
-    curve_adjacency,
-    curve_distance_change,
-    error_offset_shares,
-    passes_check,
-    prompt_adjacency,
-    varying_positions,
-)
-from adjpos.interventions.curve_rule import (
-    CellNumbers,
-    Interval,
-    SizeNumbers,
-    hypothesis_outcomes,
-    paired_draw_difference,
-)
-from adjpos.training.decode import predict_cached
+from adjpos.interventions import SPECS, cell_numbers, intervention_table
+from adjpos.interventions.curve_rule import hypothesis_outcomes
+
+HEAD = f"{'arm':<10}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- random [95%]':>22}"
+HEAD += f"{'off-1':>7}{'off+1':>7}{'adj':>6}{'dist':>6}{'check':>7}"
 
 
-def header(span):
-    """The table's header, with an error-offset column for each j in `span`."""
+def line(r):
+    """One arm's row: its parameter, target and decoded sizes, exact match, difference from
+    the random control, wrong answers at offsets -1 and +1, prompt adjacency, the change of
+    the curve's distances, and its check."""
+    versus = ""
+    if r["difference"] == r["difference"]:  # not NaN: a tested arm
+        versus = f"{r['difference']:+.3f} [{r['difference_low']:+.3f},{r['difference_high']:+.3f}]"
     return (
-        f"{'arm':<18}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- random [95%]':>22}"
-        + "".join(f"{'off' + format(j, '+d'):>7}" for j in span)
-        + f"{'adj':>6}{'curve':>6}{'dist':>6}{'check':>7}"
+        f"{r['arm']:<10}{r['parameter']:>7.3f}{r['size_target']:>7.3f}{r['perturbation']:>8.3f}"
+        f"{r['exact_match']:>7.3f} {versus:>22}{r['error_offset_share_-1']:>7.2f}"
+        f"{r['error_offset_share_1']:>7.2f}{r['prompt_adjacency']:>6.2f}"
+        f"{r['distance_change']:>6.2f}{'ok' if r['check_passed'] else 'FAIL':>7}"
     )
-
-
-def decode(model, task, prompts, layer, arm, parameter, curves, states):
-    """Greedy answers with `arm` at `parameter` applied to the prompt pass at `layer`, and
-    the mean relative change of the changed states the pass made."""
-    new = {
-        n: arm.new_curve(c, parameter, changed_positions(n), states[n][0])
-        for n, c in curves.items()
-    }
-    record = []
-
-    def hook(acts, hook):
-        n = acts.shape[1]
-        changed = changed_positions(n)
-        after = apply_curve(acts, curves[n], new[n], changed)
-        count = acts.shape[0] * int(changed.sum())
-        record.append((float(change_size(acts, after, changed)) * count, count))
-        return after
-
-    def prompt_pass():
-        return model.hooks(fwd_hooks=[(f"blocks.{layer}.hook_resid_pre", hook)])
-
-    answers = predict_cached(model, task, prompts, prompt_pass=prompt_pass)
-    return answers, sum(s for s, _ in record) / sum(c for _, c in record), new
-
-
-def checks_of(arm, matched, curves, states, new):
-    """The arm's manipulation-check numbers, pooled over lengths (weights: prompts)."""
-    distance, adjacency, before, weight = 0.0, 0.0, 0.0, 0
-    curve_after, curve_before = 0.0, 0.0
-    for n, curve in curves.items():
-        changed, fit = changed_positions(n), states[n][0].double()
-        after = apply_curve(fit, curve, new[n], changed)
-        w = fit.shape[0]
-        distance += w * curve_distance_change(curve, new[n], changed)
-        adjacency += w * float(prompt_adjacency(after, changed).nanmean())
-        before += w * float(prompt_adjacency(fit, changed).nanmean())
-        varying = changed & varying_positions(states[n][1])  # the format's tokens left out
-        curve_after += w * curve_adjacency(new[n], varying)
-        curve_before += w * curve_adjacency(curve, varying)
-        weight += w
-    return {
-        "size": matched.size,
-        "target": matched.target,
-        "offset": arm.offset,
-        "distance_change": distance / weight,
-        "adjacency": adjacency / weight,
-        "adjacency_before": before / weight,
-        "curve_adjacency": curve_after / weight,
-        "curve_adjacency_before": curve_before / weight,
-    }
-
-
-def run_size(model, task, held, layer, k, target, curves, states, draws, seed, baseline, span):
-    """Every arm matched to `target`; returns the rule's numbers of this size and prints."""
-    prompts, answers = list(held.test.prompts), list(held.test.answers)
-    arms = {
-        f"shift{k:+d}": [CurveArm("shift", k, seed=seed)],
-        f"shift{-k:+d}": [CurveArm("shift", -k, seed=seed)],
-        "rotate": [CurveArm("rotate", seed=seed)],
-        "scatter": [CurveArm("scatter", draw=d, seed=seed) for d in range(draws)],
-        "remove": [CurveArm("remove", seed=seed)],
-        "random": [CurveArm("random", draw=d, seed=seed) for d in range(draws)],
-    }
-    hits, shares, checks, lines = {}, {}, {}, []
-    for name, draws_of in arms.items():
-        rows, said, sizes, params, passed, adjacency = [], [], [], [], [], []
-        for arm in draws_of:
-            matched = match_arm(arm, target, curves, states)
-            got, size, new = decode(
-                model, task, prompts, layer, arm, matched.parameter, curves, states
-            )
-            numbers = checks_of(arm, matched, curves, states, new)
-            rows.append([g == a for g, a in zip(got, answers, strict=True)])
-            said += got
-            sizes.append(size)
-            params.append(matched.parameter)
-            passed.append(passes_check(arm.arm, numbers))
-            adjacency.append(
-                [numbers[c] for c in ("adjacency", "curve_adjacency", "distance_change")]
-            )
-        hits[name] = np.array(rows, dtype=float)
-        shares[name] = error_offset_shares(
-            said, answers * len(draws_of), prompts * len(draws_of), task.name, offsets=span
-        )
-        checks[name] = all(passed)
-        lines.append((name, np.mean(params), target, np.mean(sizes), np.mean(adjacency, axis=0)))
-    hits["unchanged"] = baseline[None]
-    differences = {}
-    pairs = [(a, "random") for a in arms if a != "random"] + [("rotate", "unchanged")]
-    pairs += [("scatter", "rotate")] + [
-        (a, s) for s in arms if s.startswith("shift") for a in ("rotate", "scatter")
-    ]
-    for a, b in pairs:
-        differences[(a, b)] = paired_draw_difference(hits[a], hits[b], seed=seed)
-    for name, param, size, decoded, adjacency in lines:
-        d = differences.get((name, "random"))
-        versus = f"{d.value:+.3f} [{d.low:+.3f},{d.high:+.3f}]" if d else ""
-        offsets = "".join(f"{shares[name][f'error_offset_share_{j}']:>7.2f}" for j in span)
-        print(
-            f"{name:<18}{param:>7.3f}{size:>7.3f}{decoded:>8.3f}{hits[name].mean():>7.3f}"
-            f" {versus:>22}{offsets}{''.join(f'{v:>6.2f}' for v in adjacency)}"
-            f"{'ok' if checks[name] else 'FAIL':>7}"
-        )
-    offsets = {
-        name: {
-            j: Interval(
-                shares[name][f"error_offset_share_{j}"],
-                shares[name][f"error_offset_share_{j}_low"],
-                shares[name][f"error_offset_share_{j}_high"],
-            )
-            for j in span
-        }
-        for name in arms
-        if name.startswith("shift")
-    }
-    return SizeNumbers(target, differences, checks, offsets)
 
 
 def main() -> None:
@@ -182,47 +50,39 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--layer", type=int, default=1)
     parser.add_argument("--n", type=int, default=200, help="test prompts")
-    parser.add_argument("--n-fit", type=int, default=None, help="fitting prompts (default --n)")
-    parser.add_argument("--offsets", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--doses", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--readout", default="kept", choices=["kept", "changed"])
     args = parser.parse_args()
     if args.quick:
-        args.n, args.offsets, args.draws = 40, [1], 2
+        args.n, args.doses, args.draws = 40, [1], 2
     model, task = adjpos.load_pretrained(args.task, args.seed, device="cpu")
-    held = held_out_prompts(task, args.n, n_fit=args.n_fit, seed=args.seed)
-    states = fit_prompt_states(model, task, held, args.layer, seed=args.seed)
-    need = {len(task.encode(p)) for p in held.test.prompts}
-    curves = {n: c for n, c in position_curves(states).items() if n in need}
-    base = predict_cached(model, task, list(held.test.prompts))
-    baseline = np.array([a == b for a, b in zip(base, held.test.answers, strict=True)], float)
-    print(
-        f"{args.task} seed {args.seed} layer {args.layer}: {len(base)} test prompts, "
-        f"{len(held.fit.prompts)} fitting prompts, "
-        f"exact match unchanged {baseline.mean():.3f}"
+    arms = ["none", *(name for name, spec in SPECS.items() if spec.dosed)]
+    table, differences = intervention_table(
+        model,
+        task,
+        layers=[args.layer],
+        interventions=arms,
+        n_prompts=args.n,
+        control_draws=args.draws,
+        doses=args.doses,
+        readouts=[args.readout],
+        seed=args.seed,
+        model_seed=args.seed,
+        return_differences=True,
     )
-    sizes = []
-    reach = max(2, *args.offsets)
-    span = range(-reach, reach + 1)  # error offsets: -2..2, and +-k for every shift
-    for k, target in dose_targets(curves, states, offsets=args.offsets).items():
-        print(f"\nsize of the full shift by {k}: {target:.4f}")
-        print(header(span))
-        sizes.append(
-            run_size(
-                model,
-                task,
-                held,
-                args.layer,
-                k,
-                target,
-                curves,
-                states,
-                args.draws,
-                args.seed,
-                baseline,
-                span,
-            )
-        )
-    cell = CellNumbers((args.task, args.layer, args.seed), sizes, TASK_OFFSETS[args.task].direction)
+    unchanged = table.loc[table["arm"].isna(), "exact_match"].iloc[0]
+    print(
+        f"{args.task} seed {args.seed} layer {args.layer}, read-out {args.readout}: "
+        f"{table['n_prompts'].iloc[0]} test prompts, {args.draws} draws of each drawn arm, "
+        f"exact match unchanged {unchanged:.3f}"
+    )
+    for dose, rows in table.dropna(subset=["arm"]).groupby("dose"):
+        print(f"\nsize of the full shift by {dose}: {rows['size_target'].iloc[0]:.4f}")
+        print(HEAD)
+        for r in rows.to_dict("records"):
+            print(line(r))
+    (cell,) = cell_numbers(table, differences, readout=args.readout)
     result = hypothesis_outcomes([cell])["cells"][cell.key]
     print(
         f"\naddress {result.address}, relational {result.relational}, "

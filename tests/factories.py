@@ -1,5 +1,7 @@
 """Small config factories for tests."""
 
+import torch
+
 from adjpos.models import ModelConfig
 from adjpos.study.pipeline import ReproduceConfig
 
@@ -120,3 +122,31 @@ def word_tokenizer(folder, bos=None):
     )
     fast.save_pretrained(folder)
     return fast
+
+
+# Position curves and prompt states of random models (the position-curve arms' tests).
+
+
+def random_curve(seed: int, pos: int, d: int, smooth: bool = True) -> torch.Tensor:
+    """A curve [pos, d] centred over positions: a smooth arc plus noise, or pure noise."""
+    gen = torch.Generator().manual_seed(seed)
+    t = torch.arange(pos, dtype=torch.float64)[:, None]
+    noise = torch.randn(pos, d, generator=gen, dtype=torch.float64)
+    if smooth:
+        mix = torch.randn(3, d, generator=gen, dtype=torch.float64)
+        arc = torch.cat([torch.cos(t / 3), torch.sin(t / 3), t / pos], dim=1) @ mix
+        noise = arc + 0.05 * noise
+    return noise - noise.mean(dim=0)
+
+
+def random_prompts(seed=0, lengths=(6, 7, 9), n=8, d=8, vocab=8):
+    """{L: (states, tokens)}: token embeddings, a smooth position curve, noise."""
+    gen = torch.Generator().manual_seed(seed)
+    embed = torch.randn(vocab, d, generator=gen, dtype=torch.float64)
+    out = {}
+    for length in lengths:
+        tokens = torch.randint(0, vocab, (n, length), generator=gen)
+        curve = random_curve(seed + length, length, d)
+        noise = 0.1 * torch.randn(n, length, d, generator=gen, dtype=torch.float64)
+        out[length] = (embed[tokens] + 2 * curve + noise, tokens)
+    return out

@@ -521,10 +521,12 @@ def test_position_curve_arms(run_example):
     base = float(out.split("exact match unchanged ")[1].split()[0])
     assert abs(base - adjpos.evaluate(model, task, prompts)[0]) < ROUNDING[3]
     states = fit_prompt_states(model, task, held, 1, seed=0)
-    need = {len(task.encode(p)) for p in prompts}
-    curves = {n: c for n, c in position_curves(states).items() if n in need}
+    lengths = [len(task.encode(p)) for p in prompts]
+    counts = {n: lengths.count(n) for n in set(lengths)}  # the lengths weigh as measured
+    curves = {n: c for n, c in position_curves(states).items() if n in counts}
     arm = CurveArm("shift", 1)
-    matched = match_arm(arm, dose_targets(curves, states, offsets=[1])[1], curves, states)
+    target = dose_targets(curves, states, offsets=[1], counts=counts)[1]
+    matched = match_arm(arm, target, curves, states, counts=counts)
     hits = []
     for prompt, answer in zip(prompts, held.test.answers, strict=True):
         n = len(prompt)

@@ -27,6 +27,7 @@ from adjpos.validation import UsageError
 
 def add_intervene_parser(commands: Any) -> None:
     from adjpos.interventions import (
+        DEFAULT_DOSES,
         DEFAULT_DRAWS,
         DEFAULT_PROMPTS,
         DEFAULT_RANK,
@@ -45,7 +46,9 @@ def add_intervene_parser(commands: Any) -> None:
         "adjacency score and the variance ratio, with 95%% bootstrap intervals over fresh "
         "held-out prompts. Writes DIR/interventions.csv, DIR/interventions.json (the settings) "
         "and a figure of exact match by layer, DIR/interventions.html (and .png when static "
-        "export works). DIR is a run folder: an interrupted run resumes where it stopped.",
+        "export works); with the position curve's arms also DIR/curve_differences.csv (the "
+        "paired differences between the arms of each size) and the rule's reading per layer. "
+        "DIR is a run folder: an interrupted run resumes where it stopped.",
     )
     parser.add_argument(
         "--model",
@@ -107,8 +110,18 @@ def add_intervene_parser(commands: Any) -> None:
     parser.add_argument(
         "--interventions",
         type=comma_list,
-        help=f"comma-separated, from {list(NAMES)} (default: all; on a Hugging Face model "
-        "all but uniform_attention, whose pattern hook a bridge does not feed back)",
+        help=f"comma-separated, from {list(NAMES)} (default: all but the position curve's "
+        "arms position_*, each measured at several sizes: name them to run them, their control "
+        "position_random comes along; on a Hugging Face model all but uniform_attention, whose "
+        "pattern hook a bridge does not feed back)",
+    )
+    parser.add_argument(
+        "--doses",
+        type=comma_ints,
+        default=",".join(map(str, DEFAULT_DOSES)),
+        help="the sizes of the position curve's arms, comma-separated shift magnitudes m: at "
+        "m, the size of the full shift of the curve by m, every arm matched to it (a shift "
+        "by k runs at m = |k|)",
     )
     parser.add_argument(
         "--n-prompts",
@@ -150,12 +163,15 @@ def add_intervene_parser(commands: Any) -> None:
 def _run_intervene(args: argparse.Namespace) -> int:
     from adjpos.figures import plot_interventions, save_figure
     from adjpos.interventions import (
+        CURVE_DIFFERENCES,
         DEFAULT_INTERVENTIONS,
         INTERVENTION_TABLE,
         READOUTS,
         check_interventions,
         intervention_table,
     )
+    from adjpos.interventions.runner import plan_units
+    from adjpos.interventions.specs import check_doses
     from adjpos.runs import RunFolder, write_json
 
     names = None
@@ -192,6 +208,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         raise UsageError(f"--control-draws must be at least 1, got {args.control_draws}")
     if not 1 <= args.rank <= model.cfg.d_model:
         raise UsageError(f"--rank must be in [1, {model.cfg.d_model}] (d_model), got {args.rank}")
+    doses = list(for_option("--doses", check_doses, args.doses))
+    dosed = any(spec.dosed for spec in check_interventions(names))
     config = getattr(model, "adjpos_config", None)
     spec = {
         "model": args.model,
@@ -206,6 +224,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         # intervention_table's `seed`; under the key that folders made with --seed hold
         "seed": args.data_seed,
     }
+    if dosed:  # only then: a folder made before the arms resumes with the same settings
+        spec["doses"] = doses
     command = "adjpos " + shlex.join(args.argv)
     folder = RunFolder.open(
         args.out,
@@ -217,9 +237,9 @@ def _run_intervene(args: argparse.Namespace) -> int:
     )
     done = len(folder.done_units())
     if done:
-        units = len(layers) * len(names) * len(args.readouts)
-        print(f"resuming: {done} of {units} units already in {args.out}")
-    table = intervention_table(
+        units = plan_units(model, layers, names, args.readouts, args.control_draws, doses)
+        print(f"resuming: {done} of {len(units)} units already in {args.out}")
+    table, differences = intervention_table(
         model,
         task,
         layers=layers,
@@ -228,19 +248,30 @@ def _run_intervene(args: argparse.Namespace) -> int:
         rank=args.rank,
         control_draws=args.control_draws,
         readouts=args.readouts,
+        doses=doses,
         seed=args.data_seed,
         model_name=args.model,
         model_seed=None if config is None else config.seed,
         folder=folder,
         progress=True,
+        return_differences=True,
     )
-    _print_table(table)
+    arms = table["arm"].notna()
+    if not arms.all():
+        _print_table(table[~arms])
     INTERVENTION_TABLE.write(args.out / "interventions.csv", table)
     write_json(args.out / "interventions.json", {"settings": spec, "units": len(table)})
-    saved = save_figure(plot_interventions(table), args.out / "interventions")
-    written = ["interventions.csv", "interventions.json", *(p.name for p in saved.written)]
+    written = ["interventions.csv", "interventions.json"]
+    if dosed:
+        _print_arms(table[arms], differences)
+        CURVE_DIFFERENCES.write(args.out / "curve_differences.csv", differences)
+        written.append("curve_differences.csv")
+    saved = None
+    if not arms.all():
+        saved = save_figure(plot_interventions(table[~arms]), args.out / "interventions")
+        written += [p.name for p in saved.written]
     print(f"\nwrote {', '.join(written)} to {args.out}")
-    if saved.png_skipped:
+    if saved is not None and saved.png_skipped:
         print(saved.png_skipped)
     return 0
 
@@ -342,3 +373,41 @@ def _print_table(table: Any) -> None:
             for x in layers
         )
         print(f"{f'{name} ({readout})':<40}{cells}")
+
+
+def _print_arms(table: Any, differences: Any) -> None:
+    """The position curve's arms per read-out variant and size, and the rule's reading of
+    each layer (`adjpos.interventions.curve_rule`)."""
+    from adjpos.interventions import cell_numbers
+    from adjpos.interventions.curve_rule import hypothesis_outcomes
+
+    head = f"{'arm':<9}{'param':>7}{'size':>7}{'decoded':>8}{'exact':>7}"
+    head += f"{'- random [95%]':>25}{'off-1':>7}{'off+1':>7}{'off-2':>7}{'off+2':>7}  check"
+    for (readout, dose), rows in table.groupby(["readout", "dose"], sort=False):
+        print(
+            f"\nposition curve, read-out {readout}, size of the full shift by {dose}: "
+            f"{rows['size_target'].iloc[0]:.4f} ({int(rows['n_prompts'].iloc[0])} prompts)"
+        )
+        print(f"{'layer':<6}{head}")
+        for r in rows.to_dict("records"):
+            versus = ""
+            if r["difference"] == r["difference"]:  # not NaN: a tested arm
+                versus = f"{r['difference']:+.3f} [{r['difference_low']:+.3f},"
+                versus += f"{r['difference_high']:+.3f}]"
+            shares = [r[f"error_offset_share_{j}"] for j in (-1, 1, -2, 2)]
+            print(
+                f"{r['layer']:<6}{r['arm']:<9}{r['parameter']:>7.3f}{r['size_target']:>7.3f}"
+                f"{r['perturbation']:>8.3f}{r['exact_match']:>7.3f}{versus:>25}"
+                + "".join(f"{s:>7.2f}" for s in shares)
+                + f"  {'passed' if r['check_passed'] else 'FAILED'}"
+            )
+    for readout in dict.fromkeys(table["readout"]):
+        cells = cell_numbers(table, differences, readout=readout)
+        found = hypothesis_outcomes(cells)["cells"]
+        print(f"\nthe rule (read-out {readout}):")
+        for (task, layer, seed), c in found.items():
+            print(
+                f"  {task} seed {seed} layer {layer}: address {c.address}, "
+                f"relational {c.relational}, locality {c.locality}: {c.reading}"
+                + (f" (not counted, check failed: {list(c.not_counted)})" if c.not_counted else "")
+            )

@@ -35,6 +35,14 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
   ``position_mean_mirror``, its control, mirrors the curve (t -> n - 1 - t), which keeps
   every distance between positions, the swap chosen to change the states as much. Both act
   on the prompt with the read-out kept only.
+- The position curve's arms (``position_shift``, ``position_rotate``, ``position_scatter``,
+  ``position_remove``, and their control ``position_random``; `curve_arms`,
+  `curve_change`): the curve shifted by k (neighbours kept), rotated in its principal
+  subspace (every distance kept), partly scattered (locality broken), pulled toward its mean,
+  or a random curve of its norm profile added; each measured at several sizes (a dose), the
+  arms matched in change size at each, with its manipulation checks (`curve_checks`) and the
+  share of wrong answers at each offset. `cell_numbers` turns the table and its paired
+  differences (`CURVE_DIFFERENCES`) into the numbers of the rule (`curve_rule`).
 
 `SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
 compared with (``control``), whether it is a random control measured over draws (``drawn``),
@@ -53,6 +61,8 @@ Each states in its tests what it preserves (`tests/interventions`).
 """
 
 from adjpos.interventions.attention import UniformAttention
+from adjpos.interventions.curve_change import CurveChange
+from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, cell_numbers
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -69,12 +79,14 @@ from adjpos.interventions.prompts import (
 )
 from adjpos.interventions.runner import DEFAULT_DRAWS
 from adjpos.interventions.specs import (
+    DEFAULT_DOSES,
     DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
     NAMES,
     READOUTS,
     SPECS,
+    Dose,
     Fitted,
     InterventionSpec,
     check_interventions,
@@ -90,6 +102,8 @@ from adjpos.interventions.task import (
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [
+    "CURVE_DIFFERENCES",
+    "DEFAULT_DOSES",
     "DEFAULT_DRAWS",
     "DEFAULT_INTERVENTIONS",
     "DEFAULT_PROMPTS",
@@ -100,6 +114,8 @@ __all__ = [
     "READOUTS",
     "SPECS",
     "TEXT_TABLE",
+    "CurveChange",
+    "Dose",
     "Fitted",
     "HeldOut",
     "Intervention",
@@ -115,6 +131,7 @@ __all__ = [
     "SubspaceErase",
     "SubspaceSwap",
     "UniformAttention",
+    "cell_numbers",
     "check_interventions",
     "fit_prompt_states",
     "fit_states",

@@ -38,8 +38,9 @@ shift (the other sign blended down to it) and every other arm is matched to it.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,16 +155,18 @@ def pooled_size(
     *,
     keep_readout: bool = True,
     keep_norm: bool = True,
+    counts: Mapping[int, int] | None = None,
 ) -> float:
     """`change_size` of `arm` at `parameter` over the prompt states of every length in
-    `curves`, each changed state weighing the same."""
+    `curves`, each changed state weighing the same; with `counts` ({length: prompts}, e.g.
+    the measured prompts'), each length weighing as that many prompts instead of its own."""
     total, count = 0.0, 0
     for length, curve in curves.items():
         states = prompts[length][0].double()
         changed = changed_positions(length, keep_readout=keep_readout)
         new = arm.new_curve(curve.double(), parameter, changed, states)
         after = apply_curve(states, curve.double(), new, changed, keep_norm=keep_norm)
-        n = states.shape[0] * int(changed.sum())
+        n = (states.shape[0] if counts is None else counts[length]) * int(changed.sum())
         total += float(change_size(states, after, changed)) * n
         count += n
     if not count:
@@ -224,14 +227,14 @@ def match_arm(
     *,
     keep_readout: bool = True,
     keep_norm: bool = True,
+    counts: Mapping[int, int] | None = None,
     tolerance: float = TOLERANCE,
 ) -> Matched:
     """`arm` with its parameter set so that its pooled size (`pooled_size`) is `target`."""
+    options = {"keep_readout": keep_readout, "keep_norm": keep_norm, "counts": counts}
 
     def size_of(parameter: float) -> float:
-        return pooled_size(
-            arm, parameter, curves, prompts, keep_readout=keep_readout, keep_norm=keep_norm
-        )
+        return pooled_size(arm, parameter, curves, prompts, **options)
 
     parameter, size = match_parameter(size_of, target, UPPER[arm.arm], tolerance=tolerance)
     return Matched(arm, parameter, size, target, abs(size / target - 1) <= tolerance)
@@ -244,6 +247,7 @@ def dose_targets(
     offsets: Iterable[int] = DEFAULT_OFFSETS,
     keep_readout: bool = True,
     keep_norm: bool = True,
+    counts: Mapping[int, int] | None = None,
 ) -> dict[int, float]:
     """{k: size} for each shift magnitude k: the smaller pooled size of the full shifts by +k
     and -k (the sizes of a dose, see the module doc)."""
@@ -259,16 +263,18 @@ def dose_targets(
                 prompts,
                 keep_readout=keep_readout,
                 keep_norm=keep_norm,
+                counts=counts,
             )
             for sign in (1, -1)
         )
     return targets
 
 
+@functools.lru_cache(maxsize=1024)  # the matching asks for the same order many times
 def scattering_order(n: int, *, seed: int, draw: int) -> torch.Tensor:
     """A seeded permutation of range(n) under which no two neighbours stay neighbours and no
     position stays in place: the first of up to `_TRIES` draws that keeps none, else the one
-    that keeps fewest."""
+    that keeps fewest (not to be changed in place: it is cached)."""
     gen = derived_generator(seed, "curve_scatter", n, draw)
     best, fewest = torch.arange(n), None
     for _ in range(_TRIES):

@@ -4,6 +4,8 @@ its name says is reported and not counted.
 
 - `curve_distance_change`: how much the pairwise distances between the curves of the changed
   positions moved (0 for a rotation, by construction);
+- `curve_offset`: where the changed curve's points sit on the unchanged curve (-k after a
+  shift by k);
 - `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
   `varying_positions`: where it is measured (the positions whose token varies);
 - `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
@@ -54,6 +56,21 @@ def curve_distance_change(
     if len(index) < 2 or scale == 0:
         return float("nan")
     return float((after - before).norm()) / scale
+
+
+def curve_offset(
+    curve: Float[Tensor, "pos d_model"],
+    new_curve: Float[Tensor, "pos d_model"],
+    changed: Bool[Tensor, " pos"],
+) -> float:
+    """The mean over the changed positions t of s(t) - t, s(t) the position whose point of
+    the unchanged curve is nearest c'[t] (-k after a full shift by k away from the clamp; 0
+    for a change that leaves each point nearest its own). NaN without a changed position."""
+    index = changed.nonzero().flatten()
+    if not len(index):
+        return float("nan")
+    nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
+    return float((nearest - index).double().mean())
 
 
 def curve_adjacency(
@@ -298,15 +315,17 @@ def passes_check(arm: str, checks: dict[str, Any], *, tolerance: float = 0.05) -
 
     - every arm: ``size`` within `tolerance` (relative) of ``target``;
     - ``rotate``: ``distance_change`` at most `DISTANCE_KEPT` (every curve distance kept);
-    - ``shift``: ``probe_offset`` on the side of the shift (below 0 for k > 0, above 0 for
-      k < 0: the probe reads the states as coming from t - k), when a probe was measured;
+    - ``shift``: ``curve_offset`` on the side of the shift (below 0 for k > 0, above 0 for
+      k < 0: the changed curve sits nearest the curve of t - k); a probe fitted on whole
+      states (``probe_offset``) is reported beside, not judged: it reads position mostly from
+      other carriers, and any change of the size moves its reading;
     - ``scatter``: ``curve_adjacency`` at least `LOCALITY_DROP` below
       ``curve_adjacency_before`` (the curve's locality broken; the states' own adjacency
       moves less, the curve being a part of them);
     - ``remove``, ``random``: the size alone.
 
-    `checks` holds ``size`` and ``target`` and the numbers its arm needs (``offset`` for a
-    shift, ``probe_offset`` optional); a missing one fails.
+    `checks` holds ``size`` and ``target`` and the numbers its arm needs (``offset`` and
+    ``curve_offset`` for a shift); a missing one fails.
     """
     try:
         if not abs(checks["size"] / checks["target"] - 1) <= tolerance:
@@ -314,8 +333,7 @@ def passes_check(arm: str, checks: dict[str, Any], *, tolerance: float = 0.05) -
         if arm == "rotate":
             return bool(checks["distance_change"] <= DISTANCE_KEPT)
         if arm == "shift":
-            k, offset = checks["offset"], checks.get("probe_offset")
-            return bool(offset is None or np.sign(offset) == -np.sign(k))
+            return bool(np.sign(checks["curve_offset"]) == -np.sign(checks["offset"]))
         if arm == "scatter":
             drop = checks["curve_adjacency_before"] - checks["curve_adjacency"]
             return bool(drop >= LOCALITY_DROP)

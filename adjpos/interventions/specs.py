@@ -6,6 +6,12 @@ The kinds (`norms`, `subspaces`, `position_curve`, `attention`) stand side by si
 table and know nothing of it; the runner (`runner`, with its task and text measurements) stands
 above it. Adding an intervention is one entry of `SPECS` and its factory; a spec's ``params``
 carry its settings (``mirrored=True``, an offset, a size), so one factory serves a family.
+
+A *dosed* spec (the position-curve arms, `curve_change`) is measured at several sizes, the
+run's ``doses``: at dose m, the size of the full shift of the position curve by m, every arm
+matched to it. Each (size, offset) of it is a unit of its own (`Dose`): a spec with
+``offsets`` in its params runs its offsets of magnitude m at dose m, the others run once per
+dose.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import Any
 from torch import Tensor
 
 from adjpos.interventions.attention import UniformAttention
+from adjpos.interventions.curve_arms import DEFAULT_OFFSETS, CurveArm
+from adjpos.interventions.curve_change import CurveChange, build_curve_change
 from adjpos.interventions.hooks import SITES, NoIntervention
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -31,7 +39,7 @@ from adjpos.interventions.subspaces import (
     SubspaceSwap,
     variance_share,
 )
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, is_int
 
 # The read-out positions (the last prompt position and every answer position): changed like
 # the others, or kept (left untouched, so only the states the answer is computed from change).
@@ -40,6 +48,8 @@ DEFAULT_READOUTS = ("kept",)  # the variant the study's verdicts use
 ROLES = ("baseline", "tested", "control")
 FITTED_ON = (None, "states", "prompts")
 DEFAULT_RANK = 8
+DEFAULT_DOSES = DEFAULT_OFFSETS  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
+DEFAULT_SHIFTS = (-2, -1, 1, 2)  # the offsets of the position curve's shift
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,8 @@ class Fitted:
             (for the specs fitted on ``"states"``).
         prompts: prompt states by prompt length (for the specs fitted on ``"prompts"``, see
             `adjpos.interventions.fit_prompt_states`).
+        counts: {prompt length: measured prompts} (for the dosed specs: the lengths they
+            change, and the weights their sizes are matched with).
     """
 
     d_model: int
@@ -62,6 +74,33 @@ class Fitted:
     states: Tensor | None = None
     positions: Tensor | None = None
     prompts: PromptStates | None = None
+    counts: Mapping[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Dose:
+    """One unit of a dosed spec: its size (the magnitude m whose full shift's size it takes)
+    and, for a shift, its offset."""
+
+    size: int
+    offset: int | None = None
+
+    @property
+    def key(self) -> str:
+        """Its part of a unit's name in a run folder."""
+        return f"size{self.size}" + ("" if self.offset is None else f"-offset{self.offset:+d}")
+
+
+def check_doses(doses: Sequence[int]) -> tuple[int, ...]:
+    """`doses` as a tuple, checked: distinct ints >= 1.
+
+    Raises:
+        ValueError: none, repeated, or not ints >= 1.
+    """
+    doses = tuple(doses) if isinstance(doses, (list, tuple)) else (doses,)
+    if not doses or len(set(doses)) < len(doses) or not all(is_int(m) and m >= 1 for m in doses):
+        raise UsageError(f"doses must be distinct ints >= 1 (shift magnitudes), got {doses!r}")
+    return doses
 
 
 @dataclass(frozen=True)
@@ -83,9 +122,12 @@ class InterventionSpec:
             ``matched``; built fresh by `build` when not given).
         params: keyword settings passed to the factory (one factory serves a family).
         site: where it acts ("resid_pre" or "pattern"; a pattern needs a HookedTransformer).
+        dosed: measured at each of the run's doses (see the module doc); its factory is also
+            passed ``dose`` (a `Dose`) and ``readout``.
 
     Raises:
-        ValueError: a role, read-out variant, fitting or site that is not allowed.
+        ValueError: a role, read-out variant, fitting or site that is not allowed, or a
+            dosed spec's offsets that are not nonzero ints.
     """
 
     name: str
@@ -99,6 +141,7 @@ class InterventionSpec:
     matched_to: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
     site: str = "resid_pre"
+    dosed: bool = False
 
     def __post_init__(self) -> None:
         for what, value, allowed in (
@@ -110,12 +153,36 @@ class InterventionSpec:
                 raise UsageError(f"{self.name}: {what}={value!r}; choose from {list(allowed)}")
         if not self.readouts or set(self.readouts) - set(READOUTS):
             raise UsageError(f"{self.name}: readouts {self.readouts}; choose from {READOUTS}")
+        offsets = self.params.get("offsets", [1])
+        if not isinstance(offsets, (list, tuple)) or not offsets:
+            offsets = [offsets]
+        if not all(is_int(k) and k != 0 for k in offsets):
+            raise UsageError(f"{self.name}: offsets must be nonzero ints, got {offsets!r}")
 
-    def build(self, fitted: Fitted, *, draw: int = 0, matched: Any = None) -> Any:
-        """The intervention for draw `draw`, fitted or matched as the spec says.
+    def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
+        """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
+        magnitude); [None] for a spec that is not dosed."""
+        if not self.dosed:
+            return [None]
+        if "offsets" not in self.params:
+            return [Dose(m) for m in sizes]
+        return [Dose(m, k) for m in sizes for k in self.params["offsets"] if abs(k) == m]
+
+    def build(
+        self,
+        fitted: Fitted,
+        *,
+        draw: int = 0,
+        matched: Any = None,
+        dose: Dose | None = None,
+        readout: str = "kept",
+    ) -> Any:
+        """The intervention for draw `draw`, fitted or matched as the spec says (a dosed
+        spec: at `dose`, for the read-out variant `readout`).
 
         Raises:
-            ValueError: a fitted spec without what it is fitted on.
+            ValueError: a fitted spec without what it is fitted on, or a dosed one without
+                its dose.
         """
         if self.fitted_on == "states" and (fitted.states is None or fitted.positions is None):
             raise UsageError(f"{self.name} is fitted: pass the states and positions to fit it on")
@@ -123,6 +190,12 @@ class InterventionSpec:
             raise UsageError(f"{self.name} is fitted: pass the prompt states (fit_prompt_states)")
         if self.matched_to is not None and matched is None:
             matched = SPECS[self.matched_to].build(fitted)
+        if self.dosed:
+            if dose is None or fitted.counts is None:
+                raise UsageError(f"{self.name} is dosed: pass its dose and the measured lengths")
+            return self.factory(
+                fitted, draw=draw, matched=matched, dose=dose, readout=readout, **self.params
+            )
         return self.factory(fitted, draw=draw, matched=matched, **self.params)
 
 
@@ -177,7 +250,16 @@ def _position_mean_mirror(fit: Fitted, **_: Any) -> PositionMeanSwap:
     return PositionMeanSwap.mirror(fit.prompts)
 
 
+def _curve_arm(
+    fit: Fitted, *, draw: int, dose: Dose, readout: str, arm: str, **_: Any
+) -> CurveChange:
+    change = CurveArm(arm, dose.offset, draw=draw, seed=fit.seed)
+    return build_curve_change(fit.prompts, fit.counts, change, size=dose.size, readout=readout)
+
+
 _MIRRORED = {"mirrored": True}
+_DOSED: dict[str, Any] = {"fitted_on": "prompts", "dosed": True}
+_TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random"}
 # Each tested intervention is followed by its controls. The norm permutations are matched by
 # the rescaling by the very same ratios at random places (equal size, matched at the read-out
 # positions); the position subspace by random subspaces of its rank holding as much of the
@@ -186,7 +268,9 @@ _MIRRORED = {"mirrored": True}
 # distance between positions kept), the states changed as much. Uniform attention has no
 # matched control: it is compared with the baseline. The other controls (one common factor of
 # the same mean size, the norm of another sequence, LEACE of shuffled labels) are measured
-# beside, against the baseline.
+# beside, against the baseline. The position curve's arms are dosed: each is measured at
+# several sizes, matched in change size at each (`curve_change`), against the random curve of
+# that size.
 SPECS: dict[str, InterventionSpec] = {
     spec.name: spec
     for spec in (
@@ -295,10 +379,49 @@ SPECS: dict[str, InterventionSpec] = {
             readouts=("kept",),
             fitted_on="prompts",
         ),
+        InterventionSpec(
+            "position_shift",
+            "position curve shifted by k (neighbours kept)",
+            _curve_arm,
+            params={"arm": "shift", "offsets": DEFAULT_SHIFTS},
+            **_TESTED_ARM,
+        ),
+        InterventionSpec(
+            "position_rotate",
+            "position curve rotated (every distance kept)",
+            _curve_arm,
+            params={"arm": "rotate"},
+            **_TESTED_ARM,
+        ),
+        InterventionSpec(
+            "position_scatter",
+            "position curve partly scattered (locality broken)",
+            _curve_arm,
+            drawn=True,
+            params={"arm": "scatter"},
+            **_TESTED_ARM,
+        ),
+        InterventionSpec(
+            "position_remove",
+            "position curve pulled toward its mean",
+            _curve_arm,
+            params={"arm": "remove"},
+            **_TESTED_ARM,
+        ),
+        InterventionSpec(
+            "position_random",
+            "a random curve of the same norm profile and size",
+            _curve_arm,
+            drawn=True,
+            params={"arm": "random"},
+            **_DOSED,
+        ),
     )
 }
 NAMES = tuple(SPECS)
-DEFAULT_INTERVENTIONS = NAMES
+# What runs when none is named: every spec but the dosed ones (the position curve's arms, each
+# measured at several sizes and over many draws: named to run).
+DEFAULT_INTERVENTIONS = tuple(name for name, spec in SPECS.items() if not spec.dosed)
 
 
 def check_interventions(interventions: Sequence[str | InterventionSpec]) -> list[InterventionSpec]:

@@ -8,6 +8,10 @@ length (prompt length and sequence length), so padding never enters the model an
 permutation of positions only moves real tokens; a prompt whose (prompt length, answer length)
 occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
 sequence of the same length to take norms from.
+
+The dosed specs (the position curve's arms, `curve_change`) add their columns (`ARM_TABLE`)
+and a second table, the paired differences between the arms of one size that the rule reads
+(`curve_numbers.CURVE_DIFFERENCES`, with ``return_differences=True``).
 """
 
 from __future__ import annotations
@@ -21,10 +25,20 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import check_tokens
+from adjpos.interventions.curve_change import ARM_TABLE, ArmMeasurement
+from adjpos.interventions.curve_numbers import curve_differences
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
-from adjpos.interventions.runner import DEFAULT_DRAWS, Outcome, Unit, plan_units, run_units
+from adjpos.interventions.runner import (
+    DEFAULT_DRAWS,
+    Outcome,
+    Unit,
+    measure_units,
+    pair_with_controls,
+    plan_units,
+)
 from adjpos.interventions.specs import (
+    DEFAULT_DOSES,
     DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
@@ -71,7 +85,8 @@ INTERVENTION_TABLE = Table(
     share="float64",
     n_prompts="int64",
 )
-EXACT_MATCH = Outcome("exact_match", "difference", +1, "hits", "draw_exact_match")
+INTERVENTION_TABLE = INTERVENTION_TABLE + ARM_TABLE
+EXACT_MATCH = Outcome("exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits")
 
 
 def intervention_table(
@@ -84,14 +99,17 @@ def intervention_table(
     rank: int = DEFAULT_RANK,
     control_draws: int = DEFAULT_DRAWS,
     readouts: Sequence[str] = DEFAULT_READOUTS,
+    doses: Sequence[int] = DEFAULT_DOSES,
     seed: int = 0,
     model_name: str = "model",
     model_seed: int | None = None,
     folder: Any = None,
     progress: bool | None = None,
+    return_differences: bool = False,
 ) -> Any:
     """Every (layer, read-out variant, intervention) unit on fresh held-out prompts of
-    `task`, as a DataFrame with the columns of `INTERVENTION_TABLE`.
+    `task`, as a DataFrame with the columns of `INTERVENTION_TABLE` (a dosed spec: one unit
+    and row per size and offset).
 
     Each tested intervention is compared with its control (its spec's ``control``) on the
     same prompts: ``difference`` is the mean per-prompt difference in exact match
@@ -112,28 +130,43 @@ def intervention_table(
         readouts: the read-out variants to run, from `READOUTS` ("kept", the default: the
             read-out positions untouched; "changed": changed like the others, decoded
             without a cache). A spec runs in its own ``readouts`` only.
+        doses: the sizes of the dosed specs (the position curve's arms): at m, the size of
+            the full shift of the curve by m (see `adjpos.interventions.curve_change`).
         seed: seed of the prompts, the permutations, the random draws and the bootstrap.
         model_name, model_seed: the model and seed columns.
         folder: an `adjpos.runs.RunFolder`: finished units are read back from it instead of
             recomputed, and each unit is marked done as it finishes (resumable).
         progress: show a progress bar over units (default: only on a terminal).
+        return_differences: return ``(table, differences)``, the second the paired
+            differences between the arms of each size (`CURVE_DIFFERENCES`; empty without a
+            dosed spec), which `adjpos.interventions.cell_numbers` reads with the table.
 
     Raises:
         ValueError: a layer out of range, unknown interventions or read-out variants, too few
-            prompts or draws, or a rank the position subspace cannot have.
+            prompts or draws, bad doses, or a rank the position subspace cannot have.
     """
-    units = plan_units(model, layers, interventions, readouts, control_draws)
+    from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES
+
+    units = plan_units(model, layers, interventions, readouts, control_draws, doses)
     held = held_out_prompts(task, n_prompts, seed=seed)
-    rows = run_units(
+    measurement = _OnTask(model, task, held, rank, seed)
+    rows = measure_units(
         units,
-        _OnTask(model, task, held, rank, seed),
+        measurement,
         control_draws=control_draws,
         columns={"model": model_name, "task": task.name, "seed": model_seed},
-        seed=seed,
         folder=folder,
         progress=progress,
     )
-    return INTERVENTION_TABLE.frame(rows)
+    blank = dict.fromkeys(ARM_TABLE.names)
+    table = INTERVENTION_TABLE.frame(
+        [blank | r for r in pair_with_controls(rows, EXACT_MATCH, seed)]
+    )
+    if not return_differences:
+        return table
+    dosed = [r for r in rows if r.get("arm") is not None]
+    found = curve_differences(dosed, measurement.unchanged(), seed=seed) if dosed else []
+    return table, CURVE_DIFFERENCES.frame(found)
 
 
 class _OnTask:
@@ -145,6 +178,8 @@ class _OnTask:
         self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
         self.states: dict[int, tuple[Tensor, Tensor]] = {}
         self.prompts: dict[int, Any] = {}
+        self.arms = ArmMeasurement(model, task, held.test, seed)
+        self.counts = self.arms.counts
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if "states" in needs and layer not in self.states:
@@ -161,6 +196,7 @@ class _OnTask:
             states=states,
             positions=positions,
             prompts=self.prompts.get(layer),
+            counts=self.counts,
         )
 
     def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
@@ -173,7 +209,19 @@ class _OnTask:
             seed=self.seed,
             readout=unit.readout,
         )
-        return _mean_of_draws(measured, self.seed)
+        answers = [m.pop("answers") for m in measured]
+        draw_hits = [m["hits"] for m in measured]
+        row = _mean_of_draws(measured, self.seed)
+        if unit.dose is None:
+            return row
+        columns = self.arms.columns(
+            built, answers, layer=unit.layer, fit=self.prompts[unit.layer], row=row
+        )
+        return row | {"draw_hits": draw_hits} | columns
+
+    def unchanged(self) -> np.ndarray:
+        """The unchanged model's exact match on each test prompt (decoded once)."""
+        return self.arms.unchanged()
 
 
 def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
@@ -181,7 +229,7 @@ def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
     match the mean over the draws (its interval bootstrapped over prompts), and each draw's
     exact match under ``draw_exact_match``."""
     if len(measured) == 1:
-        return measured[0]
+        return dict(measured[0])
     out = {k: float(np.mean([m[k] for m in measured])) for k in measured[0] if k != "hits"}
     hits = np.mean([m["hits"] for m in measured], axis=0)
     out["exact_match_low"], out["exact_match_high"] = bootstrap_interval(hits, seed=seed)
@@ -208,8 +256,9 @@ def measure_intervention(
     answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
     change like the others (see `intervene`).
 
-    Returns a dict of the measurement columns of `INTERVENTION_TABLE`, and ``hits`` (each
-    prompt's exact match, in the order of `batch`, for paired comparisons):
+    Returns a dict of the measurement columns of `INTERVENTION_TABLE`, ``hits`` (each
+    prompt's exact match, in the order of `batch`, for paired comparisons) and ``answers``
+    (each prompt's decoded answer):
     - exact_match: greedy decoding with the hook active at every step, and its 95% interval
       (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
       decodes it once with a KV cache: `adjpos.training.decode.predict_cached`);
@@ -278,7 +327,11 @@ def measure_draws(
     keep = readout == "kept"
     starts = [len(task.encode(p)) - 1 for p in batch.prompts]
     hits, record = np.zeros((n_draws, len(starts))), []
-    cached = kv_cache and keep and _is_hooked(model)
+    said = [[""] * len(starts) for _ in range(n_draws)]
+    # a change of the prompt alone (the read-out kept, or an intervention that says it
+    # changes the prompt positions only) is the same at every decoding step: a KV cache
+    prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
+    cached = kv_cache and prompt_only and _is_hooked(model)
     for start in sorted(set(starts)):
         rows = [i for i, s in enumerate(starts) if s == start]
         prompts = [batch.prompts[i] for i in rows] * n_draws
@@ -297,6 +350,9 @@ def measure_draws(
         hits[:, rows] = np.reshape(
             [a == r for a, r in zip(answers, right, strict=True)], (n_draws, -1)
         )
+        for d in range(n_draws):
+            for i, answer in zip(rows, answers[d * len(rows) : (d + 1) * len(rows)], strict=True):
+                said[d][i] = answer
     n_layers = model.cfg.n_layers
     site = f"blocks.{layer}.hook_resid_pre"
     if stacked.site == "pattern":
@@ -339,7 +395,8 @@ def measure_draws(
     sized = sum(n for _, n in record)
     return [
         _unit_row(draw_hits, acc, sum(t for t, _ in record) / sized if sized else None, seed)
-        for draw_hits, acc in zip(hits, per_draw, strict=True)
+        | {"answers": answers}
+        for draw_hits, acc, answers in zip(hits, per_draw, said, strict=True)
     ]
 
 

@@ -33,11 +33,13 @@ from adjpos.capture import capture_residuals, check_tokens
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.interventions.runner import DEFAULT_DRAWS, Outcome, Unit, plan_units, run_units
 from adjpos.interventions.specs import (
+    DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
     SPECS,
     Fitted,
     InterventionSpec,
+    check_interventions,
 )
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval
@@ -120,7 +122,11 @@ def text_intervention_table(
             f"cut must be an int in [skip_first + 2, pos - 2] = [{skip_first + 2}, {pos - 2}] "
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
-    units = plan_units(model, layers, _names(model, interventions), readouts, control_draws)
+    names = _names(model, interventions)
+    dosed = [s.name for s in check_interventions(names) if s.dosed]
+    if dosed:
+        raise UsageError(f"{dosed} run on a task's prompts only (adjpos intervene --model)")
+    units = plan_units(model, layers, names, readouts, control_draws)
     rows = run_units(
         units,
         _OnText(model, tokens, cut, skip_first, rank, seed),
@@ -140,7 +146,7 @@ def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:
     if interventions is not None:
         return list(interventions)
     hooked = isinstance(model, HookedTransformer)
-    return [n for n, spec in SPECS.items() if hooked or spec.site != "pattern"]
+    return [n for n in DEFAULT_INTERVENTIONS if hooked or SPECS[n].site != "pattern"]
 
 
 class _OnText:

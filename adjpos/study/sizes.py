@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.interventions import NAMES, READOUTS, check_interventions
+from adjpos.interventions import DEFAULT_INTERVENTIONS, READOUTS, check_interventions
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
@@ -58,8 +58,8 @@ class StudySizes:
     )
     interventions: tuple[str, ...] = help_field(
         "interventions of the causal tests, each with its control (default: every one of "
-        "adjpos.interventions.SPECS)",
-        NAMES,
+        "adjpos.interventions.SPECS but the position curve's dosed arms)",
+        DEFAULT_INTERVENTIONS,
     )
     control_draws: int = help_field("draws of each random control of the causal tests", 20)
     readouts: tuple[str, ...] = help_field(

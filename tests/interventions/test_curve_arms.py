@@ -26,32 +26,7 @@ from adjpos.interventions.curve_arms import (
     subspace_rank,
 )
 from adjpos.validation import UsageError
-
-
-def random_curve(seed: int, pos: int, d: int, smooth: bool = True) -> torch.Tensor:
-    """A curve [pos, d] centred over positions: a smooth arc plus noise, or pure noise."""
-    gen = torch.Generator().manual_seed(seed)
-    t = torch.arange(pos, dtype=torch.float64)[:, None]
-    noise = torch.randn(pos, d, generator=gen, dtype=torch.float64)
-    if smooth:
-        mix = torch.randn(3, d, generator=gen, dtype=torch.float64)
-        arc = torch.cat([torch.cos(t / 3), torch.sin(t / 3), t / pos], dim=1) @ mix
-        noise = arc + 0.05 * noise
-    return noise - noise.mean(dim=0)
-
-
-def random_prompts(seed=0, lengths=(6, 7, 9), n=8, d=8, vocab=8):
-    """{L: (states, tokens)}: token embeddings, a smooth position curve, noise."""
-    gen = torch.Generator().manual_seed(seed)
-    embed = torch.randn(vocab, d, generator=gen, dtype=torch.float64)
-    out = {}
-    for length in lengths:
-        tokens = torch.randint(0, vocab, (n, length), generator=gen)
-        curve = random_curve(seed + length, length, d)
-        noise = 0.1 * torch.randn(n, length, d, generator=gen, dtype=torch.float64)
-        out[length] = (embed[tokens] + 2 * curve + noise, tokens)
-    return out
-
+from factories import random_curve, random_prompts
 
 cases = st.tuples(st.integers(0, 2**31 - 1), st.integers(4, 12), st.integers(2, 9))
 

@@ -16,6 +16,7 @@ from adjpos.interventions.curve_checks import (
     TASK_OFFSETS,
     curve_adjacency,
     curve_distance_change,
+    curve_offset,
     error_offset_counts,
     error_offset_shares,
     passes_check,
@@ -127,8 +128,13 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     # positions 2..6 read 2 less; 0 and 1 are clamped to 0 (one right, one off by 1)
     assert probe_accuracy(ShiftedProbe(), after, changed) == pytest.approx(1 / 7)
     assert probe_offset(ShiftedProbe(), after, changed) == pytest.approx(-(5 * 2 + 1) / 7)
-    assert passes_check("shift", {"size": 1, "target": 1, "offset": 2, "probe_offset": -1.5})
-    assert not passes_check("shift", {"size": 1, "target": 1, "offset": 2, "probe_offset": 1.5})
+    # the shift's check reads the changed curve itself: its points sit at t - k
+    assert curve_offset(curve, new, changed) == pytest.approx(-(5 * 2 + 1) / 7)
+    half = CurveArm("shift", 2).new_curve(curve, 0.2, changed)  # blended down: stays put
+    assert curve_offset(curve, half, changed) == 0
+    assert passes_check("shift", {"size": 1, "target": 1, "offset": 2, "curve_offset": -1.5})
+    assert not passes_check("shift", {"size": 1, "target": 1, "offset": 2, "curve_offset": 0})
+    assert not passes_check("shift", {"size": 1, "target": 1, "offset": -2, "curve_offset": -1})
 
 
 # --- error offsets --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from adjpos import build_model, get_task, save_model
 from adjpos.cli import main
 from adjpos.figures import plot_interventions
 from adjpos.figures.style import COLORS
-from adjpos.interventions import INTERVENTION_TABLE
+from adjpos.interventions import CURVE_DIFFERENCES, INTERVENTION_TABLE
 from factories import tiny_config
 
 FAST = [
@@ -78,6 +78,7 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
         (["--rank", "0"], r"--rank must be in \[1, 64\]"),
         (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
         (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
+        (["--doses", "0,1"], r"--doses: doses must be distinct ints >= 1 .* got \(0, 1\)"),
         (
             ["--interventions", "none,position_mean_swap", "--readouts", "changed"],
             r"\['position_mean_swap'\] run with the read-out kept",
@@ -90,6 +91,26 @@ def test_bad_options_are_named(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert not (tmp_path / "x").exists()  # refused before the folder is claimed
+
+
+def test_the_position_curve_arms_write_their_differences_and_the_rule(tmp_path, capsys):
+    """The arms named (their control comes along): both tables written, read back with their
+    own columns, and the rule's reading printed per layer."""
+    out = tmp_path / "arms"
+    args = ["intervene", "--model", "pretrained:reversal", "--layers", "1", "--out", str(out)]
+    args += ["--interventions", "position_shift,position_rotate", "--n-prompts", "12"]
+    assert main([*args, "--control-draws", "2", "--doses", "1"]) == 0
+    table = INTERVENTION_TABLE.read(out / "interventions.csv")
+    assert table["arm"].tolist() == ["shift-1", "shift+1", "rotate", "random"]
+    assert table["check_passed"].notna().all()
+    differences = CURVE_DIFFERENCES.read(out / "curve_differences.csv")
+    pairs = set(zip(differences["a"], differences["b"], strict=True))
+    assert {("shift+1", "random"), ("rotate", "unchanged"), ("rotate", "shift-1")} <= pairs
+    said = capsys.readouterr().out
+    assert "size of the full shift by 1" in said
+    assert re.search(r"reversal seed 0 layer 1: address \w+, relational \w+, locality", said)
+    settings = json.loads((out / "interventions.json").read_text())["settings"]
+    assert settings["doses"] == [1]
 
 
 def test_random_models_are_refused(tmp_path, capsys):

@@ -10,6 +10,7 @@ from adjpos.interventions import (
     INTERVENTION_TABLE,
     NAMES,
     SPECS,
+    Dose,
     Fitted,
     InterventionSpec,
     NoIntervention,
@@ -192,7 +193,8 @@ def test_draws_measured_in_one_batch_equal_each_draw_measured_alone(addition, na
         alone = [measure_intervention(model, task, iv, **kwargs) for iv in built]
         for a, b in zip(together, alone, strict=True):
             assert a["hits"] == b["hits"]
-            for key in set(a) - {"hits", "perturbation"}:
+            assert a["answers"] == b["answers"]
+            for key in set(a) - {"hits", "perturbation", "answers"}:
                 assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-12), key
         # pooled over the stack's decoding, which runs until every draw's prompts are
         # answered: a few more steps than some draw alone
@@ -216,20 +218,32 @@ def addition64(addition):
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(addition64, name):
     """With the read-out kept the change is the prompt's alone: decoding it once with a KV
-    cache (`predict_cached`) gives the answers of re-running every step with the hook."""
+    cache (`predict_cached`) gives the answers of re-running every step with the hook. So
+    does a position-curve arm with the read-out changed: it changes the prompt alone."""
     model, task, held, (states, positions), prompts = addition64
-    fitted = Fitted(model.cfg.d_model, rank=4, states=states, positions=positions, prompts=prompts)
-    iv = SPECS[name].build(fitted)
     starts = [len(task.encode(p)) - 1 for p in held.test.prompts]
-    for start in sorted(set(starts)):
-        prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
+    counts = {n + 1: starts.count(n) for n in set(starts)}
+    fitted = Fitted(
+        model.cfg.d_model,
+        rank=4,
+        states=states,
+        positions=positions,
+        prompts=prompts,
+        counts=counts,
+    )
+    spec = SPECS[name]
+    for readout in ("kept", "changed") if spec.dosed else ("kept",):
+        dose = Dose(1, 1 if "offsets" in spec.params else None)
+        iv = spec.build(fitted, dose=dose, readout=readout)
+        for start in sorted(set(starts)):
+            prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
 
-        def change(start=start):
-            return intervene(model, iv, layer=1, readout_from=start, keep_readout=True)
+            def change(start=start, keep=readout == "kept", iv=iv):
+                return intervene(model, iv, layer=1, readout_from=start, keep_readout=keep)
 
-        with change():
-            slow = predict(model, task, prompts)
-        assert predict_cached(model, task, prompts, prompt_pass=change) == slow
+            with change():
+                slow = predict(model, task, prompts)
+            assert predict_cached(model, task, prompts, prompt_pass=change) == slow
 
 
 class _Scale:

@@ -13,6 +13,7 @@ from adjpos.interventions import (
     NAMES,
     SPECS,
     TEXT_TABLE,
+    Dose,
     Fitted,
     InterventionSpec,
     NormPermute,
@@ -81,13 +82,21 @@ def _prompt_states(d=12, seed=0):
 def _fitted(seed=0):
     states, positions = _positional_states()
     prompts = _prompt_states()
-    return Fitted(12, seed=seed, rank=2, states=states, positions=positions, prompts=prompts)
+    return Fitted(
+        12, seed=seed, rank=2, states=states, positions=positions, prompts=prompts, counts={8: 6}
+    )
+
+
+def _dose(name):
+    """What building `name` needs besides the fitted: a dosed spec's dose (size 1)."""
+    spec = SPECS[name]
+    return {"dose": Dose(1, 1 if "offsets" in spec.params else None)} if spec.dosed else {}
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_spec_builds_an_intervention_at_its_site(name):
     spec = SPECS[name]
-    built = spec.build(_fitted())
+    built = spec.build(_fitted(), **_dose(name))
     assert built.site == spec.site
     if spec.site == "resid_pre" and spec.role != "baseline":
         resid = _prompt_states()[8][0][:, :7]  # the positions before a read-out at 7
@@ -97,7 +106,7 @@ def test_every_spec_builds_an_intervention_at_its_site(name):
 
 def _seeded_change(name, seed, draw=0):
     resid = _prompt_states(seed=3)[8][0][:, :7]
-    built = SPECS[name].build(_fitted(seed), draw=draw)
+    built = SPECS[name].build(_fitted(seed), draw=draw, **_dose(name))
     return built(resid, readout=torch.zeros(7, dtype=torch.bool))
 
 

@@ -15,7 +15,7 @@ def _findings(numbers, criteria=CRITERIA):
 def _row(name, layer, em, half=0.02, perturbation=0.5, readout="kept", difference=None):
     """One table row; `difference`: (value, low, high) against its control, or None."""
     low_high = difference or (None, None, None)
-    return {
+    return dict.fromkeys(INTERVENTION_TABLE.names) | {
         "model": "trained",
         "task": "addition",
         "seed": 0,

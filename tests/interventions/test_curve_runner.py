@@ -1,0 +1,239 @@
+"""The position curve's arms through the intervention table and its runner: the intervention
+each arm builds does to the states what its arm says (random states), every row carries the
+arm columns, the paired differences rebuild the rule's numbers (against the rule fed by hand
+from each draw's hits), and bad settings are refused by name."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from adjpos import load_pretrained
+from adjpos.interventions import (
+    CURVE_DIFFERENCES,
+    INTERVENTION_TABLE,
+    SPECS,
+    Dose,
+    Fitted,
+    cell_numbers,
+    held_out_prompts,
+    intervention_table,
+    text_intervention_table,
+)
+from adjpos.interventions.curve_arms import TOLERANCE, CurveArm, apply_curve, changed_positions
+from adjpos.interventions.curve_change import ARM_TABLE, build_curve_change, measured_curves
+from adjpos.interventions.curve_checks import OFFSETS
+from adjpos.interventions.curve_rule import (
+    CellNumbers,
+    Interval,
+    SizeNumbers,
+    hypothesis_outcomes,
+    paired_draw_difference,
+)
+from adjpos.interventions.runner import plan_units
+from adjpos.runs import RunFolder
+from adjpos.training.decode import predict_cached
+from factories import random_prompts
+
+ARMS = [name for name, spec in SPECS.items() if spec.dosed]
+COUNTS = {6: 5, 7: 3, 9: 4}  # measured prompts per length: the matching's weights
+
+
+@pytest.mark.parametrize("readout", ["kept", "changed"])
+@pytest.mark.parametrize("name", ARMS)
+def test_each_arm_changes_the_prompt_states_as_its_curve_says(name, readout):
+    """Handed a prompt as `intervene` hands it, an arm's intervention adds c' - c at its
+    positions (norms kept) and nothing elsewhere: with the read-out kept the positions before
+    it, with it changed the prompt's every position and no answer position."""
+    prompts = random_prompts()
+    spec = SPECS[name]
+    dose = Dose(1, 1 if "offsets" in spec.params else None)
+    fitted = Fitted(8, prompts=prompts, counts=COUNTS)
+    change = spec.build(fitted, draw=1, dose=dose, readout=readout)
+    states = prompts[7][0]
+    curve, new = change.curves[7], change.new_curves[7]
+    if readout == "kept":
+        before = states[:, :6]
+        got = change(before, readout=torch.zeros(6, dtype=torch.bool))
+        want = apply_curve(states, curve, new, changed_positions(7))[:, :6]
+    else:
+        answer = torch.randn(8, 3, 8, dtype=torch.float64)
+        before = torch.cat([states, answer], dim=1)
+        got = change(before, readout=torch.arange(10) >= 6)
+        want = torch.cat([apply_curve(states, curve, new, torch.ones(7, dtype=bool)), answer], 1)
+        assert torch.equal(got[:, 7:], answer)  # the answer positions pass untouched
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got.norm(dim=-1), before.norm(dim=-1))
+    assert not torch.allclose(got, before)
+
+
+def test_every_arm_is_built_at_the_dose_size_within_five_percent():
+    """Each arm's built intervention reaches the size of the full shift by m (pooled with the
+    measured prompts' counts as weights), and a shift is a shift by its own offset."""
+    prompts = random_prompts(d=8)
+    fitted = Fitted(8, prompts=prompts, counts=COUNTS)
+    for size in (1, 2):
+        built = [
+            SPECS[n].build(fitted, draw=d, dose=Dose(size, k), readout="kept")
+            for n in ARMS
+            for k in ((-size, size) if "offsets" in SPECS[n].params else (None,))
+            for d in range(2)
+        ]
+        targets = {b.matched.target for b in built}
+        assert len(targets) == 1
+        for b in built:
+            assert b.matched.matched and abs(b.matched.size / b.matched.target - 1) <= TOLERANCE
+        shifts = [b.matched for b in built if b.matched.arm.arm == "shift"]
+        assert {m.arm.offset for m in shifts} == {-size, size}
+        assert max(m.parameter for m in shifts) == 1.0  # the smaller full shift, unblended
+    # the counts weigh the lengths: the curves are those of the measured lengths only
+    assert sorted(measured_curves(prompts, {6: 1, 9: 1})) == [6, 9]
+    with pytest.raises(ValueError, match=r"no position curve fitted for prompt lengths \[5\]"):
+        build_curve_change(prompts, {5: 2}, CurveArm("rotate"), size=1, readout="kept")
+
+
+@pytest.fixture(scope="module")
+def reversal_arms(tmp_path_factory):
+    """Every arm on the shipped reversal model: 12 prompts, one size, two draws, both read-out
+    variants, kept in a run folder (whose rows still hold each draw's hits)."""
+    model, task = load_pretrained("reversal")
+    folder = RunFolder.open(tmp_path_factory.mktemp("arms") / "run", kind="test", spec={})
+    options = dict(layers=[1], n_prompts=12, control_draws=2, doses=[1], seed=0, model_seed=0)
+    options |= dict(readouts=["kept", "changed"], interventions=ARMS)
+    table, differences = intervention_table(
+        model, task, **options, folder=folder, return_differences=True
+    )
+    return model, task, options, folder, table, differences
+
+
+def test_every_arm_row_carries_its_columns(reversal_arms):
+    _, _, _, _, table, differences = reversal_arms
+    assert list(table.columns) == INTERVENTION_TABLE.names
+    assert list(differences.columns) == CURVE_DIFFERENCES.names
+    names = ["shift-1", "shift+1", "rotate", "scatter", "remove", "random"]
+    for readout in ("kept", "changed"):
+        rows = table[table["readout"] == readout].set_index("arm")
+        assert sorted(rows.index) == sorted(names)
+        must = [c for c in ARM_TABLE.names if c not in ("arm", "offset", "n_wrong")]
+        must = [c for c in must if not c.startswith("error_offset_share")]
+        assert rows[must].notna().all().all(), rows[must].isna().sum()
+        assert rows.loc["shift+1", "offset"] == 1 and rows.loc["shift-1", "offset"] == -1
+        assert rows.loc[["rotate", "random"], "offset"].isna().all()
+        assert set(rows["control_draws"].dropna()) == {2}  # scatter and random
+        assert rows.loc[names[:-1], "percentile"].between(0, 100).all()  # among the draws
+        # one size: every arm matched to it, its size while decoding within 5% of it
+        assert rows["size_target"].nunique() == 1
+        assert ((rows["perturbation"] / rows["size_target"] - 1).abs() <= TOLERANCE).all()
+        assert rows.loc["rotate", "distance_change"] < 1e-6
+        assert (rows.loc[names[:-1], "difference"].notna()).all()
+        # the row's difference from its control is the differences table's
+        versus = differences[(differences["readout"] == readout) & (differences["b"] == "random")]
+        for r in versus.to_dict("records"):
+            got = rows.loc[r["a"], ["difference", "difference_low", "difference_high"]]
+            assert list(got) == pytest.approx([r["value"], r["low"], r["high"]])
+        for j in OFFSETS:
+            share = rows[f"error_offset_share_{j}"].dropna()
+            assert share.between(0, 1).all()
+    kept = table[table["readout"] == "kept"]
+    changed = table[table["readout"] == "changed"]
+    assert (changed["size_target"].iloc[0]) != kept["size_target"].iloc[0]
+
+
+def _by_hand(folder, model, task, options, readout):
+    """The rule's numbers of the one cell, from each unit's raw row (each draw's hits) and
+    the unchanged model's hits: the pairs as the rule names them."""
+    units = plan_units(
+        model, options["layers"], ARMS, options["readouts"], options["control_draws"], [1]
+    )
+    raw = {}
+    for unit in units:
+        row = folder.result(unit.key)
+        if row["readout"] == readout:
+            raw[row["arm"]] = row
+    held = held_out_prompts(task, options["n_prompts"], seed=options["seed"])
+    decoded = predict_cached(model, task, list(held.test.prompts))
+    hits = {a: np.array(r["draw_hits"], float) for a, r in raw.items()}
+    right = zip(decoded, held.test.answers, strict=True)
+    hits["unchanged"] = np.array([[a == b for a, b in right]], float)
+    shifts = ["shift+1", "shift-1"]
+    pairs = [(a, "random") for a in [*shifts, "rotate", "scatter", "remove"]]
+    pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
+    pairs += [(a, s) for s in shifts for a in ("rotate", "scatter")]
+    differences = {(a, b): paired_draw_difference(hits[a], hits[b]) for a, b in pairs}
+    checks = {a: bool(r["check_passed"]) for a, r in raw.items()}
+    offsets = {
+        s: {
+            j: Interval(*(raw[s][f"error_offset_share_{j}{e}"] for e in ("", "_low", "_high")))
+            for j in OFFSETS
+        }
+        for s in shifts
+    }
+    size = SizeNumbers(raw["rotate"]["size_target"], differences, checks, offsets)
+    return CellNumbers(("reversal", 1, 0), [size], direction=1)
+
+
+@pytest.mark.parametrize("readout", ["kept", "changed"])
+def test_the_saved_tables_give_the_rule_what_the_hits_give_it(reversal_arms, readout, tmp_path):
+    model, task, options, folder, table, differences = reversal_arms
+    INTERVENTION_TABLE.write(tmp_path / "t.csv", table)
+    CURVE_DIFFERENCES.write(tmp_path / "d.csv", differences)
+    saved = INTERVENTION_TABLE.read(tmp_path / "t.csv")
+    (cell,) = cell_numbers(saved, CURVE_DIFFERENCES.read(tmp_path / "d.csv"), readout=readout)
+    expected = _by_hand(folder, model, task, options, readout)
+    (size,), (want,) = cell.sizes, expected.sizes
+    assert cell.key == expected.key and cell.direction == expected.direction
+    assert size.size == pytest.approx(want.size)
+    assert dict(size.checks) == dict(want.checks)
+    assert set(size.differences) == set(want.differences)
+    for pair, interval in want.differences.items():
+        got = size.differences[pair]
+        assert [got.value, got.low, got.high] == pytest.approx(
+            [interval.value, interval.low, interval.high]
+        ), pair
+    found = hypothesis_outcomes([cell])["cells"][cell.key]
+    direct = hypothesis_outcomes([expected])["cells"][expected.key]
+    assert (found.address, found.relational, found.locality, found.reading) == (
+        direct.address,
+        direct.relational,
+        direct.locality,
+        direct.reading,
+    )
+
+
+def test_a_finished_run_resumes_from_its_folder(reversal_arms):
+    model, task, options, folder, table, differences = reversal_arms
+    again, found = intervention_table(
+        model, task, **options, folder=folder, return_differences=True
+    )
+    assert again.equals(table) and found.equals(differences)
+
+
+@pytest.mark.usefixtures("user_errors")
+def test_bad_arm_settings_are_named():
+    shift = SPECS["position_shift"]
+    with pytest.raises(ValueError, match=r"position_shift: offsets must be nonzero ints"):
+        dataclasses.replace(shift, params={"arm": "shift", "offsets": ("one",)})
+    with pytest.raises(ValueError, match=r"offsets must be nonzero ints, got \(0, 1\)"):
+        dataclasses.replace(shift, params={"arm": "shift", "offsets": (0, 1)})
+    model, _ = load_pretrained("reversal")
+    with pytest.raises(ValueError, match=r"control_draws must be an int >= 1, got 0"):
+        plan_units(model, [1], ["position_rotate"], ["kept"], 0)
+    with pytest.raises(ValueError, match=r"doses must be distinct ints >= 1"):
+        plan_units(model, [1], ["position_rotate"], ["kept"], 2, [0])
+    with pytest.raises(ValueError, match="is dosed: pass its dose"):
+        shift.build(Fitted(8, prompts=random_prompts(), counts=COUNTS))
+    tokens = torch.randint(0, 5, (4, 12))
+    with pytest.raises(ValueError, match=r"\['position_rotate'\] run on a task's prompts only"):
+        text_intervention_table(model, tokens, layers=[1], interventions=["position_rotate"])
+
+
+def test_a_dosed_spec_brings_its_control_and_runs_a_shift_at_its_own_size():
+    model, _ = load_pretrained("reversal")
+    units = plan_units(model, [1], ["position_shift"], ["kept"], 2, [1, 2, 3])
+    keys = [u.key for u in units]
+    assert keys[:4] == [
+        f"layer1-kept-position_shift-size{m}-offset{k:+d}"
+        for m, k in ((1, -1), (1, 1), (2, -2), (2, 2))
+    ]
+    assert keys[4:] == [f"layer1-kept-position_random-size{m}" for m in (1, 2, 3)]
