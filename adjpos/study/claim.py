@@ -173,19 +173,17 @@ class Context:
         where = {"engine": self.engine, "workers": self.workers, "address": self.address}
         return run_units(fn, jobs, **where, resources=Resources.for_device(self.models.device))
 
-    def per_unit(self, stage: str, unit: Callable[..., Any], tables: Any, *, seeds: bool) -> Any:
+    def per_unit(self, stage: str, unit: Callable[..., Any], tables: dict, *, seeds: bool) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
         every trained (task, seed); else seed None) not done yet, `folder` the run's folder
         with unit names prefixed by the unit's own (`Prefixed`: a unit can resume part by
-        part); each unit's records written to ``results/STAGE_TASK[_seed_S].csv`` as `tables`
-        (a `Table`) and marked done; then every unit's rows. With `tables` a dict {name:
-        Table}, a unit returns {name: records}, each written to ``results/NAME_TASK...csv``,
-        and every unit's rows come back by name."""
+        part); it returns {name: records}, each written to ``results/NAME_TASK[_seed_S].csv``
+        by its `Table` in `tables` {name: Table}, and is marked done; then every unit's
+        rows, by name."""
         import pandas as pd
 
         from adjpos.tasks import TASKS
 
-        named = tables if isinstance(tables, dict) else {stage: tables}
         keys = [
             (t, s) for t in TASKS for s in (self.models.seeds(t, self.sizes) if seeds else [None])
         ]
@@ -200,15 +198,10 @@ class Context:
             if not self.folder.is_done(name[key])
         ]
         for (*_, task, seed, _), records in self.units(unit, jobs):
-            records = records if isinstance(tables, dict) else {stage: records}
-            for table, kind in named.items():
+            for table, kind in tables.items():
                 kind.write(path(table, (task, seed)), records[table])
             self.folder.mark_done(name[task, seed])
-        found = {
-            table: pd.concat([kind.read(path(table, key)) for key in keys], ignore_index=True)
-            for table, kind in named.items()
-        }
-        return found if isinstance(tables, dict) else found[stage]
+        return {t: pd.concat([k.read(path(t, key)) for key in keys]) for t, k in tables.items()}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.interventions import NAMES, READOUTS, check_interventions
+from adjpos.interventions import DEFAULT_INTERVENTIONS, READOUTS, check_interventions
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
@@ -35,7 +35,7 @@ CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
 CURVE_ARMS = ("position_shift", "position_rotate", "position_scatter", "position_remove")
 CURVE_ARMS += ("position_random",)
 LEFT_OUT = (*CURVE_ARMS, "position_mean_swap", "position_mean_mirror")
-CARRIER_TESTS = tuple(n for n in NAMES if n not in LEFT_OUT)
+CARRIER_TESTS = tuple(n for n in DEFAULT_INTERVENTIONS if n not in LEFT_OUT)
 
 
 @dataclass(frozen=True)
@@ -58,10 +58,12 @@ class StudySizes:
         "probes (spline reads the one-number sets only)", ("ridge", "logistic", "spline")
     )
     intervention_prompts: int = help_field(
-        "fresh held-out prompts per task for the causal tests (as many again fit them)", 500
+        "fresh held-out prompts per task for the causal tests (as many again fit them)", 300
     )
     intervention_layers: tuple[int, ...] | None = help_field(
-        "layers the causal tests intervene at (None: every block's input)", None
+        "layers the causal tests intervene at (None: every block's input; layer 0, the token "
+        "embeddings, is not counted)",
+        (1, 2, 3),
     )
     interventions: tuple[str, ...] = help_field(
         "interventions of the causal tests, each with its control (default: every carrier's "
@@ -79,6 +81,11 @@ class StudySizes:
     )
     curve_prompts: int = help_field("fresh held-out prompts per seed for the arms", 200)
     curve_draws: int = help_field("draws of the arms' scatter and random control", 20)
+    curve_doses: tuple[int, ...] = help_field(
+        "the arms' sizes: at m, the size of the curve's full shift by m (a size needs a shift "
+        "for the rule to read it, and locality two sizes)",
+        (1, 2),
+    )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
         "of a task keeps its snapshots; seeds without them are skipped; a run that trains its "
@@ -118,7 +125,9 @@ class StudySizes:
             unused = f.name == "curve_layers" and value == ()  # the arms not run
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif value is not None and f.name.endswith(("seeds", "_layers")) and not unused:
+            elif (
+                value is not None and f.name.endswith(("seeds", "_layers", "_doses")) and not unused
+            ):
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:

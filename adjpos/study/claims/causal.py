@@ -13,16 +13,7 @@ import pandas as pd
 from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
 from adjpos.stats import wilson_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import (
-    Context,
-    Criteria,
-    Outcome,
-    Prefixed,
-    Verdict,
-    every_seed,
-    judge,
-    seeds_text,
-)
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import TRAINED
 from adjpos.study.sizes import CURVE_ARMS
 
@@ -68,6 +59,8 @@ def causal_unit(
     differences the hypothesis reads, as {table: records}; with `folder` (see
     `Context.per_unit`), each of their (layer, read-out, intervention) parts is kept there
     when done and read back on resume."""
+    from adjpos.study.claim import Prefixed
+
     model, task = models.trained(name, seed)
     common = {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
     common |= {"progress": False}
@@ -78,10 +71,11 @@ def causal_unit(
     if sizes.curve_layers:
         options = {"layers": sizes.curve_layers, "interventions": ("none", *CURVE_ARMS)}
         options |= {"n_prompts": sizes.curve_prompts, "control_draws": sizes.curve_draws}
+        options |= {"doses": sizes.curve_doses, "return_differences": True}
         arms = folder and Prefixed(folder, "arms")
-        table = intervention_table(model, task, **options, **common, folder=arms)
+        table, differences = intervention_table(model, task, **options, **common, folder=arms)
         out["curve_arms"] = table.to_dict("records")
-        out["curve_differences"] = table.attrs["curve_differences"]  # CURVE_DIFFERENCES rows
+        out["curve_differences"] = differences.to_dict("records")
     return out
 
 

@@ -1,29 +1,21 @@
 """How do the models read the position curve? The paper's hypothesis, tested so it can fail.
 
-The causal stage runs the position-curve arms (`adjpos.interventions.curve_arms`: the curve
-shifted by k, rotated inside its principal subspace, scattered, pulled to its mean, and a
-random curve of its norm profile, the control) at matched sizes on every trained seed, with
-manipulation checks, and writes their paired differences (``curve_differences.csv``).
-
-The rule, stated before the numbers (`adjpos.interventions.curve_rule`; its thresholds are
-`Criteria.curve_tolerance` t, `offset_share` and `min_sizes`): per task x layer x seed cell,
-the read-out positions kept, each comparison a paired per-prompt difference in exact match
-with a 95% interval over prompts and control draws, its bound (never its point) against t;
-an arm whose manipulation check failed is left out. At each size:
-- *address*: for when every shift by k breaks the task beyond its random control (upper
-  bound below -t) and its wrong answers follow it (the share at offset k has its lower bound
-  above `offset_share`); against when a shift holds (lower bound above -t) or breaks the task
-  with wrong answers that do not follow (upper bound below `offset_share`);
-- *relational* (positions matched by similarity), with every shift breaking: for when the
-  rotation (every curve distance kept) holds against the unchanged model; against (the
-  curve's absolute directions are read) when it is as bad as every shift;
-- *locality*: for when the scatter breaks beyond every shift and the rotation; against when
-  it holds against one of them.
-Address and relational are for (against) over the sizes when some size is and none is the
-other way; locality is for at `min_sizes` sizes or more, against when fewer are left that are
-not against. Otherwise a cell is within. A model that ignores the curve comes out against
-address and locality ("not read"); one that reads its absolute directions against
-relational. `measure` writes the rule's numbers, `verdicts` alone decides.
+The causal stage runs the position curve's arms (`adjpos.interventions.curve_arms`: shifted by
+k, rotated, scattered, removed, and a random curve of its size, the control) at matched sizes
+and writes their paired differences. The rule, stated before the numbers (in full in
+`adjpos.interventions.curve_rule` and docs/causal.md), per task x layer x seed cell, the
+read-out kept, each paired difference's interval bound (never its point) against
+t = `Criteria.curve_tolerance`, arms whose manipulation check failed left out:
+- *address*: every shift breaks the task beyond its random control (upper bound below -t) and
+  its wrong answers follow it (the share at offset k above `offset_share`); against when a
+  shift holds (lower bound above -t) or its wrong answers go elsewhere;
+- *relational*: with every shift breaking, the rotation (every curve distance kept) holds
+  against the unchanged model; against (absolute directions read) when it is as bad as every
+  shift;
+- *locality*: the scatter breaks beyond every shift and the rotation, at `min_sizes` sizes;
+  against when it holds against one of them.
+A model that ignores the curve is against address and locality ("not read"), one that reads
+its absolute directions against relational. `measure` writes numbers, `verdicts` decides.
 """
 
 from __future__ import annotations
@@ -84,7 +76,7 @@ def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, An
     cells = []
     for key, group in differences.groupby(KEYS, sort=False):
         mine = rows[(rows[KEYS] == pd.Series(key, index=KEYS)).all(axis=1)]
-        (cell,) = cell_numbers(mine, group)
+        (cell,) = cell_numbers(mine, group, readout=key[3])
         sizes = [
             {"size": s.size, "checks": {a: bool(ok) for a, ok in s.checks.items()}}
             | {"differences": [[a, b, *_plain(d)] for (a, b), d in s.differences.items()]}
