@@ -58,7 +58,7 @@ class StudySizes:
         "probes (spline reads the one-number sets only)", ("ridge", "logistic", "spline")
     )
     intervention_prompts: int = help_field(
-        "fresh held-out prompts per task for the causal tests (as many again fit them)", 300
+        "fresh held-out prompts per task for the causal tests (as many again fit them)", 200
     )
     intervention_layers: tuple[int, ...] | None = help_field(
         "layers the causal tests intervene at (None: every block's input; layer 0, the token "

@@ -82,7 +82,7 @@ def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, An
             | {"differences": [[a, b, *_plain(d)] for (a, b), d in s.differences.items()]}
             | {
                 "offsets": {
-                    n: [[j, *_plain(d)] for j, d in by.items()] for n, by in s.offsets.items()
+                    n: [[j, *_plain(d)] for j, d in o.items()] for n, o in s.offsets.items()
                 }
             }
             for s in cell.sizes
