@@ -41,17 +41,15 @@ class Criteria:
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
     percentile: float = help_field(
-        "causal tests, drawn controls: below this share (%) of the draws may harm more", 5.0
+        "causal tests: fewer than this % of a random control's draws may harm more", 5.0
     )
     curve_tolerance: float = help_field(
-        "position-curve rule: an arm breaks (holds) when its interval lies below (above) -t",
-        0.05,
+        "position-curve rule: t; an arm breaks (holds) when its bound lies below (above) -t", 0.05
     )
     offset_share: float = help_field(
-        "position-curve rule: share of a shift's wrong answers at its offset that follows it",
-        0.5,
+        "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
     )
-    min_sizes: int = help_field("position-curve rule: sizes locality needs", 2)
+    min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
     solved: float = help_field(
         "exact match a task's interval must lie above to count as solved", 0.99
     )
