@@ -40,6 +40,16 @@ class Criteria:
     size_slack: float = help_field(
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
+    percentile: float = help_field(
+        "causal tests: fewer than this % of a random control's draws may harm more", 5.0
+    )
+    curve_tolerance: float = help_field(
+        "position-curve rule: t; an arm breaks (holds) when its bound lies below (above) -t", 0.05
+    )
+    offset_share: float = help_field(
+        "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
+    )
+    min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
     solved: float = help_field(
         "exact match a task's interval must lie above to count as solved", 0.99
     )
@@ -161,12 +171,13 @@ class Context:
         where = {"engine": self.engine, "workers": self.workers, "address": self.address}
         return run_units(fn, jobs, **where, resources=Resources.for_device(self.models.device))
 
-    def per_unit(self, stage: str, unit: Callable[..., Any], table: Any, *, seeds: bool) -> Any:
+    def per_unit(self, stage: str, unit: Callable[..., Any], tables: dict, *, seeds: bool) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
         every trained (task, seed); else seed None) not done yet, `folder` the run's folder
         with unit names prefixed by the unit's own (`Prefixed`: a unit can resume part by
-        part); each unit's records written to ``results/STAGE_TASK[_seed_S].csv`` as `table`
-        and marked done; then every unit's rows."""
+        part); it returns {name: records}, each written to ``results/NAME_TASK[_seed_S].csv``
+        by its `Table` in `tables` {name: Table}, and is marked done; then every unit's
+        rows, by name."""
         import pandas as pd
 
         from adjpos.tasks import TASKS
@@ -175,16 +186,20 @@ class Context:
             (t, s) for t in TASKS for s in (self.models.seeds(t, self.sizes) if seeds else [None])
         ]
         name = {(t, s): f"{stage} {t}" + ("" if s is None else f" seed {s}") for t, s in keys}
-        path = {key: self.results / (name[key].replace(" ", "_") + ".csv") for key in keys}
+
+        def path(table: str, key: tuple) -> Path:
+            return self.results / (table + name[key][len(stage) :].replace(" ", "_") + ".csv")
+
         jobs = [
             (self.models.fresh(), self.sizes, self.criteria, *key, Prefixed(self.folder, name[key]))
             for key in keys
             if not self.folder.is_done(name[key])
         ]
         for (*_, task, seed, _), records in self.units(unit, jobs):
-            table.write(path[task, seed], records)
+            for table, kind in tables.items():
+                kind.write(path(table, (task, seed)), records[table])
             self.folder.mark_done(name[task, seed])
-        return pd.concat([table.read(path[key]) for key in keys], ignore_index=True)
+        return {t: pd.concat([k.read(path(t, key)) for key in keys]) for t, k in tables.items()}
 
 
 @dataclass(frozen=True)

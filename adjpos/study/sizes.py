@@ -29,6 +29,13 @@ CARRIERS = (
     "resid",
 )
 CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
+# The position-curve arms (`adjpos.interventions.curve_arms`), run apart from the carriers'
+# tests at their own sizes; the curve's swap and mirror are left to `adjpos intervene`: the
+# mirror keeps no locality the swap breaks, and the scatter arm is the swap matched in size.
+CURVE_ARMS = ("position_shift", "position_rotate", "position_scatter", "position_remove")
+CURVE_ARMS += ("position_random",)
+LEFT_OUT = (*CURVE_ARMS, "position_mean_swap", "position_mean_mirror")
+CARRIER_TESTS = tuple(n for n in DEFAULT_INTERVENTIONS if n not in LEFT_OUT)
 
 
 @dataclass(frozen=True)
@@ -51,21 +58,33 @@ class StudySizes:
         "probes (spline reads the one-number sets only)", ("ridge", "logistic", "spline")
     )
     intervention_prompts: int = help_field(
-        "fresh held-out prompts per task for the causal tests (as many again fit them)", 500
+        "fresh held-out prompts per task for the causal tests (as many again fit them)", 200
     )
     intervention_layers: tuple[int, ...] | None = help_field(
-        "layers the causal tests intervene at (None: every block's input)", None
+        "layers the causal tests intervene at (None: every block's input; layer 0, the token "
+        "embeddings, is not counted)",
+        (1, 2, 3),
     )
     interventions: tuple[str, ...] = help_field(
-        "interventions of the causal tests, each with its control (default: every one of "
-        "adjpos.interventions.SPECS but the position curve's dosed arms)",
-        DEFAULT_INTERVENTIONS,
+        "interventions of the causal tests, each with its control (default: every carrier's "
+        "of adjpos.interventions.SPECS)",
+        CARRIER_TESTS,
     )
     control_draws: int = help_field("draws of each random control of the causal tests", 20)
     readouts: tuple[str, ...] = help_field(
-        "read-out variants of the causal tests ('kept': the read-out positions untouched, "
-        "which the verdicts use; 'changed': changed like the others, reported beside)",
-        ("kept", "changed"),
+        "read-out variants of the causal tests and arms ('kept': the read-out positions "
+        "untouched, which the verdicts use; 'changed' too: changed like the others, beside)",
+        ("kept",),
+    )
+    curve_layers: tuple[int, ...] = help_field(
+        "layers of the position-curve arms (CURVE_ARMS; none: not run)", (1, 2)
+    )
+    curve_prompts: int = help_field("fresh held-out prompts per seed for the arms", 200)
+    curve_draws: int = help_field("draws of the arms' scatter and random control", 20)
+    curve_doses: tuple[int, ...] = help_field(
+        "the arms' sizes: at m, the size of the curve's full shift by m (a size needs a shift "
+        "for the rule to read it, and locality two sizes)",
+        (1, 2),
     )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
@@ -103,9 +122,12 @@ class StudySizes:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            unused = f.name == "curve_layers" and value == ()  # the arms not run
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif value is not None and f.name.endswith(("seeds", "intervention_layers")):
+            elif (
+                value is not None and f.name.endswith(("seeds", "_layers", "_doses")) and not unused
+            ):
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:
@@ -133,7 +155,8 @@ QUICK = dataclasses.replace(
     features=("variance", "cosine_first", "cosine_profile"),
     **dict(intervention_prompts=24, intervention_layers=(1,), control_draws=2, readouts=("kept",)),
     interventions=("none", "norm_permute", "norm_scale_control", "subspace_swap")
-    + ("subspace_swap_random", "position_mean_swap", "position_mean_mirror"),
+    + ("subspace_swap_random",),
+    **dict(curve_layers=(1,), curve_prompts=24, curve_draws=2),
     **dict(dynamics_snapshots=2, dynamics_prompts=32, dynamics_sequences=16),
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),
@@ -147,6 +170,7 @@ TINY = dataclasses.replace(
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
     **dict(intervention_prompts=12, readouts=("kept", "changed")),
     interventions=("none", "norm_permute", "norm_scale_control"),
+    curve_layers=(),
     **dict(dynamics_seeds=(1,), dynamics_prompts=8, dynamics_sequences=8),
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     **dict(sweep_sequences=2, sweep_len=6, sweep_layers=1),

@@ -171,3 +171,21 @@ def test_the_baselines_carry_a_wilson_interval():
     (base,) = causal_numbers(table)["baselines"]
     assert base["baseline"] == 1.0 and base["n_prompts"] == 100
     assert base["baseline_high"] == 1.0 and 0.95 < base["baseline_low"] < 0.97
+
+
+@pytest.mark.parametrize(
+    ("percentile", "verdict"),
+    [(2.5, "necessary"), (5.0, "no more than its control"), (None, "necessary")],
+)
+def test_a_drawn_control_needs_the_change_beyond_its_draws(percentile, verdict):
+    """Beyond the gap, yet 5% or more of the control's draws harm as much: not necessary
+    (a control without draws has no percentile)."""
+    table = INTERVENTION_TABLE.frame(
+        [
+            _row("none", 1, 0.99, perturbation=0.0),
+            _row("norm_permute", 1, 0.1, difference=(-0.5, -0.55, -0.45))
+            | {"percentile": percentile},
+            _row("norm_scale_control", 1, 0.6),
+        ]
+    )
+    assert _findings(causal_numbers(table)) == [verdict]

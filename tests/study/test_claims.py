@@ -123,6 +123,43 @@ def _causal(outcomes):
     return {"rows": rows, "seeds": list(SEEDS)}
 
 
+# The position-curve arms of `_hypothesis`: exact match per arm, every claim at once for,
+# against (wrong answers that do not follow the shifts, a rotation and a scatter as bad as
+# them) or within (intervals too wide to say).
+ARMS = ("shift+1", "shift-1", "rotate", "scatter", "remove", "random", "unchanged")
+CURVE = {
+    FOR: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.9, 0.95), strict=True)),
+    AGAINST: dict(zip(ARMS, (0.05, 0.05, 0.05, 0.05, 0.5, 0.9, 0.95), strict=True)),
+    WITHIN: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.9, 0.95), strict=True)),
+}
+IGNORES = dict.fromkeys(ARMS, 0.95)  # no change of the curve matters
+
+
+def _curve_cell(task, seed, em, *, width=0.02, follow=0.9, layer=1, readout="kept"):
+    """One cell's numbers as the hypothesis claim writes them, three sizes alike: every pair
+    the rule reads as a - b +- `width`, the shifts' wrong answers at offset k with share
+    `follow` (none at offset 0: those are right), every check passed."""
+    pairs = [(a, "random") for a in ARMS[:5]] + [("rotate", "unchanged"), ("scatter", "rotate")]
+    pairs += [(a, s) for s in ARMS[:2] for a in ("rotate", "scatter")]
+    d = [[a, b, em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width] for a, b in pairs]
+    offsets = {
+        s: [[k, follow, follow - 0.05, follow + 0.05], [-k, 0.02, 0.0, 0.05], [0, None, None, None]]
+        for s, k in (("shift+1", 1), ("shift-1", -1))
+    }
+    size = {"differences": d, "checks": dict.fromkeys(ARMS[:5], True), "offsets": offsets}
+    key = {"task": task, "seed": seed, "layer": layer, "readout": readout, "direction": 1}
+    return key | {"sizes": [size | {"size": x} for x in (0.1, 0.2, 0.3)]}
+
+
+def _hypothesis(outcomes):
+    """One task x layer x seed cell per outcome (a shift's wrong answers elsewhere: against)."""
+    options = {FOR: {}, AGAINST: {"follow": 0.1}, WITHIN: {"width": 1.0}}
+    cells = [
+        _curve_cell(f"t{i}", SEEDS[i % 3], CURVE[o], **options[o]) for i, o in enumerate(outcomes)
+    ]
+    return {"cells": cells, "seeds": list(SEEDS)}
+
+
 def _sweep(outcomes):
     score = {FOR: 0.7, AGAINST: 0.3, WITHIN: CRITERIA.chance}  # a point at chance: within
     return {"nope_deepest": [score[o] for o in outcomes], "seeds": list(SEEDS)}
@@ -146,6 +183,7 @@ BUILDERS = {
     "dynamics": _dynamics,
     "probing": _probing,
     "causal": _causal,
+    "hypothesis": _hypothesis,
     "sweep": _sweep,
     "theory": _theory,
 }
@@ -256,3 +294,40 @@ def test_a_table_keeps_a_pipe_inside_its_cell_and_aligns_text_left_numbers_right
     assert page.count("<td") == 6 and "|Kendall's tau| of 0.5</td>" in page
     assert 'style="text-align: left;">a</td>' in page
     assert 'style="text-align: right;">3</td>' in page
+
+
+def _hypothesis_verdicts(cells):
+    found = claim("hypothesis").verdicts({"cells": cells, "seeds": list(SEEDS)}, CRITERIA)
+    return {v.claim.split(":")[0]: v for v in found}
+
+
+def test_a_model_that_ignores_the_curve_is_against_address_and_locality():
+    """No change of the curve breaks the task: address and locality against (a shift holds
+    against its random control, the scatter against the shifts), relational within (there
+    is no broken shift to set the rotation against)."""
+    found = _hypothesis_verdicts([_curve_cell("reversal", s, IGNORES) for s in SEEDS])
+    address, relational, locality = found.values()
+    assert address.status == locality.status == Status.NOT_SUPPORTED
+    assert (address.n_against, locality.n_against, address.n_cells) == (3, 3, 3)
+    assert relational.status == Status.NOT_SHOWN and relational.n_within == 3
+    assert "reversal: no address at layer 1 in 3 of 3 seeds" in address.evidence
+
+
+def test_a_model_that_reads_absolute_directions_is_against_relational():
+    """The rotation (every curve distance kept) breaks the task as much as the shifts."""
+    absolute = CURVE[FOR] | {"rotate": 0.5}
+    found = _hypothesis_verdicts([_curve_cell("indexing", s, absolute) for s in SEEDS])
+    assert found["The model matches positions by similarity"].status == Status.NOT_SUPPORTED
+    address = found["The model reads the position curve as an address"]
+    assert address.status == Status.SUPPORTED
+    assert "indexing: the curve is read as an address at layer 1 in 3 of 3 seeds" in (
+        address.evidence
+    )
+
+
+def test_the_curve_claims_count_the_kept_readout_and_layers_from_the_first():
+    cells = [_curve_cell("reversal", 0, CURVE[FOR], layer=x) for x in (0, 1, 2)]
+    cells += [_curve_cell("reversal", 0, IGNORES, layer=1, readout="changed")]
+    (address, *_) = _hypothesis_verdicts(cells).values()
+    assert (address.n_for, address.n_cells) == (2, 2)
+    assert "at layer 1 in 1 of 1 seeds, layer 2 in 1 of 1 seeds" in address.evidence

@@ -204,7 +204,7 @@ def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):
 
     models = Models(device="cpu", train_dir=tmp_path, train_steps=2)
     sizes = dataclasses.replace(TINY, dynamics_seeds=(0,))
-    table = DYNAMICS.frame(dynamics_unit(models, sizes, CRITERIA, "addition"))
+    table = DYNAMICS.frame(dynamics_unit(models, sizes, CRITERIA, "addition")["dynamics"])
     assert sorted(table["step"].unique()) == [0, 2]
     n_layers = models.trained("addition")[0].cfg.n_layers
     for step in (0, 2):
@@ -222,7 +222,6 @@ def test_dynamics_measures_every_snapshot_and_its_numbers(tmp_path):
     assert [t["layer"] for t in adjacency] == list(range(n_layers + 1))
     # Seeds without snapshots are left out, not an error.
     none = Models(device="cpu")
-    assert (
-        dynamics_unit(none, dataclasses.replace(sizes, dynamics_seeds=(7,)), CRITERIA, "addition")
-        == []
-    )
+    assert dynamics_unit(
+        none, dataclasses.replace(sizes, dynamics_seeds=(7,)), CRITERIA, "addition"
+    ) == {"dynamics": []}

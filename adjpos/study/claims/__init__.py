@@ -20,6 +20,7 @@ NAMES = (
     "dynamics",
     "probing",
     "causal",
+    "hypothesis",
     "sweep",
     "theory",
 )

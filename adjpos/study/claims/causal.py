@@ -15,6 +15,7 @@ from adjpos.stats import wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import TRAINED
+from adjpos.study.sizes import CURVE_ARMS
 
 TITLE = "Does the model read the pattern? (causal tests)"
 
@@ -32,32 +33,50 @@ CLAIMS = {
     "(causal test)",
     ("leace_position",): "The model needs linear position information: erasing it breaks the "
     "task beyond erasing as many random directions, the states changed as much (causal test)",
-    ("position_mean_swap",): "The model reads the adjacency pattern (nearby states similar): "
-    "scattering the neighbours of the position curve, tokens and norms kept, breaks the task "
-    "beyond mirroring it, a change of the same size that keeps neighbours together (causal "
-    "test)",
 }
 
 
 def measure(context: Context) -> dict[str, Any]:
-    """One unit per trained seed, run by the engine, then the combined table."""
-    table = context.per_unit("interventions", causal_unit, INTERVENTION_TABLE, seeds=True)
-    table = INTERVENTION_TABLE.write(context.results / "interventions.csv", table)
-    return causal_numbers(table, context.criteria.level)
+    """One unit per trained seed, run by the engine, then the combined tables
+    (``interventions.csv``; with the arms, theirs, ``curve_arms.csv`` and
+    ``curve_differences.csv``, which the hypothesis claim reads)."""
+    tables = {"interventions": INTERVENTION_TABLE}
+    if context.sizes.curve_layers:
+        from adjpos.interventions import CURVE_DIFFERENCES
+
+        tables |= {"curve_arms": INTERVENTION_TABLE, "curve_differences": CURVE_DIFFERENCES}
+    found = context.per_unit("interventions", causal_unit, tables, seeds=True)
+    for name, table in tables.items():
+        table.write(context.results / f"{name}.csv", found[name])
+    return causal_numbers(found["interventions"], context.criteria.level)
 
 
 def causal_unit(
     models: Any, sizes: Any, criteria: Any, name: str, seed: int, folder: Any = None
-) -> list[dict[str, Any]]:
+) -> dict[str, Any]:
     """The causal tests on trained seed `seed` of task `name` (`intervention_table`, the same
-    prompts for every seed), as records; with `folder` (see `Context.per_unit`), each of its
-    (layer, read-out, intervention) parts is kept there when done and read back on resume."""
+    prompts for every seed), and the position-curve arms at their own sizes with the paired
+    differences the hypothesis reads, as {table: records}; with `folder` (see
+    `Context.per_unit`), each of their (layer, read-out, intervention) parts is kept there
+    when done and read back on resume."""
+    from adjpos.study.claim import Prefixed
+
     model, task = models.trained(name, seed)
+    common = {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
+    common |= {"progress": False}
     options = {"layers": sizes.intervention_layers, "interventions": sizes.interventions}
     options |= {"n_prompts": sizes.intervention_prompts, "control_draws": sizes.control_draws}
-    options |= {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
-    table = intervention_table(model, task, **options, folder=folder, progress=False)
-    return table.to_dict("records")
+    table = intervention_table(model, task, **options, **common, folder=folder)
+    out = {"interventions": table.to_dict("records")}
+    if sizes.curve_layers:
+        options = {"layers": sizes.curve_layers, "interventions": ("none", *CURVE_ARMS)}
+        options |= {"n_prompts": sizes.curve_prompts, "control_draws": sizes.curve_draws}
+        options |= {"doses": sizes.curve_doses, "return_differences": True}
+        arms = folder and Prefixed(folder, "arms")
+        table, differences = intervention_table(model, task, **options, **common, folder=arms)
+        out["curve_arms"] = table.to_dict("records")
+        out["curve_differences"] = differences.to_dict("records")
+    return out
 
 
 def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
@@ -112,10 +131,12 @@ def finding(r: dict[str, Any], criteria: Criteria) -> str:
     """One row's finding, every threshold on an interval's bound: "not needed" when its
     exact-match interval reaches the baseline's; with no matched control (uniform attention)
     "breaks the task"; "necessary" when the paired difference from the control (intervention
-    minus control, per prompt) has its upper bound at least `criteria.min_gap` below zero and
-    the change (on the states the hook changed while decoding) is at most
-    `criteria.size_slack` times the control's; "beyond a smaller control" when the bound
-    holds but the change is larger; "no more than its control" otherwise."""
+    minus control, per prompt) has its upper bound at least `criteria.min_gap` below zero,
+    fewer than `criteria.percentile` % of a drawn control's draws harm more (its
+    ``percentile``), and the change (on the states the hook changed while decoding) is at
+    most `criteria.size_slack` times the control's (the sizes are matched, not judged);
+    "beyond a smaller control" when the rest holds but the change is larger; "no more than
+    its control" otherwise."""
     base = (r["baseline_low"], r["baseline_high"])
     if judge(r["low"], r["high"], *base, favour="below") != Outcome.FOR:
         return "not needed"
@@ -124,6 +145,9 @@ def finding(r: dict[str, Any], criteria: Criteria) -> str:
     gap = -criteria.min_gap
     bound = (r["difference_low"], r["difference_high"])
     if None in bound or judge(*bound, gap, gap, favour="below") != Outcome.FOR:
+        return "no more than its control"
+    percentile = r.get("percentile")
+    if percentile is not None and not percentile < criteria.percentile:
         return "no more than its control"
     if r["perturbation"] > criteria.size_slack * r["control_perturbation"]:
         return "beyond a smaller control"
@@ -160,8 +184,9 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
             seeds=seeds_text(numbers["seeds"]),
             unit="task x layer x intervention cell",
             evidence="necessary in every seed: the paired difference's 95% upper bound "
-            f"at least {fmt.n(criteria.min_gap)} below zero, the change at most "
-            f"{fmt.n(criteria.size_slack)} times the control's; layers >= "
+            f"at least {fmt.n(criteria.min_gap)} below zero, fewer than "
+            f"{criteria.percentile:g}% of the control's draws harming more, the change "
+            f"at most {fmt.n(criteria.size_slack)} times the control's; layers >= "
             f"{criteria.first_layer}, read-out positions {readout}",
         )
         for names, claim in CLAIMS.items()
@@ -194,6 +219,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     after = AFTER.format(
         min_gap=fmt.n(criteria.min_gap),
         size_slack=fmt.n(criteria.size_slack),
+        percentile=f"{criteria.percentile:g}",
         seeds=seeds_text(numbers["seeds"]),
         per_task=_per_task(rows, criteria),
         first=criteria.first_layer,
@@ -227,7 +253,8 @@ findings the verdicts count (the last column: the other variant's). "difference"
 per-prompt difference from the control (a random one: the mean of its draws); "size": the
 mean ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
 AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
-{min_gap} below zero with a change at most {size_slack} times the control's; "not needed" when its
+{min_gap} below zero, fewer than {percentile}% of a random control's draws harm more, and its change
+is at most {size_slack} times the control's; "not needed" when its
 interval reaches the baseline's; uniform attention, with no matched control, is judged against the
 baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers below {first} are
 shown but not counted: the token embeddings carry no position, so the "position" subspace and LEACE

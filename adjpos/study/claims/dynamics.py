@@ -38,14 +38,14 @@ SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain"
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per task (its seeds' snapshots), run by the engine, then the combined table."""
-    table = context.per_unit("dynamics", dynamics_unit, DYNAMICS, seeds=False)
-    table = DYNAMICS.write(context.results / "dynamics.csv", table)
+    table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS}, seeds=False)
+    table = DYNAMICS.write(context.results / "dynamics.csv", table["dynamics"])
     return dynamics_numbers(table, context.sizes.dynamics_prompts)
 
 
-def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> list[dict]:
+def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> dict:
     """One unit of the dynamics stage (`Context.per_unit`, no seed): every snapshot of task
-    `name`'s seeds, as records."""
+    `name`'s seeds, as {"dynamics": records}."""
     rows = []
     for seed in (s for s in sizes.dynamics_seeds if s in models.seeds(name, sizes)):
         folder, task = models.folder(name, seed), models.trained(name, seed)[1]
@@ -53,7 +53,7 @@ def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: An
             model = load_model(folder, step=step, device=models.device)
             key = {"task": name, "seed": seed, "step": step}
             rows += [{**key, **r} for r in measure_snapshot(model, task, sizes, criteria)]
-    return DYNAMICS.frame(rows).to_dict("records")
+    return {"dynamics": DYNAMICS.frame(rows).to_dict("records")}
 
 
 def spread(steps: list[int], count: int | None) -> list[int]:

@@ -1,0 +1,196 @@
+"""How do the models read the position curve? The paper's hypothesis, tested so it can fail.
+
+The causal stage runs the position curve's arms (`adjpos.interventions.curve_arms`: shifted by
+k, rotated, scattered, removed, and a random curve of its size, the control) at matched sizes
+and writes their paired differences. The rule, stated before the numbers (in full in
+`adjpos.interventions.curve_rule` and docs/causal.md), per task x layer x seed cell, the
+read-out kept, each paired difference's interval bound (never its point) against
+t = `Criteria.curve_tolerance`, arms whose manipulation check failed left out:
+- *address*: every shift breaks the task beyond its random control (upper bound below -t) and
+  its wrong answers follow it (the share at offset k above `offset_share`); against when a
+  shift holds (lower bound above -t) or its wrong answers go elsewhere;
+- *relational*: with every shift breaking, the rotation (every curve distance kept) holds
+  against the unchanged model; against (absolute directions read) when it is as bad as every
+  shift;
+- *locality*: the scatter breaks beyond every shift and the rotation, at `min_sizes` sizes;
+  against when it holds against one of them.
+A model that ignores the curve is against address and locality ("not read"), one that reads
+its absolute directions against relational. `measure` writes numbers, `verdicts` decides.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from adjpos.interventions import INTERVENTION_TABLE
+from adjpos.interventions.curve_rule import (
+    CLAIMS,
+    CellNumbers,
+    Interval,
+    RuleCriteria,
+    SizeNumbers,
+    hypothesis_outcomes,
+)
+from adjpos.study import format as fmt
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
+from adjpos.study.claims.causal import KEYS, judged
+
+TITLE = "How is the position curve read? (the hypothesis, causal tests)"
+STATEMENTS = {
+    "address": "The model reads the position curve as an address: a shift of the curve by k "
+    "breaks the task beyond a random change of its size and moves the wrong answers by k",
+    "relational": "The model matches positions by similarity: rotating the curve (every "
+    "distance kept) leaves the task intact while a shift of its size breaks it (against: the "
+    "curve's absolute directions are read)",
+    "locality": "The model reads the curve's locality: scattering it breaks the task beyond "
+    "a shift and a rotation of its size, at two sizes or more",
+}
+# Each claim's answer in words, for and against.
+ANSWERS = {
+    "address": ("the curve is read as an address", "no address"),
+    "relational": ("positions are matched by similarity", "absolute directions are read"),
+    "locality": ("locality is read", "locality is not read"),
+}
+
+
+def measure(context: Context) -> dict[str, Any]:
+    """The rule's numbers from the causal stage's saved tables (none without the arms)."""
+    path = context.results / "curve_differences.csv"
+    if not path.is_file():
+        return {"cells": [], "seeds": []}
+    from adjpos.interventions import CURVE_DIFFERENCES
+
+    rows = INTERVENTION_TABLE.read(context.results / "curve_arms.csv")
+    return curve_numbers(rows, CURVE_DIFFERENCES.read(path))
+
+
+def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, Any]:
+    """Each (task, seed, layer, read-out) cell's numbers (`adjpos.interventions.cell_numbers`)
+    as plain values: per size its differences [a, b, value, low, high], its checks and each
+    shift's error-offset shares [j, value, low, high]."""
+    from adjpos.interventions import cell_numbers
+
+    cells = []
+    for key, group in differences.groupby(KEYS, sort=False):
+        mine = rows[(rows[KEYS] == pd.Series(key, index=KEYS)).all(axis=1)]
+        (cell,) = cell_numbers(mine, group, readout=key[3])
+        sizes = [
+            {"size": s.size, "checks": {a: bool(ok) for a, ok in s.checks.items()}}
+            | {"differences": [[a, b, *_plain(d)] for (a, b), d in s.differences.items()]}
+            | {
+                "offsets": {
+                    n: [[j, *_plain(d)] for j, d in o.items()] for n, o in s.offsets.items()
+                }
+            }
+            for s in cell.sizes
+        ]
+        named = dict(zip(KEYS, key, strict=True)) | {"seed": int(key[1]), "layer": int(key[2])}
+        cells.append(named | {"direction": int(cell.direction), "sizes": sizes})
+    return {"cells": cells, "seeds": sorted({c["seed"] for c in cells})}
+
+
+def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tuple, Any]]:
+    """The read-out variant judged and each counted cell's `CellOutcome` by (task, layer,
+    seed): the rule (`hypothesis_outcomes`) under `criteria`'s thresholds."""
+    readout, cells = judged(numbers["cells"])
+    rule = RuleCriteria(criteria.curve_tolerance, criteria.offset_share, criteria.min_sizes)
+    counted = [_cell(c) for c in cells if c["layer"] >= criteria.first_layer]
+    return readout, hypothesis_outcomes(counted, rule)["cells"]
+
+
+def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
+    readout, found = outcomes(numbers, criteria)
+    evidence = (
+        f"the rule stated in causal.md: interval bounds against {fmt.n(criteria.curve_tolerance)}"
+        f", layers >= {criteria.first_layer}, read-out positions {readout}; per task: "
+    )
+    return [
+        Verdict.tally(
+            STATEMENTS[claim] + " (causal test)",
+            [Outcome(getattr(o, claim)) for o in found.values()],
+            seeds=seeds_text(numbers["seeds"]),
+            unit="task x layer x seed cell",
+            evidence=evidence + (answers(found, claim) or "no cell tested"),
+        )
+        for claim in CLAIMS
+    ]
+
+
+def answers(found: dict[tuple, Any], claim: str) -> str:
+    """Per task, where `claim` holds and where it fails: 'reversal: the curve is read as an
+    address at layer 1 in 3 of 3 seeds'."""
+    out = []
+    for task in dict.fromkeys(key[0] for key in found):
+        layers: dict[int, list[str]] = {}
+        for (t, layer, _), o in sorted(found.items()):
+            if t == task:
+                layers.setdefault(layer, []).append(getattr(o, claim))
+        said = [
+            f"{words} at "
+            + ", ".join(f"layer {x} in {o.count(side)} of {len(o)} seeds" for x, o in hits)
+            for side, words in zip(("for", "against"), ANSWERS[claim], strict=True)
+            if (hits := [(x, o) for x, o in layers.items() if side in o])
+        ]
+        out.append(f"{task}: {'; '.join(said) or 'undecided at every layer'}")
+    return ". ".join(out)
+
+
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    readout, found = outcomes(numbers, criteria)
+    if not found:
+        return "Not measured: this run's sizes leave the position-curve arms out."
+    header = ["task", "layer", "seed", *CLAIMS, "reading", "not counted (check failed)"]
+    body = [
+        [*key, *(getattr(o, c) for c in CLAIMS), o.reading]
+        + [", ".join(f"{arm} at {size:.2f}" for size, arm in o.not_counted)]
+        for key, o in found.items()
+    ]
+    shares: dict[tuple, dict[int, list[float]]] = {}  # (task, layer, shift) -> j -> values
+    for c in judged(numbers["cells"])[1]:
+        for name, by in (x for s in c["sizes"] for x in s["offsets"].items()):
+            for j, value, *_ in (x for x in by if x[1] is not None):
+                shares.setdefault((c["task"], c["layer"], name), {}).setdefault(j, []).append(value)
+    span = sorted({j for by in shares.values() for j in by})
+    offsets = fmt.table(
+        ["task", "layer", "shift", *(f"offset {j:+d}" for j in span)],
+        [
+            [*key, *(sum(by[j]) / len(by[j]) if j in by else None for j in span)]
+            for key, by in shares.items()
+        ],
+    )
+    after = " ".join(f"**{claim}**: {answers(found, claim)}." for claim in CLAIMS)
+    return fmt.section(
+        BEFORE.format(readout=readout), fmt.table(header, body), NOTE, offsets, after
+    )
+
+
+BEFORE = """The rule, stated before the numbers (causal.md): each task x layer x seed cell, read-out
+positions {readout}, is for, against or within each claim by the interval bounds of paired
+differences in exact match (shift, rotation, scatter and removal against a random curve of their
+size and against each other); the reading names the claims found:"""
+NOTE = """The shifts' wrong answer characters: the share equal to the character at offset j of the
+one asked for (mean over seeds and sizes; an address reader's follow the shift):"""
+
+
+def _cell(c: dict[str, Any]) -> CellNumbers:
+    sizes = [
+        SizeNumbers(
+            s["size"],
+            {(a, b): _interval(rest) for a, b, *rest in s["differences"]},
+            s["checks"],
+            {n: {int(j): _interval(rest) for j, *rest in by} for n, by in s["offsets"].items()},
+        )
+        for s in c["sizes"]
+    ]
+    return CellNumbers((c["task"], c["layer"], c["seed"]), sizes, c["direction"])
+
+
+def _plain(d: Interval) -> list[float | None]:
+    return [None if math.isnan(v) else float(v) for v in (d.value, d.low, d.high)]
+
+
+def _interval(values: list[float | None]) -> Interval:
+    return Interval(*(math.nan if v is None else v for v in values))

@@ -1,0 +1,103 @@
+"""The hypothesis claim's numbers: each (task, seed, layer, read-out) cell of the causal stage's
+tables goes through `cell_numbers` once and comes back from plain JSON as the same
+`CellNumbers`, so the rule gives the same outcomes; and a stage's units write two tables."""
+
+import json
+import math
+
+import pandas as pd
+
+import adjpos.interventions
+from adjpos.interventions.curve_rule import (
+    CellNumbers,
+    Interval,
+    SizeNumbers,
+    hypothesis_outcomes,
+)
+from adjpos.study.claim import CRITERIA, Context
+from adjpos.study.claims.hypothesis import curve_numbers, outcomes
+
+KEYS = ["task", "seed", "layer", "readout"]
+
+
+def _size(size, shift_em):
+    differences = {
+        ("shift+1", "random"): Interval(shift_em - 0.9, shift_em - 0.92, shift_em - 0.88),
+        ("rotate", "random"): Interval(0.0, -0.02, 0.02),
+        ("rotate", "unchanged"): Interval(-0.01, -0.03, 0.01),
+    }
+    offsets = {"shift+1": {1: Interval(0.9, 0.85, 0.95), 0: Interval(math.nan, math.nan, math.nan)}}
+    return SizeNumbers(size, differences, {"shift+1": True, "rotate": True}, offsets)
+
+
+def test_the_cells_come_back_from_json_with_the_same_outcomes(monkeypatch):
+    made = {
+        seed: CellNumbers(("reversal", 1, seed), [_size(0.1, em), _size(0.2, em)], direction=1)
+        for seed, em in ((0, 0.1), (1, 0.95))
+    }
+    calls = []
+
+    def cell_numbers(rows, differences, readout):  # the library's: one cell per group
+        assert readout == "kept"
+        (seed,) = set(differences["seed"])
+        assert set(rows["seed"]) == {seed} and len(rows) == 2
+        calls.append(seed)
+        return [made[seed]]
+
+    monkeypatch.setattr(adjpos.interventions, "cell_numbers", cell_numbers, raising=False)
+    key = {"task": "reversal", "layer": 1, "readout": "kept"}
+    rows = pd.DataFrame(
+        [key | {"seed": s, "intervention": n} for s in (0, 1) for n in ("none", "x")]
+    )
+    differences = pd.DataFrame([key | {"seed": s, "a": "shift+1", "b": "random"} for s in (0, 1)])
+    numbers = json.loads(json.dumps(curve_numbers(rows, differences)))
+    assert calls == [0, 1] and numbers["seeds"] == [0, 1]
+    assert [(c["task"], c["seed"], c["readout"]) for c in numbers["cells"]] == [
+        ("reversal", 0, "kept"),
+        ("reversal", 1, "kept"),
+    ]
+    _, found = outcomes(numbers, CRITERIA)
+    expected = hypothesis_outcomes(list(made.values()))["cells"]
+    assert {k: o.address for k, o in found.items()} == {k: o.address for k, o in expected.items()}
+    assert [found[k].address for k in sorted(found)] == ["for", "against"]
+
+
+class _Models:
+    device = "cpu"
+
+    def seeds(self, task, sizes):
+        return [0]
+
+    def fresh(self):
+        return self
+
+
+class _Folder:
+    def __init__(self):
+        self.done = set()
+
+    def is_done(self, unit):
+        return unit in self.done
+
+    def mark_done(self, unit, result=None):
+        self.done.add(unit)
+
+
+def _two_tables(models, sizes, criteria, task, seed, folder):
+    return {"a": [{"task": task, "x": 1.0}], "b": [{"task": task, "seed": seed}]}
+
+
+def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
+    from adjpos.tables import Table
+    from adjpos.tasks import TASKS
+
+    folder = _Folder()
+    folder.path = tmp_path
+    context = Context(folder, _Models(), sizes=None, criteria=CRITERIA, workers=0)
+    tables = {"a": Table(task="string", x="float64"), "b": Table(task="string", seed="int64")}
+    found = context.per_unit("stage", _two_tables, tables, seeds=True)
+    assert list(found["a"]["task"]) == list(found["b"]["task"]) == list(TASKS)
+    assert (tmp_path / "results" / "b_reversal_seed_0.csv").is_file()
+    assert folder.done == {f"stage {t} seed 0" for t in TASKS}
+    again = context.per_unit("stage", _two_tables, tables, seeds=True)  # every unit done
+    assert again["b"].equals(found["b"])
