@@ -26,8 +26,9 @@ check failed (`curve_checks.passes_check`) is left out of every comparison and l
 
 Otherwise a size is *within* (undecided). Over the sizes, address and relational are *for*
 (*against*) when some size is and none is the other way; locality is *for* at
-`RuleCriteria.min_sizes` or more sizes, *against* when fewer than that many sizes are left
-that are not against. The cell's reading: "not read" when every counted arm at every size
+`RuleCriteria.min_sizes` or more sizes, *against* when some size is against and fewer than
+that many sizes are left that are not against (a cell measured at fewer sizes than that, none
+against, stays *within*: too few sizes to decide is not evidence against). The cell's reading: "not read" when every counted arm at every size
 holds against ``random``; else the claims found (address, relational or absolute,
 locality), or "undecided".
 
@@ -151,7 +152,7 @@ def cell_outcome(cell: CellNumbers, criteria: RuleCriteria) -> CellOutcome:
         "locality": "for"
         if n_for >= criteria.min_sizes
         else "against"
-        if len(locality) - n_against < criteria.min_sizes
+        if n_against and len(locality) - n_against < criteria.min_sizes
         else "within",
     }
     found = [c for c in ("address",) if outcome[c] == "for"]

@@ -84,6 +84,9 @@ def test_a_locality_reader_needs_two_sizes():
     one = outcome([LOCALITY, wide, wide], width=0.2)
     assert one.locality == "within"  # one size for, two that could still go either way
     assert outcome([LOCALITY, IGNORES, IGNORES]).locality == "against"  # two sizes against
+    # Too few sizes to reach two is not evidence against: one undecided size stays within.
+    assert outcome([wide], width=0.2).locality == "within"
+    assert outcome([IGNORES]).locality == "against"  # one size, and it is against
 
 
 def test_wrong_answers_that_do_not_follow_the_shift_are_against_address():
