@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import platform
 import resource
 import statistics
@@ -139,13 +138,14 @@ def _reset_peak() -> None:
 
 
 def in_fresh_processes(fn, jobs: list[tuple]) -> list:
-    """``fn(*job)`` for every job at once, each in a new process of its own, forked from a
+    """``fn(*job)`` for every job at once, each in a new process of its own; their results, in
+    order. The processes come from where adjpos's process pool takes its workers: a fork
     server that imported torch and TransformerLens once (a new interpreter would import them
-    again: about 5 s each); their results, in order. `fn` must be a module-level function
-    (it is sent by reference); a failed job raises here."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "transformer_lens", "adjpos"])
-    pools = [futures.ProcessPoolExecutor(1, mp_context=context) for _ in jobs]
+    again, about 5 s each). `fn` must be a module-level function (it is sent by reference); a
+    failed job raises here."""
+    from adjpos.engines import _context
+
+    pools = [futures.ProcessPoolExecutor(1, mp_context=_context()) for _ in jobs]
     try:
         submitted = [pool.submit(fn, *job) for pool, job in zip(pools, jobs, strict=True)]
         return [future.result() for future in submitted]
