@@ -5,8 +5,8 @@
    for small n, against a slow per-row reference loop.
 2. Peak memory of `adjpos.adjacency_score` (layers streamed) against a whole-cache pipeline
    (`capture_residuals` of every layer, then `cosine_matrix` + `adjacency_probability` per
-   layer) on a 12-layer model. Each variant runs in a fresh subprocess; its peak RSS above
-   the RSS after setup is reported.
+   layer) on a 12-layer model. Each variant runs in a fresh process (`in_fresh_processes`);
+   its peak RSS above the RSS after setup is reported.
 3. What scoring in float64 costs: `adjpos.scoring.sequence_scores` (one layer's cosines and
    count, the step `adjacency_score` runs per layer) and `adjpos.adjacency_score` on a model
    (forward pass included), each with the cosines in float64 (adjpos's `SCORE_DTYPE`) against
@@ -29,13 +29,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
+from concurrent import futures
 from unittest import mock
 
 import torch
@@ -138,8 +137,25 @@ def _reset_peak() -> None:
         f.write("5")
 
 
-def memory_child(variant: str, spec: dict) -> None:
-    """Run one variant in this (fresh) process and print its peak memory as JSON."""
+def in_fresh_processes(fn, jobs: list[tuple]) -> list:
+    """``fn(*job)`` for every job at once, each in a new process of its own; their results, in
+    order. The processes come from where adjpos's process pool takes its workers: a fork
+    server that imported torch and TransformerLens once (a new interpreter would import them
+    again, about 5 s each). `fn` must be a module-level function (it is sent by reference); a
+    failed job raises here."""
+    from adjpos.engines import _context
+
+    pools = [futures.ProcessPoolExecutor(1, mp_context=_context()) for _ in jobs]
+    try:
+        submitted = [pool.submit(fn, *job) for pool, job in zip(pools, jobs, strict=True)]
+        return [future.result() for future in submitted]
+    finally:
+        for pool in pools:
+            pool.shutdown()
+
+
+def memory_child(variant: str, spec: dict) -> dict:
+    """Run one variant in this (fresh) process: its peak memory above setup and its scores."""
     cfg = adjpos.ModelConfig(n_layers=spec["n_layers"], d_model=spec["d_model"], n_ctx=spec["pos"])
     model = adjpos.build_model(cfg, device="cpu")
     tokens = torch.randint(
@@ -157,25 +173,20 @@ def memory_child(variant: str, spec: dict) -> None:
     _reset_peak()
     baseline = _peak_mb()
     scores = run(tokens)
-    print(json.dumps({"peak_mb": _peak_mb() - baseline, "scores": scores}))
+    return {"peak_mb": _peak_mb() - baseline, "scores": scores}
 
 
 def bench_memory(spec: dict, repeats: int) -> dict:
-    """Median peak memory of both variants; every run is a fresh subprocess.
+    """Median peak memory of both variants; every run is a fresh process.
 
     Each round runs the two variants side by side; peaks vary a little between processes
     (allocator state), hence the median over rounds.
     """
     peaks: dict[str, list[float]] = {"streaming": [], "whole_cache": []}
-    cmd = [sys.executable, __file__, "--spec", json.dumps(spec), "--memory-child"]
     for _ in range(repeats):
-        procs = {v: subprocess.Popen([*cmd, v], stdout=subprocess.PIPE, text=True) for v in peaks}
-        out = {}
-        for variant, proc in procs.items():
-            stdout, _ = proc.communicate()
-            if proc.returncode:
-                raise SystemExit(f"memory child {variant!r} failed (exit {proc.returncode})")
-            out[variant] = json.loads(stdout.strip().splitlines()[-1])
+        found = in_fresh_processes(memory_child, [(variant, spec) for variant in peaks])
+        out = dict(zip(peaks, found, strict=True))
+        for variant in peaks:
             peaks[variant].append(out[variant]["peak_mb"])
         a, b = out["streaming"]["scores"], out["whole_cache"]["scores"]
         if not torch.allclose(torch.tensor(a), torch.tensor(b), atol=1e-6):
@@ -337,13 +348,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     parser.add_argument("--lm", metavar="FILE", help="also check a real LM (folder or GGUF file)")
-    parser.add_argument(
-        "--memory-child", choices=("streaming", "whole_cache"), help=argparse.SUPPRESS
-    )
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.memory_child:
-        return memory_child(args.memory_child, json.loads(args.spec))
     plan = QUICK if args.quick else FULL
     speed = bench_speed(plan["sizes"], plan["ref_sizes"], plan["repeats"])
     memory = bench_memory(plan["model"], plan["memory_runs"])

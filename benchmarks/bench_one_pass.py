@@ -3,7 +3,7 @@
 Each layer is measured inside its hook during one forward pass (`adjpos.capture.reduce_
 residuals`), so `adjpos.adjacency_score` (what ``adjpos score --hf`` runs) and
 `adjpos.measure_layers` should cost about one forward pass of the same batch: targets at
-most 1.3x its time and 1.5x its peak memory. Variants, each in a fresh subprocess (model
+most 1.3x its time and 1.5x its peak memory. Variants, each in a fresh process (model
 built or loaded, warmed up on a tiny input, peak RSS reset, then the variant timed
 ``--repeats`` times):
 
@@ -26,10 +26,8 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -57,9 +55,9 @@ QUICK = {
     "repeats": 3,
 }
 
-# The peak-RSS helpers are bench_adjacency's: one way to read a peak.
+# The peak-RSS helpers and the fresh processes are bench_adjacency's: one way to read a peak.
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-from bench_adjacency import _peak_mb, _reset_peak  # noqa: E402
+from bench_adjacency import _peak_mb, _reset_peak, in_fresh_processes  # noqa: E402
 
 
 def build(spec: dict):
@@ -80,9 +78,9 @@ def run_variant(variant: str, model, tokens: torch.Tensor) -> None:
         adjpos.measure_layers(model, tokens, progress=False)
 
 
-def child(variant: str, spec: dict) -> None:
-    """Run one variant in this (fresh) process `repeats` times; print the median seconds and
-    the peak memory above setup as JSON."""
+def child(variant: str, spec: dict) -> dict:
+    """Run one variant in this (fresh) process `repeats` times: the median seconds and the
+    peak memory above setup."""
     model = build(spec)
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, model.cfg.d_vocab, (spec["batch"], spec["pos"]), generator=gen)
@@ -95,19 +93,16 @@ def child(variant: str, spec: dict) -> None:
         run_variant(variant, model, tokens)
         times.append(time.perf_counter() - start)
     seconds, layers = statistics.median(times), model.cfg.n_layers
-    print(json.dumps({"seconds": seconds, "peak_mb": _peak_mb() - baseline, "n_layers": layers}))
+    return {"seconds": seconds, "peak_mb": _peak_mb() - baseline, "n_layers": layers}
 
 
 def measure(spec: dict, rounds: int) -> dict:
-    """Every variant in its own subprocess, one at a time, for `rounds` rounds; medians."""
+    """Every variant in a fresh process of its own, one at a time, for `rounds` rounds;
+    medians."""
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
-    cmd = [sys.executable, __file__, "--spec", json.dumps(spec), "--child"]
     for _ in range(rounds):
         for variant in VARIANTS:
-            proc = subprocess.run([*cmd, variant], stdout=subprocess.PIPE, text=True)
-            if proc.returncode:
-                raise SystemExit(f"variant {variant!r} failed (exit {proc.returncode})")
-            runs[variant].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            runs[variant] += in_fresh_processes(child, [(variant, spec)])
     rows = []
     ref_s = statistics.median(r["seconds"] for r in runs["forward"])
     ref_mb = statistics.median(r["peak_mb"] for r in runs["forward"])
@@ -154,11 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, help="rounds of the three variants")
     parser.add_argument("--repeats", type=int, help="timed calls per variant and round")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
-    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
-    parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return child(args.child, json.loads(args.spec))
     spec = dict(QUICK if args.quick else FULL)
     spec["source"] = args.hf
     for name in ("batch", "pos", "rounds", "repeats"):

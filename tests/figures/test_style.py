@@ -2,10 +2,12 @@
 axes titled by their quantity. Checked on figures built from the same tables, whatever the
 order or the subset of the lines they draw."""
 
+import itertools
 import math
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +31,6 @@ from figure_checks import (
 )
 
 OTHERS = ("whole", "position curve alone", "layer 0", "variance", "learned")
-kinds_drawn = st.lists(st.sampled_from(MODEL_KINDS), min_size=1, unique=True)
 
 
 def test_the_kinds_are_the_studys():
@@ -72,34 +73,47 @@ def _layer_rows(kinds, seed=0):
     )  # fmt: skip
 
 
-@settings(max_examples=15, deadline=None)
-@given(kinds_drawn, kinds_drawn, st.integers(0, 2**16))
-def test_figures_from_the_same_tables_draw_each_kind_in_one_colour(one, other, seed):
+def test_figures_from_the_same_tables_draw_each_kind_in_one_colour():
+    """Every subset of the kinds, in every order (the order their rows come in), through each
+    figure that draws lines per kind: all those figures together give each kind one colour."""
     figures = []
-    for kinds in (one, other):
-        rows = _layer_rows(kinds, seed)
-        figures += [
-            plot_adjacency_by_layer(rows, panel="task", line="model"),
-            plot_intervals(rows, x="layer", y="value", low="low", high="high", color="model",
-                           facet_col="task", facet_row="view", title="t", y_title="adjacency"),
-            plot_variance_by_position(rows.rename(columns={"layer": "position",
-                                                           "value": "variance"}),
-                                      panel="task", line="model"),
-        ]  # fmt: skip
+    for count in range(1, len(MODEL_KINDS) + 1):
+        for kinds in itertools.permutations(MODEL_KINDS, count):
+            rows = _layer_rows(kinds, seed=len(figures))
+            figures += [
+                plot_adjacency_by_layer(rows, panel="task", line="model"),
+                plot_intervals(rows, x="layer", y="value", low="low", high="high",
+                               color="model", facet_col="task", facet_row="view", title="t",
+                               y_title="adjacency"),
+                plot_variance_by_position(rows.rename(columns={"layer": "position",
+                                                               "value": "variance"}),
+                                          panel="task", line="model"),
+            ]  # fmt: skip
+            assert set(kind_colours(figures[-3:])) == set(kinds)
     assert_one_colour_per_kind(figures)
-    assert set(kind_colours(figures)) == set(one) | set(other)
 
 
-@given(st.lists(st.floats(1e-4, 1e5), min_size=1, max_size=12))
+log_values = st.lists(st.floats(1e-4, 1e5), min_size=1, max_size=12)
+
+
+@given(log_values)
 def test_log_ticks_print_numbers(values):
+    ticks = log_ticks(values)
+    assert assert_log_ticks_are_numbers(go.Figure(layout={"xaxis": ticks})) == 1
+    if ticks["tickmode"] == "array":  # few, spread values: each is a tick
+        assert ticks["tickvals"] == sorted(set(values))
+
+
+@settings(max_examples=10)
+@given(log_values)
+def test_a_log_axis_takes_the_ticks_of_the_values_it_draws(values):
     fig = plot_intervals(
         [{"step": v, "y": 0.5, "model": "trained"} for v in values],
         x="step", y="y", color="model", log_x=True, title="t", y_title="score",
     )  # fmt: skip
     assert assert_log_ticks_are_numbers(fig) == 1
-    ticks = log_ticks(values)
-    if ticks["tickmode"] == "array":  # few, spread values: each is a tick
-        assert ticks["tickvals"] == sorted(set(values))
+    ticks = go.layout.XAxis(log_ticks(values))
+    assert all(fig.layout.xaxis[key] == ticks[key] for key in log_ticks(values))
 
 
 def test_the_theory_figure_labels_its_init_scales():
