@@ -22,6 +22,7 @@ NAMES = (
     "causal",
     "sweep",
     "theory",
+    "text",
 )
 
 
