@@ -1,0 +1,70 @@
+"""The text stage of the study (`adjpos.study.claims.text`) on tiny text models installed in a
+temporary package folder, and with none installed (as in a copy without the text models)."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import adjpos
+from adjpos.study.claim import CRITERIA, Context, Status
+from adjpos.study.claims import claim
+from adjpos.study.sizes import SIZES
+from adjpos.text.recipe import layout_config
+from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
+
+STAGE = claim("text")
+TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": 24}
+
+
+def generated_text() -> str:
+    words = "the king and queen of a land far away did speak with love".split()
+    return "".join(
+        f"{words[i % 12]} {words[(i * 7) % 12]} {words[(i * 5) % 12]}.\n" for i in range(900)
+    )
+
+
+def run_stage(results):
+    folder = SimpleNamespace(path=results.parent)  # the stage writes into its results/ only
+    context = Context(folder, None, SIZES["tiny"], CRITERIA)
+    return json.loads(json.dumps(STAGE.measure(context)))  # as the pipeline writes them
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path / "pretrained")
+    tokenizer = train_tokenizer(generated_text(), 300)
+    for layout in ("nope", "rope", "hybrid"):
+        target = tmp_path / "pretrained" / f"text-{layout}" / "seed0"
+        adjpos.save_model(adjpos.build_model(layout_config(layout, **TINY, seed=0)), target)
+        save_tokenizer(tokenizer, target)
+    (tmp_path / "results").mkdir()
+    return tmp_path / "results"
+
+
+def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
+    numbers = run_stage(shipped)
+    assert numbers["seeds"] == [0] and numbers["missing"] == [] and numbers["nope_blocks"] == [3]
+    assert {c["layout"] for c in numbers["adjacency"]} == {"nope", "rope", "hybrid"}
+    assert {c["layer"] for c in numbers["versus"]} == set(range(5))
+    assert {(c["layout"], c["layer"]) for c in numbers["causal"]} == {
+        (layout, 3) for layout in ("nope", "rope", "hybrid")
+    }
+    found = STAGE.verdicts(numbers, CRITERIA)
+    assert [v.n_cells for v in found] == [4, 4, 4, 1, 2]
+    assert all(v.seeds == "0 only" for v in found)
+    text = STAGE.section(numbers, CRITERIA, lambda prefix: f"[{prefix} figures]")
+    assert "[text figures]" in text and "| hybrid | 4 | nope |" in text
+    assert "hybrid - rope, raw, sink out" in text
+    figures = STAGE.figures(shipped, {})
+    assert set(figures) == {"text_adjacency", "text_position"}
+    assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
+
+
+def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)
+    numbers = run_stage(tmp_path / "results")
+    found = STAGE.verdicts(numbers, CRITERIA)
+    assert found and all(v.status == Status.NOT_SHOWN and v.n_cells == 0 for v in found)
+    assert "No text model is shipped" in STAGE.section(numbers, CRITERIA, lambda p: "")
+    assert STAGE.figures(tmp_path, {}) == {}
