@@ -123,8 +123,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 
 BEFORE = """The shipped language models (seeds {seeds}; not shipped: {missing}) on windows of
 held-out Shakespeare (adjpos/text/heldout.txt, plays no model trained on). Per residual layer
-(0 = the embeddings): the adjacency score with position 0 (the attention sink) left out, the held-out
-position share of the states, the cross-validated ridge R^2 of position (chance 0):"""
+(0 = the embeddings): the adjacency score with position 0 (the attention sink) left out, the
+held-out position share of the states, the cross-validated ridge R^2 of position (chance 0):"""
 PAIRED = """Paired by seed, intervals over the same windows: after each of the hybrid's NoPE blocks
 the hybrid minus the all-RoPE model; at the input of those blocks (causal, every layout) the
 continuation's next-token loss with the position curve's neighbours scattered minus with it
