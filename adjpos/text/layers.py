@@ -38,7 +38,7 @@ from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds
 from adjpos.scoring import sequence_scores
 from adjpos.seeds import derive_seed
-from adjpos.stats import bootstrap_interval, paired_difference
+from adjpos.stats import Outcome, bootstrap_interval, every_seed, judge, paired_difference
 from adjpos.tables import Table
 from adjpos.text.corpus import held_out_text
 from adjpos.text.evaluate import held_out_chunks
@@ -228,3 +228,21 @@ def summarise(result: TextLayers) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
+
+
+def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
+    """For when every seed's interval (its first two numbers) lies above `null`, against
+    when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
+    return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
+
+
+def curve_read(per_seed: Sequence[Sequence[float]], gap: float, slack: float) -> Outcome:
+    """A causal cell's outcome from each seed's (low, high, size, control's size) of the loss
+    minus the control's: for when low > `gap` and size <= `slack` x the control's, against
+    when high < `gap` (the loss cannot be `gap` above the control's), within otherwise; then
+    over seeds (`adjpos.stats.every_seed`)."""
+    found = []
+    for low, high, size, control in per_seed:
+        reads, unread = low > gap and size <= slack * control, high < gap
+        found.append(Outcome.FOR if reads else Outcome.AGAINST if unread else Outcome.WITHIN)
+    return every_seed(found)

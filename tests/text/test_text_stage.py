@@ -55,7 +55,7 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
     assert all(v.seeds == "0 only" for v in found)
     text = STAGE.section(numbers, CRITERIA, lambda prefix: f"[{prefix} figures]")
     assert "[text figures]" in text and "| hybrid | 4 | nope |" in text
-    assert "hybrid - rope, raw, sink out" in text
+    assert "| hybrid - rope | 4 | raw, sink out |" in text
     figures = STAGE.figures(shipped, {})
     assert set(figures) == {"text_adjacency", "text_position"}
     assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
