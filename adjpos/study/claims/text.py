@@ -47,7 +47,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         for layout in LAYOUTS
     ]
     found.append(
-        ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's", "layer")
+        ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",)
+        + ("layer",)
         + ("every seed's paired interval (hybrid - rope) above 0, sink left out",)
         + ([c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after],)
     )
