@@ -595,3 +595,24 @@ def test_text_losses(run_example, tmp_path):
         assert printed[key] == pytest.approx(np.mean(per_chunk), abs=ROUNDING[3])
     differences = pd.read_csv(tmp_path / "runs" / "text-losses" / "differences.csv")
     assert {"nope", "rope", "hybrid"} <= set(differences["a_layout"])
+
+
+def test_text_layers(run_example):
+    # The printed adjacency (sink left out) of a tiny model's layer 2, its mean over the two
+    # seeds recomputed by the slow pair-counting reference from TransformerLens's states.
+    from adjpos.text.corpus import HELD_OUT
+    from adjpos.text.layers import held_out_windows
+    from adjpos.text.recipe import layout_config
+
+    out, script = run_example("text_layers.py")
+    tokenizer = adjpos.text.train_tokenizer(HELD_OUT.read_text()[:20_000], 600)
+    tokens = held_out_windows(tokenizer, 8, 32)
+    for layout in ("nope", "hybrid"):
+        row = next(x for x in out.splitlines() if x.startswith(f"| {layout} | 2 |"))
+        printed = float(row.split("|")[4].split()[0])
+        scores = []
+        for seed in (0, 1):
+            model = adjpos.build_model(layout_config(layout, **script["TINY"], seed=seed))
+            scores.append(slow_adjacency(residual(model, tokens, 2)[:, 1:]))
+        assert printed == pytest.approx(np.mean(scores), abs=ROUNDING[3])
+    assert "NoPE layers read the position curve's neighbours on text (causal):" in out

@@ -54,7 +54,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     )
     gap = criteria.text_gap
     found.append(
-        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer")
+        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell")
         + (f"every seed: loss above the size-matched control's by {fmt.n(gap)} nats or more",)
         + ([c for c in numbers["causal"] if c["layout"] != "rope"],)
     )

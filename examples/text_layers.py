@@ -1,0 +1,70 @@
+"""The study's text stage alone: the shipped text models' layers on held-out text (adjacency in
+four views, decomposition shares, position probes, causal position-curve tests) and the
+stage's verdicts, as ``adjpos reproduce`` measures and judges them (`adjpos.study.claims.text`).
+
+    python examples/text_layers.py [--size full|quick] [--out runs/text-layers]
+
+writes the stage's tables (``results/text_*.csv``) and numbers (``text.json``) under ``--out``
+and prints the verdicts and the report's section. ``--quick`` measures tiny random models of
+each layout on the shipped held-out text instead of the shipped models (the smoke test).
+"""
+
+import argparse
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+import adjpos
+from adjpos.study.claim import CRITERIA, Context
+from adjpos.study.claims import claim
+from adjpos.study.sizes import SIZES
+from adjpos.text import layers
+from adjpos.text.recipe import LAYOUTS, layout_config
+
+TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 2048, "n_ctx": 32}
+
+
+def quick_numbers(out: Path) -> dict:
+    """The stage's numbers for tiny random models (seeds 0 and 1) on 8 held-out windows."""
+    from adjpos.text.corpus import HELD_OUT
+    from adjpos.text.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(HELD_OUT.read_text()[:20_000], 600)
+    tokens = layers.held_out_windows(tokenizer, 8, TINY["n_ctx"])
+    models = {
+        (layout, seed): adjpos.build_model(layout_config(layout, **TINY, seed=seed))
+        for seed in (0, 1)
+        for layout in LAYOUTS
+    }
+    result = layers.measure_text_models(models, tokens, causal_layers=[3], control_draws=2)
+    for part in ("adjacency", "position"):
+        getattr(layers, part.upper()).write(out / f"text_{part}.csv", getattr(result, part))
+    return {"missing": [], "nope_blocks": [3]} | layers.summarise(result)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--out", type=Path, default=Path("runs/text-layers"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    results, stage = args.out / "results", claim("text")
+    results.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        numbers = quick_numbers(results)
+    else:
+        context = Context(SimpleNamespace(path=args.out), None, SIZES[args.size], CRITERIA)
+        numbers = stage.measure(context)
+    numbers = json.loads(json.dumps(numbers))
+    (results / "text.json").write_text(json.dumps(numbers, indent=1))
+    for verdict in stage.verdicts(numbers, CRITERIA):
+        print(f"{verdict.claim}: {verdict.status} ({verdict.counts}; seeds {verdict.seeds})")
+    print()
+    print(stage.section(numbers, CRITERIA, lambda prefix: ""))
+
+
+if __name__ == "__main__":
+    main()
