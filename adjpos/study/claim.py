@@ -40,9 +40,7 @@ class Criteria:
     size_slack: float = help_field(
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
-    text_gap: float = help_field(
-        "text causal tests: nats of loss a change must add beyond its control's (lower bound)", 0.02
-    )
+    text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
     solved: float = help_field(
         "exact match a task's interval must lie above to count as solved", 0.99
     )

@@ -97,9 +97,7 @@ class StudySizes:
     theory_samples: int = help_field("Monte Carlo draws of the first-layer prediction", 512)
     theory_heatmap_scale: float = help_field("init scale of the first-layer heatmaps", 0.1)
     text_sequences: int = help_field("windows of held-out text per text model", 64)
-    text_seeds: tuple[int, ...] | None = help_field(
-        "seeds of the shipped text models measured (None: every shipped seed)", None
-    )
+    text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
     train_steps: int | None = help_field(
         "steps when the study trains its models (None: the shipped recipe's)", None
     )
