@@ -41,6 +41,7 @@ class Criteria:
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
     text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
+    text_drop: float = help_field("text causal tests: least drop of the score they make", 0.01)
     solved: float = help_field(
         "exact match a task's interval must lie above to count as solved", 0.99
     )

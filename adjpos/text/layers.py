@@ -203,13 +203,16 @@ def summarise(result: TextLayers) -> dict[str, Any]:
             out[-1]["per_seed"] = group[bounds].astype(float).to_numpy().tolist()
         return out
 
-    causal = result.causal
-    tested = causal[causal["intervention"].map(lambda n: SPECS[n].role == "tested")]
-    control = causal.set_index(["layout", "seed", "layer", "intervention"])["perturbation"]
-    keys = list(
-        zip(tested["layout"], tested["seed"], tested["layer"], tested["control"], strict=True)
+    causal = result.causal.set_index(["layout", "seed", "layer", "intervention"])
+    tested = result.causal[result.causal["intervention"].map(lambda n: SPECS[n].role == "tested")]
+    keys = list(zip(tested["layout"], tested["seed"], tested["layer"], strict=True))
+    control = [
+        causal.loc[(*k, c), "perturbation"] for k, c in zip(keys, tested["control"], strict=True)
+    ]
+    unchanged = [causal.loc[(*k, "none"), "adjacency_at_layer"] for k in keys]
+    tested = tested.assign(
+        control_perturbation=control, adjacency_drop=unchanged - tested["adjacency_at_layer"]
     )
-    tested = tested.assign(control_perturbation=[control.get(k, np.nan) for k in keys])
     by_layer = ["layout", "layer", "kind"]
     bounds = ["loss_difference_low", "loss_difference_high", "perturbation"]
     return {
@@ -220,7 +223,7 @@ def summarise(result: TextLayers) -> dict[str, Any]:
             tested,
             ["layout", "layer", "intervention"],
             "loss_difference",
-            [*bounds, "control_perturbation"],
+            [*bounds, "control_perturbation", "adjacency_drop"],
         ),
         "position": cells(result.position, [*by_layer, "measure"], "value", ["value"]),
     }
@@ -236,13 +239,19 @@ def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
     return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
 
 
-def curve_read(per_seed: Sequence[Sequence[float]], gap: float, slack: float) -> Outcome:
-    """A causal cell's outcome from each seed's (low, high, size, control's size) of the loss
-    minus the control's: for when low > `gap` and size <= `slack` x the control's, against
-    when high < `gap` (the loss cannot be `gap` above the control's), within otherwise; then
-    over seeds (`adjpos.stats.every_seed`)."""
+def curve_read(
+    per_seed: Sequence[Sequence[float]], gap: float, slack: float, min_drop: float
+) -> Outcome | None:
+    """A causal cell's outcome from each seed's (low, high, size, control's size, drop) of the
+    loss minus the control's, where drop is how much the change lowered the adjacency score at
+    the layer (its manipulation check): None (not counted) when some seed's drop is below
+    `min_drop`; else per seed for when low > `gap` and size <= `slack` x the control's,
+    against when high < `gap` (the loss cannot be `gap` above the control's), within
+    otherwise; then over seeds (`adjpos.stats.every_seed`)."""
+    if any(drop < min_drop for *_, drop in per_seed):
+        return None
     found = []
-    for low, high, size, control in per_seed:
+    for low, high, size, control, _ in per_seed:
         reads, unread = low > gap and size <= slack * control, high < gap
         found.append(Outcome.FOR if reads else Outcome.AGAINST if unread else Outcome.WITHIN)
     return every_seed(found)

@@ -149,7 +149,7 @@ def _text(outcomes):
 
     view = {"view": "raw, sink out"}
     adjacency = [c for x in ("nope", "rope", "hybrid") for c in cells(0.5, layout=x, **view)]
-    causal = cells(0.0, (1.0, 1.0), layout="nope", intervention="position_mean_swap")
+    causal = cells(0.0, (1.0, 1.0, 1.0), layout="nope", intervention="position_mean_swap")
     return {"seeds": list(SEEDS), "nope_blocks": list(range(len(outcomes)))} | {
         "adjacency": adjacency,
         "versus": cells(0.0, a="hybrid", b="rope", **view),

@@ -83,6 +83,9 @@ def test_position_and_causal_rows_and_their_numbers(measured):
     ].to_numpy().tolist()
     mirror = causal.query("layout == 'nope' and intervention == 'position_mean_mirror'")
     assert [b[3] for b in swap["per_seed"]] == mirror["perturbation"].tolist()
+    none = causal.query("layout == 'nope' and intervention == 'none'")["adjacency_at_layer"]
+    drop = none.to_numpy() - rows["adjacency_at_layer"].to_numpy()
+    assert [b[4] for b in swap["per_seed"]] == pytest.approx(drop.tolist())
     assert numbers["seeds"] == [0, 1]
 
 

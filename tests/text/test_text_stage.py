@@ -68,3 +68,16 @@ def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monk
     assert found and all(v.status == Status.NOT_SHOWN and v.n_cells == 0 for v in found)
     assert "No text model is shipped" in STAGE.section(numbers, CRITERIA, lambda p: "")
     assert STAGE.figures(tmp_path, {}) == {}
+
+
+def test_a_change_that_fails_its_check_is_reported_not_counted():
+    # per seed: loss difference interval, size, control's size, drop of the score at the layer
+    cell = {"layout": "nope", "layer": 3, "intervention": "position_mean_swap", "value": 0.3}
+    numbers = {"seeds": [0, 1], "nope_blocks": [3], "adjacency": [], "versus": []}
+    reads = [[0.2, 0.4, 1.0, 1.0, 0.05]] * 2
+    for drops, n_for, n_cells in (((0.05, 0.05), 1, 1), ((0.05, 0.0), 0, 0)):
+        per_seed = [r[:4] + [d] for r, d in zip(reads, drops, strict=True)]
+        found = STAGE.verdicts(numbers | {"causal": [cell | {"per_seed": per_seed}]}, CRITERIA)
+        assert (found[-1].n_for, found[-1].n_cells) == (n_for, n_cells)
+    numbers |= {"causal": [cell | {"per_seed": per_seed}], "missing": [], "position": []}
+    assert "check failed: not counted" in STAGE.section(numbers, CRITERIA, lambda p: "")

@@ -40,33 +40,35 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     hybrid: the curve's neighbours scattered raise the loss beyond mirroring it."""
     seeds, after = seeds_text(numbers["seeds"]), [b + 1 for b in numbers["nope_blocks"]]
     view = [c for c in numbers["adjacency"] if c["view"] == VIEW]
+    chance, gap, drop = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.text_drop))
     found = [
-        (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer")
-        + (f"every seed's interval above {fmt.n(criteria.chance)}, sink left out",)
-        + ([c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer],)
+        (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
+         f"every seed's interval above {chance}, sink left out",
+         [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
         for layout in LAYOUTS
-    ]
+    ]  # fmt: skip
     found.append(
-        ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",)
-        + ("layer",)
-        + ("every seed's paired interval (hybrid - rope) above 0, sink left out",)
-        + ([c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after],)
-    )
-    gap = criteria.text_gap
+        ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
+         "layer", "every seed's paired interval (hybrid - rope) above 0, sink left out",
+         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after])
+    )  # fmt: skip
     found.append(
-        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell")
-        + (f"every seed: loss above the size-matched control's by {fmt.n(gap)} nats or more",)
-        + ([c for c in numbers["causal"] if c["layout"] != "rope"],)
-    )
-    return [
-        Verdict.tally(claim, [_outcome(c, criteria) for c in x], seeds=seeds, unit=u, evidence=e)
-        for claim, u, e, x in found
-    ]
+        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell",
+         f"every seed: loss above the size-matched control's by {gap} nats or more; counted when "
+         f"the change lowers the score at the layer by {drop} or more",
+         [c for c in numbers["causal"] if c["layout"] != "rope"])
+    )  # fmt: skip
+    out = []
+    for claim, unit, evidence, cells in found:
+        counted = [o for o in (_outcome(c, criteria) for c in cells) if o is not None]
+        out.append(Verdict.tally(claim, counted, seeds=seeds, unit=unit, evidence=evidence))
+    return out
 
 
 def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
     if "intervention" in cell:
-        return text.curve_read(cell["per_seed"], criteria.text_gap, criteria.size_slack)
+        bounds = (criteria.text_gap, criteria.size_slack, criteria.text_drop)
+        return text.curve_read(cell["per_seed"], *bounds)
     return text.seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
 
 
@@ -84,7 +86,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     paired = [
         [c["layout"], c["layer"], SPECS[c["intervention"]].label if "a" not in c else c["view"]]
         + [fmt.n(c["value"]), fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
-        + [_outcome(c, criteria)]
+        + [_outcome(c, criteria) or "check failed: not counted"]
         for c in pairs + numbers["causal"]
     ]
     missing = ", ".join(numbers["missing"]) or "none"
