@@ -143,7 +143,7 @@ def _text(outcomes):
         return [
             key
             | {"layer": i + 1, "value": by}
-            | {"per_seed": [[*_shifted(o, by), *tail]] * len(SEEDS)}
+            | {"per_seed": [[*_shifted(o, by), *tail]] * len(SEEDS), "seeds": list(SEEDS)}
             for i, o in enumerate(outcomes)
         ]
 

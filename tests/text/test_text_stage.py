@@ -78,6 +78,7 @@ def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monk
 def test_a_change_that_fails_its_check_is_reported_not_counted():
     # per seed: loss difference interval, size, control's size, drop of the score at the layer
     cell = {"layout": "nope", "layer": 3, "intervention": "position_mean_swap", "value": 0.3}
+    cell["seeds"] = [0, 1]
     numbers = {"seeds": [0, 1], "nope_blocks": [3], "adjacency": [], "versus": []}
     reads = [[0.2, 0.4, 1.0, 1.0, 0.05]] * 2
     for drops, n_for, n_cells in (((0.05, 0.05), 1, 1), ((0.05, 0.0), 0, 0)):
@@ -86,3 +87,14 @@ def test_a_change_that_fails_its_check_is_reported_not_counted():
         assert (found[-1].n_for, found[-1].n_cells) == (n_for, n_cells)
     numbers |= {"causal": [cell | {"per_seed": per_seed}], "missing": [], "position": []}
     assert "check failed: not counted" in STAGE.section(numbers, CRITERIA, lambda p: "")
+
+
+def test_each_verdict_names_the_seeds_it_read():
+    def cell(layout, seeds):
+        per_seed = [[0.55, 0.6]] * len(seeds)
+        return {"layout": layout, "layer": 1, "view": "raw, sink out", "per_seed": per_seed}
+
+    adjacency = [cell("nope", [0, 1, 2]) | {"seeds": [0, 1, 2]}, cell("rope", [0]) | {"seeds": [0]}]
+    numbers = {"nope_blocks": [3], "adjacency": adjacency, "versus": [], "causal": []}
+    found = STAGE.verdicts(numbers, CRITERIA)
+    assert [v.seeds for v in found] == ["0, 1, 2", "0 only", "none", "none", "none"]

@@ -38,7 +38,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     above chance in every seed. After the hybrid's NoPE blocks: the hybrid above the all-RoPE
     model of the same seed, paired over windows. At their input, in the all-NoPE model and the
     hybrid: the curve's neighbours scattered raise the loss beyond mirroring it."""
-    seeds, after = seeds_text(numbers["seeds"]), [b + 1 for b in numbers["nope_blocks"]]
+    after = [b + 1 for b in numbers["nope_blocks"]]
     view = [c for c in numbers["adjacency"] if c["view"] == VIEW]
     chance, gap, drop = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.text_drop))
     found = [
@@ -61,6 +61,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     out = []
     for claim, unit, evidence, cells in found:
         counted = [o for o in (_outcome(c, criteria) for c in cells) if o is not None]
+        seeds = seeds_text(s for c in cells for s in c["seeds"])  # the seeds this verdict read
         out.append(Verdict.tally(claim, counted, seeds=seeds, unit=unit, evidence=evidence))
     return out
 
