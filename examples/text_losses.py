@@ -62,20 +62,21 @@ def interval(value: float, low: float, high: float) -> str:
 
 
 def loss_table(losses: pd.DataFrame) -> str:
-    """One row per layout and seed: the loss at each (split, factor) on every scored token."""
+    """One row per layout and seed: the loss at each (split, context) on every scored token."""
     mine = losses[losses["scored"] == "all"]
-    columns = list(dict.fromkeys(zip(mine["split"], mine["factor"], strict=True)))
-    lines = ["| layout | seed | " + " | ".join(f"{s} {f}x" for s, f in columns) + " |"]
+    columns = list(dict.fromkeys(zip(mine["split"], mine["factor"], mine["context"], strict=True)))
+    lines = ["| layout | seed | " + " | ".join(f"{s}, {c}" for s, _, c in columns) + " |"]
     lines.append("|---|---|" + "---|" * len(columns))
     for (layout, seed), group in mine.groupby(["layout", "seed"], sort=False):
         by = group.set_index(["split", "factor"])
-        cells = [interval(*by.loc[c, ["loss", "loss_low", "loss_high"]]) for c in columns]
+        cells = [interval(*by.loc[c[:2], ["loss", "loss_low", "loss_high"]]) for c in columns]
         lines.append(f"| {layout} | {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def difference_table(differences: pd.DataFrame) -> str:
-    """One row per difference: each seed's (paired over chunks) and the mean over seeds."""
+def difference_table(differences: pd.DataFrame, context: int) -> str:
+    """One row per difference (a and b named with their context in tokens): each seed's
+    (paired over chunks) and the mean over seeds (only where two or more seeds are paired)."""
     lines = ["| split | tokens | a | b | per seed | mean over seeds [t interval] |"]
     lines.append("|---|---|---|---|---|---|")
     keys = ["split", "scored", "a_layout", "a_factor", "b_layout", "b_factor"]
@@ -88,7 +89,9 @@ def difference_table(differences: pd.DataFrame) -> str:
         )
         over = group[group["seed"].isna()].iloc[0]
         mean = interval(over.difference, over.low, over.high) + f" (n={over.n})"
-        lines.append(f"| {split} | {scored} | {a} {fa}x | {b} {fb}x | {each} | {mean} |")
+        mean = mean if over.n > 1 else "(one seed)"
+        a, b = f"{a} {fa * context}", f"{b} {fb * context}"
+        lines.append(f"| {split} | {scored} | {a} | {b} | {each} | {mean} |")
     return "\n".join(lines)
 
 
@@ -118,9 +121,10 @@ def main(argv: list[str] | None = None) -> None:
     print(loss_table(losses))
     layouts = differences[differences["a_layout"] != differences["b_layout"]]
     print("\nLayouts paired by seed (a - b):\n")
-    print(difference_table(layouts))
-    print("\nLength extrapolation (each layout at 2x and 4x the context - at 1x):\n")
-    print(difference_table(differences[differences["a_layout"] == differences["b_layout"]]))
+    print(difference_table(layouts, options["train_context"]))
+    print("\nLength extrapolation (each layout at 2x and 4x the training context - at 1x):\n")
+    same = differences[differences["a_layout"] == differences["b_layout"]]
+    print(difference_table(same, options["train_context"]))
 
 
 if __name__ == "__main__":
