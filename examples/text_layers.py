@@ -23,6 +23,8 @@ from adjpos.study.sizes import SIZES
 from adjpos.text import layers
 from adjpos.text.recipe import LAYOUTS, layout_config
 
+VIEW = "raw, sink out"
+CURVE = ("none", "position_mean_swap", "position_mean_mirror")
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 2048, "n_ctx": 32}
 
 
@@ -39,9 +41,54 @@ def quick_numbers(out: Path) -> dict:
         for layout in LAYOUTS
     }
     result = layers.measure_text_models(models, tokens, causal_layers=[3], control_draws=2)
-    for part in ("adjacency", "position"):
+    for part in ("adjacency", "position", "causal"):
         getattr(layers, part.upper()).write(out / f"text_{part}.csv", getattr(result, part))
     return {"missing": [], "nope_blocks": [3]} | layers.summarise(result)
+
+
+def span(cell: dict) -> str:
+    """A cell's mean over seeds and the span of the seeds' intervals."""
+    low, high = (f(b[i] for b in cell["per_seed"]) for i, f in ((0, min), (1, max)))
+    return f"{cell['value']:.3f} ({low:.3f} to {high:.3f})"
+
+
+def layer_table(numbers: dict) -> str:
+    """One row per layer, the layouts side by side: kind and score (raw, sink left out), and
+    for each layout the probe's R^2 (the all-NoPE model's position share too)."""
+    adjacency = {(c["layout"], c["layer"]): c for c in numbers["adjacency"] if c["view"] == VIEW}
+    position = {(c["layout"], c["layer"], c["measure"]): c["value"] for c in numbers["position"]}
+    layouts = [x for x in LAYOUTS if any(key[0] == x for key in adjacency)]
+    head = ["layer"] + [f"{x}: kind, score" for x in layouts] + [f"{x}: R^2" for x in layouts]
+    lines = [
+        "| " + " | ".join(head + ["nope: position share"]) + " |",
+        "|---" * (len(head) + 1) + "|",
+    ]
+    for layer in sorted({key[1] for key in adjacency}):
+        cells = [f"{adjacency[x, layer]['kind']} {span(adjacency[x, layer])}" for x in layouts]
+        cells += [f"{position[x, layer, 'probe R^2']:.2f}" for x in layouts]
+        cells.append(f"{position.get(('nope', layer, 'position share'), float('nan')):.3f}")
+        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def causal_table(results: Path) -> str:
+    """Per model and block: scattered - mirrored and mirrored - unchanged (loss, nats, paired
+    intervals over windows) and the score at the block's input, unchanged -> scattered."""
+    table = layers.CAUSAL.read(results / "text_causal.csv")
+    by = table.set_index(["layout", "seed", "layer", "intervention"])
+    lines = ["| layout | seed | block | scattered - mirrored | mirrored - unchanged | score |"]
+    lines.append("|---|---|---|---|---|---|")
+    for layout, seed, block in dict.fromkeys(
+        zip(table["layout"], table["seed"], table["layer"], strict=True)
+    ):
+        rows = [by.loc[layout, seed, block, n] for n in CURVE]
+        cells = [
+            f"{r.loss_difference:.3f} [{r.loss_difference_low:.3f}, {r.loss_difference_high:.3f}]"
+            for r in rows[1:]
+        ]
+        score = f"{rows[0].adjacency_at_layer:.3f} -> {rows[1].adjacency_at_layer:.3f}"
+        lines.append(f"| {layout} | {seed} | {block} | " + " | ".join(cells) + f" | {score} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,6 +111,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{verdict.claim}: {verdict.status} ({verdict.counts}; seeds {verdict.seeds})")
     print()
     print(stage.section(numbers, CRITERIA, lambda prefix: ""))
+    if numbers["seeds"]:
+        print("\nBy layer, the layouts side by side:\n")
+        print(layer_table(numbers))
+        if (results / "text_causal.csv").is_file():
+            print("\nThe causal tests, each change against the next:\n")
+            print(causal_table(results))
 
 
 if __name__ == "__main__":
