@@ -17,10 +17,10 @@ from types import SimpleNamespace
 import torch
 
 import adjpos
+import adjpos.text_layers as layers
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import claim
 from adjpos.study.sizes import SIZES
-from adjpos.text import layers
 from adjpos.text.recipe import LAYOUTS, layout_config
 
 VIEW = "raw, sink out"

@@ -20,8 +20,8 @@ import torch
 
 import adjpos
 from adjpos.text.evaluate import DIFFERENCES, FACTORS, LOSSES, evaluate_layouts
-from adjpos.text.layers import shipped_text_models
 from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, layout_config
+from adjpos.text_layers import shipped_text_models
 
 QUICK = {"context": 8, "max_chunks": 6, "seeds": (0, 1), "n_boot": 200}
 

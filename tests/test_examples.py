@@ -601,8 +601,8 @@ def test_text_layers(run_example):
     # The printed adjacency (sink left out) of a tiny model's layer 2, its mean over the two
     # seeds recomputed by the slow pair-counting reference from TransformerLens's states.
     from adjpos.text.corpus import HELD_OUT
-    from adjpos.text.layers import held_out_windows
     from adjpos.text.recipe import layout_config
+    from adjpos.text_layers import held_out_windows
 
     out, script = run_example("text_layers.py")
     tokenizer = adjpos.text.train_tokenizer(HELD_OUT.read_text()[:20_000], 600)

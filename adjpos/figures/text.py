@@ -1,5 +1,5 @@
 """The text models' layers: adjacency in four views and the position measures, by layer and
-layout (the tables of `adjpos.text.layers`: ``text_adjacency.csv``, ``text_position.csv``)."""
+layout (the tables of `adjpos.text_layers`: ``text_adjacency.csv``, ``text_position.csv``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The text models' layers on held-out text (`adjpos.text.layers`) against the library's own
+"""The text models' layers on held-out text (`adjpos.text_layers`) against the library's own
 scores, the shipped models found (and the missing named) in a temporary package folder, and
 the held-out excerpt shipped in the package."""
 
@@ -7,15 +7,15 @@ import torch
 
 import adjpos
 from adjpos.text import corpus
-from adjpos.text.layers import (
+from adjpos.text.recipe import layout_config
+from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
+from adjpos.text_layers import (
     VIEWS,
     held_out_windows,
     measure_text_models,
     shipped_text_models,
     summarise,
 )
-from adjpos.text.recipe import layout_config
-from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
 
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": 24}
 WORDS = "the king and queen of a land far away did speak with love to all".split()

@@ -1,15 +1,15 @@
 """Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
-every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text.layers`,
+every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
 the cells decided by its rules (`seeds_above`, `curve_read`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import adjpos.text_layers as text
 from adjpos.interventions import SPECS
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
-from adjpos.text import layers as text
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
 TITLE = "Trained NoPE layers on text"
