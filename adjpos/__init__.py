@@ -118,6 +118,7 @@ _NAMESPACES = (
     "tables",
     "tasks",
     "text",
+    "text_layers",
     "theory",
     "training",
     "types",

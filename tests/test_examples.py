@@ -571,3 +571,50 @@ def test_train_text(run_example, tmp_path):
     info = json.loads((target / "train.json").read_text())
     assert info["layer_kinds"] == ["rope", "rope", "rope", "nope"] and not info["position_free"]
     assert (target / "tokenizer.json").is_file()
+
+
+def test_text_losses(run_example, tmp_path):
+    # The printed test loss of each model at 1x, recomputed window by window: chunks of 32
+    # tokens spread over the split, windows of 8, every token but a window's first.
+    out, script = run_example("text_losses.py")
+    models, splits = script["quick_inputs"]()
+    ids = splits["test"]
+    starts = np.linspace(0, len(ids) // 32 - 1, 6).round().astype(int) * 32
+    printed = {}
+    for line in out.split("Layouts paired")[0].splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 6 and cells[1].isdigit():
+            printed[cells[0], int(cells[1])] = float(cells[3].split()[0])
+    assert len(printed) == len(models) == 6
+    for key, model in models.items():
+        per_chunk = []
+        for start in starts:
+            windows = ids[start : start + 32].view(4, 8)
+            with torch.no_grad():
+                logp = model(windows).double().log_softmax(-1)[:, :-1]
+            nll = -logp.gather(-1, windows[:, 1:, None])[..., 0]
+            per_chunk.append(float(nll.mean()))
+        assert printed[key] == pytest.approx(np.mean(per_chunk), abs=ROUNDING[3])
+    differences = pd.read_csv(tmp_path / "runs" / "text-losses" / "differences.csv")
+    assert {"nope", "rope", "hybrid"} <= set(differences["a_layout"])
+
+
+def test_text_layers(run_example):
+    # The printed adjacency (sink left out) of a tiny model's layer 2, its mean over the two
+    # seeds recomputed by the slow pair-counting reference from TransformerLens's states.
+    from adjpos.text.corpus import HELD_OUT
+    from adjpos.text.recipe import layout_config
+    from adjpos.text_layers import held_out_windows
+
+    out, script = run_example("text_layers.py")
+    tokenizer = adjpos.text.train_tokenizer(HELD_OUT.read_text()[:20_000], 600)
+    tokens = held_out_windows(tokenizer, 8, 32)
+    for layout in ("nope", "hybrid"):
+        row = next(x for x in out.splitlines() if x.startswith(f"| {layout} | 2 |"))
+        printed = float(row.split("|")[4].split()[0])
+        scores = []
+        for seed in (0, 1):
+            model = adjpos.build_model(layout_config(layout, **script["TINY"], seed=seed))
+            scores.append(slow_adjacency(residual(model, tokens, 2)[:, 1:]))
+        assert printed == pytest.approx(np.mean(scores), abs=ROUNDING[3])
+    assert "NoPE layers read the position curve's neighbours on text (causal):" in out

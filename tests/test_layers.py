@@ -24,6 +24,7 @@ LAYERS = (
     (
         "scoring",
         "layerwise",
+        "text_layers",
         "heads",
         "probes",
         "theory",

@@ -50,6 +50,8 @@ class Criteria:
         "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
     )
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
+    text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
+    text_drop: float = help_field("text causal tests: least drop of the score they make", 0.01)
     solved: float = help_field(
         "exact match a task's interval must lie above to count as solved", 0.99
     )

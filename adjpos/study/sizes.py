@@ -115,6 +115,8 @@ class StudySizes:
     theory_sequences: int = help_field("sequences of distinct tokens per first-layer model", 256)
     theory_samples: int = help_field("Monte Carlo draws of the first-layer prediction", 512)
     theory_heatmap_scale: float = help_field("init scale of the first-layer heatmaps", 0.1)
+    text_sequences: int = help_field("windows of held-out text per text model", 64)
+    text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
     train_steps: int | None = help_field(
         "steps when the study trains its models (None: the shipped recipe's)", None
     )
@@ -161,6 +163,7 @@ QUICK = dataclasses.replace(
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),
     theory_samples=128,
+    **dict(text_sequences=12, text_seeds=(0,)),
 )
 # What TINY changes from QUICK: it only proves the pipeline runs.
 TINY = dataclasses.replace(
@@ -174,6 +177,6 @@ TINY = dataclasses.replace(
     **dict(dynamics_seeds=(1,), dynamics_prompts=8, dynamics_sequences=8),
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     **dict(sweep_sequences=2, sweep_len=6, sweep_layers=1),
-    **dict(theory_scales=(0.1,), theory_sequences=8, theory_samples=8),
+    **dict(theory_scales=(0.1,), theory_sequences=8, theory_samples=8, text_sequences=8),
 )
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}

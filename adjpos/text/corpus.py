@@ -140,6 +140,32 @@ def read_split(split: str, folder: str | os.PathLike | None = None) -> str:
     return (fetch_corpus(folder) / f"{split}.txt").read_text(encoding="utf-8")
 
 
+HELD_OUT = Path(__file__).with_name("heldout.txt")
+EXCERPTS, EXCERPT_CHARS = 3, 10_000
+
+
+def held_out_excerpt(folder: str | os.PathLike | None = None) -> str:
+    """What ``adjpos/text/heldout.txt`` holds, the held-out text the study measures on without
+    the corpus: `EXCERPTS` stretches of about `EXCERPT_CHARS` characters of the test split,
+    spread evenly over it (at 1/6, 3/6 and 5/6 of its length), each cut to whole lines and
+    joined by a blank line. The corpus is MIT licensed (`SOURCE`), so the excerpt ships.
+
+    Raises:
+        ValueError: the corpus cannot be fetched (see `fetch_corpus`).
+    """
+    text, parts = read_split("test", folder), []
+    for k in range(EXCERPTS):
+        start = text.find("\n", (2 * k + 1) * len(text) // (2 * EXCERPTS)) + 1
+        end = text.rfind("\n", start, start + EXCERPT_CHARS)
+        parts.append(text[start:end].strip("\n"))
+    return "\n\n".join(parts) + "\n"
+
+
+def held_out_text() -> str:
+    """The shipped held-out excerpt of the test split (`held_out_excerpt`); no download."""
+    return HELD_OUT.read_text(encoding="utf-8")
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

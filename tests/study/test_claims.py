@@ -175,6 +175,25 @@ def _theory(outcomes):
     return {"rows": rows, "seeds": list(SEEDS)}
 
 
+def _text(outcomes):
+    def cells(by, tail=(), **key):
+        return [
+            key
+            | {"layer": i + 1, "value": by}
+            | {"per_seed": [[*_shifted(o, by), *tail]] * len(SEEDS), "seeds": list(SEEDS)}
+            for i, o in enumerate(outcomes)
+        ]
+
+    view = {"view": "raw, sink out"}
+    adjacency = [c for x in ("nope", "rope", "hybrid") for c in cells(0.5, layout=x, **view)]
+    causal = cells(0.0, (1.0, 1.0, 1.0), layout="nope", intervention="position_mean_swap")
+    return {"seeds": list(SEEDS), "nope_blocks": list(range(len(outcomes)))} | {
+        "adjacency": adjacency,
+        "versus": cells(0.0, a="hybrid", b="rope", **view),
+        "causal": causal,
+    }
+
+
 BUILDERS = {
     "models": _models,
     "adjacency": _adjacency,
@@ -186,6 +205,7 @@ BUILDERS = {
     "hypothesis": _hypothesis,
     "sweep": _sweep,
     "theory": _theory,
+    "text": _text,
 }
 
 

@@ -84,7 +84,7 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "status" not in line]
     verdicts = VERDICTS.read(out / "results" / "claims.csv")
-    assert len(rows) == len(verdicts) == 21
+    assert len(rows) == len(verdicts) == 26
     for row, (_, v) in zip(rows, verdicts.iterrows(), strict=True):
         counts = f"{v['n_for']} for, {v['n_against']} against, {v['n_within']} within of "
         assert row.startswith(f"| {v['claim']} | {v['status']} | {counts}{v['n_cells']} ")

@@ -23,6 +23,7 @@ NAMES = (
     "hypothesis",
     "sweep",
     "theory",
+    "text",
 )
 
 

@@ -1,0 +1,121 @@
+"""Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
+every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
+the cells decided by its rules (`seeds_above`, `curve_read`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import adjpos.text_layers as text
+from adjpos.interventions import SPECS
+from adjpos.study import format as fmt
+from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
+
+TITLE = "Trained NoPE layers on text"
+VIEW = "raw, sink out"  # the view the verdicts judge
+PARTS = ("adjacency", "position", "versus", "causal")
+
+
+def measure(context: Context) -> dict[str, Any]:
+    models, tokenizer, missing = text.shipped_text_models(context.sizes.text_seeds)
+    found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
+    if models:
+        cfg = next(iter(models.values())).cfg
+        tokens = text.held_out_windows(tokenizer, context.sizes.text_sequences, cfg.n_ctx)
+        blocks, sizes = hybrid_nope_layers(cfg.n_layers), context.sizes
+        options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
+        result = text.measure_text_models(models, tokens, causal_layers=blocks, **options)
+        for part in PARTS:
+            table = getattr(text, part.upper())
+            table.write(context.results / f"text_{part}.csv", getattr(result, part))
+        found |= {"nope_blocks": list(blocks)} | text.summarise(result)
+    return found
+
+
+def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
+    """Layers >= `criteria.first_layer`, the sink left out. Per layout: the adjacency score
+    above chance in every seed. After the hybrid's NoPE blocks: the hybrid above the all-RoPE
+    model of the same seed, paired over windows. At their input, in the all-NoPE model and the
+    hybrid: the curve's neighbours scattered raise the loss beyond mirroring it."""
+    after = [b + 1 for b in numbers["nope_blocks"]]
+    view = [c for c in numbers["adjacency"] if c["view"] == VIEW]
+    chance, gap, drop = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.text_drop))
+    found = [
+        (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
+         f"every seed's interval above {chance}, sink left out",
+         [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
+        for layout in LAYOUTS
+    ]  # fmt: skip
+    found.append(
+        ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
+         "layer", "every seed's paired interval (hybrid - rope) above 0, sink left out",
+         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after])
+    )  # fmt: skip
+    found.append(
+        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell",
+         f"every seed: loss above the size-matched control's by {gap} nats or more; counted when "
+         f"the change lowers the score at the layer by {drop} or more",
+         [c for c in numbers["causal"] if c["layout"] != "rope"])
+    )  # fmt: skip
+    out = []
+    for claim, unit, evidence, cells in found:
+        counted = [o for o in (_outcome(c, criteria) for c in cells) if o is not None]
+        seeds = seeds_text(s for c in cells for s in c["seeds"])  # the seeds this verdict read
+        out.append(Verdict.tally(claim, counted, seeds=seeds, unit=unit, evidence=evidence))
+    return out
+
+
+def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
+    if "intervention" in cell:
+        bounds = (criteria.text_gap, criteria.size_slack, criteria.text_drop)
+        return text.curve_read(cell["per_seed"], *bounds)
+    return text.seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
+
+
+def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
+    if not numbers["seeds"]:
+        return f"No text model is shipped here ({', '.join(numbers['missing'])} missing)."
+    position = {(c["layout"], c["layer"], c["measure"]): c["value"] for c in numbers["position"]}
+    rows = []
+    for c in (c for c in numbers["adjacency"] if c["view"] == VIEW):
+        key, bounds = (c["layout"], c["layer"]), list(zip(*c["per_seed"], strict=True))
+        rows.append([*key, c["kind"], fmt.span(c["value"], min(bounds[0]), max(bounds[1]))])
+        rows[-1] += [fmt.n(position[(*key, m)]) for m in ("position share", "probe R^2")]
+    after = [b + 1 for b in numbers["nope_blocks"]]
+    pairs = [c | {"layout": "hybrid - rope"} for c in numbers["versus"] if c["layer"] in after]
+    paired = [
+        [c["layout"], c["layer"], SPECS[c["intervention"]].label if "a" not in c else c["view"]]
+        + [fmt.n(c["value"]), fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
+        + [_outcome(c, criteria) or "check failed: not counted"]
+        for c in pairs + numbers["causal"]
+    ]
+    missing = ", ".join(numbers["missing"]) or "none"
+    head = ["layout", "layer", "kind", f"adjacency, {VIEW} (seed span)", "position share", "R^2"]
+    before = BEFORE.format(seeds=seeds_text(numbers["seeds"]), missing=missing)
+    second = fmt.table(["layout", "layer", "change", "mean", "per seed", "reading"], paired)
+    return fmt.section(figures("text"), before, fmt.table(head, rows), PAIRED, second)
+
+
+BEFORE = """The shipped language models (seeds {seeds}; not shipped: {missing}) on windows of
+held-out Shakespeare (adjpos/text/heldout.txt, plays no model trained on). Per residual layer
+(0 = the embeddings): the adjacency score with position 0 (the attention sink) left out, the
+held-out position share of the states, the ridge probe's cross-validated R^2 of position:"""
+PAIRED = """Paired by seed over the same windows: after each of the hybrid's NoPE blocks, the hybrid
+minus the all-RoPE model; at the input of those blocks (causal) the continuation's next-token loss
+with the position curve's neighbours scattered minus with it mirrored, the sink kept:"""
+CAPTIONS = {
+    "text_adjacency": "Adjacency score by layer of the text models on held-out text, in four "
+    "views (mean over seeds; bars: seed spans of 95% intervals).",
+    "text_position": "Held-out decomposition shares and the ridge probe's R^2 of position by "
+    "layer of the text models (mean over seeds; bars: the seeds' range).",
+}
+
+
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    from adjpos.figures.text import plot_text_layers
+
+    if not (results / "text_adjacency.csv").is_file():
+        return {}
+    tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
+    return fmt.captioned(CAPTIONS, **plot_text_layers(*tables))

@@ -1,0 +1,123 @@
+"""The study's text stage alone: the shipped text models' layers on held-out text (adjacency in
+four views, decomposition shares, position probes, causal position-curve tests) and the
+stage's verdicts, as ``adjpos reproduce`` measures and judges them (`adjpos.study.claims.text`).
+
+    python examples/text_layers.py [--size full|quick] [--out runs/text-layers]
+
+writes the stage's tables (``results/text_*.csv``) and numbers (``text.json``) under ``--out``
+and prints the verdicts and the report's section. ``--quick`` measures tiny random models of
+each layout on the shipped held-out text instead of the shipped models (the smoke test).
+"""
+
+import argparse
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+import adjpos
+import adjpos.text_layers as layers
+from adjpos.study.claim import CRITERIA, Context
+from adjpos.study.claims import claim
+from adjpos.study.sizes import SIZES
+from adjpos.text.recipe import LAYOUTS, layout_config
+
+VIEW = "raw, sink out"
+CURVE = ("none", "position_mean_swap", "position_mean_mirror")
+TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 2048, "n_ctx": 32}
+
+
+def quick_numbers(out: Path) -> dict:
+    """The stage's numbers for tiny random models (seeds 0 and 1) on 8 held-out windows."""
+    from adjpos.text.corpus import HELD_OUT
+    from adjpos.text.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(HELD_OUT.read_text()[:20_000], 600)
+    tokens = layers.held_out_windows(tokenizer, 8, TINY["n_ctx"])
+    models = {
+        (layout, seed): adjpos.build_model(layout_config(layout, **TINY, seed=seed))
+        for seed in (0, 1)
+        for layout in LAYOUTS
+    }
+    result = layers.measure_text_models(models, tokens, causal_layers=[3], control_draws=2)
+    for part in ("adjacency", "position", "causal"):
+        getattr(layers, part.upper()).write(out / f"text_{part}.csv", getattr(result, part))
+    return {"missing": [], "nope_blocks": [3]} | layers.summarise(result)
+
+
+def span(cell: dict) -> str:
+    """A cell's mean over seeds and the span of the seeds' intervals."""
+    low, high = (f(b[i] for b in cell["per_seed"]) for i, f in ((0, min), (1, max)))
+    return f"{cell['value']:.3f} ({low:.3f} to {high:.3f})"
+
+
+def layer_table(numbers: dict) -> str:
+    """One row per layer, the layouts side by side: kind and score (raw, sink left out), and
+    for each layout the probe's R^2 (the all-NoPE model's position share too)."""
+    adjacency = {(c["layout"], c["layer"]): c for c in numbers["adjacency"] if c["view"] == VIEW}
+    position = {(c["layout"], c["layer"], c["measure"]): c["value"] for c in numbers["position"]}
+    layouts = [x for x in LAYOUTS if any(key[0] == x for key in adjacency)]
+    head = ["layer"] + [f"{x}: kind, score" for x in layouts] + [f"{x}: R^2" for x in layouts]
+    lines = [
+        "| " + " | ".join(head + ["nope: position share"]) + " |",
+        "|---" * (len(head) + 1) + "|",
+    ]
+    for layer in sorted({key[1] for key in adjacency}):
+        cells = [f"{adjacency[x, layer]['kind']} {span(adjacency[x, layer])}" for x in layouts]
+        cells += [f"{position[x, layer, 'probe R^2']:.2f}" for x in layouts]
+        cells.append(f"{position.get(('nope', layer, 'position share'), float('nan')):.3f}")
+        lines.append(f"| {layer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def causal_table(results: Path) -> str:
+    """Per model and block: scattered - mirrored and mirrored - unchanged (loss, nats, paired
+    intervals over windows) and the score at the block's input, unchanged -> scattered."""
+    table = layers.CAUSAL.read(results / "text_causal.csv")
+    by = table.set_index(["layout", "seed", "layer", "intervention"])
+    lines = ["| layout | seed | block | scattered - mirrored | mirrored - unchanged | score |"]
+    lines.append("|---|---|---|---|---|---|")
+    for layout, seed, block in dict.fromkeys(
+        zip(table["layout"], table["seed"], table["layer"], strict=True)
+    ):
+        rows = [by.loc[layout, seed, block, n] for n in CURVE]
+        cells = [
+            f"{r.loss_difference:.3f} [{r.loss_difference_low:.3f}, {r.loss_difference_high:.3f}]"
+            for r in rows[1:]
+        ]
+        score = f"{rows[0].adjacency_at_layer:.3f} -> {rows[1].adjacency_at_layer:.3f}"
+        lines.append(f"| {layout} | {seed} | {block} | " + " | ".join(cells) + f" | {score} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--out", type=Path, default=Path("runs/text-layers"))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    results, stage = args.out / "results", claim("text")
+    results.mkdir(parents=True, exist_ok=True)
+    if args.quick:
+        numbers = quick_numbers(results)
+    else:
+        context = Context(SimpleNamespace(path=args.out), None, SIZES[args.size], CRITERIA)
+        numbers = stage.measure(context)
+    numbers = json.loads(json.dumps(numbers))
+    (results / "text.json").write_text(json.dumps(numbers, indent=1))
+    for verdict in stage.verdicts(numbers, CRITERIA):
+        print(f"{verdict.claim}: {verdict.status} ({verdict.counts}; seeds {verdict.seeds})")
+    print()
+    print(stage.section(numbers, CRITERIA, lambda prefix: ""))
+    if numbers["seeds"]:
+        print("\nBy layer, the layouts side by side:\n")
+        print(layer_table(numbers))
+        if (results / "text_causal.csv").is_file():
+            print("\nThe causal tests, each change against the next:\n")
+            print(causal_table(results))
+
+
+if __name__ == "__main__":
+    main()

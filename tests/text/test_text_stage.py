@@ -1,0 +1,100 @@
+"""The text stage of the study (`adjpos.study.claims.text`) on tiny text models installed in a
+temporary package folder, and with none installed (as in a copy without the text models)."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+import adjpos
+from adjpos.study.claim import CRITERIA, Context, Status
+from adjpos.study.claims import claim
+from adjpos.study.sizes import SIZES
+from adjpos.text.recipe import layout_config
+from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
+
+STAGE = claim("text")
+TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": 24}
+
+
+def generated_text() -> str:
+    words = "the king and queen of a land far away did speak with love".split()
+    return "".join(
+        f"{words[i % 12]} {words[(i * 7) % 12]} {words[(i * 5) % 12]}.\n" for i in range(900)
+    )
+
+
+def run_stage(results):
+    folder = SimpleNamespace(path=results.parent)  # the stage writes into its results/ only
+    context = Context(folder, None, SIZES["tiny"], CRITERIA)
+    return json.loads(json.dumps(STAGE.measure(context)))  # as the pipeline writes them
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path / "pretrained")
+    tokenizer = train_tokenizer(generated_text(), 300)
+    for layout in ("nope", "rope", "hybrid"):
+        target = tmp_path / "pretrained" / f"text-{layout}" / "seed0"
+        adjpos.save_model(adjpos.build_model(layout_config(layout, **TINY, seed=0)), target)
+        save_tokenizer(tokenizer, target)
+    (tmp_path / "results").mkdir()
+    return tmp_path / "results"
+
+
+def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
+    numbers = run_stage(shipped)
+    assert numbers["seeds"] == [0] and numbers["missing"] == [] and numbers["nope_blocks"] == [3]
+    assert {c["layout"] for c in numbers["adjacency"]} == {"nope", "rope", "hybrid"}
+    assert {c["layer"] for c in numbers["versus"]} == set(range(5))
+    assert {(c["layout"], c["layer"]) for c in numbers["causal"]} == {
+        (layout, 3) for layout in ("nope", "rope", "hybrid")
+    }
+    found = STAGE.verdicts(numbers, CRITERIA)
+    checked = [
+        all(seed[4] >= CRITERIA.text_drop for seed in c["per_seed"])
+        for c in numbers["causal"]
+        if c["layout"] != "rope"
+    ]
+    assert len(checked) == 2 and [v.n_cells for v in found] == [4, 4, 4, 1, sum(checked)]
+    assert all(v.seeds == "0 only" for v in found)
+    text = STAGE.section(numbers, CRITERIA, lambda prefix: f"[{prefix} figures]")
+    assert "[text figures]" in text and "| hybrid | 4 | nope |" in text
+    assert "| hybrid - rope | 4 | raw, sink out |" in text
+    figures = STAGE.figures(shipped, {})
+    assert set(figures) == {"text_adjacency", "text_position"}
+    assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
+
+
+def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)
+    numbers = run_stage(tmp_path / "results")
+    found = STAGE.verdicts(numbers, CRITERIA)
+    assert found and all(v.status == Status.NOT_SHOWN and v.n_cells == 0 for v in found)
+    assert "No text model is shipped" in STAGE.section(numbers, CRITERIA, lambda p: "")
+    assert STAGE.figures(tmp_path, {}) == {}
+
+
+def test_a_change_that_fails_its_check_is_reported_not_counted():
+    # per seed: loss difference interval, size, control's size, drop of the score at the layer
+    cell = {"layout": "nope", "layer": 3, "intervention": "position_mean_swap", "value": 0.3}
+    cell["seeds"] = [0, 1]
+    numbers = {"seeds": [0, 1], "nope_blocks": [3], "adjacency": [], "versus": []}
+    reads = [[0.2, 0.4, 1.0, 1.0, 0.05]] * 2
+    for drops, n_for, n_cells in (((0.05, 0.05), 1, 1), ((0.05, 0.0), 0, 0)):
+        per_seed = [r[:4] + [d] for r, d in zip(reads, drops, strict=True)]
+        found = STAGE.verdicts(numbers | {"causal": [cell | {"per_seed": per_seed}]}, CRITERIA)
+        assert (found[-1].n_for, found[-1].n_cells) == (n_for, n_cells)
+    numbers |= {"causal": [cell | {"per_seed": per_seed}], "missing": [], "position": []}
+    assert "check failed: not counted" in STAGE.section(numbers, CRITERIA, lambda p: "")
+
+
+def test_each_verdict_names_the_seeds_it_read():
+    def cell(layout, seeds):
+        per_seed = [[0.55, 0.6]] * len(seeds)
+        return {"layout": layout, "layer": 1, "view": "raw, sink out", "per_seed": per_seed}
+
+    adjacency = [cell("nope", [0, 1, 2]) | {"seeds": [0, 1, 2]}, cell("rope", [0]) | {"seeds": [0]}]
+    numbers = {"nope_blocks": [3], "adjacency": adjacency, "versus": [], "causal": []}
+    found = STAGE.verdicts(numbers, CRITERIA)
+    assert [v.seeds for v in found] == ["0, 1, 2", "0 only", "none", "none", "none"]
