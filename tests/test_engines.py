@@ -132,6 +132,16 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _sleeping_for(pid: int, seconds: float) -> bool:
+    """Process `pid` reads as sleeping ("S") at every look over `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "S":
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _poll(condition, seconds: float) -> bool:
     """Poll `condition` until it holds or `seconds` pass (a busy machine is slow, not wrong)."""
     end = time.monotonic() + seconds
@@ -175,6 +185,9 @@ def test_the_workers_of_a_killed_job_exit(tmp_path):
 @needs_proc
 def test_ctrl_c_ends_the_workers_and_prints_no_traceback(tmp_path):
     job, workers, _ = _start_job(tmp_path)
+    # Ctrl-C while the job waits for its units (a busy machine can still be submitting them
+    # when the workers appear): its state has read "sleeping" for a second.
+    assert _poll(lambda: _sleeping_for(job.pid, 1.0), 120), "the job never waited"
     job.send_signal(signal.SIGINT)  # the job only: the workers must not need their own
     _, err = job.communicate(timeout=300)
     assert err == "stopped\n"  # no worker's traceback, no leaked-semaphore warning
