@@ -16,10 +16,11 @@ from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
+from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.views import INTERVAL, sequence_views, task_masks
+from adjpos.study.views import INTERVAL, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
 
@@ -27,7 +28,7 @@ TITLE = "When the pattern appears: training dynamics"
 
 DYNAMICS = Table(task="string", seed="int64", step="int64", layer="Int64", metric="string")
 DYNAMICS += Table(value="float64") + INTERVAL
-# metric -> the adjacency view it reads (rows, centred, ties); see adjpos.study.views.
+# metric -> the adjacency view it reads (rows, centred, ties); see adjpos.scoring.sequence_views.
 ADJACENCY_METRICS = {
     "adjacency": ("all", False, "strict"),
     "adjacency_prompt_centred": ("prompt", True, "half"),

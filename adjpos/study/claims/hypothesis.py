@@ -1,21 +1,8 @@
-"""How do the models read the position curve? The paper's hypothesis, tested so it can fail.
-
-The causal stage runs the position curve's arms (`adjpos.interventions.curve_arms`: shifted by
-k, rotated, scattered, removed, and a random curve of its size, the control) at matched sizes
-and writes their paired differences. The rule, stated before the numbers (in full in
-`adjpos.interventions.curve_rule` and docs/causal.md), per task x layer x seed cell, the
-read-out kept, each paired difference's interval bound (never its point) against
-t = `Criteria.curve_tolerance`, arms whose manipulation check failed left out:
-- *address*: every shift breaks the task beyond its random control (upper bound below -t) and
-  its wrong answers follow it (the share at offset k above `offset_share`); against when a
-  shift holds (lower bound above -t) or its wrong answers go elsewhere;
-- *relational*: with every shift breaking, the rotation (every curve distance kept) holds
-  against the unchanged model; against (absolute directions read) when it is as bad as every
-  shift;
-- *locality*: the scatter breaks beyond every shift and the rotation, at `min_sizes` sizes;
-  against when it holds against one of them.
-A model that ignores the curve is against address and locality ("not read"), one that reads
-its absolute directions against relational. `measure` writes numbers, `verdicts` decides.
+"""How do the models read the position curve? The paper's hypothesis, tested so it can fail:
+the causal stage's position-curve arms (`adjpos.interventions.curve_arms`) at matched sizes,
+judged per task x layer x seed cell, the read-out kept, by the rule stated before the numbers
+(`adjpos.interventions.curve_rule`, docs/causal.md) under `Criteria.curve_tolerance`,
+`offset_share` and `min_sizes`. `measure` writes numbers, `verdicts` decides.
 """
 
 from __future__ import annotations
