@@ -3,8 +3,9 @@ cache), with the pure metrics."""
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -147,6 +148,35 @@ def sequence_scores(
     mask = None if rows is None else rows.to(sim.device)
     score = adjacency_probability(sim, lengths=lengths.to(sim.device), ties=ties, rows=mask)
     return score.double().cpu()
+
+
+VIEW_ROWS = ("all", "prompt", "answer")
+VIEW_TIES = ("strict", "half")
+
+
+def sequence_views(
+    model: Any, tokens: Tensor, lengths: Tensor, masks: dict[str, Tensor | None]
+) -> Iterator[tuple[int, dict[tuple[str, bool, str], Any], dict[bool, Any]]]:
+    """Per layer of `model` on `tokens`: each sequence's adjacency in every (rows, centred,
+    ties) view (`sequence_scores`, rows from `masks` {"all", "prompt", "answer": mask or None};
+    NaN where a sequence has no row of the view), and each sequence's mean cosine between two
+    different real positions, as they are and centred (numpy arrays)."""
+    from adjpos.capture import iter_residuals
+
+    n = tokens.shape[1]
+    k = torch.arange(n)
+    real_pairs = (k[None, :] < k[:, None]) & (k[:, None] < lengths[:, None, None])  # i < k
+    for layer, acts in iter_residuals(model, tokens, progress=False):
+        acts, views, cosines = acts.double(), {}, {}
+        for centred in (False, True):
+            states = center_states(acts, lengths.to(acts.device)) if centred else acts
+            sim, pairs = cosine_matrix(states), real_pairs.to(acts.device)
+            cosines[centred] = ((sim * pairs).sum((1, 2)) / pairs.sum((1, 2))).cpu().numpy()
+            for ties, rows in itertools.product(VIEW_TIES, VIEW_ROWS):
+                views[rows, centred, ties] = sequence_scores(
+                    acts, lengths, ties=ties, center=centred, rows=masks[rows]
+                ).numpy()
+        yield layer, views, cosines
 
 
 def check_rows(rows: Tensor | None, batch: int, n: int) -> None:

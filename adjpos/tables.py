@@ -110,6 +110,17 @@ class Table:
         return self.frame(frame)
 
 
+def plain_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A frame's rows as plain JSON-able dicts (numpy and pandas scalars become Python ones,
+    missing values None)."""
+    import pandas as pd
+
+    return [
+        {k: None if pd.isna(v) else (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        for row in frame.to_dict(orient="records")
+    ]
+
+
 def config_table(cls: Any, names: Iterable[str]) -> Table:
     """The columns of dataclass `cls`'s fields `names`, typed from their annotations (so a
     sweep over `ModelConfig` fields reads back as the config's types)."""

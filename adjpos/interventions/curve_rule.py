@@ -28,9 +28,9 @@ Otherwise a size is *within* (undecided). Over the sizes, address and relational
 (*against*) when some size is and none is the other way; locality is *for* at
 `RuleCriteria.min_sizes` or more sizes, *against* when some size is against and fewer than
 that many sizes are left that are not against (a cell measured at fewer sizes than that, none
-against, stays *within*: too few sizes to decide is not evidence against). The cell's reading: "not read" when every counted arm at every size
-holds against ``random``; else the claims found (address, relational or absolute,
-locality), or "undecided".
+against, stays *within*: too few sizes to decide is not evidence against). The cell's
+reading: "not read" when every counted arm at every size holds against ``random``; else the
+claims found (address, relational or absolute, locality), or "undecided".
 
 So a model that ignores the curve comes out address *against* (no shift breaks), relational
 *within* (there is no broken shift to set rotation against), locality *against*, "not
@@ -40,6 +40,7 @@ does) relational *against*, read "absolute".
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,14 @@ class Interval:
     value: float
     low: float
     high: float
+
+    def plain(self) -> list[float | None]:
+        """[value, low, high] as JSON-able values (NaN as None; `of` reads them back)."""
+        return [None if math.isnan(v) else float(v) for v in (self.value, self.low, self.high)]
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> Interval:
+        return cls(*(math.nan if v is None else v for v in values))
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,36 @@ class CellNumbers:
     key: tuple[Any, ...]
     sizes: Sequence[SizeNumbers]
     direction: int = 1
+
+    def to_plain(self) -> dict[str, Any]:
+        """The direction and sizes as JSON-able values (`from_plain` reads them back): per
+        size its differences [a, b, value, low, high], checks and shifts' error offsets
+        {shift: [[j, value, low, high]]}."""
+        sizes = [
+            {"size": s.size, "checks": {a: bool(ok) for a, ok in s.checks.items()}}
+            | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
+            | {
+                "offsets": {
+                    n: [[j, *d.plain()] for j, d in o.items()] for n, o in s.offsets.items()
+                }
+            }
+            for s in self.sizes
+        ]
+        return {"direction": int(self.direction), "sizes": sizes}
+
+    @classmethod
+    def from_plain(cls, key: tuple[Any, ...], plain: Mapping[str, Any]) -> CellNumbers:
+        """The cell `to_plain` wrote, with `key`."""
+        sizes = [
+            SizeNumbers(
+                s["size"],
+                {(a, b): Interval.of(rest) for a, b, *rest in s["differences"]},
+                s["checks"],
+                {n: {int(j): Interval.of(r) for j, *r in by} for n, by in s["offsets"].items()},
+            )
+            for s in plain["sizes"]
+        ]
+        return cls(key, sizes, plain["direction"])
 
 
 @dataclass(frozen=True)

@@ -134,13 +134,31 @@ def save_snapshot(
     return target
 
 
-def snapshot_steps(path: str | os.PathLike) -> list[int]:
-    """The training steps whose snapshots checkpoint folder `path` holds, in order."""
+def snapshot_steps(path: str | os.PathLike, count: int | None = None) -> list[int]:
+    """The training steps whose snapshots checkpoint folder `path` holds, in order; with
+    `count`, that many of them spread evenly by index, the first and the last among them
+    (`spread_evenly`)."""
     folder = Path(path) / SNAPSHOTS
     if not folder.is_dir():
         return []
     names = (p.name for p in folder.glob("step_*.safetensors"))
-    return sorted(int(name[5:-12]) for name in names if name[5:-12].isdigit())
+    return spread_evenly(sorted(int(n[5:-12]) for n in names if n[5:-12].isdigit()), count)
+
+
+def spread_evenly(steps: list[int], count: int | None) -> list[int]:
+    """`count` of `steps` evenly spread by index, the first and the last among them (all of
+    them when `count` is None or not smaller).
+
+    Example:
+        >>> spread_evenly([0, 32, 64, 128, 256, 512, 900], 3)
+        [0, 128, 900]
+    """
+    import numpy as np
+
+    if count is None or count >= len(steps):
+        return list(steps)
+    picks = np.linspace(0, len(steps) - 1, count).round().astype(int)
+    return [steps[i] for i in dict.fromkeys(picks.tolist())]
 
 
 def _snapshot_file(folder: Path, step: int) -> Path:

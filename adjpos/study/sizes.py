@@ -155,10 +155,11 @@ QUICK = dataclasses.replace(
     **dict(n_eval=64, n_sequences=32, train_steps=40),
     **dict(n_probe_sequences=24, cv=4, repeats=1, probes=("ridge", "spline")),
     features=("variance", "cosine_first", "cosine_profile"),
-    **dict(intervention_prompts=24, intervention_layers=(1,), control_draws=2, readouts=("kept",)),
+    **dict(intervention_prompts=12, intervention_layers=(1,), control_draws=2, readouts=("kept",)),
     interventions=("none", "norm_permute", "norm_scale_control", "subspace_swap")
     + ("subspace_swap_random",),
-    **dict(curve_layers=(1,), curve_prompts=24, curve_draws=2),
+    # The arms at one size (locality, which needs two, stays within): a smoke test.
+    **dict(curve_layers=(1,), curve_prompts=8, curve_draws=2, curve_doses=(1,)),
     **dict(dynamics_snapshots=2, dynamics_prompts=32, dynamics_sequences=16),
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),
@@ -171,7 +172,7 @@ TINY = dataclasses.replace(
     **dict(trained_seeds=(0, 1), n_eval=8, n_sequences=8, train_steps=2),
     **dict(n_probe_sequences=8, cv=2),
     features=("variance", "cosine_first", "cosine_profile", "token_identity"),
-    **dict(intervention_prompts=12, readouts=("kept", "changed")),
+    readouts=("kept", "changed"),
     interventions=("none", "norm_permute", "norm_scale_control"),
     curve_layers=(),
     **dict(dynamics_seeds=(1,), dynamics_prompts=8, dynamics_sequences=8),

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
 from adjpos import adjacency_score, build_model, get_task
+from adjpos.scoring import sequence_views
 from adjpos.stats import spearman, variance_summary
 from adjpos.study.claim import CRITERIA, Outcome
 from adjpos.study.claims.adjacency import (
@@ -24,7 +25,6 @@ from adjpos.study.claims.adjacency import (
 )
 from adjpos.study.claims.variance import less_than_initial, shrinks, variance_numbers
 from adjpos.study.models import RANDOM, TRAINED
-from adjpos.study.views import sequence_views
 from factories import tiny_config
 
 

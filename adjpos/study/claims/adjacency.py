@@ -1,7 +1,7 @@
 """Claim 1: in trained NoPE models nearby hidden states are more similar (the adjacency
 pattern), against random-init models of the same architecture, in twelve views of the score
-(`adjpos.study.views`), each value with a bootstrap interval over sequences and each trained
-seed minus its own initial weights a paired one; a cell counts when every seed's holds.
+(`adjpos.scoring.sequence_views`), each value with a bootstrap interval over sequences and each
+trained seed minus its own initial weights a paired one; a cell counts when every seed's holds.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
@@ -20,14 +21,13 @@ from adjpos.study.views import (
     KEYS,
     VIEW,
     paired_seeds,
-    records,
     seed_spans_figure,
     seed_summary,
-    sequence_views,
     span_of,
     task_masks,
 )
 from adjpos.tables import Table
+from adjpos.tables import plain_records as records
 from adjpos.tasks import TASKS
 
 TITLE = "Claim 1: nearby hidden states are more similar (the adjacency pattern)"

@@ -18,8 +18,9 @@ from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict
 from adjpos.study.claims.adjacency import by_layer
 from adjpos.study.models import RANDOM, TRAINED, rounded
-from adjpos.study.views import KEYS, records
+from adjpos.study.views import KEYS
 from adjpos.tables import Table
+from adjpos.tables import plain_records as records
 from adjpos.tasks import TASKS
 from adjpos.tasks.vocab import EOS
 

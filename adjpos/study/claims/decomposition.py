@@ -1,11 +1,8 @@
 """Where the pattern lives: the position and context parts of the hidden states (Song and
 Zhong, 2024, find position[t] a smooth, low-dimensional curve), trained models against their
-own initial weights. If the pattern is the curve's smoothness, taking the curve away takes the
-pattern with it. The verdict judges held out: each sequence loses the curve fitted on the other
-folds of sequences after each token's mean state (`adjpos.metrics.decomposition_shares`), so
-its own states never enter what it loses; the shares are reported in sample and held out (in
-sample a curve of noise holds about 1/N of the rest). The curve's components and its own score
-are of Song and Zhong's curve (tokens kept, in sample), held fixed in the intervals.
+own initial weights. If the pattern is the curve's smoothness, taking it away takes the pattern
+with it: judged held out, each sequence losing the curve fitted on the other folds
+(`adjpos.metrics.decomposition_shares`), so its own states never enter what it loses.
 """
 
 from __future__ import annotations

@@ -16,10 +16,11 @@ from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
+from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.views import INTERVAL, sequence_views, task_masks
+from adjpos.study.views import INTERVAL, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
 
@@ -27,7 +28,7 @@ TITLE = "When the pattern appears: training dynamics"
 
 DYNAMICS = Table(task="string", seed="int64", step="int64", layer="Int64", metric="string")
 DYNAMICS += Table(value="float64") + INTERVAL
-# metric -> the adjacency view it reads (rows, centred, ties); see adjpos.study.views.
+# metric -> the adjacency view it reads (rows, centred, ties); see adjpos.scoring.sequence_views.
 ADJACENCY_METRICS = {
     "adjacency": ("all", False, "strict"),
     "adjacency_prompt_centred": ("prompt", True, "half"),
@@ -49,25 +50,11 @@ def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: An
     rows = []
     for seed in (s for s in sizes.dynamics_seeds if s in models.seeds(name, sizes)):
         folder, task = models.folder(name, seed), models.trained(name, seed)[1]
-        for step in spread(snapshot_steps(folder), sizes.dynamics_snapshots):  # none: skipped
+        for step in snapshot_steps(folder, sizes.dynamics_snapshots):  # none: skipped
             model = load_model(folder, step=step, device=models.device)
             key = {"task": name, "seed": seed, "step": step}
             rows += [{**key, **r} for r in measure_snapshot(model, task, sizes, criteria)]
     return {"dynamics": DYNAMICS.frame(rows).to_dict("records")}
-
-
-def spread(steps: list[int], count: int | None) -> list[int]:
-    """`count` of `steps` evenly spread by index, the first and the last among them (all of
-    them when `count` is None or not smaller).
-
-    Example:
-        >>> spread([0, 32, 64, 128, 256, 512, 900], 3)
-        [0, 128, 900]
-    """
-    if count is None or count >= len(steps):
-        return list(steps)
-    picks = np.linspace(0, len(steps) - 1, count).round().astype(int)
-    return [steps[i] for i in dict.fromkeys(picks.tolist())]
 
 
 def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> list[dict]:

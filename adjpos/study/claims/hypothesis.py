@@ -1,26 +1,12 @@
-"""How do the models read the position curve? The paper's hypothesis, tested so it can fail.
-
-The causal stage runs the position curve's arms (`adjpos.interventions.curve_arms`: shifted by
-k, rotated, scattered, removed, and a random curve of its size, the control) at matched sizes
-and writes their paired differences. The rule, stated before the numbers (in full in
-`adjpos.interventions.curve_rule` and docs/causal.md), per task x layer x seed cell, the
-read-out kept, each paired difference's interval bound (never its point) against
-t = `Criteria.curve_tolerance`, arms whose manipulation check failed left out:
-- *address*: every shift breaks the task beyond its random control (upper bound below -t) and
-  its wrong answers follow it (the share at offset k above `offset_share`); against when a
-  shift holds (lower bound above -t) or its wrong answers go elsewhere;
-- *relational*: with every shift breaking, the rotation (every curve distance kept) holds
-  against the unchanged model; against (absolute directions read) when it is as bad as every
-  shift;
-- *locality*: the scatter breaks beyond every shift and the rotation, at `min_sizes` sizes;
-  against when it holds against one of them.
-A model that ignores the curve is against address and locality ("not read"), one that reads
-its absolute directions against relational. `measure` writes numbers, `verdicts` decides.
+"""How do the models read the position curve? The paper's hypothesis, tested so it can fail:
+the causal stage's position-curve arms (`adjpos.interventions.curve_arms`) at matched sizes,
+judged per task x layer x seed cell, the read-out kept, by the rule stated before the numbers
+(`adjpos.interventions.curve_rule`, docs/causal.md) under `Criteria.curve_tolerance`,
+`offset_share` and `min_sizes`. `measure` writes numbers, `verdicts` decides.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
@@ -29,9 +15,7 @@ from adjpos.interventions import INTERVENTION_TABLE
 from adjpos.interventions.curve_rule import (
     CLAIMS,
     CellNumbers,
-    Interval,
     RuleCriteria,
-    SizeNumbers,
     hypothesis_outcomes,
 )
 from adjpos.study import format as fmt
@@ -69,26 +53,15 @@ def measure(context: Context) -> dict[str, Any]:
 
 def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, Any]:
     """Each (task, seed, layer, read-out) cell's numbers (`adjpos.interventions.cell_numbers`)
-    as plain values: per size its differences [a, b, value, low, high], its checks and each
-    shift's error-offset shares [j, value, low, high]."""
+    as plain values (`CellNumbers.to_plain`)."""
     from adjpos.interventions import cell_numbers
 
     cells = []
     for key, group in differences.groupby(KEYS, sort=False):
         mine = rows[(rows[KEYS] == pd.Series(key, index=KEYS)).all(axis=1)]
         (cell,) = cell_numbers(mine, group, readout=key[3])
-        sizes = [
-            {"size": s.size, "checks": {a: bool(ok) for a, ok in s.checks.items()}}
-            | {"differences": [[a, b, *_plain(d)] for (a, b), d in s.differences.items()]}
-            | {
-                "offsets": {
-                    n: [[j, *_plain(d)] for j, d in o.items()] for n, o in s.offsets.items()
-                }
-            }
-            for s in cell.sizes
-        ]
         named = dict(zip(KEYS, key, strict=True)) | {"seed": int(key[1]), "layer": int(key[2])}
-        cells.append(named | {"direction": int(cell.direction), "sizes": sizes})
+        cells.append(named | cell.to_plain())
     return {"cells": cells, "seeds": sorted({c["seed"] for c in cells})}
 
 
@@ -176,21 +149,4 @@ one asked for (mean over seeds and sizes; an address reader's follow the shift):
 
 
 def _cell(c: dict[str, Any]) -> CellNumbers:
-    sizes = [
-        SizeNumbers(
-            s["size"],
-            {(a, b): _interval(rest) for a, b, *rest in s["differences"]},
-            s["checks"],
-            {n: {int(j): _interval(rest) for j, *rest in by} for n, by in s["offsets"].items()},
-        )
-        for s in c["sizes"]
-    ]
-    return CellNumbers((c["task"], c["layer"], c["seed"]), sizes, c["direction"])
-
-
-def _plain(d: Interval) -> list[float | None]:
-    return [None if math.isnan(v) else float(v) for v in (d.value, d.low, d.high)]
-
-
-def _interval(values: list[float | None]) -> Interval:
-    return Interval(*(math.nan if v is None else v for v in values))
+    return CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c)

@@ -14,8 +14,8 @@ from adjpos.stats import wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, judge, seeds_text
 from adjpos.study.models import gen
-from adjpos.study.views import records
 from adjpos.tables import Table
+from adjpos.tables import plain_records as records
 from adjpos.tasks import TASKS
 from adjpos.training import evaluate
 

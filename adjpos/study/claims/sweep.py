@@ -13,8 +13,8 @@ import pandas as pd
 from adjpos.models import ModelConfig
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, judge, seeds_text
-from adjpos.study.views import records
 from adjpos.sweep import last_layer_rows, read_sweep, rows_of_subgrid, sweep
+from adjpos.tables import plain_records as records
 
 TITLE = "Claim 3: the pattern in random-init models, over which hyperparameters"
 
