@@ -66,7 +66,7 @@ def install(
 ) -> Path:
     """Copy a passing run into the package folder `into`, with `keep` of its snapshots in
     float16 (all when None; spread evenly by index, the first and the last among them)."""
-    from adjpos.study.claims.dynamics import spread
+    from adjpos.models.checkpoint import spread_evenly
 
     source, target = out / task / f"seed{seed}", into / task / f"seed{seed}"
     if target.exists():
@@ -74,7 +74,7 @@ def install(
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "train.json", "heldout.json"):
         shutil.copy2(source / name, target / name)
-    for step in spread(snapshot_steps(source), keep):
+    for step in spread_evenly(snapshot_steps(source), keep):
         model = adjpos.load_model(source, step=step, device="cpu")
         save_snapshot(model, target, step, dtype=torch.float16)
     return target

@@ -90,7 +90,7 @@ def run_all(out: Path, layouts: list[str], seeds: list[int], quick: bool) -> Non
 def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: Path = HERE) -> Path:
     """Copy the finished run ``OUT/LAYOUT-seed-S`` into ``INTO/text-LAYOUT/seedS``, with `keep`
     of its snapshots in float16 (spread evenly by index, the first and the last among them)."""
-    from adjpos.study.claims.dynamics import spread
+    from adjpos.models.checkpoint import spread_evenly
 
     source, target = out / f"{layout}-seed-{seed}", into / f"text-{layout}" / f"seed{seed}"
     metrics = json.loads((source / "metrics.json").read_text())
@@ -101,7 +101,7 @@ def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: P
     target.mkdir(parents=True)
     for name in ("model.safetensors", "config.json", "metrics.json", "tokenizer.json"):
         shutil.copy2(source / name, target / name)
-    for step in spread(snapshot_steps(source), keep):
+    for step in spread_evenly(snapshot_steps(source), keep):
         model = adjpos.load_model(source, step=step, device="cpu")
         save_snapshot(model, target, step, dtype=torch.float16)
     model = adjpos.load_model(source, device="cpu")
