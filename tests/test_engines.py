@@ -132,6 +132,14 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _as_from_a_shell() -> None:
+    """Ctrl-C delivered and at its default, as in a job started from a shell: a test process
+    may have blocked or ignored SIGINT (Ray does, in the worker that ran its tests), and a
+    child inherits both."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _sleeping_for(pid: int, seconds: float) -> bool:
     """Process `pid` reads as sleeping ("S") at every look over `seconds`."""
     end = time.monotonic() + seconds
@@ -156,7 +164,11 @@ def _start_job(tmp_path):
     """The job in a process of its own, and its processes once both workers run: the fork
     server (and the resource tracker) it started, and the workers forked by the server."""
     job = subprocess.Popen(
-        [sys.executable, "-c", JOB], stderr=subprocess.PIPE, text=True, cwd=tmp_path
+        [sys.executable, "-c", JOB],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=_as_from_a_shell,
     )
     workers: list[int] = []
 
