@@ -5,6 +5,8 @@ Runs one grid of random-init models (cells x seeds) three times in one process: 
 each with ``--workers`` workers, each into a fresh folder. Prints the wall time of each (the
 pool's includes starting its processes, Ray's starting and stopping Ray) and its ratios to the
 reference and to the pool, and checks that all three wrote the same rows (timings aside).
+``--quick``: a tiny grid, in-process and on the pool only (tests/test_engines.py checks Ray's
+rows against the pool's).
 ``--json PATH`` also writes those numbers to PATH, atomically.
 
     python benchmarks/bench_engines.py [--quick] [--workers 2] [--json PATH]
@@ -27,7 +29,8 @@ def main(quick: bool, workers: int, json_path: str | None) -> None:
     seeds = [0] if quick else [0, 1, 2]
     size = dict(n_sequences=4, seq_len=8) if quick else dict(n_sequences=64, seq_len=128)
     runs = [("in-process", dict(workers=0)), ("process pool", dict(workers=workers))]
-    runs.append(("ray", dict(workers=workers, engine="ray")))
+    if not quick:
+        runs.append(("ray", dict(workers=workers, engine="ray")))
     cells = len(grid["init_range"]) * len(grid["d_model"]) * len(seeds)
     print(f"sweep of {cells} cells x seeds, {size}; {workers} workers")
     print(f"{'engine':<14}{'seconds':>9}{'ratio to in-process':>21}{'ratio to the pool':>19}")
@@ -61,7 +64,7 @@ def print_row(row: dict) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a tiny grid (the smoke test)")
+    parser.add_argument("--quick", action="store_true", help="a tiny grid, no Ray (a smoke test)")
     parser.add_argument("--workers", type=int, default=2, help="workers of the pool and of Ray")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH as JSON")
     args = parser.parse_args()

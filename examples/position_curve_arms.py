@@ -11,7 +11,7 @@ For each arm: its parameter, its change size (on the fitting prompts, and measur
 decoding), exact match with its paired difference from the random control (95% interval over
 prompts and control draws), the share of wrong answer characters at offsets -1 and +1 of the
 one asked for, and its manipulation check; then the rule's outcome
-(`adjpos.interventions.curve_rule`). Public API only; ``--quick`` runs 40 prompts, one size
+(`adjpos.interventions.curve_rule`). Public API only; ``--quick`` runs 16 prompts, one size
 and two draws.
 
     python examples/position_curve_arms.py [--quick] [--task reversal] [--seed 0]
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--readout", default="kept", choices=["kept", "changed"])
     args = parser.parse_args()
     if args.quick:
-        args.n, args.doses, args.draws = 40, [1], 2
+        args.n, args.doses, args.draws = 16, [1], 2
     model, task = adjpos.load_pretrained(args.task, args.seed, device="cpu")
     arms = ["none", *(name for name, spec in SPECS.items() if spec.dosed)]
     table, differences = intervention_table(

@@ -501,7 +501,7 @@ def test_real_lm(run_example, tmp_path, monkeypatch, capsys):
 
 
 def test_position_curve_arms(run_example):
-    # Reversal seed 0, layer 1, 40 prompts: the unchanged exact match by `adjpos.evaluate`, and
+    # Reversal seed 0, layer 1, 16 prompts: the unchanged exact match by `adjpos.evaluate`, and
     # the shift by +1's exact match decoded again without a cache, the change applied at
     # every step to the prompt's positions before the read-out (the example decodes the
     # prompt once under the change, then reuses a key-value cache).
@@ -516,7 +516,7 @@ def test_position_curve_arms(run_example):
 
     out, _ = run_example("position_curve_arms.py")
     model, task = adjpos.load_pretrained("reversal", 0, device="cpu")
-    held = held_out_prompts(task, 40, seed=0)
+    held = held_out_prompts(task, 16, seed=0)
     prompts = list(held.test.prompts)
     base = float(out.split("exact match unchanged ")[1].split()[0])
     assert abs(base - adjpos.evaluate(model, task, prompts)[0]) < ROUNDING[3]

@@ -178,6 +178,7 @@ TINY = dataclasses.replace(
     **dict(dynamics_seeds=(1,), dynamics_prompts=8, dynamics_sequences=8),
     grid=({"init_range": [0.1], "d_model": [16]}, {"positional": ["none", "learned"]}),
     **dict(sweep_sequences=2, sweep_len=6, sweep_layers=1),
-    **dict(theory_scales=(0.1,), theory_sequences=8, theory_samples=8, text_sequences=8),
+    **dict(theory_scales=(0.1,), theory_sequences=8, theory_samples=8),
+    **dict(text_sequences=8, text_seeds=(0,)),
 )
 SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}
