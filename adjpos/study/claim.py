@@ -140,6 +140,12 @@ class Verdict:
         return dataclasses.asdict(self) | {"status": self.status.value}
 
 
+def per_seed(cell: dict[str, Any], favour: str = "above") -> Outcome:
+    """A cell over its seeds: for when every seed's paired interval (``cell["per_seed"]``, each
+    (low, high)) lies on the `favour` side of 0, against when every one on the other."""
+    return every_seed(judge(low, high, 0.0, 0.0, favour=favour) for low, high in cell["per_seed"])
+
+
 def seeds_text(seeds: Iterable[Any]) -> str:
     """'0, 1, 2', or '0 only' for a single seed."""
     found = sorted({int(s) for s in seeds})

@@ -14,7 +14,7 @@ import pandas as pd
 from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.claim import Context, Criteria, Verdict, every_seed, judge, per_seed, seeds_text
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
 from adjpos.study.views import (
     INTERVAL,
@@ -169,11 +169,6 @@ def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list
     return out
 
 
-def paired_outcome(cell: dict[str, Any]) -> Outcome:
-    """A task x layer cell: for when every seed's paired interval lies above 0."""
-    return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     trained, control = (over_layer0(numbers, m, criteria) for m in (TRAINED, RANDOM))
     counted = [c for c in numbers["views"][0]["cells"] if c["layer"] >= criteria.first_layer]
@@ -196,7 +191,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         ),
         Verdict.tally(
             "Training strengthens the pattern (control, not a claim of the study)",
-            [paired_outcome(c) for c in counted],
+            [per_seed(c) for c in counted],
             seeds=seeds,
             unit="task x layer cell",
             evidence="each trained seed minus its own initial weights on the same sequences, "
@@ -219,7 +214,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         [c["task"], c["layer"], fmt.span(c["trained"], c["trained_low"], c["trained_high"])]
         + [fmt.span(c["control"], c["control_low"], c["control_high"])]
         + [fmt.span(c["difference"], c["difference_low"], c["difference_high"])]
-        + [paired_outcome(cells[v["view"], c["task"], c["layer"]]) for v in views]
+        + [per_seed(cells[v["view"], c["task"], c["layer"]]) for v in views]
         for c in views[0]["cells"]
         if c["layer"] >= criteria.first_layer
     ]

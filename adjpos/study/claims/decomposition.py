@@ -18,7 +18,7 @@ from adjpos.metrics.decompose import SHARE_PARTS, position_curve_pcs
 from adjpos.probes import sequences_of_length
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge
+from adjpos.study.claim import Context, Criteria, Verdict, per_seed
 from adjpos.study.models import gen, variants
 from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
@@ -96,19 +96,13 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     return {"cells": cells}
 
 
-def lowers(cell: dict[str, Any]) -> Outcome:
-    """For when every seed's paired interval of whole minus without the held-out curve lies
-    above 0 (removing the curve lowers the score), against when every one lies below."""
-    return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
     claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
     evidence = "each sequence's score (states less their mean) minus its score without the "
     evidence += f"curve fitted on other sequences, paired {criteria.level:.0%} bootstrap interval "
     evidence += f"above 0 in every seed, layers >= {criteria.first_layer}"
-    return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
+    return Verdict.per_model_kind(numbers["cells"], criteria, claim, per_seed, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -118,7 +112,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [" / ".join(fmt.n(c[f"{p}_share_held_out"]) for p in SHARE_PARTS), c["position_share"]]
         + [" / ".join(fmt.n(c[f"pc{i + 1}"]) for i in range(N_PCS))]
         + [fmt.span(c[s], c[f"{s}_low"], c[f"{s}_high"]) for s in ("position", "whole", "rest")]
-        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), lowers(c)]
+        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), per_seed(c)]
         for c in cells
     ]
     shares = "shares held out: mean / token means / position curve / context (per-sequence mean)"

@@ -12,9 +12,9 @@ import pandas as pd
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
 from adjpos.probes import sequences_of_length
-from adjpos.stats import VARIANCE_SUMMARY, variance_difference, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, every_seed, judge, variance_difference, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, per_seed, seeds_text
 from adjpos.study.models import TRAINED, gen, variants
 from adjpos.study.views import KEYS, paired_seeds, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
@@ -93,11 +93,6 @@ def shrinks(cell: dict[str, Any]) -> Outcome:
     return every_seed([ratio, rho])
 
 
-def less_than_initial(cell: dict[str, Any]) -> Outcome:
-    """For when every trained seed's ratio lies below its own initial weights' (paired)."""
-    return every_seed(judge(*bounds, 0.0, 0.0, favour="below") for bounds in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: variance shrinks with position (Chi et al.)"
     evidence = f"ratio and Spearman spans of the seeds' {criteria.level:.0%} intervals below "
@@ -115,7 +110,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
             [c["task"], c["model"], c["layer"]]
             + [fmt.span(c[m], c[f"{m}_low"], c[f"{m}_high"]) for m in LABELS]
             + [seeds_text(c["seeds"]), shrinks(c)]
-            + (paired + [less_than_initial(v)] if v else ["", ""])
+            + (paired + [per_seed(v, "below")] if v else ["", ""])
         )
     header = ["task", "model", "layer", f"{LABELS['ratio']} (seed span)"]
     header += [f"{LABELS['spearman']} (seed span)", "seeds", "variance shrinks with position"]
