@@ -12,17 +12,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from adjpos.capture import capture_residuals
 from adjpos.metrics import decompose, decomposition_shares, position_context_adjacency
 from adjpos.metrics.decompose import SHARE_PARTS, position_curve_pcs
-from adjpos.probes import sequences_of_length
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, per_seed
-from adjpos.study.models import gen, variants
+from adjpos.study.models import layer_states
 from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
-from adjpos.tasks import TASKS
 
 TITLE = "Position and context parts: does the position curve carry the pattern?"
 
@@ -48,14 +45,8 @@ def measure_decomposition(models: Any, sizes: Any, **draws: Any) -> pd.DataFrame
     components and adjacency score, and each sequence's score whole and without the held-out
     curve (both less the mean), with bootstrap intervals over the sequences (`draws`: n_boot
     and level), and their paired difference."""
-    rows = []
-    for name in TASKS:
-        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
-        for label, seed, model in variants(models, sizes, name, learned=False):
-            for layer, states in enumerate(capture_residuals(model, tokens).double()):
-                key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                rows.append(key | layer_row(states, tokens, **draws))
-    return DECOMPOSITION.frame(rows)
+    found = layer_states(models, sizes)
+    return DECOMPOSITION.frame([key | layer_row(x, tokens, **draws) for key, tokens, x in found])
 
 
 def layer_row(states: torch.Tensor, tokens: torch.Tensor, **draws: Any) -> dict[str, Any]:

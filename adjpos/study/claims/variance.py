@@ -9,16 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
-from adjpos.probes import sequences_of_length
 from adjpos.stats import VARIANCE_SUMMARY, every_seed, judge, variance_difference, variance_summary
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, per_seed, seeds_text
-from adjpos.study.models import TRAINED, gen, variants
+from adjpos.study.models import TRAINED, layer_states
 from adjpos.study.views import KEYS, paired_seeds, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
-from adjpos.tasks import TASKS
 
 TITLE = "The other carrier: variance by position"
 
@@ -46,22 +43,16 @@ def measure_variance(
     bootstrap interval over the sequences (`draws`: n_boot and level), for each trained seed
     and its own initial weights; and per seed and layer the trained minus the initial ratio
     and correlation on the same sequences, with paired intervals."""
-    profiles, summary, paired = [], [], []
-    for name in TASKS:
-        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
-        trained = {}
-        for label, seed, model in variants(models, sizes, name, learned=False):
-            per_sequence = position_variance(capture_residuals(model, tokens).double()).numpy()
-            for layer, values in enumerate(per_sequence):  # values: [sequence, position]
-                key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                profile = values.mean(axis=0)
-                profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
-                summary.append({**key, **variance_summary(values, **draws)})
-                if label == TRAINED:
-                    trained[seed, layer] = values
-                else:  # the seed's own initial weights, on the same sequences
-                    difference = variance_difference(trained[seed, layer], values, **draws)
-                    paired.append({"task": name, "seed": seed, "layer": layer, **difference})
+    profiles, summary, paired, trained = [], [], [], {}
+    for key, _, states in layer_states(models, sizes):
+        values, (task, model, seed, layer) = position_variance(states).numpy(), key.values()
+        profiles += [key | {"position": k, "variance": v} for k, v in enumerate(values.mean(0))]
+        summary.append(key | variance_summary(values, **draws))
+        if model == TRAINED:
+            trained[task, seed, layer] = values
+        else:  # the seed's own initial weights, on the same sequences
+            difference = variance_difference(trained[task, seed, layer], values, **draws)
+            paired.append({"task": task, "seed": seed, "layer": layer, **difference})
     frames = VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
     return (*frames, VARIANCE_PAIRED.frame(paired))
 
