@@ -13,6 +13,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from string import Template
 from typing import Any
 
 from adjpos.runs import write_text
@@ -59,7 +60,9 @@ def write_report(
     VERDICTS.write(out / "results" / "claims.csv", [v.row() for v in verdicts(out)])
     body = markdown.markdown(render(out, captions, pngs, frames=frames), extensions=["tables"])
     write_text(out / "report.md", render(out, captions, pngs))
-    write_text(out / "report.html", _HTML.format(title=TITLE, body=body))
+    # report.html fits a 1,280 px window: the widest figure (figures.style.MAX_WIDTH) framed.
+    html = Template((Path(__file__).parent / "report.html").read_text())
+    write_text(out / "report.html", html.substitute(title=TITLE, body=body))
     return out / "report.md", out / "report.html"
 
 
@@ -138,16 +141,3 @@ def _setup(record: Mapping[str, Any]) -> str:
         "behind each verdict in results/numbers/, the verdicts in results/claims.csv); the "
         "figures are in figures/."
     )
-
-
-# Fits a 1,280 px window: the widest figure's frame (figures.style.MAX_WIDTH), prose at a
-# readable width, wide tables wrapped inside their cells.
-_HTML = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
-padding:0 1em;line-height:1.45}}p,figcaption,ul,ol{{max-width:62em}}
-table{{border-collapse:collapse;max-width:100%;font-size:0.9em}}
-td,th{{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:break-word}}
-figure{{margin:1.5em 0}}figcaption{{font-style:italic}}</style></head><body>
-{body}
-</body></html>
-"""
