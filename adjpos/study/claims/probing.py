@@ -32,18 +32,14 @@ CELLS = {
 
 
 def measure(context: Context) -> dict[str, Any]:
-    """One unit per trained seed (it and its own initial weights), run by the engine, then
-    the tables."""
-    folder, results = context.folder, context.results
-    keys = units.probe_units(context.models, context.sizes)
-    todo = [(t, s) for t, s in keys if not folder.is_done(units.unit_name(t, s))]
-    jobs = [(context.models.fresh(), context.sizes, context.criteria, t, s) for t, s in todo]
-    for (*_, task, seed), text in context.units(units.probe_unit, jobs):
-        units.write_unit(results, json.loads(text))
-        folder.mark_done(units.unit_name(task, seed))
-    found = [units.read_unit(results, task, seed) for task, seed in keys]
-    rows = [r for unit in found for r in units.probe_records(unit)]
-    units.PROBES.write(results / "probes.csv", rows)
+    """One unit per trained seed (it and its own initial weights; `Context.per_unit` keeps its
+    result with its marker), then each model's ``probes_<model>.json`` and the tables."""
+    found = context.per_unit("probing", units.probe_unit, {}, seeds=True)["result"]
+    results = context.results
+    for unit, kind in ((unit, kind) for unit in found for kind in ("trained", "control")):
+        unit[kind] = ProbeResult.from_json(json.dumps(unit[kind]))
+        unit[kind].to_json(results / f"probes_{units.slug(unit[kind].model)}.json")
+    units.PROBES.write(results / "probes.csv", [r for u in found for r in units.probe_records(u)])
     for key, stem in (("comparisons", "probe_comparisons"), ("copies", "probe_copies")):
         units.PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
     return probe_numbers(found, context.criteria)
