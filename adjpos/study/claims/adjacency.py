@@ -173,31 +173,23 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     trained, control = (over_layer0(numbers, m, criteria) for m in (TRAINED, RANDOM))
     counted = [c for c in numbers["views"][0]["cells"] if c["layer"] >= criteria.first_layer]
     seeds = seeds_text(s for t in trained for s in t["seeds"])
-    rule = f"every seed's {criteria.level:.0%} bootstrap intervals apart"
+    rule, level = f"every seed's {criteria.level:.0%} bootstrap intervals apart", criteria.level
+    found = [  # (claim, outcomes, unit, evidence)
+        ("Trained NoPE models: nearby hidden states are more similar",
+         [t["outcome"] for t in trained], "task",
+         f"best layer >= {criteria.first_layer} above layer 0, {rule}"),
+        ("Random-init NoPE models of the task architectures show the pattern too",
+         [t["outcome"] for t in control], "task",
+         f"each trained seed's initial weights: deepest layer above layer 0, {rule}"),
+        ("Training strengthens the pattern (control, not a claim of the study)",
+         [per_seed(c) for c in counted], "task x layer cell",
+         f"each trained seed minus its own initial weights on the same sequences, paired "
+         f"{level:.0%} interval above 0 in every seed, layers >= {criteria.first_layer}; the "
+         "other views in the report"),
+    ]  # fmt: skip
     return [
-        Verdict.tally(
-            "Trained NoPE models: nearby hidden states are more similar",
-            [t["outcome"] for t in trained],
-            seeds=seeds,
-            unit="task",
-            evidence=f"best layer >= {criteria.first_layer} above layer 0, {rule}",
-        ),
-        Verdict.tally(
-            "Random-init NoPE models of the task architectures show the pattern too",
-            [t["outcome"] for t in control],
-            seeds=seeds,
-            unit="task",
-            evidence=f"each trained seed's initial weights: deepest layer above layer 0, {rule}",
-        ),
-        Verdict.tally(
-            "Training strengthens the pattern (control, not a claim of the study)",
-            [per_seed(c) for c in counted],
-            seeds=seeds,
-            unit="task x layer cell",
-            evidence="each trained seed minus its own initial weights on the same sequences, "
-            f"paired {criteria.level:.0%} interval above 0 in every seed, layers >= "
-            f"{criteria.first_layer}; the other views in the report",
-        ),
+        Verdict.tally(claim, outcomes, seeds=seeds, unit=unit, evidence=evidence)
+        for claim, outcomes, unit, evidence in found
     ]
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
-from adjpos.stats import wilson_interval
+from adjpos.stats import every_seed, judge, wilson_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
 from adjpos.study.models import TRAINED
 from adjpos.study.sizes import CURVE_ARMS
 
@@ -56,11 +56,8 @@ def causal_unit(
 ) -> dict[str, Any]:
     """The causal tests on trained seed `seed` of task `name` (`intervention_table`, the same
     prompts for every seed), and the position-curve arms at their own sizes with the paired
-    differences the hypothesis reads, as {table: records}; with `folder` (see
-    `Context.per_unit`), each of their (layer, read-out, intervention) parts is kept there
-    when done and read back on resume."""
-    from adjpos.study.claim import Prefixed
-
+    differences the hypothesis reads, as {table: records}; with `folder` (`Context.per_unit`)
+    each part is kept when done and read back on resume."""
     model, task = models.trained(name, seed)
     common = {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
     common |= {"progress": False}
@@ -128,15 +125,12 @@ OUTCOME = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}
 
 
 def finding(r: dict[str, Any], criteria: Criteria) -> str:
-    """One row's finding, every threshold on an interval's bound: "not needed" when its
-    exact-match interval reaches the baseline's; with no matched control (uniform attention)
-    "breaks the task"; "necessary" when the paired difference from the control (intervention
-    minus control, per prompt) has its upper bound at least `criteria.min_gap` below zero,
-    fewer than `criteria.percentile` % of a drawn control's draws harm more (its
-    ``percentile``), and the change (on the states the hook changed while decoding) is at
-    most `criteria.size_slack` times the control's (the sizes are matched, not judged);
-    "beyond a smaller control" when the rest holds but the change is larger; "no more than
-    its control" otherwise."""
+    """One row's finding (docs/causal.md), every threshold on an interval's bound: "not needed"
+    when its interval reaches the baseline's; "breaks the task" with no matched control;
+    "necessary" when the difference from the control lies `criteria.min_gap` below 0, under
+    `criteria.percentile` % of its draws harm more and the change is at most
+    `criteria.size_slack` times the control's; "beyond a smaller control" when only the size
+    fails; "no more than its control" otherwise."""
     base = (r["baseline_low"], r["baseline_high"])
     if judge(r["low"], r["high"], *base, favour="below") != Outcome.FOR:
         return "not needed"
@@ -171,10 +165,9 @@ def cells(rows: list[dict[str, Any]], criteria: Criteria) -> dict[tuple, Outcome
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    """Layers >= `criteria.first_layer` only: at layer 0 the states are the token
-    embeddings, which carry no position. The read-out positions kept (`judged`). A cell is a
-    task, layer and intervention: for when every seed's finding is "necessary", against when
-    every one is "not needed", within otherwise."""
+    """Per task x layer (>= `criteria.first_layer`) x intervention cell, read-out positions
+    kept (`judged`): for when every seed's finding is "necessary", against when every one is
+    "not needed"."""
     readout, rows = judged(numbers["rows"])
     by_cell = cells(rows, criteria)
     return [

@@ -133,32 +133,23 @@ CAPTIONS = {
 }
 
 
-def shares_figure(table: pd.DataFrame):
-    """The held-out shares stacked by layer, one panel per task and model kind."""
-    from adjpos.figures import plot_variance_shares
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The held-out shares stacked by layer, and the three scores by layer with seed spans,
+    one panel per task and model kind."""
+    from adjpos.figures import plot_intervals, plot_variance_shares
 
+    table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
     shares = [f"{part}_share_held_out" for part in SHARE_PARTS]
     rows = table.melt(KEYS.names, shares, var_name="part", value_name="share")
     rows = rows.assign(part=rows["part"].str.removesuffix("_share_held_out"))
-    return plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
-
-
-def adjacency_figure(table: pd.DataFrame):
-    """The three scores by layer, seed spans, one panel per task and model kind."""
-    from adjpos.figures import plot_intervals
-
     frames = [seed_summary(table, "position").assign(part="position curve alone")]
     frames += [
         seed_summary(table, s, f"{s}_low", f"{s}_high").assign(part=label)
         for s, label in (("whole", "whole"), ("rest", "without the held-out curve"))
     ]
     axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "part"}
-    title = "Adjacency with and without the position curve (seed spans of intervals)"
     facets = {"facet_col": "task", "facet_row": "model", "y_title": "adjacency"}
-    return plot_intervals(pd.concat(frames), **axes, **facets, title=title)
-
-
-def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
-    shares, scores = shares_figure(table), adjacency_figure(table)
-    return fmt.captioned(CAPTIONS, decomposition_shares=shares, decomposition_adjacency=scores)
+    shown = plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
+    title = "Adjacency with and without the position curve (seed spans of intervals)"
+    scores = plot_intervals(pd.concat(frames), **axes, **facets, title=title)
+    return fmt.captioned(CAPTIONS, decomposition_shares=shown, decomposition_adjacency=scores)

@@ -182,11 +182,14 @@ CAPTION = (
 )
 
 
-def dynamics_figure(table: pd.DataFrame):
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """Every dynamics metric against the step, one panel per (metric, task), one line per
     layer, for each task's first seed."""
     from adjpos.figures import plot_intervals
 
+    table = DYNAMICS.read(results / "dynamics.csv")
+    if table.empty:
+        return {}
     first = table.groupby("task")["seed"].transform("min")
     shown = table[table["seed"] == first].assign(
         step=lambda t: t["step"].clip(lower=1),
@@ -195,9 +198,4 @@ def dynamics_figure(table: pd.DataFrame):
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
     axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}
     facets = {"facet_col": "task", "facet_row": "metric", "log_x": True}
-    return plot_intervals(shown, **axes, **facets, title=title)
-
-
-def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    table = DYNAMICS.read(results / "dynamics.csv")
-    return {} if table.empty else {"dynamics": (dynamics_figure(table), CAPTION)}
+    return {"dynamics": (plot_intervals(shown, **axes, **facets, title=title), CAPTION)}
