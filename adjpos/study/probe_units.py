@@ -11,17 +11,9 @@ from typing import Any
 
 import torch
 
-from adjpos.probes import (
-    COMPARISON_TABLE,
-    PROBE_TABLE,
-    ProbeResult,
-    compare_scores,
-    order_scores,
-    probe_positions,
-    reconstruct_order,
-    score_sequences,
-    sequences_of_length,
-)
+from adjpos.probes import PROBE_TABLE, ProbeResult, probe_positions, sequences_of_length
+from adjpos.probes.compare import COMPARISON_TABLE, compare_scores, score_sequences
+from adjpos.probes.order import order_scores, reconstruct_order
 from adjpos.study.claim import Criteria
 from adjpos.study.models import RANDOM, TRAINED, gen
 from adjpos.tables import Table
@@ -82,15 +74,11 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
     `ProbeResult` s (as JSON), the comparisons within the trained model and, for each of the
     `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer."""
     trained, copy = probe_pair(models, sizes, task, seed)
-    draws = criteria.draws
-    unit = {
-        "task": task,
-        "seed": seed,
-        "trained": json.loads(measure_probes(trained, sizes).to_json()),
-        "control": json.loads(measure_probes(copy, sizes).to_json()),
-        "comparisons": compare_within(trained, sizes, criteria.first_layer, **draws),
-        "copies": _paired(trained, copy, CONTROL_CARRIERS, sizes, criteria.first_layer, **draws),
-    }
+    first, draws = criteria.first_layer, criteria.draws
+    probed = [json.loads(measure_probes(s, sizes).to_json()) for s in (trained, copy)]
+    unit = {"task": task, "seed": seed, "trained": probed[0], "control": probed[1]}
+    unit["comparisons"] = compare_within(trained, sizes, first, **draws)
+    unit["copies"] = _paired(trained, copy, CONTROL_CARRIERS, sizes, first, **draws)
     return {"result": unit}
 
 

@@ -34,26 +34,15 @@ STATUS_TEXT = (
     + ". Each cell is decided by interval comparisons (adjpos.stats.compare_intervals) under "
     "the criteria listed at the end; results/claims.csv holds every count."
 )
-ENDING = """## What this does not show
-
-How the pattern resolves beyond these short sequences (about 30 tokens, as in the study), and
-whether attention uses it, are open (`examples/*_by_length.py` measure both);
-docs/known-and-open.md lists the choices made where the study is silent.
-"""
 
 
 def write_report(
     out: str | Path, captions: Mapping[str, str], pngs: set[str], frames: Mapping[str, tuple]
 ) -> tuple[Path, Path]:
-    """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`.
-
-    Args:
-        out: the run's folder (``run.json``, ``results/``, ``figures/``).
-        captions: figure stem -> caption, for every figure written to ``figures/``.
-        pngs: the stems that also have a PNG (shown inline in the markdown).
-        frames: figure stem -> (width, height) of the frame that shows it whole in
-            ``report.html`` (`adjpos.figures.save.frame_size`).
-    """
+    """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`
+    (``run.json``, ``results/``, ``figures/``): `captions` of every figure by stem, `pngs` the
+    stems with a PNG (inline in the markdown), `frames` each stem's (width, height) that shows
+    it whole in ``report.html`` (`adjpos.figures.save.frame_size`)."""
     import markdown
 
     out = Path(out)
@@ -61,7 +50,7 @@ def write_report(
     body = markdown.markdown(render(out, captions, pngs, frames=frames), extensions=["tables"])
     write_text(out / "report.md", render(out, captions, pngs))
     # report.html fits a 1,280 px window: the widest figure (figures.style.MAX_WIDTH) framed.
-    html = Template((Path(__file__).parent / "report.html").read_text())
+    html = Template(fmt.read("report.html"))
     write_text(out / "report.html", html.substitute(title=TITLE, body=body))
     return out / "report.md", out / "report.html"
 
@@ -107,7 +96,8 @@ def render(
     sizes = [[k, fmt.n(v)] for k, v in record["spec"]["sizes"].items()]
     parts += ["## Run sizes", fmt.table(["size", "value"], sizes)]
     listed = list(dataclasses.asdict(criteria).items())
-    parts += ["## Criteria", fmt.table(["criterion", "value"], listed), ENDING]
+    parts += ["## Criteria", fmt.table(["criterion", "value"], listed)]
+    parts += [fmt.text("report.ending") + "\n"]
     return "\n\n".join(parts)
 
 

@@ -214,23 +214,13 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += ["trained - own initial weights (t-interval over seeds)"]
     header += [f"{v['view']}: trained above" for v in views]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
-    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), SECTION + per_task + "."]
+    said = fmt.text("adjacency.section") + per_task + "."
+    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), said]
     cos = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
     cos = {m: [r["value"] for r in cos if r["model"] == m] for m in (TRAINED, RANDOM)}
     cos = ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in cos.items() if v)
-    views_text = VIEWS.format(n=len(views), drawn=len(DRAWN), cos=cos)
+    views_text = fmt.text("adjacency.views", n=len(views), drawn=len(DRAWN), cos=cos)
     return fmt.section(*parts, figures("adjacency_views"), views_text, fmt.table(header, rows))
-
-
-SECTION = """What it shows: layer 0 is not at chance on task sequences (the format puts the same
-characters at the same places), so each layer is compared with layer 0, every seed apart: """
-VIEWS = """### Trained against their own initial weights, in {n} views of the score ({drawn} drawn)
-
-The whole score mixes prompt and answer rows, rewards states that point the same way (mean
-cosine of two positions, trained and random-init: {cos}) and, with strict ties, puts chance
-below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
-weights: for when every seed's paired interval lies above 0, against when every one lies below;
-the difference is the mean over seeds with its Student-t interval."""
 
 
 def by_layer(rows: list[dict[str, Any]], value: str) -> str:
@@ -242,16 +232,6 @@ def by_layer(rows: list[dict[str, Any]], value: str) -> str:
         ["task", "model", *[f"layer {x}" for x in layers]],
         [[t, m, *[by.get((t, m, x)) for x in layers]] for t, m in keys],
     )
-
-
-CAPTIONS = {
-    "adjacency_by_layer": "The study's adjacency score per layer (layer 0 = token embeddings): "
-    "trained NoPE, random-init NoPE and random-init learned-position models (mean over seeds; "
-    "bars: std over seeds).",
-    "adjacency_views": f"Adjacency per layer in {len(DRAWN)} views ({'; '.join(DRAWN.values())})"
-    ", trained against their own initial weights (mean over seeds; bars: the seeds' interval "
-    "span).",
-}
 
 
 def adjacency_views_figure(table: pd.DataFrame):
@@ -270,4 +250,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = ADJACENCY.read(results / "adjacency_by_layer.csv")
     main = plot_adjacency_by_layer(score_view(table, MAIN_VIEW), panel="task", line="model")
     views = adjacency_views_figure(table)
-    return fmt.captioned(CAPTIONS, adjacency_by_layer=main, adjacency_views=views)
+    captions = fmt.texts("adjacency.captions", n=len(DRAWN), views="; ".join(DRAWN.values()))
+    return fmt.captioned(captions, adjacency_by_layer=main, adjacency_views=views)

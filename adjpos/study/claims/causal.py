@@ -169,19 +169,15 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     kept (`judged`): for when every seed's finding is "necessary", against when every one is
     "not needed"."""
     readout, rows = judged(numbers["rows"])
-    by_cell = cells(rows, criteria)
+    by_cell, seeds = cells(rows, criteria), seeds_text(numbers["seeds"])
+    evidence = "necessary in every seed: the paired difference's 95% upper bound at least "
+    evidence += f"{fmt.n(criteria.min_gap)} below zero, fewer than {criteria.percentile:g}% of "
+    evidence += "the control's draws harming more, the change at most "
+    evidence += f"{fmt.n(criteria.size_slack)} times the control's; layers >= "
+    evidence += f"{criteria.first_layer}, read-out positions {readout}"
+    words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     return [
-        Verdict.tally(
-            claim,
-            [o for (_, _, name), o in by_cell.items() if name in names],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="task x layer x intervention cell",
-            evidence="necessary in every seed: the paired difference's 95% upper bound "
-            f"at least {fmt.n(criteria.min_gap)} below zero, fewer than "
-            f"{criteria.percentile:g}% of the control's draws harming more, the change "
-            f"at most {fmt.n(criteria.size_slack)} times the control's; layers >= "
-            f"{criteria.first_layer}, read-out positions {readout}",
-        )
+        Verdict.tally(claim, [o for (_, _, n), o in by_cell.items() if n in names], **words)
         for names, claim in CLAIMS.items()
     ]
 
@@ -209,15 +205,12 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
         for r in rows
     ]
-    after = AFTER.format(
-        min_gap=fmt.n(criteria.min_gap),
-        size_slack=fmt.n(criteria.size_slack),
-        percentile=f"{criteria.percentile:g}",
-        seeds=seeds_text(numbers["seeds"]),
-        per_task=_per_task(rows, criteria),
-        first=criteria.first_layer,
-    )
-    parts = [figures("interventions"), BEFORE.format(readout=readout), fmt.table(header, body)]
+    values = {"min_gap": fmt.n(criteria.min_gap), "size_slack": fmt.n(criteria.size_slack)}
+    values |= {"percentile": f"{criteria.percentile:g}", "seeds": seeds_text(numbers["seeds"])}
+    values |= {"per_task": _per_task(rows, criteria), "first": criteria.first_layer}
+    after = fmt.text("causal.after", **values)
+    before = fmt.text("causal.before", readout=readout)
+    parts = [figures("interventions"), before, fmt.table(header, body)]
     return fmt.section(*parts, after)
 
 
@@ -239,32 +232,11 @@ def _per_task(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     )
 
 
-BEFORE = """Each trained model on fresh held-out prompts with one carrier of position changed at the
-input of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
-decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
-findings the verdicts count (the last column: the other variant's). "difference": the paired
-per-prompt difference from the control (a random one: the mean of its draws); "size": the
-mean ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
-AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
-{min_gap} below zero, fewer than {percentile}% of a random control's draws harm more, and its change
-is at most {size_slack} times the control's; "not needed" when its
-interval reaches the baseline's; uniform attention, with no matched control, is judged against the
-baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers below {first} are
-shown but not counted: the token embeddings carry no position, so the "position" subspace and LEACE
-there find the tokens the format puts at each place."""
-
-
-CAPTION = (
-    "Exact match with one carrier of position changed at the input of one block, read-out "
-    "positions kept, controls in open markers, the unchanged model black (bars: 95% intervals)."
-)
-
-
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     from adjpos.figures import plot_interventions
 
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
-    return {"interventions": (plot_interventions(table), CAPTION)}
+    return {"interventions": (plot_interventions(table), fmt.text("causal.caption"))}
 
 
 def _float(value: Any) -> float | None:

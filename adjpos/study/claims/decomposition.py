@@ -112,25 +112,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += ["adjacency of the curve alone (seed range)", "adjacency, whole (seed span)"]
     header += ["adjacency without the held-out curve (seed span)"]
     header += ["whole - without (t-interval over seeds)", "removing the curve lowers the score"]
-    text = SECTION.format(level=f"{criteria.level:.0%}")
+    text = fmt.text("decomposition.section", level=f"{criteria.level:.0%}")
     return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
-
-
-SECTION = """What it shows: each layer's states split into a mean, each token's mean state, a
-position curve the sequences share, a constant per sequence (context: the per-sequence mean) and a
-residual, each part fitted on other folds of the sequences (held out, `decomposition_shares`). A
-cell is for when every seed's paired {level} interval of the score (states less the mean) whole
-minus without the held-out curve lies above 0, against when every one lies below. The curve's
-components and own score are of the curve with the tokens kept (at layer 0, the prompt format)."""
-
-CAPTIONS = {
-    "decomposition_shares": "Shares of the hidden states' sum of squares held out (each part "
-    "fitted on other folds of sequences; the in-sample shares are in decomposition_by_layer.csv)"
-    " by layer, trained against their own initial weights (mean over seeds).",
-    "decomposition_adjacency": "Adjacency by layer of the states less their mean, whole and "
-    "without the held-out position curve, and of the curve alone (mean over seeds; bars: seed "
-    "spans).",
-}
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
@@ -152,4 +135,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     shown = plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
     title = "Adjacency with and without the position curve (seed spans of intervals)"
     scores = plot_intervals(pd.concat(frames), **axes, **facets, title=title)
-    return fmt.captioned(CAPTIONS, decomposition_shares=shown, decomposition_adjacency=scores)
+    captions = fmt.texts("decomposition.captions")
+    return fmt.captioned(captions, decomposition_shares=shown, decomposition_adjacency=scores)

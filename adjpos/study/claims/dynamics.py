@@ -176,12 +176,6 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
 
 
-CAPTION = (
-    "Training dynamics of each task's first seed with snapshots: every metric against the step "
-    "(log scale; step 0 drawn at 1), one line per layer (bars: 95% intervals)."
-)
-
-
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """Every dynamics metric against the step, one panel per (metric, task), one line per
     layer, for each task's first seed."""
@@ -198,4 +192,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
     axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}
     facets = {"facet_col": "task", "facet_row": "metric", "log_x": True}
-    return {"dynamics": (plot_intervals(shown, **axes, **facets, title=title), CAPTION)}
+    caption = fmt.text("dynamics.caption")
+    return {"dynamics": (plot_intervals(shown, **axes, **facets, title=title), caption)}

@@ -185,7 +185,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ],
     )
     tables = [summary, probes, _control_table(numbers["versus"], cells["copies"]), order]
-    said = SECTION.format(level=f"{criteria.level:.0%}", first=criteria.first_layer)
+    said = fmt.text("probing.section", level=f"{criteria.level:.0%}", first=criteria.first_layer)
     said = said.split("\n\n")  # a paragraph before each table, one after the last
     parts = [part for pair in zip(said, tables, strict=False) for part in pair]
     return fmt.section(figures("probes"), *parts, said[-1])
@@ -218,20 +218,6 @@ def _control_table(versus: list[dict], cells: list[dict]) -> str:
     header = ["task", "carrier", "trained - its initial weights, per seed"]
     return fmt.table([*header, "mean over seeds (t interval)", "over the seeds"], body)
 
-
-SECTION = """Each cell over the trained seeds: for (against) when the {level} paired interval of the
-difference lies above (below) 0 in every seed, within otherwise:
-
-Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
-same positions 1..n-1 and folds), beside what the prompt format gives away (± standard error):
-
-Each trained seed against its own initial weights on the same sequences (best layer >= {first}
-of each; the mean over seeds with its Student-t interval):
-
-Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
-
-What it shows: the format alone names the position (token_identity R^2), so what the model
-computed is the gain over layer 0; the profile (many numbers against one) is not counted."""
 
 CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 

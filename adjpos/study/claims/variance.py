@@ -106,25 +106,13 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "model", "layer", f"{LABELS['ratio']} (seed span)"]
     header += [f"{LABELS['spearman']} (seed span)", "seeds", "variance shrinks with position"]
     header += ["ratio - initial weights' ratio (t-interval over seeds)", "ratio below initial's"]
-    text = SECTION.format(level=f"{criteria.level:.0%}")
+    text = fmt.text("variance.section", level=f"{criteria.level:.0%}")
     return fmt.section(figures("variance"), fmt.table(header, rows), text)
 
-
-SECTION = """What it shows: a ratio below 1 (less variance over the last third of the positions than
-over the first) with a negative Spearman correlation is the shrinkage Chi et al. describe: for when
-both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both lie
-above. The last two columns pair each trained seed with its own initial weights."""
 
 # What the two summaries of variance by position are, for tables and figures.
 LABELS = {"ratio": "variance ratio, last third / first third of positions"}
 LABELS["spearman"] = "rank correlation (Spearman) of variance with position"
-CAPTIONS = {
-    "variance_by_position": "Variance of the trained models' hidden states over d_model by "
-    "position (mean over sequences of one length and over seeds), one line per layer.",
-    "variance_by_layer": f"The {LABELS['ratio']} (below 1: shrinks) and the "
-    f"{LABELS['spearman']} by layer, trained against random-init NoPE (mean over seeds; bars: "
-    "seed spans).",
-}
 
 
 def variance_figure(table: pd.DataFrame):
@@ -148,4 +136,5 @@ def variance_layers_figure(table: pd.DataFrame):
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     profiles = variance_figure(VARIANCE.read(results / "variance_by_position.csv"))
     layers = variance_layers_figure(VARIANCE_LAYERS.read(results / "variance_by_layer.csv"))
-    return fmt.captioned(CAPTIONS, variance_by_position=profiles, variance_by_layer=layers)
+    captions = fmt.texts("variance.captions", **LABELS)
+    return fmt.captioned(captions, variance_by_position=profiles, variance_by_layer=layers)
