@@ -28,7 +28,7 @@ class Criteria:
     level: float = help_field("confidence level of every interval", 0.95)
     n_boot: int = help_field("bootstrap draws of an interval over sequences", 1000)
     first_layer: int = help_field(
-        "the first layer the verdicts count (layer 0, the token embeddings, is shown only)", 1
+        "the first layer the verdicts count (layer 0, the token embeddings, carries no position)", 1
     )
     min_gap: float = help_field(
         "causal tests: the paired difference's upper bound lies at least this far below 0", 0.1
@@ -36,7 +36,7 @@ class Criteria:
     size_slack: float = help_field(
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
-    percentile: float = help_field("causal tests: < this % of a control's draws harm more", 5.0)
+    percentile: float = help_field("causal tests: under this % of a control's draws harm more", 5.0)
     curve_tolerance: float = help_field(
         "position-curve rule: t; an arm breaks (holds) when its bound lies below (above) -t", 0.05
     )

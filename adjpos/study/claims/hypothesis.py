@@ -65,7 +65,8 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
     seed): the rule (`hypothesis_outcomes`) under `criteria`'s thresholds."""
     readout, cells = judged(numbers["cells"])
     rule = RuleCriteria(criteria.curve_tolerance, criteria.offset_share, criteria.min_sizes)
-    counted = [_cell(c) for c in cells if c["layer"] >= criteria.first_layer]
+    counted = [c for c in cells if c["layer"] >= criteria.first_layer]
+    counted = [CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c) for c in counted]
     return readout, hypothesis_outcomes(counted, rule)["cells"]
 
 
@@ -132,7 +133,3 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     after = " ".join(f"**{claim}**: {answers(found, claim)}." for claim in CLAIMS)
     before = fmt.text("hypothesis.before", readout=readout)
     return fmt.section(before, fmt.table(header, body), fmt.text("hypothesis.note"), offsets, after)
-
-
-def _cell(c: dict[str, Any]) -> CellNumbers:
-    return CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c)
