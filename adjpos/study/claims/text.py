@@ -47,17 +47,15 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
         for layout in LAYOUTS
     ]  # fmt: skip
-    found.append(
+    found += [
         ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
          "layer", "every seed's paired interval (hybrid - rope) above 0, sink left out",
-         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after])
-    )  # fmt: skip
-    found.append(
+         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after]),
         ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell",
          f"every seed: loss above the size-matched control's by {gap} nats or more; counted when "
          f"the change lowers the score at the layer by {drop} or more",
-         [c for c in numbers["causal"] if c["layout"] != "rope"])
-    )  # fmt: skip
+         [c for c in numbers["causal"] if c["layout"] != "rope"]),
+    ]  # fmt: skip
     out = []
     for claim, unit, evidence, cells in found:
         counted = [o for o in (_outcome(c, criteria) for c in cells) if o is not None]
