@@ -25,16 +25,17 @@ from adjpos.probes import ProbeResult
 from adjpos.study import probe_units
 from adjpos.study.claim import CRITERIA
 from adjpos.study.claims import probing
+from adjpos.tasks import TASKS
 
 
 def main(quick: bool, only: str | None, out: Path) -> None:
     sizes = adjpos.study.TINY if quick else adjpos.study.FULL
     models = adjpos.study.Models(device="cpu")
-    units = probe_units.probe_units(models, sizes)
+    units = [(t, s) for t in TASKS for s in models.seeds(t, sizes)]
     units = [(t, s) for t, s in units if (only or ("addition" if quick else "")) in f"{t} seed {s}"]
     found = []
     for task, seed in units[:1] if quick else units:
-        unit = json.loads(probe_units.probe_unit(models, sizes, CRITERIA, task, seed))
+        unit = probe_units.probe_unit(models, sizes, CRITERIA, task, seed)["result"]
         for kind in ("trained", "control"):
             unit[kind] = ProbeResult.from_json(json.dumps(unit[kind]))
             fig = adjpos.figures.plot_probe_scores(unit[kind])

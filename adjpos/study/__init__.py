@@ -10,19 +10,5 @@ from adjpos.study.models import Models
 from adjpos.study.pipeline import ReproduceConfig, ReproduceResult, reproduce
 from adjpos.study.sizes import FULL, QUICK, TINY, StudySizes
 
-__all__ = [
-    "CRITERIA",
-    "FULL",
-    "QUICK",
-    "TINY",
-    "Claim",
-    "Criteria",
-    "Models",
-    "Outcome",
-    "ReproduceConfig",
-    "ReproduceResult",
-    "Status",
-    "StudySizes",
-    "Verdict",
-    "reproduce",
-]
+__all__ = ["CRITERIA", "FULL", "QUICK", "TINY", "Claim", "Criteria", "Models", "Outcome"]
+__all__ += ["ReproduceConfig", "ReproduceResult", "Status", "StudySizes", "Verdict", "reproduce"]

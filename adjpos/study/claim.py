@@ -28,21 +28,15 @@ class Criteria:
     level: float = help_field("confidence level of every interval", 0.95)
     n_boot: int = help_field("bootstrap draws of an interval over sequences", 1000)
     first_layer: int = help_field(
-        "the first layer the verdicts count (layer 0, the token embeddings, carries no "
-        "position: it is shown but not counted)",
-        1,
+        "the first layer the verdicts count (layer 0, the token embeddings, carries no position)", 1
     )
     min_gap: float = help_field(
-        "causal tests: the upper bound of the paired difference from the control must lie at "
-        "least this far below zero",
-        0.1,
+        "causal tests: the paired difference's upper bound lies at least this far below 0", 0.1
     )
     size_slack: float = help_field(
         "causal tests: a change at most this many times its control's is matched in size", 1.25
     )
-    percentile: float = help_field(
-        "causal tests: fewer than this % of a random control's draws may harm more", 5.0
-    )
+    percentile: float = help_field("causal tests: under this % of a control's draws harm more", 5.0)
     curve_tolerance: float = help_field(
         "position-curve rule: t; an arm breaks (holds) when its bound lies below (above) -t", 0.05
     )
@@ -52,9 +46,7 @@ class Criteria:
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
     text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
     text_drop: float = help_field("text causal tests: least drop of the score they make", 0.01)
-    solved: float = help_field(
-        "exact match a task's interval must lie above to count as solved", 0.99
-    )
+    solved: float = help_field("exact match a solved task's interval lies above", 0.99)
     chance: float = help_field("the adjacency score of states that carry no order", 0.5)
     band: float = help_field("sweep: the mean score that marks the band of init scales", 0.6)
     theory_tolerance: float = help_field(
@@ -140,6 +132,12 @@ class Verdict:
         return dataclasses.asdict(self) | {"status": self.status.value}
 
 
+def per_seed(cell: dict[str, Any], favour: str = "above") -> Outcome:
+    """A cell over its seeds: for when every seed's paired interval (``cell["per_seed"]``, each
+    (low, high)) lies on the `favour` side of 0, against when every one on the other."""
+    return every_seed(judge(low, high, 0.0, 0.0, favour=favour) for low, high in cell["per_seed"])
+
+
 def seeds_text(seeds: Iterable[Any]) -> str:
     """'0, 1, 2', or '0 only' for a single seed."""
     found = sorted({int(s) for s in seeds})
@@ -178,8 +176,8 @@ class Context:
         every trained (task, seed); else seed None) not done yet, `folder` the run's folder
         with unit names prefixed by the unit's own (`Prefixed`: a unit can resume part by
         part); it returns {name: records}, each written to ``results/NAME_TASK[_seed_S].csv``
-        by its `Table` in `tables` {name: Table}, and is marked done; then every unit's
-        rows, by name."""
+        by its `Table` in `tables` {name: Table}, and is marked done (with its ``result``, if
+        any); then every unit's rows, by name, and their results in order (``result``)."""
         import pandas as pd
 
         from adjpos.tasks import TASKS
@@ -200,8 +198,9 @@ class Context:
         for (*_, task, seed, _), records in self.units(unit, jobs):
             for table, kind in tables.items():
                 kind.write(path(table, (task, seed)), records[table])
-            self.folder.mark_done(name[task, seed])
-        return {t: pd.concat([k.read(path(t, key)) for key in keys]) for t, k in tables.items()}
+            self.folder.mark_done(name[task, seed], records.get("result"))
+        found = {t: pd.concat([k.read(path(t, key)) for key in keys]) for t, k in tables.items()}
+        return found | {"result": [self.folder.result(name[key]) for key in keys]}
 
 
 @dataclass(frozen=True)

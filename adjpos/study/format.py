@@ -4,8 +4,11 @@ claim uses. Tables are markdown, number columns right-aligned, a ``|`` inside a 
 
 from __future__ import annotations
 
+import functools
 import numbers
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -87,6 +90,29 @@ def figure(path: str, caption: str, png: bool, *, links: bool, frame: tuple | No
     image = f"![{caption}]({path}.png)\n\n" if png else ""
     link = f" ([interactive figure]({path}.html))" if links else ""
     return f"{image}*{caption}*{link}"
+
+
+def text(name: str, **values: Any) -> str:
+    """The report's prose `name` (``CLAIM.PART``: in ``report.txt``, after a line ``[name]``),
+    with `values` filled in."""
+    return _texts()[name].format(**values) if values else _texts()[name]
+
+
+def texts(prefix: str, **values: Any) -> dict[str, str]:
+    """Every text named ``prefix.KEY`` (see `text`), by KEY: a claim's captions."""
+    found = [k.removeprefix(f"{prefix}.") for k in _texts() if k.startswith(f"{prefix}.")]
+    return {key: text(f"{prefix}.{key}", **values) for key in found}
+
+
+@functools.cache
+def _texts() -> dict[str, str]:
+    found = re.split(r"^\[([\w.]+)\]\n", read("report.txt"), flags=re.MULTILINE)
+    return {name: body.rstrip("\n") for name, body in zip(found[1::2], found[2::2], strict=True)}
+
+
+def read(name: str) -> str:
+    """A data file of the study's package (``report.txt``, ``report.html``)."""
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 def _is_number(value: Any) -> bool:

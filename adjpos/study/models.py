@@ -110,6 +110,21 @@ def variants(models: Models, sizes: Any, name: str, *, learned: bool = True):
             yield LEARNED, seed, models.control(name, seed, positional="learned", like=seed)
 
 
+def layer_states(models: Models, sizes: Any):
+    """Every layer's states (float64, [sequence, position, d_model]) of each trained seed and
+    its own initial weights (`variants`) on the same held-out sequences of one length per
+    task: (key {task, model, seed, layer}, tokens, states)."""
+    from adjpos.capture import capture_residuals
+    from adjpos.probes import sequences_of_length
+    from adjpos.tasks import TASKS
+
+    for name in TASKS:
+        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
+        for label, seed, model in variants(models, sizes, name, learned=False):
+            for layer, states in enumerate(capture_residuals(model, tokens).double()):
+                yield {"task": name, "model": label, "seed": seed, "layer": layer}, tokens, states
+
+
 def gen(seed: int) -> torch.Generator:
     """A fresh generator: every draw of the study names its seed."""
     return torch.Generator().manual_seed(seed)

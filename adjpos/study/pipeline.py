@@ -36,8 +36,8 @@ class ReproduceConfig:
     )
     device: str = help_field(f"one of {DEVICES}; auto = cuda when available", "auto")
     workers: int | None = help_field(
-        "worker processes, or CPUs of a local Ray, for the probing, causal and sweep stages "
-        "(default: the CPU cores; 0 runs in-process)",
+        "worker processes, or a local Ray's CPUs, for the stages' units (default: the CPU cores; "
+        "0 runs in-process)",
         None,
     )
     engine: str = help_field(
@@ -86,9 +86,7 @@ class ReproduceResult:
     ran: tuple[str, ...] = help_field("stages measured by this call")
     skipped: tuple[str, ...] = help_field("stages finished by an earlier call, not measured again")
     figures: tuple[Path, ...] = help_field("figure files written")
-    png_skipped: str | None = help_field(
-        "why there are no PNGs and how to enable them (None when written)"
-    )
+    png_skipped: str | None = help_field("why there are no PNGs, how to enable them (or None)")
     seconds: float = help_field("wall time of this call")
 
 
@@ -114,8 +112,7 @@ def reproduce(
     from adjpos.study.models import Models
 
     start, device = time.perf_counter(), cfg.resolved_device
-    spec = {"settings": cfg.to_dict(), "sizes": cfg.sizes.to_dict()}
-    spec["criteria"] = CRITERIA.to_dict()
+    spec = {"settings": cfg.to_dict(), "sizes": cfg.sizes.to_dict(), "criteria": CRITERIA.to_dict()}
     folder = RunFolder.open(out_dir, kind="reproduce", spec=spec, device=device)
     train_dir = folder.path / "models" if cfg.train else None
     models = Models(device=device, train_dir=train_dir, train_steps=cfg.sizes.train_steps)
@@ -142,10 +139,8 @@ def reproduce(
 
 def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...], str | None]:
     """Draw every figure of the run in `out` from its result files (HTML, and PNG with `png`
-    when static export works), then write ``results/claims.csv`` and the report.
-
-    Returns the figure files written and, when PNGs were not written, why (once).
-    """
+    when static export works), then write ``results/claims.csv`` and the report: the figure
+    files written and, when PNGs were not written, why (once)."""
     from adjpos.figures.save import frame_size, save_figures
     from adjpos.study.report import write_report
 

@@ -1,6 +1,6 @@
 """The probing stage's unit (`adjpos.study.claims.probing` runs them): one trained seed and the
-random-init copy of its own initial weights, probed on the same held-out sequences, their paired
-comparisons, and the unit's files (``probes_<model>.json``, `PAIRS`).
+random-init copy of its own initial weights, probed on the same held-out sequences, and their
+paired comparisons.
 """
 
 from __future__ import annotations
@@ -11,22 +11,12 @@ from typing import Any
 
 import torch
 
-from adjpos.probes import (
-    COMPARISON_TABLE,
-    PROBE_TABLE,
-    ProbeResult,
-    compare_scores,
-    order_scores,
-    probe_positions,
-    reconstruct_order,
-    score_sequences,
-    sequences_of_length,
-)
-from adjpos.runs import write_text
+from adjpos.probes import PROBE_TABLE, ProbeResult, probe_positions, sequences_of_length
+from adjpos.probes.compare import COMPARISON_TABLE, compare_scores, score_sequences
+from adjpos.probes.order import order_scores, reconstruct_order
 from adjpos.study.claim import Criteria
 from adjpos.study.models import RANDOM, TRAINED, gen
 from adjpos.tables import Table
-from adjpos.tasks import TASKS
 
 # The comparisons within each trained model: name -> (a, b, probe, metric).
 COMPARISONS = {
@@ -52,7 +42,6 @@ PROBES = Table(task="string", seed="int64", kind="string", control_seed="Int64")
 # probe_comparisons.csv (two feature sets of a trained model) and probe_copies.csv (a carrier
 # of a trained model, a, against its own initial weights, b): one row per paired comparison.
 PROBE_COMPARISONS = Table(task="string", seed="int64", comparison="string") + COMPARISON_TABLE
-PAIRS = "probe_pairs_{task}_seed_{seed}.json"  # a unit's comparisons
 
 
 @dataclass(frozen=True)
@@ -68,16 +57,6 @@ class ProbeSubject:
     tokens: torch.Tensor
 
 
-def probe_units(models: Any, sizes: Any) -> list[tuple[str, int]]:
-    """(task, trained seed) of every unit, in order: the seeds the other stages measure."""
-    return [(task, seed) for task in TASKS for seed in models.seeds(task, sizes)]
-
-
-def unit_name(task: str, seed: int) -> str:
-    """The run folder's marker of one unit."""
-    return f"probing {task} seed {seed}"
-
-
 def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubject, ProbeSubject]:
     """Trained seed `seed` of `task` and the random-init model of its own initial weights
     (`Models.control` with ``like=seed``), on the task's held-out sequences of one length."""
@@ -90,21 +69,17 @@ def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubj
     )
 
 
-def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int) -> str:
-    """One unit of the probing stage as JSON: both models' `ProbeResult`s, the comparisons
-    within the trained model and, for each of the `CONTROL_CARRIERS`, the trained model minus
-    its copy at each one's best layer (see `write_unit`)."""
+def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int, *_: Any) -> dict:
+    """One unit of the probing stage (`Context.per_unit`), all in its ``result``: both models'
+    `ProbeResult` s (as JSON), the comparisons within the trained model and, for each of the
+    `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer."""
     trained, copy = probe_pair(models, sizes, task, seed)
-    draws = criteria.draws
-    unit = {
-        "task": task,
-        "seed": seed,
-        "trained": json.loads(measure_probes(trained, sizes).to_json()),
-        "control": json.loads(measure_probes(copy, sizes).to_json()),
-        "comparisons": compare_within(trained, sizes, criteria.first_layer, **draws),
-        "copies": _paired(trained, copy, CONTROL_CARRIERS, sizes, criteria.first_layer, **draws),
-    }
-    return json.dumps(unit)
+    first, draws = criteria.first_layer, criteria.draws
+    probed = [json.loads(measure_probes(s, sizes).to_json()) for s in (trained, copy)]
+    unit = {"task": task, "seed": seed, "trained": probed[0], "control": probed[1]}
+    unit["comparisons"] = compare_within(trained, sizes, first, **draws)
+    unit["copies"] = _paired(trained, copy, CONTROL_CARRIERS, sizes, first, **draws)
+    return {"result": unit}
 
 
 def measure_probes(subject: ProbeSubject, sizes: Any) -> ProbeResult:
@@ -171,25 +146,6 @@ def _scores(subject: ProbeSubject, groups: list, probe: str, layers: list, sizes
 def slug(label: str) -> str:
     """A file-name-safe form of a model label."""
     return "".join(c if c.isalnum() else "_" for c in label).strip("_").replace("__", "_")
-
-
-def write_unit(results: Any, unit: dict[str, Any]) -> None:
-    """A unit's files: ``probes_<model>.json`` for each of its two models (the figures read
-    them) and ``probe_pairs_<task>_seed_<seed>.json`` with its comparisons."""
-    for kind in ("trained", "control"):
-        result = ProbeResult.from_json(json.dumps(unit[kind]))
-        result.to_json(results / f"probes_{slug(result.model)}.json")
-    pairs = {k: unit[k] for k in ("task", "seed", "comparisons", "copies")}
-    pairs |= {"trained": unit["trained"]["model"], "control": unit["control"]["model"]}
-    write_text(results / PAIRS.format(**unit), json.dumps(pairs, indent=1))
-
-
-def read_unit(results: Any, task: str, seed: int) -> dict[str, Any]:
-    """What `write_unit` wrote, with both `ProbeResult`s."""
-    unit = json.loads((results / PAIRS.format(task=task, seed=seed)).read_text())
-    for kind in ("trained", "control"):
-        unit[kind] = ProbeResult.from_json(results / f"probes_{slug(unit[kind])}.json")
-    return unit
 
 
 def probe_records(unit: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from string import Template
 from typing import Any
 
 from adjpos.runs import write_text
@@ -33,33 +34,24 @@ STATUS_TEXT = (
     + ". Each cell is decided by interval comparisons (adjpos.stats.compare_intervals) under "
     "the criteria listed at the end; results/claims.csv holds every count."
 )
-ENDING = """## What this does not show
-
-How the pattern resolves beyond these short sequences (about 30 tokens, as in the study), and
-whether attention uses it, are open (`examples/*_by_length.py` measure both);
-docs/known-and-open.md lists the choices made where the study is silent.
-"""
 
 
 def write_report(
     out: str | Path, captions: Mapping[str, str], pngs: set[str], frames: Mapping[str, tuple]
 ) -> tuple[Path, Path]:
-    """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`.
-
-    Args:
-        out: the run's folder (``run.json``, ``results/``, ``figures/``).
-        captions: figure stem -> caption, for every figure written to ``figures/``.
-        pngs: the stems that also have a PNG (shown inline in the markdown).
-        frames: figure stem -> (width, height) of the frame that shows it whole in
-            ``report.html`` (`adjpos.figures.save.frame_size`).
-    """
+    """Write ``results/claims.csv``, ``report.md`` and ``report.html`` for the run in `out`
+    (``run.json``, ``results/``, ``figures/``): `captions` of every figure by stem, `pngs` the
+    stems with a PNG (inline in the markdown), `frames` each stem's (width, height) that shows
+    it whole in ``report.html`` (`adjpos.figures.save.frame_size`)."""
     import markdown
 
     out = Path(out)
     VERDICTS.write(out / "results" / "claims.csv", [v.row() for v in verdicts(out)])
     body = markdown.markdown(render(out, captions, pngs, frames=frames), extensions=["tables"])
     write_text(out / "report.md", render(out, captions, pngs))
-    write_text(out / "report.html", _HTML.format(title=TITLE, body=body))
+    # report.html fits a 1,280 px window: the widest figure (figures.style.MAX_WIDTH) framed.
+    html = Template(fmt.read("report.html"))
+    write_text(out / "report.html", html.substitute(title=TITLE, body=body))
     return out / "report.md", out / "report.html"
 
 
@@ -104,7 +96,8 @@ def render(
     sizes = [[k, fmt.n(v)] for k, v in record["spec"]["sizes"].items()]
     parts += ["## Run sizes", fmt.table(["size", "value"], sizes)]
     listed = list(dataclasses.asdict(criteria).items())
-    parts += ["## Criteria", fmt.table(["criterion", "value"], listed), ENDING]
+    parts += ["## Criteria", fmt.table(["criterion", "value"], listed)]
+    parts += [fmt.text("report.ending") + "\n"]
     return "\n\n".join(parts)
 
 
@@ -138,16 +131,3 @@ def _setup(record: Mapping[str, Any]) -> str:
         "behind each verdict in results/numbers/, the verdicts in results/claims.csv); the "
         "figures are in figures/."
     )
-
-
-# Fits a 1,280 px window: the widest figure's frame (figures.style.MAX_WIDTH), prose at a
-# readable width, wide tables wrapped inside their cells.
-_HTML = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>{title}</title>
-<style>body{{font-family:Helvetica,Arial,sans-serif;max-width:1200px;margin:2em auto;
-padding:0 1em;line-height:1.45}}p,figcaption,ul,ol{{max-width:62em}}
-table{{border-collapse:collapse;max-width:100%;font-size:0.9em}}
-td,th{{border:1px solid #ccc;padding:2px 6px;vertical-align:top;overflow-wrap:break-word}}
-figure{{margin:1.5em 0}}figcaption{{font-style:italic}}</style></head><body>
-{body}
-</body></html>
-"""

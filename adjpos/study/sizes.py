@@ -18,16 +18,8 @@ QUICK_GRID: Grid = (
     {"positional": ["none", "learned", "rotary", "alibi"]},
 )
 # The probing stage's feature sets: every carrier, the format baseline and two controls.
-CARRIERS = (
-    "variance",
-    "norm",
-    "cosine_first",
-    "cosine_previous",
-    "cosine_mean",
-    "cosine_profile",
-    "cosine_sorted",
-    "resid",
-)
+CARRIERS = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
+CARRIERS += ("cosine_profile", "cosine_sorted", "resid")
 CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
 # The position-curve arms (`adjpos.interventions.curve_arms`), run apart from the carriers'
 # tests at their own sizes; the curve's swap and mirror are left to `adjpos intervene`: the
@@ -124,12 +116,10 @@ class StudySizes:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            unused = f.name == "curve_layers" and value == ()  # the arms not run
+            unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif (
-                value is not None and f.name.endswith(("seeds", "_layers", "_doses")) and not unused
-            ):
+            elif f.name.endswith(("seeds", "_layers", "_doses")) and not unused:
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:

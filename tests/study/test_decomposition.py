@@ -6,12 +6,8 @@ import pytest
 import torch
 
 from adjpos.metrics.decompose import SHARE_PARTS
-from adjpos.study.claims.decomposition import (
-    DECOMPOSITION,
-    decomposition_numbers,
-    layer_row,
-    lowers,
-)
+from adjpos.study.claim import per_seed
+from adjpos.study.claims.decomposition import DECOMPOSITION, decomposition_numbers, layer_row
 from adjpos.study.models import RANDOM, TRAINED
 
 
@@ -50,7 +46,7 @@ def test_a_cell_is_above_only_when_every_seed_is():
             key = {"task": "addition", "model": model, "seed": seed, "layer": 1}
             rows.append(key | layer_row(*_states(scale, seed), n_boot=200))
     numbers = decomposition_numbers(DECOMPOSITION.frame(rows))
-    versus = {c["model"]: lowers(c) for c in numbers["cells"]}
+    versus = {c["model"]: per_seed(c) for c in numbers["cells"]}
     assert versus == {TRAINED: "for", RANDOM: "within"}
     trained = next(c for c in numbers["cells"] if c["model"] == TRAINED)
     assert len(trained["per_seed"]) == 2 and trained["seeds"] == [0, 1]

@@ -74,17 +74,25 @@ class _Models:
 
 class _Folder:
     def __init__(self):
-        self.done = set()
+        self.results = {}
+
+    @property
+    def done(self):
+        return set(self.results)
 
     def is_done(self, unit):
-        return unit in self.done
+        return unit in self.results
 
     def mark_done(self, unit, result=None):
-        self.done.add(unit)
+        self.results[unit] = result
+
+    def result(self, unit):
+        return self.results[unit]
 
 
 def _two_tables(models, sizes, criteria, task, seed, folder):
-    return {"a": [{"task": task, "x": 1.0}], "b": [{"task": task, "seed": seed}]}
+    tables = {"a": [{"task": task, "x": 1.0}], "b": [{"task": task, "seed": seed}]}
+    return tables | {"result": {"unit": f"{task} {seed}"}}
 
 
 def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
@@ -101,3 +109,4 @@ def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
     assert folder.done == {f"stage {t} seed 0" for t in TASKS}
     again = context.per_unit("stage", _two_tables, tables, seeds=True)  # every unit done
     assert again["b"].equals(found["b"])
+    assert again["result"] == found["result"] == [{"unit": f"{t} 0"} for t in TASKS]

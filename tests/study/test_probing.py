@@ -104,7 +104,7 @@ def test_the_control_table_gives_each_seed_and_an_interval_over_seeds():
 
 @pytest.fixture(scope="module")
 def unit():
-    return json.loads(probe_units.probe_unit(Models(device="cpu"), TINY, CRITERIA, "reversal", 1))
+    return probe_units.probe_unit(Models(device="cpu"), TINY, CRITERIA, "reversal", 1)["result"]
 
 
 def test_a_unit_pairs_a_trained_seed_with_its_own_initial_weights(unit):

@@ -15,15 +15,9 @@ from scipy.stats import spearmanr
 from adjpos import adjacency_score, build_model, get_task
 from adjpos.scoring import sequence_views
 from adjpos.stats import spearman, variance_summary
-from adjpos.study.claim import CRITERIA, Outcome
-from adjpos.study.claims.adjacency import (
-    ADJACENCY,
-    PAIRED,
-    adjacency_numbers,
-    over_layer0,
-    paired_outcome,
-)
-from adjpos.study.claims.variance import less_than_initial, shrinks, variance_numbers
+from adjpos.study.claim import CRITERIA, Outcome, per_seed
+from adjpos.study.claims.adjacency import ADJACENCY, PAIRED, adjacency_numbers, over_layer0
+from adjpos.study.claims.variance import shrinks, variance_numbers
 from adjpos.study.models import RANDOM, TRAINED
 from factories import tiny_config
 
@@ -118,12 +112,12 @@ def test_adjacency_cells_count_only_when_every_seed_holds():
     numbers = adjacency_numbers(ADJACENCY.frame(rows), PAIRED.frame(paired))
     cells = {c["layer"]: c for c in numbers["views"][0]["cells"]}
     # Layer 1: every seed's difference (-0.10, -0.08, -0.06, +-0.02) lies below 0.
-    assert paired_outcome(cells[1]) == Outcome.AGAINST and len(cells[1]["per_seed"]) == 3
+    assert per_seed(cells[1]) == Outcome.AGAINST and len(cells[1]["per_seed"]) == 3
     assert cells[1]["difference"] == pytest.approx(-0.08)
     assert cells[1]["difference_low"] < -0.08 < cells[1]["difference_high"]
     assert cells[1]["trained_low"] == pytest.approx(0.59)
     # Layer 2: seed 2 (+0.04) lies above 0, seed 1 (-0.03) below: the seeds disagree.
-    assert paired_outcome(cells[2]) == Outcome.WITHIN
+    assert per_seed(cells[2]) == Outcome.WITHIN
     (trained,), (control,) = (over_layer0(numbers, m, CRITERIA) for m in (TRAINED, RANDOM))
     assert (trained["layer"], trained["outcome"]) == (2, Outcome.FOR)  # the best layer
     assert (control["layer"], control["outcome"]) == (2, Outcome.FOR)  # the deepest
@@ -191,7 +185,7 @@ def test_variance_verdicts_name_the_layers():
     }
     assert found == {TRAINED: [1], RANDOM: [1, 2]}
     versus = {v["layer"]: v for v in numbers["versus"]}
-    assert {k: less_than_initial(v) for k, v in versus.items()} == {1: "for", 2: "within"}
+    assert {k: per_seed(v, "below") for k, v in versus.items()} == {1: "for", 2: "within"}
     assert versus[1]["difference"] == pytest.approx(-0.6) and len(versus[1]["per_seed"]) == 2
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.claim import Context, Criteria, Verdict, every_seed, judge, per_seed, seeds_text
 from adjpos.study.models import LEARNED, RANDOM, TRAINED, gen, variants
 from adjpos.study.views import (
     INTERVAL,
@@ -169,40 +169,27 @@ def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list
     return out
 
 
-def paired_outcome(cell: dict[str, Any]) -> Outcome:
-    """A task x layer cell: for when every seed's paired interval lies above 0."""
-    return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     trained, control = (over_layer0(numbers, m, criteria) for m in (TRAINED, RANDOM))
     counted = [c for c in numbers["views"][0]["cells"] if c["layer"] >= criteria.first_layer]
     seeds = seeds_text(s for t in trained for s in t["seeds"])
-    rule = f"every seed's {criteria.level:.0%} bootstrap intervals apart"
+    rule, level = f"every seed's {criteria.level:.0%} bootstrap intervals apart", criteria.level
+    found = [  # (claim, outcomes, unit, evidence)
+        ("Trained NoPE models: nearby hidden states are more similar",
+         [t["outcome"] for t in trained], "task",
+         f"best layer >= {criteria.first_layer} above layer 0, {rule}"),
+        ("Random-init NoPE models of the task architectures show the pattern too",
+         [t["outcome"] for t in control], "task",
+         f"each trained seed's initial weights: deepest layer above layer 0, {rule}"),
+        ("Training strengthens the pattern (control, not a claim of the study)",
+         [per_seed(c) for c in counted], "task x layer cell",
+         f"each trained seed minus its own initial weights on the same sequences, paired "
+         f"{level:.0%} interval above 0 in every seed, layers >= {criteria.first_layer}; the "
+         "other views in the report"),
+    ]  # fmt: skip
     return [
-        Verdict.tally(
-            "Trained NoPE models: nearby hidden states are more similar",
-            [t["outcome"] for t in trained],
-            seeds=seeds,
-            unit="task",
-            evidence=f"best layer >= {criteria.first_layer} above layer 0, {rule}",
-        ),
-        Verdict.tally(
-            "Random-init NoPE models of the task architectures show the pattern too",
-            [t["outcome"] for t in control],
-            seeds=seeds,
-            unit="task",
-            evidence=f"each trained seed's initial weights: deepest layer above layer 0, {rule}",
-        ),
-        Verdict.tally(
-            "Training strengthens the pattern (control, not a claim of the study)",
-            [paired_outcome(c) for c in counted],
-            seeds=seeds,
-            unit="task x layer cell",
-            evidence="each trained seed minus its own initial weights on the same sequences, "
-            f"paired {criteria.level:.0%} interval above 0 in every seed, layers >= "
-            f"{criteria.first_layer}; the other views in the report",
-        ),
+        Verdict.tally(claim, outcomes, seeds=seeds, unit=unit, evidence=evidence)
+        for claim, outcomes, unit, evidence in found
     ]
 
 
@@ -219,7 +206,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         [c["task"], c["layer"], fmt.span(c["trained"], c["trained_low"], c["trained_high"])]
         + [fmt.span(c["control"], c["control_low"], c["control_high"])]
         + [fmt.span(c["difference"], c["difference_low"], c["difference_high"])]
-        + [paired_outcome(cells[v["view"], c["task"], c["layer"]]) for v in views]
+        + [per_seed(cells[v["view"], c["task"], c["layer"]]) for v in views]
         for c in views[0]["cells"]
         if c["layer"] >= criteria.first_layer
     ]
@@ -227,23 +214,13 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += ["trained - own initial weights (t-interval over seeds)"]
     header += [f"{v['view']}: trained above" for v in views]
     means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
-    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), SECTION + per_task + "."]
+    said = fmt.text("adjacency.section") + per_task + "."
+    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), said]
     cos = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
     cos = {m: [r["value"] for r in cos if r["model"] == m] for m in (TRAINED, RANDOM)}
     cos = ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in cos.items() if v)
-    views_text = VIEWS.format(n=len(views), drawn=len(DRAWN), cos=cos)
+    views_text = fmt.text("adjacency.views", n=len(views), drawn=len(DRAWN), cos=cos)
     return fmt.section(*parts, figures("adjacency_views"), views_text, fmt.table(header, rows))
-
-
-SECTION = """What it shows: layer 0 is not at chance on task sequences (the format puts the same
-characters at the same places), so each layer is compared with layer 0, every seed apart: """
-VIEWS = """### Trained against their own initial weights, in {n} views of the score ({drawn} drawn)
-
-The whole score mixes prompt and answer rows, rewards states that point the same way (mean
-cosine of two positions, trained and random-init: {cos}) and, with strict ties, puts chance
-below 0.5 where tokens repeat. Each view pairs each trained seed with its own initial
-weights: for when every seed's paired interval lies above 0, against when every one lies below;
-the difference is the mean over seeds with its Student-t interval."""
 
 
 def by_layer(rows: list[dict[str, Any]], value: str) -> str:
@@ -255,16 +232,6 @@ def by_layer(rows: list[dict[str, Any]], value: str) -> str:
         ["task", "model", *[f"layer {x}" for x in layers]],
         [[t, m, *[by.get((t, m, x)) for x in layers]] for t, m in keys],
     )
-
-
-CAPTIONS = {
-    "adjacency_by_layer": "The study's adjacency score per layer (layer 0 = token embeddings): "
-    "trained NoPE, random-init NoPE and random-init learned-position models (mean over seeds; "
-    "bars: std over seeds).",
-    "adjacency_views": f"Adjacency per layer in {len(DRAWN)} views ({'; '.join(DRAWN.values())})"
-    ", trained against their own initial weights (mean over seeds; bars: the seeds' interval "
-    "span).",
-}
 
 
 def adjacency_views_figure(table: pd.DataFrame):
@@ -283,4 +250,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = ADJACENCY.read(results / "adjacency_by_layer.csv")
     main = plot_adjacency_by_layer(score_view(table, MAIN_VIEW), panel="task", line="model")
     views = adjacency_views_figure(table)
-    return fmt.captioned(CAPTIONS, adjacency_by_layer=main, adjacency_views=views)
+    captions = fmt.texts("adjacency.captions", n=len(DRAWN), views="; ".join(DRAWN.values()))
+    return fmt.captioned(captions, adjacency_by_layer=main, adjacency_views=views)

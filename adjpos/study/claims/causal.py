@@ -11,9 +11,9 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
-from adjpos.stats import wilson_interval
+from adjpos.stats import every_seed, judge, wilson_interval
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
 from adjpos.study.models import TRAINED
 from adjpos.study.sizes import CURVE_ARMS
 
@@ -56,11 +56,8 @@ def causal_unit(
 ) -> dict[str, Any]:
     """The causal tests on trained seed `seed` of task `name` (`intervention_table`, the same
     prompts for every seed), and the position-curve arms at their own sizes with the paired
-    differences the hypothesis reads, as {table: records}; with `folder` (see
-    `Context.per_unit`), each of their (layer, read-out, intervention) parts is kept there
-    when done and read back on resume."""
-    from adjpos.study.claim import Prefixed
-
+    differences the hypothesis reads, as {table: records}; with `folder` (`Context.per_unit`)
+    each part is kept when done and read back on resume."""
     model, task = models.trained(name, seed)
     common = {"readouts": sizes.readouts, "model_name": TRAINED, "model_seed": seed}
     common |= {"progress": False}
@@ -128,15 +125,12 @@ OUTCOME = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}
 
 
 def finding(r: dict[str, Any], criteria: Criteria) -> str:
-    """One row's finding, every threshold on an interval's bound: "not needed" when its
-    exact-match interval reaches the baseline's; with no matched control (uniform attention)
-    "breaks the task"; "necessary" when the paired difference from the control (intervention
-    minus control, per prompt) has its upper bound at least `criteria.min_gap` below zero,
-    fewer than `criteria.percentile` % of a drawn control's draws harm more (its
-    ``percentile``), and the change (on the states the hook changed while decoding) is at
-    most `criteria.size_slack` times the control's (the sizes are matched, not judged);
-    "beyond a smaller control" when the rest holds but the change is larger; "no more than
-    its control" otherwise."""
+    """One row's finding (docs/causal.md), every threshold on an interval's bound: "not needed"
+    when its interval reaches the baseline's; "breaks the task" with no matched control;
+    "necessary" when the difference from the control lies `criteria.min_gap` below 0, under
+    `criteria.percentile` % of its draws harm more and the change is at most
+    `criteria.size_slack` times the control's; "beyond a smaller control" when only the size
+    fails; "no more than its control" otherwise."""
     base = (r["baseline_low"], r["baseline_high"])
     if judge(r["low"], r["high"], *base, favour="below") != Outcome.FOR:
         return "not needed"
@@ -171,24 +165,19 @@ def cells(rows: list[dict[str, Any]], criteria: Criteria) -> dict[tuple, Outcome
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    """Layers >= `criteria.first_layer` only: at layer 0 the states are the token
-    embeddings, which carry no position. The read-out positions kept (`judged`). A cell is a
-    task, layer and intervention: for when every seed's finding is "necessary", against when
-    every one is "not needed", within otherwise."""
+    """Per task x layer (>= `criteria.first_layer`) x intervention cell, read-out positions
+    kept (`judged`): for when every seed's finding is "necessary", against when every one is
+    "not needed"."""
     readout, rows = judged(numbers["rows"])
-    by_cell = cells(rows, criteria)
+    by_cell, seeds = cells(rows, criteria), seeds_text(numbers["seeds"])
+    evidence = "necessary in every seed: the paired difference's 95% upper bound at least "
+    evidence += f"{fmt.n(criteria.min_gap)} below zero, fewer than {criteria.percentile:g}% of "
+    evidence += "the control's draws harming more, the change at most "
+    evidence += f"{fmt.n(criteria.size_slack)} times the control's; layers >= "
+    evidence += f"{criteria.first_layer}, read-out positions {readout}"
+    words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     return [
-        Verdict.tally(
-            claim,
-            [o for (_, _, name), o in by_cell.items() if name in names],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="task x layer x intervention cell",
-            evidence="necessary in every seed: the paired difference's 95% upper bound "
-            f"at least {fmt.n(criteria.min_gap)} below zero, fewer than "
-            f"{criteria.percentile:g}% of the control's draws harming more, the change "
-            f"at most {fmt.n(criteria.size_slack)} times the control's; layers >= "
-            f"{criteria.first_layer}, read-out positions {readout}",
-        )
+        Verdict.tally(claim, [o for (_, _, n), o in by_cell.items() if n in names], **words)
         for names, claim in CLAIMS.items()
     ]
 
@@ -216,15 +205,12 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
         for r in rows
     ]
-    after = AFTER.format(
-        min_gap=fmt.n(criteria.min_gap),
-        size_slack=fmt.n(criteria.size_slack),
-        percentile=f"{criteria.percentile:g}",
-        seeds=seeds_text(numbers["seeds"]),
-        per_task=_per_task(rows, criteria),
-        first=criteria.first_layer,
-    )
-    parts = [figures("interventions"), BEFORE.format(readout=readout), fmt.table(header, body)]
+    values = {"min_gap": fmt.n(criteria.min_gap), "size_slack": fmt.n(criteria.size_slack)}
+    values |= {"percentile": f"{criteria.percentile:g}", "seeds": seeds_text(numbers["seeds"])}
+    values |= {"per_task": _per_task(rows, criteria), "first": criteria.first_layer}
+    after = fmt.text("causal.after", **values)
+    before = fmt.text("causal.before", readout=readout)
+    parts = [figures("interventions"), before, fmt.table(header, body)]
     return fmt.section(*parts, after)
 
 
@@ -246,32 +232,11 @@ def _per_task(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     )
 
 
-BEFORE = """Each trained model on fresh held-out prompts with one carrier of position changed at the
-input of one block (layer 0 = the token embeddings), beside its control: exact match under greedy
-decoding with its 95% bootstrap interval over prompts, the read-out positions {readout} in the
-findings the verdicts count (the last column: the other variant's). "difference": the paired
-per-prompt difference from the control (a random one: the mean of its draws); "size": the
-mean ||x' - x|| / ||x|| of the states the hook changed (the control's in brackets):"""
-AFTER = """What it shows: a change is "necessary" when its difference's upper bound lies at least
-{min_gap} below zero, fewer than {percentile}% of a random control's draws harm more, and its change
-is at most {size_slack} times the control's; "not needed" when its
-interval reaches the baseline's; uniform attention, with no matched control, is judged against the
-baseline. Necessary in every seed (seeds {seeds}), per task: {per_task}. Layers below {first} are
-shown but not counted: the token embeddings carry no position, so the "position" subspace and LEACE
-there find the tokens the format puts at each place."""
-
-
-CAPTION = (
-    "Exact match with one carrier of position changed at the input of one block, read-out "
-    "positions kept, controls in open markers, the unchanged model black (bars: 95% intervals)."
-)
-
-
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     from adjpos.figures import plot_interventions
 
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
-    return {"interventions": (plot_interventions(table), CAPTION)}
+    return {"interventions": (plot_interventions(table), fmt.text("causal.caption"))}
 
 
 def _float(value: Any) -> float | None:

@@ -27,12 +27,8 @@ from adjpos.tasks.vocab import EOS
 TITLE = "Claim 1, seen: self-cosine matrices of one prompt per task"
 
 # The paper's example prompt of each task (PAPER.md), drawn as the cosine heatmaps.
-EXAMPLE_PROMPTS = {
-    "addition": "123+456=",
-    "reversal": "rev(1234)=",
-    "indexing": "wherex(134504392,4)=",
-    "ordering": "ord(5831,3851)=",
-}
+EXAMPLE_PROMPTS = {"addition": "123+456=", "reversal": "rev(1234)="}
+EXAMPLE_PROMPTS |= {"indexing": "wherex(134504392,4)=", "ordering": "ord(5831,3851)="}
 COSINE_SCORES = KEYS + Table(adjacency="float64")
 
 
@@ -67,20 +63,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
-    labelled = [{**r, "model": f"{r['model']}, seed {r['seed']}"} for r in numbers["scores"]]
-    return fmt.section(figures("cosine"), by_layer(labelled, "adjacency"), SECTION)
-
-
-SECTION = """What it shows: at layer 0 a cell depends only on its two characters. Where the pattern
-holds, each row is brightest next to the diagonal and fades with distance; the table gives each
-matrix's adjacency score for this one sequence."""
-
-
-CAPTION = (
-    "{task}: cosine similarity of each position's hidden state (rows) with the earlier ones, "
-    "the first trained seed (top) and its own initial weights (bottom), every layer ('.' ends "
-    "the answer)."
-)
+    rows = [{**r, "model": f"{r['model']}, seed {r['seed']}"} for r in numbers["scores"]]
+    return fmt.section(figures("cosine"), by_layer(rows, "adjacency"), fmt.text("cosine.section"))
 
 
 def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,6 +89,6 @@ def cosine_figures(panels: list[dict[str, Any]]) -> dict[str, Any]:
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     panels = json.loads((results / "cosine_heatmaps.json").read_text())
     return {
-        stem: (fig, CAPTION.format(task=stem.removeprefix("cosine_")))
+        stem: (fig, fmt.text("cosine.caption", task=stem.removeprefix("cosine_")))
         for stem, fig in cosine_figures(panels).items()
     }

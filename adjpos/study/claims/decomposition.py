@@ -12,17 +12,14 @@ from typing import Any
 import pandas as pd
 import torch
 
-from adjpos.capture import capture_residuals
 from adjpos.metrics import decompose, decomposition_shares, position_context_adjacency
 from adjpos.metrics.decompose import SHARE_PARTS, position_curve_pcs
-from adjpos.probes import sequences_of_length
 from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge
-from adjpos.study.models import gen, variants
+from adjpos.study.claim import Context, Criteria, Verdict, per_seed
+from adjpos.study.models import layer_states
 from adjpos.study.views import KEYS, paired_seeds, seed_summary, span_of
 from adjpos.tables import Table
-from adjpos.tasks import TASKS
 
 TITLE = "Position and context parts: does the position curve carry the pattern?"
 
@@ -48,14 +45,8 @@ def measure_decomposition(models: Any, sizes: Any, **draws: Any) -> pd.DataFrame
     components and adjacency score, and each sequence's score whole and without the held-out
     curve (both less the mean), with bootstrap intervals over the sequences (`draws`: n_boot
     and level), and their paired difference."""
-    rows = []
-    for name in TASKS:
-        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
-        for label, seed, model in variants(models, sizes, name, learned=False):
-            for layer, states in enumerate(capture_residuals(model, tokens).double()):
-                key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                rows.append(key | layer_row(states, tokens, **draws))
-    return DECOMPOSITION.frame(rows)
+    found = layer_states(models, sizes)
+    return DECOMPOSITION.frame([key | layer_row(x, tokens, **draws) for key, tokens, x in found])
 
 
 def layer_row(states: torch.Tensor, tokens: torch.Tensor, **draws: Any) -> dict[str, Any]:
@@ -96,19 +87,13 @@ def decomposition_numbers(table: pd.DataFrame) -> dict[str, Any]:
     return {"cells": cells}
 
 
-def lowers(cell: dict[str, Any]) -> Outcome:
-    """For when every seed's paired interval of whole minus without the held-out curve lies
-    above 0 (removing the curve lowers the score), against when every one lies below."""
-    return every_seed(judge(low, high, 0.0, 0.0) for low, high in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: the position curve carries the pattern, removing it lowers "
     claim += "the score (Song and Zhong's decomposition, not a claim of the study)"
     evidence = "each sequence's score (states less their mean) minus its score without the "
     evidence += f"curve fitted on other sequences, paired {criteria.level:.0%} bootstrap interval "
     evidence += f"above 0 in every seed, layers >= {criteria.first_layer}"
-    return Verdict.per_model_kind(numbers["cells"], criteria, claim, lowers, evidence)
+    return Verdict.per_model_kind(numbers["cells"], criteria, claim, per_seed, evidence)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -118,7 +103,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [" / ".join(fmt.n(c[f"{p}_share_held_out"]) for p in SHARE_PARTS), c["position_share"]]
         + [" / ".join(fmt.n(c[f"pc{i + 1}"]) for i in range(N_PCS))]
         + [fmt.span(c[s], c[f"{s}_low"], c[f"{s}_high"]) for s in ("position", "whole", "rest")]
-        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), lowers(c)]
+        + [fmt.span(c["difference"], c["difference_low"], c["difference_high"]), per_seed(c)]
         for c in cells
     ]
     shares = "shares held out: mean / token means / position curve / context (per-sequence mean)"
@@ -127,53 +112,28 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header += ["adjacency of the curve alone (seed range)", "adjacency, whole (seed span)"]
     header += ["adjacency without the held-out curve (seed span)"]
     header += ["whole - without (t-interval over seeds)", "removing the curve lowers the score"]
-    text = SECTION.format(level=f"{criteria.level:.0%}")
+    text = fmt.text("decomposition.section", level=f"{criteria.level:.0%}")
     return fmt.section(figures("decomposition"), fmt.table(header, rows), text)
 
 
-SECTION = """What it shows: each layer's states split into a mean, each token's mean state, a
-position curve the sequences share, a constant per sequence (context: the per-sequence mean) and a
-residual, each part fitted on other folds of the sequences (held out, `decomposition_shares`). A
-cell is for when every seed's paired {level} interval of the score (states less the mean) whole
-minus without the held-out curve lies above 0, against when every one lies below. The curve's
-components and own score are of the curve with the tokens kept (at layer 0, the prompt format)."""
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The held-out shares stacked by layer, and the three scores by layer with seed spans,
+    one panel per task and model kind."""
+    from adjpos.figures import plot_intervals, plot_variance_shares
 
-CAPTIONS = {
-    "decomposition_shares": "Shares of the hidden states' sum of squares held out (each part "
-    "fitted on other folds of sequences; the in-sample shares are in decomposition_by_layer.csv)"
-    " by layer, trained against their own initial weights (mean over seeds).",
-    "decomposition_adjacency": "Adjacency by layer of the states less their mean, whole and "
-    "without the held-out position curve, and of the curve alone (mean over seeds; bars: seed "
-    "spans).",
-}
-
-
-def shares_figure(table: pd.DataFrame):
-    """The held-out shares stacked by layer, one panel per task and model kind."""
-    from adjpos.figures import plot_variance_shares
-
+    table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
     shares = [f"{part}_share_held_out" for part in SHARE_PARTS]
     rows = table.melt(KEYS.names, shares, var_name="part", value_name="share")
     rows = rows.assign(part=rows["part"].str.removesuffix("_share_held_out"))
-    return plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
-
-
-def adjacency_figure(table: pd.DataFrame):
-    """The three scores by layer, seed spans, one panel per task and model kind."""
-    from adjpos.figures import plot_intervals
-
     frames = [seed_summary(table, "position").assign(part="position curve alone")]
     frames += [
         seed_summary(table, s, f"{s}_low", f"{s}_high").assign(part=label)
         for s, label in (("whole", "whole"), ("rest", "without the held-out curve"))
     ]
     axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "part"}
-    title = "Adjacency with and without the position curve (seed spans of intervals)"
     facets = {"facet_col": "task", "facet_row": "model", "y_title": "adjacency"}
-    return plot_intervals(pd.concat(frames), **axes, **facets, title=title)
-
-
-def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    table = DECOMPOSITION.read(results / "decomposition_by_layer.csv")
-    shares, scores = shares_figure(table), adjacency_figure(table)
-    return fmt.captioned(CAPTIONS, decomposition_shares=shares, decomposition_adjacency=scores)
+    shown = plot_variance_shares(rows, title="Shares of the decomposition by layer, held out")
+    title = "Adjacency with and without the position curve (seed spans of intervals)"
+    scores = plot_intervals(pd.concat(frames), **axes, **facets, title=title)
+    captions = fmt.texts("decomposition.captions")
+    return fmt.captioned(captions, decomposition_shares=shown, decomposition_adjacency=scores)

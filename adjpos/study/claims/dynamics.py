@@ -59,51 +59,34 @@ def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: An
 
 def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> list[dict]:
     """Every metric of one snapshot: {layer, metric, value, low, high} records (exact match
-    with its Wilson interval, the others with bootstrap intervals over sequences)."""
+    with its Wilson interval, the others with bootstrap intervals over sequences; the probe's
+    gain over layer 0 -/+ the normal quantile of the level times its standard error over one
+    seed of folds, to keep a snapshot cheap)."""
+    from scipy.stats import norm
+
     gen, draws = torch.Generator().manual_seed(5), criteria.draws
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
-    hits = sum(evaluate(model, task, prompts, per_prompt=True))
-    interval = wilson_interval(hits, len(prompts), level=criteria.level)
-    rows = [_point(None, "accuracy", hits / len(prompts), *interval)]
+    hits, n = sum(evaluate(model, task, prompts, per_prompt=True)), len(prompts)
+    rows = [(None, "accuracy", hits / n, *wilson_interval(hits, n, level=criteria.level))]
     batch = task.sample(sizes.dynamics_sequences, generator=gen, split="test")
     tokens, masks = task_masks(batch)
     for layer, views, _ in sequence_views(model, tokens, batch.lengths, masks):
-        rows += [_row(layer, m, views[view], draws) for m, view in ADJACENCY_METRICS.items()]
+        for metric, view in ADJACENCY_METRICS.items():
+            kept = views[view][~np.isnan(views[view])]
+            rows.append((layer, metric, float(kept.mean()), *bootstrap_interval(kept, **draws)))
     same = sequences_of_length(task, sizes.dynamics_sequences, generator=gen)
     variance = position_variance(capture_residuals(model, same).double()).numpy()
     for layer, values in enumerate(variance):
         summary = variance_summary(values, **draws)
-        for key in ("ratio", "spearman"):
-            bounds = summary[f"{key}_low"], summary[f"{key}_high"]
-            rows.append(_point(layer, f"variance_{key}", summary[key], *bounds))
-    return rows + _probe_gains(model, same, sizes, criteria.level)
-
-
-def _probe_gains(model: Any, tokens: torch.Tensor, sizes: Any, level: float) -> list[dict]:
-    """Logistic position-probe accuracy on the raw residual, minus layer 0's, by layer
-    (low/high: the gain -/+ the normal quantile of `level` times the score's standard error
-    over the folds; one seed of folds, to keep a snapshot cheap)."""
-    from scipy.stats import norm
-
-    result = probe_positions(
-        model, tokens, features="resid", probe="logistic", cv=sizes.cv, repeats=1, progress=False
-    )
-    scores = {s.layer: s for s in result.scores if s.metric == "accuracy"}
-    rows, z = [], float(norm.ppf(0.5 + level / 2))
-    for layer, score in sorted(scores.items()):
-        spread = z * score.sem if score.sem == score.sem else 0.0  # NaN: not measured
-        gain = score.value - scores[0].value
-        rows.append(_point(layer, "probe_gain", gain, gain - spread, gain + spread))
-    return rows
-
-
-def _row(layer: int, metric: str, per_unit: np.ndarray, draws: dict) -> dict[str, Any]:
-    kept = per_unit[~np.isnan(per_unit)]
-    return _point(layer, metric, float(kept.mean()), *bootstrap_interval(kept, **draws))
-
-
-def _point(layer: int | None, metric: str, value: float, low: float, high: float) -> dict:
-    return {"layer": layer, "metric": metric, "value": value, "low": low, "high": high}
+        for k in ("ratio", "spearman"):
+            rows.append((layer, f"variance_{k}", *(summary[k + e] for e in ("", "_low", "_high"))))
+    options = {"features": "resid", "probe": "logistic", "cv": sizes.cv, "repeats": 1}
+    probed = probe_positions(model, same, **options, progress=False).records()
+    z = float(norm.ppf(0.5 + criteria.level / 2))
+    for r in (r for r in probed if r["metric"] == "accuracy"):
+        gain, sem = r["gain_layer0"], r["sem"] if r["sem"] == r["sem"] else 0.0  # NaN: not measured
+        rows.append((r["layer"], "probe_gain", gain, gain - z * sem, gain + z * sem))
+    return [dict(zip(("layer", "metric", "value", "low", "high"), r, strict=True)) for r in rows]
 
 
 def dynamics_numbers(table: pd.DataFrame, n_prompts: int | None = None) -> dict[str, Any]:
@@ -193,17 +176,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
 
 
-CAPTION = (
-    "Training dynamics of each task's first seed with snapshots: every metric against the step "
-    "(log scale; step 0 drawn at 1), one line per layer (bars: 95% intervals)."
-)
-
-
-def dynamics_figure(table: pd.DataFrame):
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """Every dynamics metric against the step, one panel per (metric, task), one line per
     layer, for each task's first seed."""
     from adjpos.figures import plot_intervals
 
+    table = DYNAMICS.read(results / "dynamics.csv")
+    if table.empty:
+        return {}
     first = table.groupby("task")["seed"].transform("min")
     shown = table[table["seed"] == first].assign(
         step=lambda t: t["step"].clip(lower=1),
@@ -212,9 +192,5 @@ def dynamics_figure(table: pd.DataFrame):
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
     axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}
     facets = {"facet_col": "task", "facet_row": "metric", "log_x": True}
-    return plot_intervals(shown, **axes, **facets, title=title)
-
-
-def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
-    table = DYNAMICS.read(results / "dynamics.csv")
-    return {} if table.empty else {"dynamics": (dynamics_figure(table), CAPTION)}
+    caption = fmt.text("dynamics.caption")
+    return {"dynamics": (plot_intervals(shown, **axes, **facets, title=title), caption)}

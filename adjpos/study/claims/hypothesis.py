@@ -12,12 +12,7 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE
-from adjpos.interventions.curve_rule import (
-    CLAIMS,
-    CellNumbers,
-    RuleCriteria,
-    hypothesis_outcomes,
-)
+from adjpos.interventions.curve_rule import CLAIMS, CellNumbers, RuleCriteria, hypothesis_outcomes
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
 from adjpos.study.claims.causal import KEYS, judged
@@ -70,7 +65,8 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
     seed): the rule (`hypothesis_outcomes`) under `criteria`'s thresholds."""
     readout, cells = judged(numbers["cells"])
     rule = RuleCriteria(criteria.curve_tolerance, criteria.offset_share, criteria.min_sizes)
-    counted = [_cell(c) for c in cells if c["layer"] >= criteria.first_layer]
+    counted = [c for c in cells if c["layer"] >= criteria.first_layer]
+    counted = [CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c) for c in counted]
     return readout, hypothesis_outcomes(counted, rule)["cells"]
 
 
@@ -135,18 +131,5 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ],
     )
     after = " ".join(f"**{claim}**: {answers(found, claim)}." for claim in CLAIMS)
-    return fmt.section(
-        BEFORE.format(readout=readout), fmt.table(header, body), NOTE, offsets, after
-    )
-
-
-BEFORE = """The rule, stated before the numbers (causal.md): each task x layer x seed cell, read-out
-positions {readout}, is for, against or within each claim by the interval bounds of paired
-differences in exact match (shift, rotation, scatter and removal against a random curve of their
-size and against each other); the reading names the claims found:"""
-NOTE = """The shifts' wrong answer characters: the share equal to the character at offset j of the
-one asked for (mean over seeds and sizes; an address reader's follow the shift):"""
-
-
-def _cell(c: dict[str, Any]) -> CellNumbers:
-    return CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c)
+    before = fmt.text("hypothesis.before", readout=readout)
+    return fmt.section(before, fmt.table(header, body), fmt.text("hypothesis.note"), offsets, after)

@@ -121,7 +121,5 @@ def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
 
 
 def _other(rows: list[dict[str, Any]], task: str, seed: int, key: str) -> tuple | None:
-    for r in rows:
-        if (r["task"], r["seed"]) == (task, seed):
-            return r[key], r[f"{key}_low"], r[f"{key}_high"], r["n_prompts"]
-    return None
+    found = (r for r in rows if (r["task"], r["seed"]) == (task, seed))
+    return next(((r[key], r[f"{key}_low"], r[f"{key}_high"], r["n_prompts"]) for r in found), None)

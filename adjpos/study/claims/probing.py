@@ -32,18 +32,14 @@ CELLS = {
 
 
 def measure(context: Context) -> dict[str, Any]:
-    """One unit per trained seed (it and its own initial weights), run by the engine, then
-    the tables."""
-    folder, results = context.folder, context.results
-    keys = units.probe_units(context.models, context.sizes)
-    todo = [(t, s) for t, s in keys if not folder.is_done(units.unit_name(t, s))]
-    jobs = [(context.models.fresh(), context.sizes, context.criteria, t, s) for t, s in todo]
-    for (*_, task, seed), text in context.units(units.probe_unit, jobs):
-        units.write_unit(results, json.loads(text))
-        folder.mark_done(units.unit_name(task, seed))
-    found = [units.read_unit(results, task, seed) for task, seed in keys]
-    rows = [r for unit in found for r in units.probe_records(unit)]
-    units.PROBES.write(results / "probes.csv", rows)
+    """One unit per trained seed (it and its own initial weights; `Context.per_unit` keeps its
+    result with its marker), then each model's ``probes_<model>.json`` and the tables."""
+    found = context.per_unit("probing", units.probe_unit, {}, seeds=True)["result"]
+    results = context.results
+    for unit, kind in ((unit, kind) for unit in found for kind in ("trained", "control")):
+        unit[kind] = ProbeResult.from_json(json.dumps(unit[kind]))
+        unit[kind].to_json(results / f"probes_{units.slug(unit[kind].model)}.json")
+    units.PROBES.write(results / "probes.csv", [r for u in found for r in units.probe_records(u)])
     for key, stem in (("comparisons", "probe_comparisons"), ("copies", "probe_copies")):
         units.PROBE_COMPARISONS.write(results / f"{stem}.csv", [r for u in found for r in u[key]])
     return probe_numbers(found, context.criteria)
@@ -189,7 +185,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ],
     )
     tables = [summary, probes, _control_table(numbers["versus"], cells["copies"]), order]
-    said = SECTION.format(level=f"{criteria.level:.0%}", first=criteria.first_layer)
+    said = fmt.text("probing.section", level=f"{criteria.level:.0%}", first=criteria.first_layer)
     said = said.split("\n\n")  # a paragraph before each table, one after the last
     parts = [part for pair in zip(said, tables, strict=False) for part in pair]
     return fmt.section(figures("probes"), *parts, said[-1])
@@ -222,20 +218,6 @@ def _control_table(versus: list[dict], cells: list[dict]) -> str:
     header = ["task", "carrier", "trained - its initial weights, per seed"]
     return fmt.table([*header, "mean over seeds (t interval)", "over the seeds"], body)
 
-
-SECTION = """Each cell over the trained seeds: for (against) when the {level} paired interval of the
-difference lies above (below) 0 in every seed, within otherwise:
-
-Per seed, under the spline probe (each side at its best layer >= {first}, in brackets; the
-same positions 1..n-1 and folds), beside what the prompt format gives away (± standard error):
-
-Each trained seed against its own initial weights on the same sequences (best layer >= {first}
-of each; the mean over seeds with its Student-t interval):
-
-Order reconstruction from shuffled hidden states (absolute Kendall's tau, best layer >= {first}):
-
-What it shows: the format alone names the position (token_identity R^2), so what the model
-computed is the gain over layer 0; the profile (many numbers against one) is not counted."""
 
 CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
 

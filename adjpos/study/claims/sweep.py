@@ -91,15 +91,6 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     return fmt.section(figures("sweep"), table, text)
 
 
-CAPTIONS = {
-    "sweep_init_by_width": "Random-init NoPE models: deepest-layer adjacency over init scale and "
-    "width (mean over seeds).",
-    "sweep_histogram": "Adjacency scores of every random-init model of the sweep.",
-    "sweep_by_positional": "Random-init models: NoPE against learned, rotary and alibi positions.",
-    "sweep_depth_by_norm": "Random-init NoPE models: depth against normalization placement.",
-}
-
-
 def sweep_figures(table: pd.DataFrame, grid: Any, base: ModelConfig) -> dict[str, Any]:
     """The sweep's heatmap (init x width), histogram, and the positional and depth figures
     when the grid has those sub-grids."""
@@ -119,4 +110,4 @@ def sweep_figures(table: pd.DataFrame, grid: Any, base: ModelConfig) -> dict[str
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     base = ModelConfig(n_layers=sizes["sweep_layers"])
     drawn = sweep_figures(read_sweep(results / "sweep"), sizes["grid"], base)
-    return {stem: (fig, CAPTIONS[stem]) for stem, fig in drawn.items()}
+    return {stem: (fig, fmt.texts("sweep.captions")[stem]) for stem, fig in drawn.items()}

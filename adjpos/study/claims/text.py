@@ -47,17 +47,15 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
         for layout in LAYOUTS
     ]  # fmt: skip
-    found.append(
+    found += [
         ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
          "layer", "every seed's paired interval (hybrid - rope) above 0, sink left out",
-         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after])
-    )  # fmt: skip
-    found.append(
+         [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after]),
         ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell",
          f"every seed: loss above the size-matched control's by {gap} nats or more; counted when "
          f"the change lowers the score at the layer by {drop} or more",
-         [c for c in numbers["causal"] if c["layout"] != "rope"])
-    )  # fmt: skip
+         [c for c in numbers["causal"] if c["layout"] != "rope"]),
+    ]  # fmt: skip
     out = []
     for claim, unit, evidence, cells in found:
         counted = [o for o in (_outcome(c, criteria) for c in cells) if o is not None]
@@ -92,24 +90,10 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     ]
     missing = ", ".join(numbers["missing"]) or "none"
     head = ["layout", "layer", "kind", f"adjacency, {VIEW} (seed span)", "position share", "R^2"]
-    before = BEFORE.format(seeds=seeds_text(numbers["seeds"]), missing=missing)
-    second = fmt.table(["layout", "layer", "change", "mean", "per seed", "reading"], paired)
-    return fmt.section(figures("text"), before, fmt.table(head, rows), PAIRED, second)
-
-
-BEFORE = """The shipped language models (seeds {seeds}; not shipped: {missing}) on windows of
-held-out Shakespeare (adjpos/text/heldout.txt, plays no model trained on). Per residual layer
-(0 = the embeddings): the adjacency score with position 0 (the attention sink) left out, the
-held-out position share of the states, the ridge probe's cross-validated R^2 of position:"""
-PAIRED = """Paired by seed over the same windows: after each of the hybrid's NoPE blocks, the hybrid
-minus the all-RoPE model; at the input of those blocks (causal) the continuation's next-token loss
-with the position curve's neighbours scattered minus with it mirrored, the sink kept:"""
-CAPTIONS = {
-    "text_adjacency": "Adjacency score by layer of the text models on held-out text, in four "
-    "views (mean over seeds; bars: seed spans of 95% intervals).",
-    "text_position": "Held-out decomposition shares and the ridge probe's R^2 of position by "
-    "layer of the text models (mean over seeds; bars: the seeds' range).",
-}
+    before = fmt.text("text.before", seeds=seeds_text(numbers["seeds"]), missing=missing)
+    after = [fmt.text("text.paired")]
+    after += [fmt.table(["layout", "layer", "change", "mean", "per seed", "reading"], paired)]
+    return fmt.section(figures("text"), before, fmt.table(head, rows), *after)
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
@@ -118,4 +102,4 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     if not (results / "text_adjacency.csv").is_file():
         return {}
     tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
-    return fmt.captioned(CAPTIONS, **plot_text_layers(*tables))
+    return fmt.captioned(fmt.texts("text.captions"), **plot_text_layers(*tables))

@@ -126,23 +126,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [r["predicted_effective"], agrees(r, "predicted_effective", criteria)]
         for r in numbers["rows"]
     ]
-    text = SECTION.format(tolerance=fmt.n(criteria.theory_tolerance))
+    text = fmt.text("theory.section", tolerance=fmt.n(criteria.theory_tolerance))
     return fmt.section(figures("theory"), fmt.table(header, rows), text)
-
-
-SECTION = """What it shows: a scale agrees (for) when the measured interval over seeds lies within
-{tolerance} of the prediction, at the full width d_model and at the value vectors' effective width
-((tr S)^2 / tr(S^2) of their covariance: the prediction assumes isotropic values). As init grows,
-attention peaks (the entropy ratio falls) and the measured score leaves the prediction; the
-residual (resid_mid) adds an unshared term."""
-
-
-CAPTIONS = {
-    "theory_first_layer": "One-layer random-init NoPE models: measured first-layer adjacency "
-    "against the prediction, and how uniform attention is.",
-    "theory_cosine": "Mean first-layer self-cosine matrix at init_range {scale}, measured and "
-    "predicted, without (attn_out) and with the residual (resid_mid).",
-}
 
 
 def theory_figures(table: pd.DataFrame, matrices: list[dict[str, Any]], scale: float) -> dict:
@@ -163,4 +148,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     matrices = json.loads((results / "theory_matrices.json").read_text())
     scale = sizes["theory_heatmap_scale"]
     drawn = theory_figures(table, matrices, scale)
-    return {stem: (fig, CAPTIONS[stem].format(scale=scale)) for stem, fig in drawn.items()}
+    captions = fmt.texts("theory.captions", scale=scale)
+    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}

@@ -9,16 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
-from adjpos.probes import sequences_of_length
-from adjpos.stats import VARIANCE_SUMMARY, variance_difference, variance_summary
+from adjpos.stats import VARIANCE_SUMMARY, every_seed, judge, variance_difference, variance_summary
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
-from adjpos.study.models import TRAINED, gen, variants
+from adjpos.study.claim import Context, Criteria, Outcome, Verdict, per_seed, seeds_text
+from adjpos.study.models import TRAINED, layer_states
 from adjpos.study.views import KEYS, paired_seeds, seed_spans_figure, seed_summary, span_of
 from adjpos.tables import Table
-from adjpos.tasks import TASKS
 
 TITLE = "The other carrier: variance by position"
 
@@ -46,22 +43,16 @@ def measure_variance(
     bootstrap interval over the sequences (`draws`: n_boot and level), for each trained seed
     and its own initial weights; and per seed and layer the trained minus the initial ratio
     and correlation on the same sequences, with paired intervals."""
-    profiles, summary, paired = [], [], []
-    for name in TASKS:
-        tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
-        trained = {}
-        for label, seed, model in variants(models, sizes, name, learned=False):
-            per_sequence = position_variance(capture_residuals(model, tokens).double()).numpy()
-            for layer, values in enumerate(per_sequence):  # values: [sequence, position]
-                key = {"task": name, "model": label, "seed": seed, "layer": layer}
-                profile = values.mean(axis=0)
-                profiles += [{**key, "position": k, "variance": v} for k, v in enumerate(profile)]
-                summary.append({**key, **variance_summary(values, **draws)})
-                if label == TRAINED:
-                    trained[seed, layer] = values
-                else:  # the seed's own initial weights, on the same sequences
-                    difference = variance_difference(trained[seed, layer], values, **draws)
-                    paired.append({"task": name, "seed": seed, "layer": layer, **difference})
+    profiles, summary, paired, trained = [], [], [], {}
+    for key, _, states in layer_states(models, sizes):
+        values, (task, model, seed, layer) = position_variance(states).numpy(), key.values()
+        profiles += [key | {"position": k, "variance": v} for k, v in enumerate(values.mean(0))]
+        summary.append(key | variance_summary(values, **draws))
+        if model == TRAINED:
+            trained[task, seed, layer] = values
+        else:  # the seed's own initial weights, on the same sequences
+            difference = variance_difference(trained[task, seed, layer], values, **draws)
+            paired.append({"task": task, "seed": seed, "layer": layer, **difference})
     frames = VARIANCE.frame(profiles), VARIANCE_LAYERS.frame(summary)
     return (*frames, VARIANCE_PAIRED.frame(paired))
 
@@ -93,11 +84,6 @@ def shrinks(cell: dict[str, Any]) -> Outcome:
     return every_seed([ratio, rho])
 
 
-def less_than_initial(cell: dict[str, Any]) -> Outcome:
-    """For when every trained seed's ratio lies below its own initial weights' (paired)."""
-    return every_seed(judge(*bounds, 0.0, 0.0, favour="below") for bounds in cell["per_seed"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     claim = "{kind} NoPE models: variance shrinks with position (Chi et al.)"
     evidence = f"ratio and Spearman spans of the seeds' {criteria.level:.0%} intervals below "
@@ -115,30 +101,18 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
             [c["task"], c["model"], c["layer"]]
             + [fmt.span(c[m], c[f"{m}_low"], c[f"{m}_high"]) for m in LABELS]
             + [seeds_text(c["seeds"]), shrinks(c)]
-            + (paired + [less_than_initial(v)] if v else ["", ""])
+            + (paired + [per_seed(v, "below")] if v else ["", ""])
         )
     header = ["task", "model", "layer", f"{LABELS['ratio']} (seed span)"]
     header += [f"{LABELS['spearman']} (seed span)", "seeds", "variance shrinks with position"]
     header += ["ratio - initial weights' ratio (t-interval over seeds)", "ratio below initial's"]
-    text = SECTION.format(level=f"{criteria.level:.0%}")
+    text = fmt.text("variance.section", level=f"{criteria.level:.0%}")
     return fmt.section(figures("variance"), fmt.table(header, rows), text)
 
-
-SECTION = """What it shows: a ratio below 1 (less variance over the last third of the positions than
-over the first) with a negative Spearman correlation is the shrinkage Chi et al. describe: for when
-both spans of the seeds' {level} intervals lie below their null (1 and 0), against when both lie
-above. The last two columns pair each trained seed with its own initial weights."""
 
 # What the two summaries of variance by position are, for tables and figures.
 LABELS = {"ratio": "variance ratio, last third / first third of positions"}
 LABELS["spearman"] = "rank correlation (Spearman) of variance with position"
-CAPTIONS = {
-    "variance_by_position": "Variance of the trained models' hidden states over d_model by "
-    "position (mean over sequences of one length and over seeds), one line per layer.",
-    "variance_by_layer": f"The {LABELS['ratio']} (below 1: shrinks) and the "
-    f"{LABELS['spearman']} by layer, trained against random-init NoPE (mean over seeds; bars: "
-    "seed spans).",
-}
 
 
 def variance_figure(table: pd.DataFrame):
@@ -162,4 +136,5 @@ def variance_layers_figure(table: pd.DataFrame):
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     profiles = variance_figure(VARIANCE.read(results / "variance_by_position.csv"))
     layers = variance_layers_figure(VARIANCE_LAYERS.read(results / "variance_by_layer.csv"))
-    return fmt.captioned(CAPTIONS, variance_by_position=profiles, variance_by_layer=layers)
+    captions = fmt.texts("variance.captions", **LABELS)
+    return fmt.captioned(captions, variance_by_position=profiles, variance_by_layer=layers)
