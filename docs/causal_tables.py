@@ -8,7 +8,12 @@ difference, per seed and read-out variant; nothing is remeasured) and the run's 
 prints, per task, one row per counted layer (from ``Criteria.first_layer``) and intervention:
 exact match and its control's (means over seeds), the paired difference of each seed
 (intervention minus control), how many seeds the study's own rule (`causal.finding`) calls
-"necessary" with the read-out kept (the verdicts' variant) and with it changed.
+"necessary" with the read-out kept (the verdicts' variant) and with it changed. Then the
+position curve's arms from ``results/curve_arms.csv``: per task, counted layer, size and arm
+(and the unchanged model), exact match (mean over seeds), each seed's paired difference from
+the random change of the same size, how many seeds passed the arm's manipulation check and, for
+the shifts, the share of wrong answer characters equal to the one at each offset of the one
+asked for (mean over seeds).
 """
 
 import argparse
@@ -80,6 +85,39 @@ def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:
     return wide[[n for n in NORMS if n in wide.columns]].reset_index()
 
 
+def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
+    """Task -> the position curve's arms at its counted layers, read-out kept (see the module
+    doc), from the run's ``results/curve_arms.csv``; {} when the run has no arms."""
+    path = run / "results" / "curve_arms.csv"
+    if not path.is_file():
+        return {}
+    rows = pd.read_csv(path)
+    rows = rows[(rows["layer"] >= run_criteria(run).first_layer) & (rows["readout"] == "kept")]
+    rows = rows.assign(arm=rows["arm"].fillna("unchanged"), dose=rows["dose"].fillna(0))
+    shares = [f"error_offset_share_{j}" for j in (-2, -1, 0, 1, 2)]
+    tables = {}
+    for task, group in rows.groupby("task", sort=False):
+        out = []
+        for (layer, dose, arm), cell in group.groupby(["layer", "dose", "arm"], sort=False):
+            cell = cell.sort_values("seed")
+            row = {"layer": layer, "size": int(dose) or "-", "arm": arm}
+            row["change"] = f"{cell['perturbation'].mean():.3f}"
+            row["exact match"] = f"{cell['exact_match'].mean():.2f}"
+            row["- random, by seed"] = " / ".join(
+                "-" if pd.isna(d) else f"{d:+.2f}" for d in cell["difference"]
+            )
+            passed = f"{int(cell['check_passed'].sum())} of {len(cell)}"
+            row["check passed"] = "-" if arm == "unchanged" else passed
+            for column in shares:
+                value = cell[column].mean() if arm.startswith("shift") else float("nan")
+                row[column.removeprefix("error_offset_share_")] = (
+                    "-" if pd.isna(value) else f"{value:.2f}"
+                )
+            out.append(row)
+        tables[task] = pd.DataFrame(out)
+    return tables
+
+
 def _mean(values: pd.Series) -> str:
     values = values.dropna()
     return f"{values.mean():.2f}" if len(values) else "-"
@@ -102,6 +140,10 @@ def main(run: Path) -> None:
             print(f"### the norms and their controls, read-out {readout}\n")
             print(markdown_table(list(norms.columns), norms.round(2).values.tolist()))
             print()
+    for task, table in arm_tables(run).items():
+        print(f"### the position curve's arms: {task}\n")
+        print(markdown_table(list(table.columns), table.values.tolist()))
+        print()
 
 
 if __name__ == "__main__":

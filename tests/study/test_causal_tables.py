@@ -9,6 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = runpy.run_path(str(ROOT / "docs" / "causal_tables.py"))
 causal_tables, norm_controls = SCRIPT["causal_tables"], SCRIPT["norm_controls"]
+arm_tables = SCRIPT["arm_tables"]
 
 
 # What each row is built to be under the package's own rule (`causal.finding`).
@@ -78,3 +79,34 @@ def test_norm_controls_average_the_seeds_per_layer_and_read_out(tmp_path):
     assert norms["layer"].tolist() == [1]
     assert norms["norm_permute"].iloc[0] == pytest.approx(0.15)
     assert norms["norm_common_scale"].iloc[0] == pytest.approx(0.9)
+
+
+def test_the_arms_table_is_the_seeds_means_differences_checks_and_shares(tmp_path):
+    """Per layer, size and arm: means over seeds, each seed's difference from the random
+    change, the checks passed, and error offsets for the shifts only; layer 0 and the
+    read-out changed left out."""
+    import pandas as pd
+
+    shares = {f"error_offset_share_{j}": 0.1 * (j + 2) for j in (-2, -1, 0, 1, 2)}
+    base = {"task": "reversal", "layer": 1, "readout": "kept", "perturbation": 0.1}
+    rows = [base | {"seed": s, "intervention": "none", "exact_match": 1.0} for s in (0, 1)]
+    for seed, (exact, difference, passed) in enumerate([(0.2, -0.5, True), (0.4, -0.3, False)]):
+        arm = {"intervention": "position_shift", "arm": "shift+1", "dose": 1.0, "seed": seed}
+        rows.append(base | arm | shares | {"exact_match": exact, "difference": difference}
+                    | {"check_passed": passed})  # fmt: skip
+        rows.append(base | arm | {"arm": "rotate", "intervention": "position_rotate"} | shares
+                    | {"exact_match": 0.9, "difference": 0.0, "check_passed": True})  # fmt: skip
+    rows.append(rows[-1] | {"layer": 0, "arm": "scatter"})
+    rows.append(rows[-2] | {"readout": "changed", "arm": "remove"})
+    (tmp_path / "results").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "results" / "curve_arms.csv", index=False)
+    (table,) = arm_tables(tmp_path).values()
+    table = table.set_index("arm")
+    assert list(table.index) == ["unchanged", "shift+1", "rotate"]
+    shift = table.loc["shift+1"]
+    assert shift["exact match"] == "0.30" and shift["- random, by seed"] == "-0.50 / -0.30"
+    assert shift["check passed"] == "1 of 2" and shift["size"] == 1
+    assert [shift[str(j)] for j in (-2, -1, 0, 1, 2)] == ["0.00", "0.10", "0.20", "0.30", "0.40"]
+    assert table.loc["rotate", "1"] == "-" and table.loc["unchanged", "check passed"] == "-"
+    assert table.loc["unchanged", "exact match"] == "1.00"
+    assert arm_tables(tmp_path / "elsewhere") == {}
