@@ -153,7 +153,9 @@ def test_report_tables_are_the_means_of_the_csv(tiny_run):
         assert line in (out / "report.md").read_text()
 
 
-def test_a_rerun_skips_finished_units_and_gives_the_same_report(tiny_run, tmp_path):
+def test_a_rerun_skips_finished_units_and_gives_the_same_report(
+    tiny_run, tmp_path, capsys, monkeypatch
+):
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
@@ -163,8 +165,16 @@ def test_a_rerun_skips_finished_units_and_gives_the_same_report(tiny_run, tmp_pa
     (copy / "done" / "probing_indexing_seed_1.json").unlink()
     (copy / "results" / "probes.csv").write_text("model,layer\npartial")
     (copy / "results" / "probes_trained_indexing_seed_1.json").unlink()
-    again = reproduce(copy, TINY)
-    assert again.ran == ("probing",) and len(again.skipped) == len(STAGES) - 1
+    # The same command again, from the command line (the folder holds a tiny run: let --quick
+    # resume it).
+    settings = TINY.to_dict()
+    monkeypatch.setattr(pipeline.ReproduceConfig, "to_dict", lambda self: settings)
+    monkeypatch.setitem(sizes.SIZES, "quick", TINY_SIZES)
+    argv = ["reproduce", "--quick", "--no-png", "--device", "cpu", "--workers", "0"]
+    assert main([*argv, "--out", str(copy)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.count("(done earlier, skipped)") == len(STAGES) - 1
+    assert f"report: {copy / 'report.md'}" in captured.out
     for name in (
         "report.md",
         "results/probes.csv",
@@ -229,22 +239,6 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
     blocker.write_text("")
     assert main(["reproduce", "--quick", "--out", str(blocker / "r")]) == 2
     assert "cannot write to the output folder" in capsys.readouterr().err
-
-
-def test_cli_resumes_a_finished_run_and_prints_where_things_are(
-    tiny_run, tmp_path, capsys, monkeypatch
-):
-    out, _ = tiny_run
-    copy = tmp_path / "copy"
-    shutil.copytree(out, copy)
-    # The folder holds a tiny run: let --quick resume it.
-    settings = TINY.to_dict()
-    monkeypatch.setattr(pipeline.ReproduceConfig, "to_dict", lambda self: settings)
-    monkeypatch.setitem(sizes.SIZES, "quick", TINY_SIZES)
-    assert main(["reproduce", "--quick", "--no-png", "--device", "cpu", "--out", str(copy)]) == 0
-    captured = capsys.readouterr()
-    assert captured.err.count("(done earlier, skipped)") == len(STAGES)
-    assert f"report: {copy / 'report.md'}" in captured.out
 
 
 def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
