@@ -158,6 +158,7 @@ def build_curve_change(
     *,
     size: int,
     readout: str,
+    sizes_on: PromptStates | None = None,
 ) -> CurveChange:
     """`arm` matched to the size of the full shift by `size` (see the module doc).
 
@@ -165,12 +166,16 @@ def build_curve_change(
         prompts: the fitting prompts' states at the layer (`fit_prompt_states`).
         counts: {prompt length: measured prompts}: the lengths changed and their weights.
         readout: "kept" or "changed" (which positions change).
+        sizes_on: the states whose change sizes are matched (default: `prompts`; on text the
+            measured windows' own, where a curve fitted on a few windows would change its
+            own fitting states more than others).
     """
     keep = readout == "kept"
     curves = measured_curves(prompts, counts)
     options = {"keep_readout": keep, "counts": counts}
-    target = dose_targets(curves, prompts, offsets=[size], **options)[size]
-    matched = match_arm(arm, target, curves, prompts, **options)
+    sized = prompts if sizes_on is None else sizes_on
+    target = dose_targets(curves, sized, offsets=[size], **options)[size]
+    matched = match_arm(arm, target, curves, sized, **options)
     new = {
         length: arm.new_curve(
             curve,

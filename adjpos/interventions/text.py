@@ -22,7 +22,9 @@ draws, and ``percentile`` is the share (%) of draws whose loss is above the inte
 The dosed specs (the position curve's arms, `curve_change`) run as on a task: all windows have
 one length, so the curve is fitted on the fitting half's context (positions skip_first .. cut,
 the read-out position cut the last) and changes the context alone (read-out "kept"; with it
-"changed", position cut too), each arm matched in size to the full shift by the dose. Their
+"changed", position cut too), each arm matched in size to the full shift by the dose on the
+measured windows' own states (a curve fitted on a few windows changes its fitting states more
+than others, so sizes matched there would come out smaller on the measured ones). Their
 rows add the arm columns (`TEXT_ARM_TABLE`: the size, the parameter and the manipulation
 checks, `curve_checks`) and are compared with the random curve of their size over sequences
 and draws together (`curve_rule.paired_draw_difference`). The error-offset shares of a task
@@ -222,6 +224,10 @@ class _OnText:
                 positions=positions,
                 prompts=prompts,
                 counts=self.counts,
+                sizes_on={
+                    length: (self.states_at(layer), self.test[:, self.skip : self.cut + 1])
+                    for length in self.counts
+                },
             )
         return self.fitted_at[layer]
 
@@ -234,20 +240,24 @@ class _OnText:
         fit = self.fitted_at[unit.layer].prompts
         if unit.layer not in self.probes:
             self.probes[unit.layer] = fit_position_probe(fit, self.counts)
-        if unit.layer not in self.states:
-            acts = capture_residuals(self.model, self.test, layers=[unit.layer], progress=False)
-            self.states[unit.layer] = acts[0][:, self.skip : self.cut + 1].cpu()
         (length,) = self.counts
         columns = curve_columns(
             built,
             None,
-            states={length: self.states[unit.layer]},
+            states={length: self.states_at(unit.layer)},
             tokens={length: fit[length][1]},
             probe=self.probes[unit.layer],
             size=row["perturbation"],
             seed=self.seed,
         )
         return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns
+
+    def states_at(self, layer: int) -> Tensor:
+        """The measured windows' states at `layer`, positions skip_first .. cut."""
+        if layer not in self.states:
+            acts = capture_residuals(self.model, self.test, layers=[layer], progress=False)
+            self.states[layer] = acts[0][:, self.skip : self.cut + 1].cpu()
+        return self.states[layer]
 
     def unchanged(self) -> Any:
         """The unchanged model's loss on each measured sequence."""

@@ -130,6 +130,11 @@ def test_a_bridge_runs_every_intervention_but_uniform_attention():
             {"interventions": ["position_mean_swap"], "readouts": ["changed"]},
             "need the 'kept' read-out",
         ),
+        ({"interventions": ["position_shift"], "doses": [0]}, "doses must be distinct ints >= 1"),
+        (
+            {"interventions": ["position_shift"], "doses": [6], "skip_first": 1},
+            r"doses \[6\] shift the curve past the context: .* cut - skip_first = 5",
+        ),
     ],
 )
 def test_bad_settings_are_named(kwargs, message):
