@@ -91,7 +91,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         for c in pairs
     ] + [
         [c["layout"], c["layer"], arm, fmt.n(sum(x[0] for x in per) / len(per))]
-        + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}] {fmt.n(p)}%" + ("" if ok else " check failed")
+        + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
+                     + ("" if ok else " check failed")
                      for _, lo, hi, p, ok in per]),
            fmt.join(text.arms_readings(c["rule"], criteria.text_gap, criteria.percentile))
            + f"; address: {_outcome(c, criteria) or 'not counted'}"]
