@@ -53,7 +53,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after])
     )  # fmt: skip
     found.append(
-        ("NoPE layers read the position curve as an address on text (causal)", "layout x layer",
+        ("NoPE layers read the position curve as an address on text (causal)",
+         "layout x layer cell",
          f"every seed: each shift by 1 (curve moved, size matched) raises the loss beyond the "
          f"random curve of its size by over {gap} nats (interval bound), fewer than {pct}% of "
          f"its draws raising it more; against when no shift's upper bound reaches {gap}",
