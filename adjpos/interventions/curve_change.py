@@ -175,6 +175,11 @@ def build_curve_change(
     options = {"keep_readout": keep, "counts": counts}
     sized = prompts if sizes_on is None else sizes_on
     target = dose_targets(curves, sized, offsets=[size], **options)[size]
+    if not target > 0:
+        raise UsageError(
+            "the position curve is zero here (each fitting state is its token's mean state: too "
+            "few prompts or windows, or tokens that never repeat), so no arm can be sized"
+        )
     matched = match_arm(arm, target, curves, sized, **options)
     new = {
         length: arm.new_curve(

@@ -21,8 +21,8 @@ draws, and ``percentile`` is the share (%) of draws whose loss is above the inte
 
 The dosed specs (the position curve's arms, `curve_change`) run as on a task: all windows have
 one length, so the curve is fitted on the fitting half's context (positions skip_first .. cut,
-the read-out position cut the last) and changes the context alone (read-out "kept"; with it
-"changed", position cut too), each arm matched in size to the full shift by the dose on the
+the read-out position cut the last) and changes the context alone (the read-out kept, the only
+variant they run in on text), each arm matched in size to the full shift by the dose on the
 measured windows' own states (a curve fitted on a few windows changes its fitting states more
 than others, so sizes matched there would come out smaller on the measured ones). Their
 rows add the arm columns (`TEXT_ARM_TABLE`: the size, the parameter and the manipulation
@@ -136,7 +136,8 @@ def text_intervention_table(
         cut: first position of the continuation (default pos // 2).
         skip_first: positions never changed, from the start.
         rank, control_draws, readouts, doses, seed: as in `intervention_table` (the doses
-            of the position curve's arms: each below the context's length cut - skip_first).
+            of the position curve's arms: each below the context's length cut - skip_first;
+            the arms run with the read-out kept only).
         folder: an `adjpos.runs.RunFolder`: finished units are read back (resumable).
         return_differences: return ``(table, differences)``, the second the paired loss
             differences between the arms of each size (`CURVE_DIFFERENCES`, a - b in nats;
@@ -161,10 +162,16 @@ def text_intervention_table(
     names = _names(model, interventions)
     context = cut - skip_first
     too_far = [m for m in check_doses(doses) if m >= context]
-    if too_far and any(s.dosed for s in check_interventions(names)):
+    dosed = [s.name for s in check_interventions(names) if s.dosed]
+    if dosed and too_far:
         raise UsageError(
             f"doses {too_far} shift the curve past the context: each must be below its length "
             f"cut - skip_first = {context}"
+        )
+    if dosed and "changed" in readouts:
+        raise UsageError(
+            f"{dosed} run on text with the read-out kept only (readouts=['kept']): they change "
+            "the context alone, and the continuation's states would dilute their size"
         )
     units = plan_units(model, layers, names, readouts, control_draws, doses)
     measurement = _OnText(model, tokens, cut, skip_first, rank, seed)
@@ -261,8 +268,8 @@ class _OnText:
 
     def unchanged(self) -> Any:
         """The unchanged model's loss on each measured sequence."""
-        keep = (self.model, self.test, [NoIntervention()], 0, self.cut, self.skip, True)
-        return _measure(*keep)["loss"][0]
+        args = (self.model, self.test, [NoIntervention()], 0, self.cut, self.skip, True)
+        return _measure(*args)["loss"][0]
 
 
 def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:
