@@ -12,8 +12,10 @@ windows of held-out text (`held_out_windows`):
   windows as groups; chance is 0);
 - the causal position-curve tests with next-token loss as the measure
   (`adjpos.interventions.text_intervention_table`): at the input of each block of
-  `causal_layers`, the position curve's neighbours scattered against the curve mirrored (a
-  change of the same size that keeps neighbours together), the sink kept.
+  `causal_layers`, the position curve's arms at the size of its full shift by 1 (shifted by -1
+  and +1, rotated, scattered), each against the random curve of its size, the sink kept; the
+  rule of the task models' arms (`adjpos.interventions.curve_rule`) reads them with a loss
+  rise as the harm (`arms_read`).
 
 Then the hybrid against the all-RoPE model of the same seed, on the same windows: per layer
 and view, the per-window difference in adjacency (hybrid - rope) with a paired bootstrap
@@ -33,6 +35,8 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals
+from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, text_cell_numbers
+from adjpos.interventions.curve_rule import CellNumbers, RuleCriteria, cell_outcome
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds
@@ -48,10 +52,10 @@ from adjpos.validation import UsageError
 # view -> (centred, positions left out from the start)
 VIEWS = {"raw": (False, 0), "raw, sink out": (False, 1)}
 VIEWS |= {"centred": (True, 0), "centred, sink out": (True, 1)}
-# The interventions of the causal tests: the tested one, its control, and the unchanged model.
-# A position-curve arm added to `adjpos.interventions.SPECS` (with its control) joins the tests
-# by its name here: the runner, the tables and the verdicts' cells take any tested spec.
-CURVE_INTERVENTIONS = ("none", "position_mean_swap", "position_mean_mirror")
+# The causal tests: the position curve's arms (each compared with the random curve of its size,
+# `position_random`, which comes along) at the sizes of its full shifts by `CURVE_DOSES`.
+CURVE_INTERVENTIONS = ("none", "position_shift", "position_rotate", "position_scatter")
+CURVE_DOSES = (1,)
 SHARES = ("token", "position", "context")
 KEYS = Table(layout="string", seed="int64", layer="int64")
 ADJACENCY = KEYS + Table(kind="string", view="string", adjacency="float64")
@@ -60,17 +64,19 @@ POSITION = KEYS + Table(kind="string", measure="string", value="float64")
 VERSUS = Table(a="string", b="string", seed="int64", layer="int64", view="string")
 VERSUS += Table(difference="float64", low="float64", high="float64")
 CAUSAL = Table(layout="string", seed="int64") + TEXT_TABLE
+DIFFERENCES = Table(layout="string") + CURVE_DIFFERENCES  # the arms' paired loss differences
 
 
 @dataclass(frozen=True)
 class TextLayers:
     """The tables of `measure_text_models` (columns: `ADJACENCY`, `POSITION`, `VERSUS`,
-    `CAUSAL`)."""
+    `CAUSAL`, `DIFFERENCES`)."""
 
     adjacency: pd.DataFrame
     position: pd.DataFrame
     versus: pd.DataFrame
     causal: pd.DataFrame
+    differences: pd.DataFrame
 
 
 def held_out_windows(
@@ -95,6 +101,7 @@ def measure_text_models(
     *,
     causal_layers: Sequence[int] = (),
     interventions: Sequence[str] = CURVE_INTERVENTIONS,
+    doses: Sequence[int] = CURVE_DOSES,
     control_draws: int = 5,
     folds: int = 4,
     n_boot: int = 1000,
@@ -105,7 +112,7 @@ def measure_text_models(
     all on the same `tokens`, and each layout pair (a, b) of `pairs` paired by seed (the
     seeds both have)."""
     draws = {"n_boot": n_boot, "level": level}
-    adjacency, position, causal, scores = [], [], [], {}
+    adjacency, position, causal, differences, scores = [], [], [], [], {}
     for (layout, seed), model in models.items():
         key = {"layout": layout, "seed": seed}
         rows, scores[layout, seed] = _layers(model, tokens, seed, folds, draws)
@@ -114,8 +121,10 @@ def measure_text_models(
         if causal_layers:
             options = {"layers": list(causal_layers), "interventions": list(interventions)}
             options |= {"skip_first": 1, "control_draws": control_draws, "progress": False}
-            table = text_intervention_table(model, tokens, **options, seed=seed, model_name=layout)
+            options |= {"doses": doses, "return_differences": True, "model_name": layout}
+            table, found = text_intervention_table(model, tokens, **options, seed=seed)
             causal += [key | r for r in table.to_dict("records")]
+            differences += [key | r | {"seed": seed} for r in found.to_dict("records")]
     versus = []
     for (a, b), seed in ((p, s) for p in pairs for (la, s) in scores if la == p[0]):
         if (b, seed) not in scores:
@@ -125,7 +134,7 @@ def measure_text_models(
             versus.append({"a": a, "b": b, "seed": seed, "layer": layer, "view": view})
             versus[-1] |= {"difference": d, "low": low, "high": high}
     frames = ADJACENCY.frame(adjacency), POSITION.frame(position), VERSUS.frame(versus)
-    return TextLayers(*frames, CAUSAL.frame(causal))
+    return TextLayers(*frames, CAUSAL.frame(causal), DIFFERENCES.frame(differences))
 
 
 def _layers(model: Any, tokens: Tensor, seed: int, folds: int, draws: dict) -> tuple:
@@ -192,8 +201,10 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     """The JSON-able numbers of a `TextLayers`, one cell per (layout, layer, view) of
     adjacency, (a, b, layer, view) of the paired differences, (layout, layer, intervention)
     of the tested causal rows and (layout, layer, measure) of the position measures; each
-    with its seeds' values or intervals (``per_seed``) and their mean (``value``)."""
-    from adjpos.interventions import SPECS
+    with its seeds' values or intervals (``per_seed``) and their mean (``value``); each causal
+    (layout, layer) cell with each seed's rule numbers (``rule``, `CellNumbers.to_plain`) and
+    each arm's [loss difference from the random curve, low, high, percentile, check passed]
+    per seed (``arms``)."""
 
     def cells(frame: pd.DataFrame, keys: list[str], value: str, bounds: list[str]) -> list:
         out = []
@@ -203,28 +214,26 @@ def summarise(result: TextLayers) -> dict[str, Any]:
             out[-1]["per_seed"] = group[bounds].astype(float).to_numpy().tolist()
         return out
 
-    causal = result.causal.set_index(["layout", "seed", "layer", "intervention"])
-    tested = result.causal[result.causal["intervention"].map(lambda n: SPECS[n].role == "tested")]
-    keys = list(zip(tested["layout"], tested["seed"], tested["layer"], strict=True))
-    control = [
-        causal.loc[(*k, c), "perturbation"] for k, c in zip(keys, tested["control"], strict=True)
-    ]
-    unchanged = [causal.loc[(*k, "none"), "adjacency_at_layer"] for k in keys]
-    tested = tested.assign(
-        control_perturbation=control, adjacency_drop=unchanged - tested["adjacency_at_layer"]
-    )
+    keys = ("layout", "seed", "layer")
+    rules = text_cell_numbers(result.causal, result.differences, keys=keys)
+    causal: dict[tuple, dict[str, Any]] = {}
+    arms = result.causal[result.causal["arm"].notna() & (result.causal["arm"] != "random")]
+    columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
+    for cell in rules:
+        layout, seed, layer = cell.key
+        found = causal.setdefault((layout, layer), {"layout": layout, "layer": layer})
+        found.setdefault("seeds", []).append(seed)
+        found.setdefault("rule", []).append(cell.to_plain())
+        mine = arms[(arms[list(keys)] == pd.Series(cell.key, index=list(keys))).all(axis=1)]
+        for r in mine.to_dict("records"):
+            numbers = [_number(r[c]) for c in columns] + [bool(r["check_passed"])]
+            found.setdefault("arms", {}).setdefault(r["arm"], []).append(numbers)
     by_layer = ["layout", "layer", "kind"]
-    bounds = ["loss_difference_low", "loss_difference_high", "perturbation"]
     return {
         "seeds": sorted({int(s) for s in result.adjacency["seed"]}),
         "adjacency": cells(result.adjacency, [*by_layer, "view"], "adjacency", ["low", "high"]),
         "versus": cells(result.versus, ["a", "b", "layer", "view"], "difference", ["low", "high"]),
-        "causal": cells(
-            tested,
-            ["layout", "layer", "intervention"],
-            "loss_difference",
-            [*bounds, "control_perturbation", "adjacency_drop"],
-        ),
+        "causal": list(causal.values()),
         "position": cells(result.position, [*by_layer, "measure"], "value", ["value"]),
     }
 
@@ -233,25 +242,41 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+def _number(value: Any) -> float | None:
+    return None if pd.isna(value) else float(value)
+
+
 def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
     """For when every seed's interval (its first two numbers) lies above `null`, against
     when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
     return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
 
 
-def curve_read(
-    per_seed: Sequence[Sequence[float]], gap: float, slack: float, min_drop: float
+def text_rule(gap: float, percentile: float) -> RuleCriteria:
+    """The rule of the arms on text (`curve_rule`, a loss rise as the harm): interval bounds
+    against `gap` nats, an arm breaking beyond the random curve only when fewer than
+    `percentile` % of its draws raise the loss more, no error offsets, one size enough."""
+    return RuleCriteria(gap, offset_share=None, min_sizes=1, percentile=percentile)
+
+
+def arms_readings(rule: Sequence[Mapping[str, Any]], gap: float, percentile: float) -> list[str]:
+    """Each seed's reading of the arms (`curve_rule.cell_outcome`'s: "not read", "address",
+    ...) under `text_rule`."""
+    criteria = text_rule(gap, percentile)
+    return [cell_outcome(CellNumbers.from_plain((), p), criteria).reading for p in rule]
+
+
+def arms_read(
+    rule: Sequence[Mapping[str, Any]], gap: float, percentile: float, claim: str = "address"
 ) -> Outcome | None:
-    """A causal cell's outcome from each seed's (low, high, size, control's size, drop) of the
-    loss minus the control's, where drop is how much the change lowered the adjacency score at
-    the layer (its manipulation check): None (not counted) when some seed's drop is below
-    `min_drop`; else per seed for when low > `gap` and size <= `slack` x the control's,
-    against when high < `gap` (the loss cannot be `gap` above the control's), within
-    otherwise; then over seeds (`adjpos.stats.every_seed`)."""
-    if any(drop < min_drop for *_, drop in per_seed):
-        return None
-    found = []
-    for low, high, size, control, _ in per_seed:
-        reads, unread = low > gap and size <= slack * control, high < gap
-        found.append(Outcome.FOR if reads else Outcome.AGAINST if unread else Outcome.WITHIN)
+    """A causal cell's outcome for `claim` (a `curve_rule.CLAIMS`) from each seed's rule
+    numbers (`CellNumbers.to_plain`, as `summarise` gives them) under `text_rule`: per seed
+    the rule's outcome, then over seeds (`adjpos.stats.every_seed`); None (not counted) when
+    in some seed no shift passed its manipulation check."""
+    criteria, found = text_rule(gap, percentile), []
+    for plain in rule:
+        cell = CellNumbers.from_plain((), plain)
+        if not any(ok for s in cell.sizes for a, ok in s.checks.items() if a.startswith("shift")):
+            return None
+        found.append(Outcome(getattr(cell_outcome(cell, criteria), claim)))
     return every_seed(found)

@@ -24,7 +24,6 @@ from adjpos.study.sizes import SIZES
 from adjpos.text.recipe import LAYOUTS, layout_config
 
 VIEW = "raw, sink out"
-CURVE = ("none", "position_mean_swap", "position_mean_mirror")
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 2048, "n_ctx": 32}
 
 
@@ -41,7 +40,7 @@ def quick_numbers(out: Path) -> dict:
         for layout in LAYOUTS
     }
     result = layers.measure_text_models(models, tokens, causal_layers=[3], control_draws=2)
-    for part in ("adjacency", "position", "causal"):
+    for part in ("adjacency", "position", "causal", "differences"):
         getattr(layers, part.upper()).write(out / f"text_{part}.csv", getattr(result, part))
     return {"missing": [], "nope_blocks": [3]} | layers.summarise(result)
 
@@ -72,22 +71,27 @@ def layer_table(numbers: dict) -> str:
 
 
 def causal_table(results: Path) -> str:
-    """Per model and block: scattered - mirrored and mirrored - unchanged (loss, nats, paired
-    intervals over windows) and the score at the block's input, unchanged -> scattered."""
+    """Per model, block and arm of the position curve: the loss minus the random curve's of
+    its size (nats, paired interval over windows and draws), the % of random draws raising
+    the loss more, the change size, where the changed curve sits (curve_offset) and the
+    manipulation check."""
     table = layers.CAUSAL.read(results / "text_causal.csv")
-    by = table.set_index(["layout", "seed", "layer", "intervention"])
-    lines = ["| layout | seed | block | scattered - mirrored | mirrored - unchanged | score |"]
-    lines.append("|---|---|---|---|---|---|")
-    for layout, seed, block in dict.fromkeys(
-        zip(table["layout"], table["seed"], table["layer"], strict=True)
-    ):
-        rows = [by.loc[layout, seed, block, n] for n in CURVE]
-        cells = [
+    arms = table[table["arm"].notna() & (table["arm"] != "random")]
+    lines = [
+        "| layout | seed | block | arm | loss - random | % draws above | size | offset | check |"
+    ]
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for r in arms.itertuples():
+        interval = (
             f"{r.loss_difference:.3f} [{r.loss_difference_low:.3f}, {r.loss_difference_high:.3f}]"
-            for r in rows[1:]
+        )
+        cells = [r.layout, r.seed, r.layer, r.arm, interval, f"{r.percentile:.0f}"]
+        cells += [
+            f"{r.perturbation:.3f}",
+            f"{r.curve_offset:+.2f}",
+            "passed" if r.check_passed else "failed",
         ]
-        score = f"{rows[0].adjacency_at_layer:.3f} -> {rows[1].adjacency_at_layer:.3f}"
-        lines.append(f"| {layout} | {seed} | {block} | " + " | ".join(cells) + f" | {score} |")
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
 
 
@@ -115,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         print("\nBy layer, the layouts side by side:\n")
         print(layer_table(numbers))
         if (results / "text_causal.csv").is_file():
-            print("\nThe causal tests, each change against the next:\n")
+            print("\nThe causal tests, each arm against the random curve of its size:\n")
             print(causal_table(results))
 
 

@@ -617,4 +617,4 @@ def test_text_layers(run_example):
             model = adjpos.build_model(layout_config(layout, **script["TINY"], seed=seed))
             scores.append(slow_adjacency(residual(model, tokens, 2)[:, 1:]))
         assert printed == pytest.approx(np.mean(scores), abs=ROUNDING[3])
-    assert "NoPE layers read the position curve's neighbours on text (causal):" in out
+    assert "NoPE layers read the position curve as an address on text (causal):" in out

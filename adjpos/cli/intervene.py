@@ -279,7 +279,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
 def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
     """``--hf SOURCE --text FILE``: the causal tests on text (`text_intervention_table`)."""
     from adjpos.hf import load_hf, load_tokenizer, text_tokens
-    from adjpos.interventions import TEXT_TABLE, text_intervention_table
+    from adjpos.interventions import TEXT_TABLE, check_interventions, text_intervention_table
+    from adjpos.interventions.specs import check_doses
     from adjpos.runs import RunFolder, write_json
     from adjpos.validation import check_model, resolve_device
 
@@ -295,6 +296,7 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
         tokenizer, text, args.seq_len, max_sequences=args.n_sequences, bos=args.bos
     )
     cut = args.cut if args.cut is not None else args.seq_len // 2
+    doses = list(for_option("--doses", check_doses, args.doses))
     spec = {
         "hf": args.hf,
         "nope_layers": args.nope_layers,
@@ -311,6 +313,8 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
         "control_draws": args.control_draws,
         "seed": args.data_seed,
     }
+    if any(s.dosed for s in check_interventions(names or [])):  # as on a task
+        spec["doses"] = doses
     folder = RunFolder.open(
         args.out,
         kind="intervene-text",
@@ -329,6 +333,7 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
         rank=args.rank,
         control_draws=args.control_draws,
         readouts=args.readouts,
+        doses=doses,
         seed=args.data_seed,
         model_name=args.hf,
         folder=folder,

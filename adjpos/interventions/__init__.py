@@ -42,7 +42,8 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
   or a random curve of its norm profile added; each measured at several sizes (a dose), the
   arms matched in change size at each, with its manipulation checks (`curve_checks`) and the
   share of wrong answers at each offset. `cell_numbers` turns the table and its paired
-  differences (`CURVE_DIFFERENCES`) into the numbers of the rule (`curve_rule`).
+  differences (`CURVE_DIFFERENCES`) into the numbers of the rule (`curve_rule`); on text
+  (`text_intervention_table`, next-token loss) `text_cell_numbers` does.
 
 `SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
 compared with (``control``), whether it is a random control measured over draws (``drawn``),
@@ -62,7 +63,11 @@ Each states in its tests what it preserves (`tests/interventions`).
 
 from adjpos.interventions.attention import UniformAttention
 from adjpos.interventions.curve_change import CurveChange
-from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, cell_numbers
+from adjpos.interventions.curve_numbers import (
+    CURVE_DIFFERENCES,
+    cell_numbers,
+    text_cell_numbers,
+)
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -139,6 +144,7 @@ __all__ = [
     "intervene",
     "intervention_table",
     "measure_draws",
+    "text_cell_numbers",
     "measure_intervention",
     "position_curves",
     "text_intervention_table",

@@ -158,6 +158,7 @@ def build_curve_change(
     *,
     size: int,
     readout: str,
+    sizes_on: PromptStates | None = None,
 ) -> CurveChange:
     """`arm` matched to the size of the full shift by `size` (see the module doc).
 
@@ -165,12 +166,21 @@ def build_curve_change(
         prompts: the fitting prompts' states at the layer (`fit_prompt_states`).
         counts: {prompt length: measured prompts}: the lengths changed and their weights.
         readout: "kept" or "changed" (which positions change).
+        sizes_on: the states whose change sizes are matched (default: `prompts`; on text the
+            measured windows' own, where a curve fitted on a few windows would change its
+            own fitting states more than others).
     """
     keep = readout == "kept"
     curves = measured_curves(prompts, counts)
     options = {"keep_readout": keep, "counts": counts}
-    target = dose_targets(curves, prompts, offsets=[size], **options)[size]
-    matched = match_arm(arm, target, curves, prompts, **options)
+    sized = prompts if sizes_on is None else sizes_on
+    target = dose_targets(curves, sized, offsets=[size], **options)[size]
+    if not target > 0:
+        raise UsageError(
+            "the position curve is zero here (each fitting state is its token's mean state: too "
+            "few prompts or windows, or tokens that never repeat), so no arm can be sized"
+        )
+    matched = match_arm(arm, target, curves, sized, **options)
     new = {
         length: arm.new_curve(
             curve,
@@ -203,27 +213,28 @@ class _Rounded:
 
 def curve_columns(
     built: Sequence[CurveChange],
-    decoded: Sequence[Sequence[str]],
+    decoded: Sequence[Sequence[str]] | None,
     *,
     states: Mapping[int, Tensor],
     tokens: Mapping[int, Tensor],
     probe: Any,
-    prompts: Sequence[str],
-    answers: Sequence[str],
-    task: str,
     size: float,
     seed: int,
+    prompts: Sequence[str] = (),
+    answers: Sequence[str] = (),
+    task: str | None = None,
 ) -> dict[str, Any]:
     """The arm columns of one unit.
 
     Args:
         built: its draws (one `CurveChange` each).
-        decoded: each draw's answers to `prompts` (whose right answers are `answers`).
+        decoded: each draw's answers to `prompts` (whose right answers are `answers`); None
+            with `task` None where nothing is decoded (text: no error-offset columns).
         states: {prompt length: [n, L, d_model]} the measured prompts' states at the layer.
         tokens: {prompt length: [n, L]} the fitting prompts' tokens (where the format's
             fixed tokens sit).
         probe: the position probe (`fit_position_probe`).
-        task: the task's name (`curve_checks.TASK_OFFSETS`).
+        task: the task's name (`curve_checks.TASK_OFFSETS`); None: no error-offset columns.
         size: the change size measured while decoding (the row's ``perturbation``).
 
     Returns:
@@ -243,14 +254,16 @@ def curve_columns(
         )
         for change, checks in zip(built, numbers, strict=True)
     )
-    shares = error_offset_shares(
-        [a for answers_of in decoded for a in answers_of],
-        list(answers) * len(decoded),
-        list(prompts) * len(decoded),
-        task,
-        offsets=OFFSETS,
-        seed=seed,
-    )
+    shares = {}
+    if task is not None:
+        shares = error_offset_shares(
+            [a for answers_of in decoded or () for a in answers_of],
+            list(answers) * len(decoded or ()),
+            list(prompts) * len(decoded or ()),
+            task,
+            offsets=OFFSETS,
+            seed=seed,
+        )
     return (
         {"arm": rule_name(first.arm), "size_target": first.target}
         | {"parameter": float(np.mean([c.matched.parameter for c in built]))}

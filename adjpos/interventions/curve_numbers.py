@@ -50,18 +50,22 @@ CURVE_DIFFERENCES = Table(
 
 
 def curve_differences(
-    rows: Sequence[dict[str, Any]], unchanged: ArrayLike, *, seed: int = 0
+    rows: Sequence[dict[str, Any]],
+    unchanged: ArrayLike,
+    *,
+    seed: int = 0,
+    per_draw: str = "draw_hits",
 ) -> list[dict[str, Any]]:
     """The `CURVE_DIFFERENCES` records of the arm rows in `rows` (rows that still hold
-    ``draw_hits``, each draw's per-prompt exact match), `unchanged` the unchanged model's
-    per-prompt exact match on the same prompts."""
+    `per_draw`, each draw's per-prompt outcome: exact match, or on text each window's loss),
+    `unchanged` the unchanged model's per-prompt outcome on the same prompts."""
     groups: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         if r.get("arm") is not None:
             groups[r["layer"], r["readout"], r["dose"]][r["arm"]] = r
     out = []
     for (layer, readout, dose), arms in groups.items():
-        hits = {name: np.asarray(r["draw_hits"], float) for name, r in arms.items()}
+        hits = {name: np.asarray(r[per_draw], float) for name, r in arms.items()}
         hits[UNCHANGED] = np.asarray(unchanged, float)[None]
         first = next(iter(arms.values()))
         shifts = [a for a in arms if a.startswith("shift")]
@@ -72,7 +76,7 @@ def curve_differences(
             if a in hits and b in hits:
                 found = paired_draw_difference(hits[a], hits[b], seed=seed)
                 out.append(
-                    {k: first[k] for k in ("model", "task", "seed", "size_target")}
+                    {k: first.get(k) for k in ("model", "task", "seed", "size_target")}
                     | {"layer": layer, "readout": readout, "dose": dose, "a": a, "b": b}
                     | {"value": found.value, "low": found.low, "high": found.high}
                 )
@@ -122,6 +126,49 @@ def cell_numbers(rows: Any, differences: Any, *, readout: str = "kept") -> list[
             numbers.append(SizeNumbers(size["size"], found, size["checks"], size["offsets"]))
         cells.append(CellNumbers((task, layer, seed), numbers, TASK_OFFSETS[task].direction))
     return cells
+
+
+def text_cell_numbers(
+    rows: Any,
+    differences: Any,
+    *,
+    keys: Sequence[str] = ("model", "layer"),
+    readout: str = "kept",
+) -> list[CellNumbers]:
+    """The rule's numbers of each cell (`keys` of the rows) of a text run's arm rows and its
+    `CURVE_DIFFERENCES` of loss (`adjpos.interventions.text_intervention_table`), in the
+    read-out variant `readout`. A loss rise is the harm: each difference a - b in nats is
+    negated (the interval's ends swapped), so the rule's *breaks* (upper bound below -t) is
+    a loss rise whose lower bound is above t. Each size keeps the arms' ``check_passed`` and
+    ``percentile``; there are no error offsets (`RuleCriteria` with ``offset_share=None``)."""
+    rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
+    diffs = [d for d in _records(differences) if d["readout"] == readout]
+    sizes: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
+    for r in rows:
+        sizes[tuple(_plain(r[k]) for k in keys)][int(r["dose"])][r["arm"]] = r
+    cells = []
+    for key, by_dose in sizes.items():
+        numbers = []
+        for dose, arms in sorted(by_dose.items()):
+            found = {
+                (d["a"], d["b"]): Interval(-float(d["value"]), -float(d["high"]), -float(d["low"]))
+                for d in diffs
+                if (*(_plain(d[k]) for k in keys), int(d["dose"])) == (*key, dose)
+            }
+            checks = {
+                a: _present(r["check_passed"]) and bool(r["check_passed"]) for a, r in arms.items()
+            }
+            rare = {
+                a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
+            }
+            size = float(next(iter(arms.values()))["size_target"])
+            numbers.append(SizeNumbers(size, found, checks, {}, rare))
+        cells.append(CellNumbers(key, numbers))
+    return cells
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def _records(table: Any) -> list[dict[str, Any]]:

@@ -24,6 +24,12 @@ check failed (`curve_checks.passes_check`) is left out of every comparison and l
 - **locality**: *for* when ``scatter`` breaks beyond every shift and beyond ``rotate``;
   *against* when it holds against ``rotate`` or against some shift.
 
+Where nothing is decoded (text, `adjpos.interventions.text`) ``offset_share`` is None: a
+shift that breaks beyond ``random`` is *for* address by itself (its manipulation check, the
+curve moved by k, already passed). With `RuleCriteria.percentile` set, an arm breaks beyond
+``random`` only when fewer than that many % of the random draws harm more (its row's
+``percentile``, `SizeNumbers.percentiles`).
+
 Otherwise a size is *within* (undecided). Over the sizes, address and relational are *for*
 (*against*) when some size is and none is the other way; locality is *for* at
 `RuleCriteria.min_sizes` or more sizes, *against* when some size is against and fewer than
@@ -84,12 +90,14 @@ class SizeNumbers:
         differences: {(a, b): exact match of a minus b}, names as in the module doc.
         checks: {arm: passed its manipulation check}; an arm not listed is not counted.
         offsets: {shift name: {j: share of wrong characters at offset j}}.
+        percentiles: {arm: % of the random control's draws that harm more than it}.
     """
 
     size: float
     differences: Mapping[tuple[str, str], Interval]
     checks: Mapping[str, bool]
     offsets: Mapping[str, Mapping[int, Interval]] = field(default_factory=dict)
+    percentiles: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,7 @@ class CellNumbers:
                     n: [[j, *d.plain()] for j, d in o.items()] for n, o in s.offsets.items()
                 }
             }
+            | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
             for s in self.sizes
         ]
         return {"direction": int(self.direction), "sizes": sizes}
@@ -126,6 +135,7 @@ class CellNumbers:
                 {(a, b): Interval.of(rest) for a, b, *rest in s["differences"]},
                 s["checks"],
                 {n: {int(j): Interval.of(r) for j, *r in by} for n, by in s["offsets"].items()},
+                s.get("percentiles", {}),
             )
             for s in plain["sizes"]
         ]
@@ -134,15 +144,20 @@ class CellNumbers:
 
 @dataclass(frozen=True)
 class RuleCriteria:
-    """The thresholds of the rule (see the module doc)."""
+    """The thresholds of the rule (see the module doc; `offset_share` None: no error offsets,
+    `percentile` None: the draws' percentile not read)."""
 
     tolerance: float = 0.05
-    offset_share: float = 0.5
+    offset_share: float | None = 0.5
     min_sizes: int = 2
+    percentile: float | None = None
 
     def __post_init__(self) -> None:
-        if not 0 < self.tolerance < 1 or not 0 < self.offset_share < 1:
+        share = 0.5 if self.offset_share is None else self.offset_share
+        if not 0 < self.tolerance < 1 or not 0 < share < 1:
             raise UsageError("tolerance and offset_share must be in (0, 1)")
+        if self.percentile is not None and not 0 < self.percentile <= 100:
+            raise UsageError(f"percentile must be in (0, 100], got {self.percentile!r}")
         if not is_int(self.min_sizes) or self.min_sizes < 1:
             raise UsageError(f"min_sizes must be an int >= 1, got {self.min_sizes!r}")
 
@@ -215,14 +230,22 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: RuleCriteria) 
     def get(a: str, b: str) -> Interval | None:
         return diff.get((a, b))
 
-    breaks = {a: _breaks(get(a, "random"), t) for a in _arms(numbers)}
+    rare = numbers.percentiles.get
+    breaks = {
+        a: _breaks(get(a, "random"), t)
+        and (criteria.percentile is None or rare(a, math.inf) < criteria.percentile)
+        for a in _arms(numbers)
+    }
     holds = {a: _holds(get(a, "random"), t) for a in _arms(numbers)}
     address = []
     for name in shifts:
         k = int(_SHIFT.fullmatch(name)[1])
         share = numbers.offsets.get(name, {}).get(direction * k)
-        follows = share is not None and share.low > criteria.offset_share
-        strays = share is not None and share.high < criteria.offset_share
+        if criteria.offset_share is None:  # nothing decoded: the shift's breaking is enough
+            follows, strays = True, False
+        else:
+            follows = share is not None and share.low > criteria.offset_share
+            strays = share is not None and share.high < criteria.offset_share
         address.append(
             "for"
             if breaks[name] and follows

@@ -66,6 +66,8 @@ class Fitted:
             `adjpos.interventions.fit_prompt_states`).
         counts: {prompt length: measured prompts} (for the dosed specs: the lengths they
             change, and the weights their sizes are matched with).
+        sizes_on: prompt states by length whose change sizes the dosed specs match (None:
+            `prompts`; on text the measured windows').
     """
 
     d_model: int
@@ -75,6 +77,7 @@ class Fitted:
     positions: Tensor | None = None
     prompts: PromptStates | None = None
     counts: Mapping[int, int] | None = None
+    sizes_on: PromptStates | None = None
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,9 @@ def _curve_arm(
     fit: Fitted, *, draw: int, dose: Dose, readout: str, arm: str, **_: Any
 ) -> CurveChange:
     change = CurveArm(arm, dose.offset, draw=draw, seed=fit.seed)
-    return build_curve_change(fit.prompts, fit.counts, change, size=dose.size, readout=readout)
+    return build_curve_change(
+        fit.prompts, fit.counts, change, size=dose.size, readout=readout, sizes_on=fit.sizes_on
+    )
 
 
 _MIRRORED = {"mirrored": True}

@@ -18,6 +18,20 @@ difference in loss (intervention minus control: above zero, it raises the loss m
 paired bootstrap interval over sequences; a drawn control is measured over `control_draws`
 draws, and ``percentile`` is the share (%) of draws whose loss is above the intervention's
 (ties count half): near 0, the intervention harms more than nearly every draw.
+
+The dosed specs (the position curve's arms, `curve_change`) run as on a task: all windows have
+one length, so the curve is fitted on the fitting half's context (positions skip_first .. cut,
+the read-out position cut the last) and changes the context alone (the read-out kept, the only
+variant they run in on text), each arm matched in size to the full shift by the dose on the
+measured windows' own states (a curve fitted on a few windows changes its fitting states more
+than others, so sizes matched there would come out smaller on the measured ones). Their
+rows add the arm columns (`TEXT_ARM_TABLE`: the size, the parameter and the manipulation
+checks, `curve_checks`) and are compared with the random curve of their size over sequences
+and draws together (`curve_rule.paired_draw_difference`). The error-offset shares of a task
+have no counterpart: nothing is decoded, and a next token is not a copy of a context token at
+a fixed offset. With ``return_differences=True`` the paired loss differences between the arms
+of one size come back too (`CURVE_DIFFERENCES`, a - b in nats), which `text_cell_numbers`
+reads for the rule (`curve_rule`, a loss rise as the harm).
 """
 
 from __future__ import annotations
@@ -30,15 +44,26 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.hooks import Stacked, intervene
-from adjpos.interventions.runner import DEFAULT_DRAWS, Outcome, Unit, plan_units, run_units
+from adjpos.interventions.curve_change import ARM_TABLE, curve_columns, fit_position_probe
+from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, curve_differences
+from adjpos.interventions.hooks import NoIntervention, Stacked, intervene
+from adjpos.interventions.runner import (
+    DEFAULT_DRAWS,
+    Outcome,
+    Unit,
+    measure_units,
+    pair_with_controls,
+    plan_units,
+)
 from adjpos.interventions.specs import (
+    DEFAULT_DOSES,
     DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
     SPECS,
     Fitted,
     InterventionSpec,
+    check_doses,
     check_interventions,
 )
 from adjpos.scoring import sequence_scores
@@ -71,8 +96,13 @@ TEXT_TABLE = Table(
     skip_first="int64",
     n_sequences="int64",
 )
+# The arm columns on text: a task's less the error offsets (nothing is decoded).
+TEXT_ARM_TABLE = Table(
+    **{k: v for k, v in ARM_TABLE.columns.items() if k != "n_wrong" and "error_offset" not in k}
+)
+TEXT_TABLE = TEXT_TABLE + TEXT_ARM_TABLE
 _LOGITS_BUDGET = 50_000_000  # logits entries per forward pass (draws are chunked to fit)
-LOSS = Outcome("loss", "loss_difference", -1, "per_sequence", "draw_loss")
+LOSS = Outcome("loss", "loss_difference", -1, "per_sequence", "draw_loss", "draw_losses")
 
 
 def text_intervention_table(
@@ -86,10 +116,12 @@ def text_intervention_table(
     rank: int = DEFAULT_RANK,
     control_draws: int = DEFAULT_DRAWS,
     readouts: Sequence[str] = DEFAULT_READOUTS,
+    doses: Sequence[int] = DEFAULT_DOSES,
     seed: int = 0,
     model_name: str = "model",
     folder: Any = None,
     progress: bool | None = None,
+    return_differences: bool = False,
 ) -> Any:
     """Every (layer, read-out variant, intervention) unit on text `tokens` (e.g. from
     `adjpos.hf.text_tokens`), as a DataFrame with the columns of `TEXT_TABLE` (see the module
@@ -103,12 +135,17 @@ def text_intervention_table(
             those acting on the attention pattern on a bridge).
         cut: first position of the continuation (default pos // 2).
         skip_first: positions never changed, from the start.
-        rank, control_draws, readouts, seed: as in `intervention_table`.
+        rank, control_draws, readouts, doses, seed: as in `intervention_table` (the doses
+            of the position curve's arms: each below the context's length cut - skip_first;
+            the arms run with the read-out kept only).
         folder: an `adjpos.runs.RunFolder`: finished units are read back (resumable).
+        return_differences: return ``(table, differences)``, the second the paired loss
+            differences between the arms of each size (`CURVE_DIFFERENCES`, a - b in nats;
+            empty without a dosed spec).
 
     Raises:
         ValueError: too few sequences, a cut or skip_first out of range, or a bad layer,
-            intervention, read-out variant or draw count.
+            intervention, read-out variant, draw count or dose.
     """
     tokens = check_tokens(model, tokens)
     n, pos = tokens.shape
@@ -123,21 +160,39 @@ def text_intervention_table(
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
     names = _names(model, interventions)
+    context = cut - skip_first
+    too_far = [m for m in check_doses(doses) if m >= context]
     dosed = [s.name for s in check_interventions(names) if s.dosed]
-    if dosed:
-        raise UsageError(f"{dosed} run on a task's prompts only (adjpos intervene --model)")
-    units = plan_units(model, layers, names, readouts, control_draws)
-    rows = run_units(
+    if dosed and too_far:
+        raise UsageError(
+            f"doses {too_far} shift the curve past the context: each must be below its length "
+            f"cut - skip_first = {context}"
+        )
+    if dosed and "changed" in readouts:
+        raise UsageError(
+            f"{dosed} run on text with the read-out kept only (readouts=['kept']): they change "
+            "the context alone, and the continuation's states would dilute their size"
+        )
+    units = plan_units(model, layers, names, readouts, control_draws, doses)
+    measurement = _OnText(model, tokens, cut, skip_first, rank, seed)
+    rows = measure_units(
         units,
-        _OnText(model, tokens, cut, skip_first, rank, seed),
+        measurement,
         control_draws=control_draws,
         columns={"model": model_name},
-        seed=seed,
         folder=folder,
         progress=progress,
     )
     extra = {"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2}
-    return TEXT_TABLE.frame([row | extra for row in rows])
+    blank = dict.fromkeys(TEXT_ARM_TABLE.names)
+    paired = pair_with_controls(rows, LOSS, seed)
+    table = TEXT_TABLE.frame([blank | row | extra for row in paired])
+    if not return_differences:
+        return table
+    dosed = [r for r in rows if r.get("arm") is not None]
+    unchanged = measurement.unchanged() if dosed else None
+    found = curve_differences(dosed, unchanged, seed=seed, per_draw=LOSS.per_draw_item)
+    return table, CURVE_DIFFERENCES.frame(found)
 
 
 def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:
@@ -160,6 +215,10 @@ class _OnText:
         self.model, self.fit, self.test = model, tokens[: n // 2], tokens[n // 2 :]
         self.cut, self.skip, self.rank, self.seed = cut, skip, rank, seed
         self.fitted_at: dict[int, Fitted] = {}
+        # the curve's one length: the context and the read-out position (cut)
+        self.counts = {cut + 1 - skip: len(self.test)}
+        self.probes: dict[int, Any] = {}
+        self.states: dict[int, Tensor] = {}
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if layer not in self.fitted_at:
@@ -171,13 +230,46 @@ class _OnText:
                 states=states,
                 positions=positions,
                 prompts=prompts,
+                counts=self.counts,
+                sizes_on={
+                    length: (self.states_at(layer), self.test[:, self.skip : self.cut + 1])
+                    for length in self.counts
+                },
             )
         return self.fitted_at[layer]
 
     def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
         keep = unit.readout == "kept"
         measured = _measure(self.model, self.test, built, unit.layer, self.cut, self.skip, keep)
-        return _summary(measured, self.seed)
+        row = _summary(measured, self.seed)
+        if unit.dose is None:
+            return row
+        fit = self.fitted_at[unit.layer].prompts
+        if unit.layer not in self.probes:
+            self.probes[unit.layer] = fit_position_probe(fit, self.counts)
+        (length,) = self.counts
+        columns = curve_columns(
+            built,
+            None,
+            states={length: self.states_at(unit.layer)},
+            tokens={length: fit[length][1]},
+            probe=self.probes[unit.layer],
+            size=row["perturbation"],
+            seed=self.seed,
+        )
+        return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns
+
+    def states_at(self, layer: int) -> Tensor:
+        """The measured windows' states at `layer`, positions skip_first .. cut."""
+        if layer not in self.states:
+            acts = capture_residuals(self.model, self.test, layers=[layer], progress=False)
+            self.states[layer] = acts[0][:, self.skip : self.cut + 1].cpu()
+        return self.states[layer]
+
+    def unchanged(self) -> Any:
+        """The unchanged model's loss on each measured sequence."""
+        args = (self.model, self.test, [NoIntervention()], 0, self.cut, self.skip, True)
+        return _measure(*args)["loss"][0]
 
 
 def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:

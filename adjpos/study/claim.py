@@ -45,7 +45,6 @@ class Criteria:
     )
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
     text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
-    text_drop: float = help_field("text causal tests: least drop of the score they make", 0.01)
     solved: float = help_field("exact match a solved task's interval lies above", 0.99)
     chance: float = help_field("the adjacency score of states that carry no order", 0.5)
     band: float = help_field("sweep: the mean score that marks the band of init scales", 0.6)

@@ -224,8 +224,10 @@ def test_bad_arm_settings_are_named():
     with pytest.raises(ValueError, match="is dosed: pass its dose"):
         shift.build(Fitted(8, prompts=random_prompts(), counts=COUNTS))
     tokens = torch.randint(0, 5, (4, 12))
-    with pytest.raises(ValueError, match=r"\['position_rotate'\] run on a task's prompts only"):
-        text_intervention_table(model, tokens, layers=[1], interventions=["position_rotate"])
+    with pytest.raises(ValueError, match=r"doses \[6\] shift the curve past the context: .* = 6"):
+        text_intervention_table(
+            model, tokens, layers=[1], interventions=["position_rotate"], doses=[1, 6]
+        )
 
 
 def test_a_dosed_spec_brings_its_control_and_runs_a_shift_at_its_own_size():

@@ -130,6 +130,15 @@ def test_a_bridge_runs_every_intervention_but_uniform_attention():
             {"interventions": ["position_mean_swap"], "readouts": ["changed"]},
             "need the 'kept' read-out",
         ),
+        ({"interventions": ["position_shift"], "doses": [0]}, "doses must be distinct ints >= 1"),
+        (
+            {"interventions": ["position_shift"], "doses": [6], "skip_first": 1},
+            r"doses \[6\] shift the curve past the context: .* cut - skip_first = 5",
+        ),
+        (
+            {"interventions": ["position_rotate"], "readouts": ["kept", "changed"]},
+            r"\['position_rotate'\] run on text with the read-out kept only",
+        ),
     ],
 )
 def test_bad_settings_are_named(kwargs, message):
@@ -172,3 +181,12 @@ def test_intervene_on_a_hugging_face_model_and_a_text_file(tmp_path, capsys):
     assert "--skip-first go with --hf and --text" in capsys.readouterr().err
     assert main(["intervene", "--hf", str(folder), "--out", str(tmp_path / "y")]) == 2
     assert "--hf and --text go together" in capsys.readouterr().err
+    arms = ["--interventions", "position_rotate", "--doses", "1", "--out", str(tmp_path / "a")]
+    assert main([*argv[:5], *options[:6], *arms]) == 2  # no word repeats: no curve
+    assert "the position curve is zero here" in capsys.readouterr().err
+    (tmp_path / "t.txt").write_text(" ".join(f"w{(7 * i) % 5}" for i in range(200)))
+    assert main([*argv[:5], *options[:6], *arms]) == 0
+    table = TEXT_TABLE.read(tmp_path / "a" / "interventions.csv")
+    assert list(table["arm"]) == ["rotate", "random"] and set(table["dose"]) == {1}
+    settings = json.loads((tmp_path / "a" / "interventions.json").read_text())["settings"]
+    assert settings["doses"] == [1]

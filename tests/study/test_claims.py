@@ -186,12 +186,25 @@ def _text(outcomes):
 
     view = {"view": "raw, sink out"}
     adjacency = [c for x in ("nope", "rope", "hybrid") for c in cells(0.5, layout=x, **view)]
-    causal = cells(0.0, (1.0, 1.0, 1.0), layout="nope", intervention="position_mean_swap")
+    # the shifts' loss minus the random curve's, in the rule's harm orientation (negated)
+    harm = {FOR: (-0.3, -0.31, -0.29), AGAINST: (0.0, -0.001, 0.001), WITHIN: (-0.1, -0.3, 0.1)}
+    causal = [
+        {"layout": "nope", "layer": i + 1, "seeds": list(SEEDS)}
+        | {"rule": [_text_rule(harm[o])] * len(SEEDS)}
+        for i, o in enumerate(outcomes)
+    ]
     return {"seeds": list(SEEDS), "nope_blocks": list(range(len(outcomes)))} | {
         "adjacency": adjacency,
         "versus": cells(0.0, a="hybrid", b="rope", **view),
         "causal": causal,
     }
+
+
+def _text_rule(difference):
+    shifts = ("shift-1", "shift+1")
+    size = {"size": 0.05, "checks": dict.fromkeys(shifts, True), "offsets": {}}
+    size |= {"differences": [[a, "random", *difference] for a in shifts]}
+    return {"direction": 1, "sizes": [size | {"percentiles": dict.fromkeys(shifts, 0.0)}]}
 
 
 BUILDERS = {

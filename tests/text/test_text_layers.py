@@ -10,6 +10,7 @@ from adjpos.text import corpus
 from adjpos.text.recipe import layout_config
 from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
 from adjpos.text_layers import (
+    CURVE_INTERVENTIONS,
     VIEWS,
     held_out_windows,
     measure_text_models,
@@ -72,20 +73,25 @@ def test_position_and_causal_rows_and_their_numbers(measured):
     measures = set(result.position["measure"])
     assert measures == {"token share", "position share", "context share", "probe R^2"}
     causal = result.causal
-    assert set(causal["intervention"]) == {"none", "position_mean_swap", "position_mean_mirror"}
+    assert set(causal["intervention"]) == {*CURVE_INTERVENTIONS, "position_random"}
     assert set(causal["layer"]) == {3} and set(causal["skip_first"]) == {1}
+    assert set(causal["dose"].dropna()) == {1}
     numbers = summarise(result)
-    swap = [c for c in numbers["causal"] if c["layout"] == "nope"][0]
-    rows = causal.query("layout == 'nope' and intervention == 'position_mean_swap'")
-    assert swap["value"] == pytest.approx(rows["loss_difference"].mean())
-    assert [b[:2] for b in swap["per_seed"]] == rows[
-        ["loss_difference_low", "loss_difference_high"]
-    ].to_numpy().tolist()
-    mirror = causal.query("layout == 'nope' and intervention == 'position_mean_mirror'")
-    assert [b[3] for b in swap["per_seed"]] == mirror["perturbation"].tolist()
-    none = causal.query("layout == 'nope' and intervention == 'none'")["adjacency_at_layer"]
-    drop = none.to_numpy() - rows["adjacency_at_layer"].to_numpy()
-    assert [b[4] for b in swap["per_seed"]] == pytest.approx(drop.tolist())
+    (cell,) = [c for c in numbers["causal"] if c["layout"] == "nope"]
+    assert cell["seeds"] == [0, 1] and len(cell["rule"]) == 2
+    assert set(cell["arms"]) == {"shift-1", "shift+1", "rotate", "scatter"}
+    rows = causal.query("layout == 'nope' and arm == 'shift+1'")
+    columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
+    assert [a[:4] for a in cell["arms"]["shift+1"]] == rows[columns].to_numpy().tolist()
+    # the rule reads each difference with a loss rise as the harm: negated, ends swapped
+    for plain, (_, r) in zip(cell["rule"], rows.iterrows(), strict=True):
+        (size,) = plain["sizes"]
+        found = {(a, b): rest for a, b, *rest in size["differences"]}
+        value, low, high = found["shift+1", "random"]
+        assert (value, low, high) == pytest.approx(
+            [-r.loss_difference, -r.loss_difference_high, -r.loss_difference_low]
+        )
+    assert set(result.differences["layout"]) == {"nope", "rope", "hybrid"}
     assert numbers["seeds"] == [0, 1]
 
 

@@ -51,16 +51,16 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
         (layout, 3) for layout in ("nope", "rope", "hybrid")
     }
     found = STAGE.verdicts(numbers, CRITERIA)
-    checked = [
-        all(seed[4] >= CRITERIA.text_drop for seed in c["per_seed"])
+    counted = [
+        all(any(ok for a, ok in p["sizes"][0]["checks"].items() if "shift" in a) for p in c["rule"])
         for c in numbers["causal"]
         if c["layout"] != "rope"
     ]
-    assert len(checked) == 2 and [v.n_cells for v in found] == [4, 4, 4, 1, sum(checked)]
+    assert len(counted) == 2 and [v.n_cells for v in found] == [4, 4, 4, 1, sum(counted)]
     assert all(v.seeds == "0 only" for v in found)
     text = STAGE.section(numbers, CRITERIA, lambda prefix: f"[{prefix} figures]")
     assert "[text figures]" in text and "| hybrid | 4 | nope |" in text
-    assert "| hybrid - rope | 4 | raw, sink out |" in text
+    assert "| hybrid - rope | 4 | raw, sink out |" in text and "| nope | 3 | shift+1 |" in text
     figures = STAGE.figures(shipped, {})
     assert set(figures) == {"text_adjacency", "text_position"}
     assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
@@ -75,18 +75,31 @@ def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monk
     assert STAGE.figures(tmp_path, {}) == {}
 
 
-def test_a_change_that_fails_its_check_is_reported_not_counted():
-    # per seed: loss difference interval, size, control's size, drop of the score at the layer
-    cell = {"layout": "nope", "layer": 3, "intervention": "position_mean_swap", "value": 0.3}
-    cell["seeds"] = [0, 1]
-    numbers = {"seeds": [0, 1], "nope_blocks": [3], "adjacency": [], "versus": []}
-    reads = [[0.2, 0.4, 1.0, 1.0, 0.05]] * 2
-    for drops, n_for, n_cells in (((0.05, 0.05), 1, 1), ((0.05, 0.0), 0, 0)):
-        per_seed = [r[:4] + [d] for r, d in zip(reads, drops, strict=True)]
-        found = STAGE.verdicts(numbers | {"causal": [cell | {"per_seed": per_seed}]}, CRITERIA)
-        assert (found[-1].n_for, found[-1].n_cells) == (n_for, n_cells)
-    numbers |= {"causal": [cell | {"per_seed": per_seed}], "missing": [], "position": []}
-    assert "check failed: not counted" in STAGE.section(numbers, CRITERIA, lambda p: "")
+def test_a_shift_that_fails_its_check_is_reported_not_counted():
+    """A cell of one seed whose shifts raise the loss 0.3 nats beyond the random curve's:
+    for, and with both shifts' checks failed shown but not counted."""
+    from adjpos.interventions import text_cell_numbers
+
+    names = ["shift-1", "shift+1", "rotate", "scatter", "random"]
+    key = {"layout": "nope", "seed": 0, "layer": 3, "readout": "kept", "dose": 1}
+    rise = {"shift-1": 0.3, "shift+1": 0.3, "rotate": 0.0, "scatter": 0.0}
+    differences = [
+        key | {"a": a, "b": "random", "value": v, "low": v - 0.01, "high": v + 0.01}
+        for a, v in rise.items()
+    ]
+    numbers = {"seeds": [0], "nope_blocks": [3], "adjacency": [], "versus": []}
+    for passed, n_for in ((True, 1), (False, 0)):
+        rows = [key | {"arm": a, "size_target": 0.2, "percentile": 0.0} for a in names]
+        rows = [r | {"check_passed": passed or "shift" not in r["arm"]} for r in rows]
+        (rule,) = text_cell_numbers(rows, differences, keys=("layout", "seed", "layer"))
+        arms = {a: [[v, v - 0.01, v + 0.01, 0.0, passed]] for a, v in rise.items()}
+        cell = {"layout": "nope", "layer": 3, "seeds": [0], "rule": [rule.to_plain()]}
+        cell["arms"] = arms
+        found = STAGE.verdicts(numbers | {"causal": [cell]}, CRITERIA)
+        assert (found[-1].n_for, found[-1].n_cells) == (n_for, n_for)
+    numbers |= {"causal": [cell], "missing": [], "position": []}
+    section = STAGE.section(numbers, CRITERIA, lambda p: "")
+    assert "check failed" in section and "address: not counted" in section
 
 
 def test_each_verdict_names_the_seeds_it_read():

@@ -1,20 +1,20 @@
 """Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
 every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
-the cells decided by its rules (`seeds_above`, `curve_read`)."""
+the cells decided by its rules (`seeds_above`; `arms_read`: the rule of the position curve's arms,
+`adjpos.interventions.curve_rule`, with a loss rise in nats as the harm)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import adjpos.text_layers as text
-from adjpos.interventions import SPECS
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
 TITLE = "Trained NoPE layers on text"
 VIEW = "raw, sink out"  # the view the verdicts judge
-PARTS = ("adjacency", "position", "versus", "causal")
+PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -37,10 +37,10 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """Layers >= `criteria.first_layer`, the sink left out. Per layout: the adjacency score
     above chance in every seed. After the hybrid's NoPE blocks: the hybrid above the all-RoPE
     model of the same seed, paired over windows. At their input, in the all-NoPE model and the
-    hybrid: the curve's neighbours scattered raise the loss beyond mirroring it."""
+    hybrid: the rule's address claim on the curve's arms (`text.arms_read`)."""
     after = [b + 1 for b in numbers["nope_blocks"]]
     view = [c for c in numbers["adjacency"] if c["view"] == VIEW]
-    chance, gap, drop = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.text_drop))
+    chance, gap, pct = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.percentile))
     found = [
         (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
          f"every seed's interval above {chance}, sink left out",
@@ -51,9 +51,11 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
          "layer", "every seed's paired interval (hybrid - rope) above 0, sink left out",
          [c for c in numbers["versus"] if c["view"] == VIEW and c["layer"] in after]),
-        ("NoPE layers read the position curve's neighbours on text (causal)", "layout x layer cell",
-         f"every seed: loss above the size-matched control's by {gap} nats or more; counted when "
-         f"the change lowers the score at the layer by {drop} or more",
+        ("NoPE layers read the position curve as an address on text (causal)",
+         "layout x layer cell",
+         f"every seed: each shift by 1 (curve moved, size matched) raises the loss beyond the "
+         f"random curve of its size by over {gap} nats (interval bound), fewer than {pct}% of "
+         f"its draws raising it more; against when no shift's upper bound reaches {gap}",
          [c for c in numbers["causal"] if c["layout"] != "rope"]),
     ]  # fmt: skip
     out = []
@@ -65,9 +67,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 
 def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
-    if "intervention" in cell:
-        bounds = (criteria.text_gap, criteria.size_slack, criteria.text_drop)
-        return text.curve_read(cell["per_seed"], *bounds)
+    if "rule" in cell:
+        return text.arms_read(cell["rule"], criteria.text_gap, criteria.percentile)
     return text.seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
 
 
@@ -83,11 +84,19 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     after = [b + 1 for b in numbers["nope_blocks"]]
     pairs = [c | {"layout": "hybrid - rope"} for c in numbers["versus"] if c["layer"] in after]
     paired = [
-        [c["layout"], c["layer"], SPECS[c["intervention"]].label if "a" not in c else c["view"]]
-        + [fmt.n(c["value"]), fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
-        + [_outcome(c, criteria) or "check failed: not counted"]
-        for c in pairs + numbers["causal"]
-    ]
+        [c["layout"], c["layer"], c["view"], fmt.n(c["value"])]
+        + [fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
+        + [_outcome(c, criteria)]
+        for c in pairs
+    ] + [
+        [c["layout"], c["layer"], arm, fmt.n(sum(x[0] for x in per) / len(per))]
+        + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
+                     + ("" if ok else " check failed")
+                     for _, lo, hi, p, ok in per]),
+           fmt.join(text.arms_readings(c["rule"], criteria.text_gap, criteria.percentile))
+           + f"; address: {_outcome(c, criteria) or 'not counted'}"]
+        for c in numbers["causal"] for arm, per in c["arms"].items()
+    ]  # fmt: skip
     missing = ", ".join(numbers["missing"]) or "none"
     head = ["layout", "layer", "kind", f"adjacency, {VIEW} (seed span)", "position share", "R^2"]
     before = fmt.text("text.before", seeds=seeds_text(numbers["seeds"]), missing=missing)
