@@ -73,14 +73,21 @@ def plot_cosine_heatmaps(
     panel_px = min(
         max((WIDTH - FRAME_PX) / columns, MIN_PANEL_PX), (MAX_WIDTH - FRAME_PX) / columns
     )
+    axes: dict[str, dict[str, Any]] = {}
     for index, (grid, text) in enumerate(zip(grids, ticks, strict=True)):
-        where = dict(row=index // columns + 1, col=index % columns + 1)
-        fig.add_trace(_heatmap(grid, zmin, zmax, showscale=index == 0), **where)
-        _style_axes(fig, index, len(grid), text, where, panel_px=panel_px)
+        x, y = _axes(index, len(grid), text, panel_px=panel_px)
         if index % columns == 0:
-            fig.update_yaxes(title_text=ROW_TITLE, **where)
+            y["title"] = dict(text=ROW_TITLE)
         if index + columns >= len(grids):  # no panel below
-            fig.update_xaxes(title_text=COLUMN_TITLE, **where)
+            x["title"] = dict(text=COLUMN_TITLE)
+        suffix = "" if index == 0 else str(index + 1)  # make_subplots numbers panels row-major
+        axes |= {f"xaxis{suffix}": x, f"yaxis{suffix}": y}
+    fig.add_traces(
+        [_heatmap(g, zmin, zmax, showscale=i == 0) for i, g in enumerate(grids)],
+        rows=[i // columns + 1 for i in range(len(grids))],
+        cols=[i % columns + 1 for i in range(len(grids))],
+    )
+    fig.update_layout(axes)  # one update: per-panel update_xaxes calls cost a layout walk each
     apply_style(fig, title=title, rows=n_rows)
     if panel_px < MIN_PANEL_PX:  # narrow panels: smaller titles keep neighbours apart
         fig.update_annotations(font_size=11)
@@ -149,15 +156,17 @@ def _heatmap(grid: np.ndarray, zmin: float, zmax: float, *, showscale: bool) -> 
     )
 
 
-def _style_axes(fig: go.Figure, index: int, n: int, text, where: dict, *, panel_px: float) -> None:
-    """Square panel, matrix orientation (position 0 top left), one tick per character."""
+def _axes(index: int, n: int, text, *, panel_px: float) -> tuple[dict, dict]:
+    """The x and y axis of panel `index`: square, matrix orientation (position 0 top left),
+    one tick per character."""
     anchor = "x" if index == 0 else f"x{index + 1}"
     frame = dict(showgrid=False, zeroline=False, constrain="domain")
     if text is None:
-        ticks = dict(tickformat="d")
+        ticks: dict[str, Any] = dict(tickformat="d")
     else:
         # Positions are the coordinates, characters only their names: repeats stay distinct.
         size = int(max(7, min(13, 0.8 * panel_px / n)))
-        ticks = dict(tickmode="array", tickvals=list(range(n)), ticktext=text, tickfont_size=size)
-    fig.update_xaxes(range=[-0.5, n - 0.5], tickangle=0, **frame, **ticks, **where)
-    fig.update_yaxes(range=[n - 0.5, -0.5], scaleanchor=anchor, **frame, **ticks, **where)
+        ticks = dict(tickmode="array", tickvals=list(range(n)), ticktext=text)
+        ticks["tickfont"] = dict(size=size)
+    x = dict(range=[-0.5, n - 0.5], tickangle=0, **frame, **ticks)
+    return x, dict(range=[n - 0.5, -0.5], scaleanchor=anchor, **frame, **ticks)
