@@ -48,11 +48,7 @@ SLOW_FILES = (
 
 # The test files that run units on the session's local Ray (`local_ray`): one worker takes
 # them all, so that Ray starts, and its workers import TransformerLens, once per test run.
-RAY_FILES = (
-    "tests/test_benchmarks.py",
-    "tests/study/test_reproduce_ray.py",
-    "tests/test_engines.py",
-)
+RAY_FILES = ("tests/study/test_reproduce_ray.py", "tests/test_engines.py")
 
 
 def pytest_xdist_make_scheduler(config, log):
