@@ -40,7 +40,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     hybrid: the rule's address claim on the curve's arms (`text.arms_read`)."""
     after = [b + 1 for b in numbers["nope_blocks"]]
     view = [c for c in numbers["adjacency"] if c["view"] == VIEW]
-    chance, gap, pct = (fmt.n(x) for x in (criteria.chance, criteria.text_gap, criteria.percentile))
+    chance, gap = (fmt.n(x) for x in (criteria.chance, criteria.text_gap))
+    pct = f"{criteria.percentile:g}"  # as the causal claims write it: "fewer than 5%"
     found = [
         (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
          f"every seed's interval above {chance}, sink left out",
