@@ -18,7 +18,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, no_type_check
 
 import torch
 from jaxtyping import Bool, Int
@@ -71,6 +71,7 @@ class TaskBatch:
         return vocab.show_tokens(self.tokens[row, :length], self.loss_mask[row, :length])
 
 
+@no_type_check  # called for every draw: kept out of the tests' runtime type checker
 class Draws:
     """Uniform integer draws read off one row of random 62-bit integers.
 
