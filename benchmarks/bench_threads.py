@@ -7,7 +7,8 @@ included, and the ratio busy / idle. The settings (``--settings``): adjpos's own
 on one thread, `adjpos.engines.small_work_threads`) and every core chosen with
 OMP_NUM_THREADS (torch's default count, as before adjpos chose); ``--quick`` probes one
 feature set with one probe and runs adjpos's setting only, unless ``--settings`` names both.
-A run still going after ``--timeout`` seconds is stopped and reported as not finished (a lower
+With ``--neighbours 0`` the command runs once and its time stands for both (a smoke test). A
+run still going after ``--timeout`` seconds is stopped and reported as not finished (a lower
 bound). ``--json PATH`` also writes the numbers to PATH, atomically.
 
     python benchmarks/bench_threads.py [--quick] [--n-sequences 32] [--settings adjpos,all-cores]
@@ -53,7 +54,8 @@ def main(args: argparse.Namespace) -> None:
     rows = []
     for name in names:
         idle = run_probe(probe, threads[name], args.timeout)
-        busy = run_probe(probe, threads[name], args.timeout, neighbours=neighbours)
+        # With no neighbours the busy run would be a second idle one: it is the idle run.
+        busy = run_probe(probe, threads[name], args.timeout, neighbours) if neighbours else idle
         ratio = busy / idle if idle and busy else None
         row = {"threads": name, "omp_num_threads": threads[name], "idle_s": idle, "busy_s": busy}
         rows.append(row | {"ratio_busy_to_idle": ratio})

@@ -44,14 +44,6 @@ def _table(result):
     return result.table.drop(columns=["seconds"])
 
 
-def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path, local_ray):
-    serial = sweep(GRID, out_dir=tmp_path / "serial", workers=0, **SMALL)
-    pooled = sweep(GRID, out_dir=tmp_path / "pool", workers=2, engine="process", **SMALL)
-    on_ray = sweep(GRID, out_dir=tmp_path / "ray", workers=2, engine="ray", **SMALL)
-    assert _table(serial).equals(_table(pooled))
-    assert _table(serial).equals(_table(on_ray))
-
-
 @pytest.mark.parametrize(("first", "second"), [("ray", "process"), ("process", "ray")])
 def test_an_interrupted_sweep_finishes_on_the_other_engine(tmp_path, first, second, local_ray):
     """Interrupted: two units' markers and the table are gone, as if the run was killed."""
@@ -85,17 +77,21 @@ def test_bad_engines_are_named(monkeypatch):
         sweep(GRID, out_dir="unused", engine="ray", **SMALL)
 
 
-def test_the_sweep_command_gives_the_same_csv_on_both_engines(tmp_path, monkeypatch, local_ray):
+def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path, monkeypatch, local_ray):
+    """In-process (the API), and the sweep command on a process pool and on Ray: one table."""
     from adjpos.cli import main
     from adjpos.sweep import read_sweep
 
+    serial = sweep(GRID, out_dir=tmp_path / "serial", workers=0, **SMALL)
     monkeypatch.setattr("adjpos.figures.save._write_png", lambda fig, path: "PNG skipped: test")
     common = ["--param", "init_range=0.05,0.1", "--param", "d_model=16,32", "--seeds", "0"]
     common += ["--n-sequences", "4", "--seq-len", "8", "--workers", "2"]
     for engine in ("process", "ray"):
         assert main(["sweep", "--engine", engine, *common, "--out", str(tmp_path / engine)]) == 0
     tables = [read_sweep(tmp_path / e).drop(columns=["seconds"]) for e in ("process", "ray")]
-    assert tables[0].equals(tables[1]) and len(tables[0]) == 4 * 5  # cells x layers 0..4
+    assert len(tables[0]) == 4 * 5  # cells x layers 0..4
+    for table in tables:
+        assert table.equals(_table(serial)) and table.equals(tables[0])
 
 
 # A job that dies: its workers go with it

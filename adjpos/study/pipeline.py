@@ -1,7 +1,7 @@
 """`reproduce`: the whole study in one call, resumable claim by claim (each claim a unit of
 an `adjpos.runs.RunFolder`, and most of them units within; a re-run skips finished ones). The
-figures, ``results/claims.csv`` and the report are drawn afresh from the result files at the
-end of every run, never from memory.
+figures, ``results/claims.csv`` and the report are drawn from the result files at the end of
+every run, never from memory (figures already drawn from the same files are kept).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from adjpos.engines import check_engine, start_early
-from adjpos.runs import RunFolder, write_json
+from adjpos.runs import RunFolder, files_digest, write_json
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import NAMES
 from adjpos.study.sizes import SIZES, StudySizes
@@ -140,17 +140,33 @@ def reproduce(
 def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...], str | None]:
     """Draw every figure of the run in `out` from its result files (HTML, and PNG with `png`
     when static export works), then write ``results/claims.csv`` and the report: the figure
-    files written and, when PNGs were not written, why (once)."""
+    files written and, when PNGs were not written, why (once). Figures drawn before from the
+    same result files, `png` and adjpos code (``figures/drawn.json``) are kept as they are."""
     from adjpos.figures.save import frame_size, save_figures
     from adjpos.study.report import write_report
 
-    drawn = run_figures(out)
-    figures = {stem: fig for stem, (fig, _) in drawn.items()}
-    saved = save_figures(figures, Path(out) / "figures", png=png)
-    pngs = {p.stem for p in saved.written if p.suffix == ".png"}
-    captions = {stem: caption for stem, (_, caption) in drawn.items()}
-    write_report(out, captions, pngs, {stem: frame_size(fig) for stem, fig in figures.items()})
-    return saved.written, saved.png_skipped
+    out = Path(out)
+    results = (p for p in (out / "results").rglob("*") if p.name != "claims.csv")
+    sources = sorted(p for p in results if p.is_file())
+    code = sorted(Path(__file__).parents[1].rglob("*.py"))
+    spec = json.loads((out / "run.json").read_text())["spec"]
+    source = files_digest([*sources, *code], png, spec, [p.relative_to(out) for p in sources])
+    record_path = out / "figures" / "drawn.json"
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    if record.get("source") != source or not all((out / p).is_file() for p in record["written"]):
+        drawn = run_figures(out)
+        saved = save_figures({s: fig for s, (fig, _) in drawn.items()}, out / "figures", png=png)
+        written = [str(p.relative_to(out)) for p in saved.written]
+        frames = {stem: frame_size(fig) for stem, (fig, _) in drawn.items()}
+        captions = [(stem, caption) for stem, (_, caption) in drawn.items()]  # in order
+        record = dict(source=source, written=written, png_skipped=saved.png_skipped)
+        record |= {"captions": captions, "frames": frames}
+        write_json(record_path, record)
+    written = tuple(out / p for p in record["written"])
+    pngs = {p.stem for p in written if p.suffix == ".png"}
+    frames = {stem: tuple(frame) for stem, frame in record["frames"].items()}
+    write_report(out, dict(record["captions"]), pngs, frames)
+    return written, record["png_skipped"]
 
 
 def run_figures(out: str | Path) -> dict[str, tuple[Any, str]]:

@@ -209,6 +209,37 @@ def test_without_static_export_the_report_links_html_and_says_why(tiny_run, tmp_
     assert "![" not in (copy / "report.md").read_text()
 
 
+def test_figures_drawn_from_the_same_results_are_kept(tiny_run, tmp_path, monkeypatch):
+    """Unchanged result files, settings and png: the figures and their captions are kept and
+    the report is written again from them; a figure gone, a result changed or another png
+    draws them again."""
+    import plotly.graph_objects as go
+
+    out, result = tiny_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    drawn = []
+    monkeypatch.setattr(pipeline, "run_figures", lambda out: drawn.append(out))
+    (copy / "report.md").unlink()
+    figures, _ = write_outputs(copy, png=False)
+    assert not drawn and (copy / "report.md").read_text() == (out / "report.md").read_text()
+    kept = [p.relative_to(out.name) for p in result.figures]
+    assert [p.relative_to(copy) for p in figures] == kept
+    # Drawing again (a stand-in figure, no report) after each change.
+    one = {"one": (go.Figure(layout={"width": 100, "height": 100}), "a caption")}
+    monkeypatch.setattr(pipeline, "run_figures", lambda out: drawn.append(out) or one)
+    monkeypatch.setattr("adjpos.study.report.write_report", lambda *args: None)
+    next(iter(copy.glob("figures/*.html"))).unlink()  # a figure gone
+    write_outputs(copy, png=False)
+    path = copy / "results" / "adjacency_by_layer.csv"  # a result changed
+    path.write_text(path.read_text() + "\n")
+    write_outputs(copy, png=False)
+    write_outputs(copy, png=False)  # nothing changed since
+    monkeypatch.setitem(sys.modules, "kaleido", None)
+    write_outputs(copy, png=True)
+    assert len(drawn) == 3
+
+
 def test_study_sizes_name_every_change_and_refuse_bad_values():
     assert TINY_SIZES.probes == ("ridge", "spline") and sizes.QUICK.sweep_layers == 2
     assert sizes.FULL.grid == sizes.DEFAULT_GRID and TINY_SIZES.grid != sizes.FULL.grid
