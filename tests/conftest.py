@@ -30,11 +30,11 @@ settings.register_profile("adjpos", deadline=None)
 settings.load_profile("adjpos")
 
 
-# The slowest test files, in the order they go out. With ``--dist loadfile`` xdist hands out whole files,
-# those with the most tests first, so files of a few slow tests came last and one worker ran
-# them alone at the end; these go first instead (the first builds the shared tiny run, and
-# the files that wait for it, test_docs.py and test_reproduce_ray.py, come after files that
-# do not, so the other worker is not left waiting while it is built).
+# The slowest test files, in the order they go out. With ``--dist loadfile`` xdist hands out
+# whole files, those with the most tests first, so files of a few slow tests came last and one
+# worker ran them alone at the end; these go first instead (the first builds the shared tiny
+# run, and the files that wait for it, test_docs.py and test_reproduce_ray.py, come after
+# files that do not, so the other worker is not left waiting while it is built).
 SLOW_FILES = (
     "tests/study/test_reproduce.py",
     "tests/test_benchmarks.py",
