@@ -88,15 +88,33 @@ def tokens():
     return torch.randint(0, 20, (6, 12), generator=torch.Generator().manual_seed(0))
 
 
+@contextlib.contextmanager
+def shape_checks_off():
+    """The test-time shape checker (``--jaxtyping-packages`` in pyproject.toml) switched off."""
+    import jaxtyping
+
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", False)
+
+
 @pytest.fixture
 def user_errors():
     """Switch off the test-time shape checker, so a test sees adjpos's own error for bad
     input exactly as a user does (the checker would otherwise reject bad shapes first)."""
-    import jaxtyping
+    with shape_checks_off():
+        yield
 
-    jaxtyping.config.update("jaxtyping_disable", True)
-    yield
-    jaxtyping.config.update("jaxtyping_disable", False)
+
+@pytest.fixture
+def as_a_user():
+    """The example scripts, the docs' code and the benchmarks' smoke runs go as a user runs
+    them: without the test-time shape checker, which checks the functions they call in those
+    functions' own tests, and made these runs a fifth slower."""
+    with shape_checks_off():
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +136,7 @@ def tiny_run(tmp_path_factory, worker_id):
     (tests/study, and howto-reproduce.md's example in tests/test_docs.py). The first worker to
     ask runs it under a file lock and records its `ReproduceResult` (its paths as `reproduce`
     gave them: relative to the folder's parent); the others read that record. Tests copy the
-    folder before changing anything in it."""
+    folder before changing anything in it. It runs as a user runs it (`as_a_user`)."""
     from adjpos.study.pipeline import ReproduceResult, reproduce
 
     root = tmp_path_factory.getbasetemp()
@@ -128,7 +146,7 @@ def tiny_run(tmp_path_factory, worker_id):
     with FileLock(str(root / "tiny-reproduce.lock")):
         if not record.is_file():
             base.mkdir(exist_ok=True)
-            with contextlib.chdir(base):
+            with contextlib.chdir(base), shape_checks_off():
                 result = reproduce(out.name, TINY_REPRODUCE)
             fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
             record.write_text(json.dumps(fields, default=str))

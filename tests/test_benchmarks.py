@@ -19,7 +19,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
-def run_in_process(monkeypatch, capsys):
+def run_in_process(monkeypatch, capsys, as_a_user):
     """Run ``benchmarks/NAME ARGS`` in this process, as ``python`` would run it (a new
     interpreter spends most of a quick run importing torch); its stdout. A benchmark sets
     torch's thread count for its timings; this process gets its own back."""

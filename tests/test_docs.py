@@ -54,6 +54,7 @@ def _reuse_the_tiny_run(monkeypatch, tiny_run):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.usefixtures("as_a_user")
 def test_code_blocks_run_and_print_what_the_page_says(page, monkeypatch, tmp_path, request):
     monkeypatch.chdir(tmp_path)
     if page.name == "howto-reproduce.md":  # its example is the shared tiny run's call

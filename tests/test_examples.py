@@ -49,7 +49,7 @@ def test_every_example_has_its_test():
 
 
 @pytest.fixture
-def run_example(tmp_path, monkeypatch, capsys):
+def run_example(tmp_path, monkeypatch, capsys, as_a_user):
     """Run ``examples/NAME --quick`` in `tmp_path`; its stdout and its module globals."""
 
     def run(name: str) -> tuple[str, dict]:
