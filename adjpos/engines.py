@@ -53,6 +53,8 @@ SMALL_MODEL = 20_000_000  # parameters: up to this many, `small_work_threads` us
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _THREADS_AT_IMPORT = torch.get_num_threads()  # torch's own choice, unless the user's
 _UNIT_THREADS: list[int] = []  # the threads of the units running in this process
+# What the process engine's fork server imports once, before it forks the workers.
+PRELOAD = ("torch", "transformer_lens", "adjpos.engines")
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def _context() -> Any:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "transformer_lens", "adjpos.engines"])
+    context.set_forkserver_preload(list(PRELOAD))
     return context
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, no_type_check
 
 import torch
 from jaxtyping import Bool, Float, Int
@@ -105,6 +105,7 @@ def adjacency_score(
         tokens = _model_tokens(model_or_cache, tokens, site)
         lens = _check_batch(tokens.shape, lengths, rows, skip_first)
 
+        @no_type_check  # made at every call: kept out of the tests' type checker
         def score(layer: int, acts: Tensor, seqs: slice) -> Tensor:
             picked = None if rows is None else rows[seqs]
             return _layer_scores(layer, site, acts, lens[seqs], picked, options)

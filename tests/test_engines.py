@@ -97,9 +97,13 @@ def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path, monkeypatch, local
 # A job that dies: its workers go with it
 
 
+# Its units only sleep: its fork server imports no TransformerLens (`PRELOAD`), which would
+# add seconds to each test and nothing to what they test.
 JOB = (
     "import sys, time\n"
+    "from adjpos import engines\n"
     "from adjpos.engines import run_units\n"
+    "engines.PRELOAD = ('adjpos.engines',)\n"
     "try:\n"
     "    for _ in run_units(time.sleep, [(600,), (600,)], workers=2):\n"
     "        pass\n"

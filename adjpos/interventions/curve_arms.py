@@ -42,7 +42,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, no_type_check
 
 import torch
 from jaxtyping import Bool, Float
@@ -233,6 +233,7 @@ def match_arm(
     """`arm` with its parameter set so that its pooled size (`pooled_size`) is `target`."""
     options = {"keep_readout": keep_readout, "keep_norm": keep_norm, "counts": counts}
 
+    @no_type_check  # made at every call: kept out of the tests' type checker
     def size_of(parameter: float) -> float:
         return pooled_size(arm, parameter, curves, prompts, **options)
 

@@ -182,9 +182,11 @@ def _newton_step(objective: _Objective, p: Tensor, grad: Tensor, active: Tensor)
         inverse = torch.where((failed != 0)[..., None, None], diagonal, inverse)
     penalty32 = penalty.to(f32)
 
+    @no_type_check  # made at every call: kept out of the tests' type checker
     def precondition(r: Tensor) -> Tensor:
         return (inverse @ r.transpose(1, 2)[..., None])[..., 0].transpose(1, 2)
 
+    @no_type_check
     def hessian_times(v: Tensor) -> Tensor:
         v = v.to(f32)
         z = x @ v
