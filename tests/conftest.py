@@ -6,7 +6,15 @@ import json
 import os
 from pathlib import Path
 
+# Imported before adjpos: while the shape checker's import hook runs an adjpos module, it
+# looks for the bytecode of every module that one imports under its own name, misses it, and
+# compiles them from source (a second a process for these).
+import beartype.door  # noqa: F401
+import numba  # noqa: F401
+import pandas  # noqa: F401
+import plotly.graph_objects  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 import torch
 from filelock import FileLock
 from hypothesis import settings
