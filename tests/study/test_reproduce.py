@@ -198,15 +198,25 @@ def test_a_folder_with_other_settings_or_sizes_is_refused(tiny_run, tmp_path, mo
 
 
 def test_without_static_export_the_report_links_html_and_says_why(tiny_run, tmp_path, monkeypatch):
+    """(Two of the run's figures, drawn as stand-ins: which figures does not matter here.)"""
+    import plotly.graph_objects as go
+
     out, _ = tiny_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
     monkeypatch.setitem(sys.modules, "kaleido", None)  # import kaleido -> ImportError
+    stems = sorted(p.stem for p in (out / "figures").glob("*.html"))[:2]
+    size = {"width": 100, "height": 100}
+    stand_in = {s: (go.Figure(layout=size), f"caption {s}") for s in stems}
+    monkeypatch.setattr(pipeline, "run_figures", lambda out: stand_in)
+    (copy / "figures" / f"{stems[0]}.png").write_bytes(b"from an earlier run")
     figures, reason = write_outputs(copy)
     assert "kaleido is not installed" in reason and "apt-get install -y chromium" in reason
-    assert figures and all(p.suffix in (".html",) or p.name == "plotly.min.js" for p in figures)
+    assert {p.name for p in figures} >= {f"{s}.html" for s in stems}
+    assert all(p.suffix in (".html",) or p.name == "plotly.min.js" for p in figures)
     assert not list((copy / "figures").glob("*.png"))  # no PNG left from an earlier run
-    assert "![" not in (copy / "report.md").read_text()
+    report = (copy / "report.md").read_text()
+    assert "![" not in report and all(f"{s}.html" in report for s in stems)
 
 
 def test_figures_drawn_from_the_same_results_are_kept(tiny_run, tmp_path, monkeypatch):
