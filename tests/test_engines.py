@@ -102,10 +102,9 @@ def test_the_sweep_rows_do_not_depend_on_the_engine(tmp_path, monkeypatch, local
 JOB = (
     "import sys, time\n"
     "from adjpos import engines\n"
-    "from adjpos.engines import run_units\n"
     "engines.PRELOAD = ('adjpos.engines',)\n"
     "try:\n"
-    "    for _ in run_units(time.sleep, [(600,), (600,)], workers=2):\n"
+    "    for _ in engines.run_units(time.sleep, [(600,), (600,)], workers=2):\n"
     "        pass\n"
     "except KeyboardInterrupt:\n"
     "    print('stopped', file=sys.stderr)\n"
