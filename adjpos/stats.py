@@ -8,7 +8,9 @@ correlation with position, with intervals over sequences."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -18,6 +20,7 @@ from adjpos.validation import UsageError, is_int
 
 __all__ = [
     "OUTCOMES",
+    "Interval",
     "STATUS_RULE",
     "Outcome",
     "Status",
@@ -27,6 +30,7 @@ __all__ = [
     "bootstrap_interval",
     "compare_intervals",
     "paired_difference",
+    "paired_draw_difference",
     "seed_interval",
     "spearman",
     "variance_difference",
@@ -275,6 +279,67 @@ def paired_difference(
     tail = (1 - level) / 2
     low, high = np.nanquantile(boots, [tail, 1 - tail])
     return float(value[0]), float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A paired difference a - b (or a share) with its 95% interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def plain(self) -> list[float | None]:
+        """[value, low, high] as JSON-able values (NaN as None; `of` reads them back)."""
+        return [None if math.isnan(v) else float(v) for v in (self.value, self.low, self.high)]
+
+    @classmethod
+    def of(cls, values: Sequence[float | None]) -> Interval:
+        return cls(*(math.nan if v is None else v for v in values))
+
+
+def paired_draw_difference(
+    a: ArrayLike,
+    b: ArrayLike,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> Interval:
+    """The mean of `a` minus the mean of `b` over the same prompts, with a percentile
+    bootstrap interval that resamples the prompts (paired: the same resample on both sides)
+    and, independently, each side's draws (a random control's).
+
+    Args:
+        a, b: [draws, prompts] per-prompt outcomes (e.g. exact match 0/1), one row per draw
+            (one row for an arm without draws), the same prompts in the same order.
+
+    Raises:
+        ValueError: not two 2-d arrays over the same prompts, or a bad level or n_boot.
+    """
+    x, y = np.atleast_2d(np.asarray(a, float)), np.atleast_2d(np.asarray(b, float))
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or not x.size or not y.size:
+        raise UsageError(
+            f"a and b must be [draws, prompts] over the same prompts, got {x.shape}, {y.shape}"
+        )
+    if not 0 < level < 1 or not is_int(n_boot) or n_boot < 1:
+        raise UsageError(f"need level in (0, 1) and n_boot >= 1, got {level!r}, {n_boot!r}")
+    rng = np.random.default_rng(seed)
+    prompts = rng.integers(0, x.shape[1], size=(n_boot, x.shape[1]))
+    draws_a = rng.integers(0, len(x), size=(n_boot, len(x)))
+    draws_b = rng.integers(0, len(y), size=(n_boot, len(y)))
+    p = _counts(prompts, x.shape[1])
+    boots = ((_counts(draws_a, len(x)) @ x) * p).sum(1) / (len(x) * x.shape[1])
+    boots -= ((_counts(draws_b, len(y)) @ y) * p).sum(1) / (len(y) * y.shape[1])
+    low, high = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
+    return Interval(float(x.mean() - y.mean()), float(low), float(high))
+
+
+def _counts(picks: np.ndarray, n: int) -> np.ndarray:
+    """[n_boot, n] how often each index appears in each row of `picks`."""
+    counts = np.zeros((len(picks), n))
+    np.add.at(counts, (np.arange(len(picks))[:, None], picks), 1)
+    return counts
 
 
 def seed_interval(values: ArrayLike, *, level: float = LEVEL) -> tuple[float, float, float]:

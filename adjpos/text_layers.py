@@ -14,8 +14,7 @@ windows of held-out text (`held_out_windows`):
   (`adjpos.interventions.text_intervention_table`): at the input of each block of
   `causal_layers`, the position curve's arms at the size of its full shift by 1 (shifted by -1
   and +1, rotated, scattered), each against the random curve of its size, the sink kept; the
-  rule of the task models' arms (`adjpos.interventions.curve_rule`) reads them with a loss
-  rise as the harm (`arms_read`).
+  study's rule of the arms (`adjpos.study.rules`) reads them with a loss rise as the harm.
 
 Then the hybrid against the all-RoPE model of the same seed, on the same windows: per layer
 and view, the per-window difference in adjacency (hybrid - rope) with a paired bootstrap
@@ -35,14 +34,14 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals
-from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, text_cell_numbers
-from adjpos.interventions.curve_rule import CellNumbers, RuleCriteria, cell_outcome
+from adjpos.interventions import specs_in
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, text_cell_numbers
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds
 from adjpos.scoring import sequence_scores
 from adjpos.seeds import derive_seed
-from adjpos.stats import Outcome, bootstrap_interval, every_seed, judge, paired_difference
+from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.tables import Table
 from adjpos.text.corpus import held_out_text
 from adjpos.text.evaluate import held_out_chunks
@@ -52,9 +51,9 @@ from adjpos.validation import UsageError
 # view -> (centred, positions left out from the start)
 VIEWS = {"raw": (False, 0), "raw, sink out": (False, 1)}
 VIEWS |= {"centred": (True, 0), "centred, sink out": (True, 1)}
-# The causal tests: the position curve's arms (each compared with the random curve of its size,
-# `position_random`, which comes along) at the sizes of its full shifts by `CURVE_DOSES`.
-CURVE_INTERVENTIONS = ("none", "position_shift", "position_rotate", "position_scatter")
+# The causal tests: the position curve's arms the study runs on text (`specs_in("text")`, each
+# compared with the random curve of its size) at the sizes of its full shifts by `CURVE_DOSES`.
+CURVE_INTERVENTIONS = specs_in("text")
 CURVE_DOSES = (1,)
 SHARES = ("token", "position", "context")
 KEYS = Table(layout="string", seed="int64", layer="int64")
@@ -203,8 +202,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     of the tested causal rows and (layout, layer, measure) of the position measures; each
     with its seeds' values or intervals (``per_seed``) and their mean (``value``); each causal
     (layout, layer) cell with each seed's rule numbers (``rule``, `CellNumbers.to_plain`) and
-    each arm's [loss difference from the random curve, low, high, percentile, check passed]
-    per seed (``arms``)."""
+    each arm's [loss difference from the random curve, low, high, percentile, size_error,
+    check_value] per seed (``arms``; the last two are what its manipulation check reads)."""
 
     def cells(frame: pd.DataFrame, keys: list[str], value: str, bounds: list[str]) -> list:
         out = []
@@ -226,7 +225,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
         found.setdefault("rule", []).append(cell.to_plain())
         mine = arms[(arms[list(keys)] == pd.Series(cell.key, index=list(keys))).all(axis=1)]
         for r in mine.to_dict("records"):
-            numbers = [_number(r[c]) for c in columns] + [bool(r["check_passed"])]
+            numbers = [_number(r[c]) for c in columns]
+            numbers += [_number(r["size_error"]), _number(r["check_value"])]
             found.setdefault("arms", {}).setdefault(r["arm"], []).append(numbers)
     by_layer = ["layout", "layer", "kind"]
     return {
@@ -244,39 +244,3 @@ def _plain(value: Any) -> Any:
 
 def _number(value: Any) -> float | None:
     return None if pd.isna(value) else float(value)
-
-
-def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
-    """For when every seed's interval (its first two numbers) lies above `null`, against
-    when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
-    return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
-
-
-def text_rule(gap: float, percentile: float) -> RuleCriteria:
-    """The rule of the arms on text (`curve_rule`, a loss rise as the harm): interval bounds
-    against `gap` nats, an arm breaking beyond the random curve only when fewer than
-    `percentile` % of its draws raise the loss more, no error offsets, one size enough."""
-    return RuleCriteria(gap, offset_share=None, min_sizes=1, percentile=percentile)
-
-
-def arms_readings(rule: Sequence[Mapping[str, Any]], gap: float, percentile: float) -> list[str]:
-    """Each seed's reading of the arms (`curve_rule.cell_outcome`'s: "not read", "address",
-    ...) under `text_rule`."""
-    criteria = text_rule(gap, percentile)
-    return [cell_outcome(CellNumbers.from_plain((), p), criteria).reading for p in rule]
-
-
-def arms_read(
-    rule: Sequence[Mapping[str, Any]], gap: float, percentile: float, claim: str = "address"
-) -> Outcome | None:
-    """A causal cell's outcome for `claim` (a `curve_rule.CLAIMS`) from each seed's rule
-    numbers (`CellNumbers.to_plain`, as `summarise` gives them) under `text_rule`: per seed
-    the rule's outcome, then over seeds (`adjpos.stats.every_seed`); None (not counted) when
-    in some seed no shift passed its manipulation check."""
-    criteria, found = text_rule(gap, percentile), []
-    for plain in rule:
-        cell = CellNumbers.from_plain((), plain)
-        if not any(ok for s in cell.sizes for a, ok in s.checks.items() if a.startswith("shift")):
-            return None
-        found.append(Outcome(getattr(cell_outcome(cell, criteria), claim)))
-    return every_seed(found)

@@ -10,5 +10,7 @@ Lengths = Int[Tensor, "*batch"]
 Resid = Float[Tensor, "batch pos d_model"]
 ResidStack = Float[Tensor, "layer batch pos d_model"]
 SimMatrix = Float[Tensor, "*batch pos pos"]
+# Prompt states by prompt length: {L: (states [n, L, d_model], tokens [n, L])}.
+PromptStates = dict[int, tuple[Float[Tensor, "n pos d_model"], Int[Tensor, "n pos"]]]
 
-__all__ = ["Lengths", "Resid", "ResidStack", "SimMatrix", "TokenInput", "Tokens"]
+__all__ = ["Lengths", "PromptStates", "Resid", "ResidStack", "SimMatrix", "TokenInput", "Tokens"]

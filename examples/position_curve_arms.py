@@ -4,15 +4,15 @@ At one layer of a shipped trained model, each prompt state's position curve (fit
 prompts of its length after removing each token's mean state) is shifted by +-k, rotated
 inside its principal subspace, partly scattered, or pulled toward its mean, and a random
 curve of the same norm profile is added as the control, every arm matched in change size to
-the full shift by m at each size m of the dose (`adjpos.interventions.curve_change`; the
+the full shift by m at each size m of the dose (`adjpos.interventions.curve.change`; the
 arms are entries of the intervention table, run by `intervention_table`). The read-out
 position is kept, so the change is the prompt's alone and decoding reuses a key-value cache.
 For each arm: its parameter, its change size (on the fitting prompts, and measured while
 decoding), exact match with its paired difference from the random control (95% interval over
 prompts and control draws), the share of wrong answer characters at offsets -1 and +1 of the
-one asked for, and its manipulation check; then the rule's outcome
-(`adjpos.interventions.curve_rule`). Public API only; ``--quick`` runs 16 prompts, one size
-and two draws.
+one asked for, and its manipulation check as the study judges it; then the rule's outcome
+(`adjpos.study.rules`, the study's default criteria). Public API only; ``--quick`` runs 16
+prompts, one size and two draws.
 
     python examples/position_curve_arms.py [--quick] [--task reversal] [--seed 0]
         [--layer 1] [--n 200] [--doses 1 2 3] [--draws 20] [--readout kept]
@@ -22,7 +22,8 @@ import argparse
 
 import adjpos
 from adjpos.interventions import SPECS, cell_numbers, intervention_table
-from adjpos.interventions.curve_rule import hypothesis_outcomes
+from adjpos.study.claim import Criteria
+from adjpos.study.rules import check_passed, hypothesis_outcomes
 
 HEAD = f"{'arm':<10}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- random [95%]':>22}"
 HEAD += f"{'off-1':>7}{'off+1':>7}{'adj':>6}{'dist':>6}{'check':>7}"
@@ -39,8 +40,14 @@ def line(r):
         f"{r['arm']:<10}{r['parameter']:>7.3f}{r['size_target']:>7.3f}{r['perturbation']:>8.3f}"
         f"{r['exact_match']:>7.3f} {versus:>22}{r['error_offset_share_-1']:>7.2f}"
         f"{r['error_offset_share_1']:>7.2f}{r['prompt_adjacency']:>6.2f}"
-        f"{r['distance_change']:>6.2f}{'ok' if r['check_passed'] else 'FAIL':>7}"
+        f"{r['distance_change']:>6.2f}{'ok' if _passed(r) else 'FAIL':>7}"
     )
+
+
+def _passed(r):
+    """The study's reading of the arm's manipulation check (its size and check numbers)."""
+    numbers = [float("nan") if r[k] is None else r[k] for k in ("size_error", "check_value")]
+    return check_passed(r["arm"], *numbers, Criteria())
 
 
 def main() -> None:
@@ -83,7 +90,7 @@ def main() -> None:
         for r in rows.to_dict("records"):
             print(line(r))
     (cell,) = cell_numbers(table, differences, readout=args.readout)
-    result = hypothesis_outcomes([cell])["cells"][cell.key]
+    result = hypothesis_outcomes([cell], Criteria())["cells"][cell.key]
     print(
         f"\naddress {result.address}, relational {result.relational}, "
         f"locality {result.locality}: {result.reading}"

@@ -170,8 +170,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         check_interventions,
         intervention_table,
     )
-    from adjpos.interventions.runner import plan_units
-    from adjpos.interventions.specs import check_doses
+    from adjpos.interventions.spec import check_doses
+    from adjpos.interventions.specs import plan_units
     from adjpos.runs import RunFolder, write_json
 
     names = None
@@ -280,7 +280,7 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
     """``--hf SOURCE --text FILE``: the causal tests on text (`text_intervention_table`)."""
     from adjpos.hf import load_hf, load_tokenizer, text_tokens
     from adjpos.interventions import TEXT_TABLE, check_interventions, text_intervention_table
-    from adjpos.interventions.specs import check_doses
+    from adjpos.interventions.spec import check_doses
     from adjpos.runs import RunFolder, write_json
     from adjpos.validation import check_model, resolve_device
 
@@ -380,14 +380,27 @@ def _print_table(table: Any) -> None:
         print(f"{f'{name} ({readout})':<40}{cells}")
 
 
+def _passed(row: dict[str, Any], check_passed: Any) -> bool:
+    """The study's judgement of one arm row's manipulation check (default criteria)."""
+    from adjpos.study.claim import Criteria
+
+    numbers = [
+        float("nan") if row[k] is None else float(row[k]) for k in ("size_error", "check_value")
+    ]
+    return check_passed(row["arm"], *numbers, Criteria())
+
+
 def _print_arms(table: Any, differences: Any) -> None:
-    """The position curve's arms per read-out variant and size, and the rule's reading of
-    each layer (`adjpos.interventions.curve_rule`)."""
+    """The position curve's arms per read-out variant and size with their check numbers, and
+    the study's reading of them: each arm's check and each layer's rule
+    (`adjpos.study.rules`, under the study's default `Criteria`)."""
     from adjpos.interventions import cell_numbers
-    from adjpos.interventions.curve_rule import hypothesis_outcomes
+    from adjpos.study.claim import Criteria
+    from adjpos.study.rules import check_passed, hypothesis_outcomes
 
     head = f"{'arm':<9}{'param':>7}{'size':>7}{'decoded':>8}{'exact':>7}"
-    head += f"{'- random [95%]':>25}{'off-1':>7}{'off+1':>7}{'off-2':>7}{'off+2':>7}  check"
+    head += f"{'- random [95%]':>25}{'off-1':>7}{'off+1':>7}{'off-2':>7}{'off+2':>7}"
+    head += f"{'size err':>9}{'check':>9}  judged"
     for (readout, dose), rows in table.groupby(["readout", "dose"], sort=False):
         print(
             f"\nposition curve, read-out {readout}, size of the full shift by {dose}: "
@@ -404,11 +417,12 @@ def _print_arms(table: Any, differences: Any) -> None:
                 f"{r['layer']:<6}{r['arm']:<9}{r['parameter']:>7.3f}{r['size_target']:>7.3f}"
                 f"{r['perturbation']:>8.3f}{r['exact_match']:>7.3f}{versus:>25}"
                 + "".join(f"{s:>7.2f}" for s in shares)
-                + f"  {'passed' if r['check_passed'] else 'FAILED'}"
+                + f"{r['size_error']:>9.4f}{r['check_value']:>9.3g}"
+                + f"  {'passed' if _passed(r, check_passed) else 'FAILED'}"
             )
     for readout in dict.fromkeys(table["readout"]):
         cells = cell_numbers(table, differences, readout=readout)
-        found = hypothesis_outcomes(cells)["cells"]
+        found = hypothesis_outcomes(cells, Criteria())["cells"]
         print(f"\nthe rule (read-out {readout}):")
         for (task, layer, seed), c in found.items():
             print(

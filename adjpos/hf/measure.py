@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from adjpos.layerwise import LAYERS, measure_layers
-from adjpos.stats import Outcome, Status, compare_intervals, judge
+from adjpos.stats import OUTCOMES, compare_intervals
 from adjpos.validation import UsageError
 
 if TYPE_CHECKING:
@@ -35,9 +35,9 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
     `rows`: `measure_layers` tables stacked, with the columns `by` (one name or several),
     ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, NoPE layer of the
     released layout), over the seeds: the change from the layer before (mean, and the span of
-    the seeds' bootstrap intervals), whether the layer sharpens the pattern as a `Status` over
-    the seeds (``status``: each seed is for when its interval lies above 0, against when
-    below, `adjpos.stats.Status.of` over them; with ``n_for``, ``n_against``, ``n_within``),
+    the seeds' bootstrap intervals), how many seeds' intervals of the change lie above 0, below
+    it, or reach it (``n_above``, ``n_below``, ``n_within``: counts, not a verdict; a status
+    over them is `adjpos.stats.Status.of(n_above, n_below, seeds)`),
     the control's change at that layer, and ``versus_rope`` ("above", "below": the two spans
     of intervals apart; "within" otherwise, see `adjpos.stats.compare_intervals`). Same seed,
     same weights: the layouts differ only in where RoPE is applied, so ``difference``
@@ -80,7 +80,7 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "change": float(part["change"].mean()),
         "change_low": float(low.min()),
         "change_high": float(high.max()),
-        **_status(low, high),
+        **_counts(low, high),
         "rope_change": float(rope["change"].mean()),
         "rope_change_low": float(rope["change_low"].min()),
         "rope_change_high": float(rope["change_high"].max()),
@@ -91,10 +91,7 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
     }
 
 
-def _status(low: pd.Series, high: pd.Series) -> dict:
-    """Whether the layer sharpens the pattern: each seed's interval of the change against 0,
-    and the status over the seeds."""
-    outcomes = [judge(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
-    counts = {f"n_{o.value}": outcomes.count(o) for o in Outcome}
-    status = Status.of(counts["n_for"], counts["n_against"], len(outcomes))
-    return {"status": status.value} | counts
+def _counts(low: pd.Series, high: pd.Series) -> dict:
+    """Where each seed's interval of the change lies against 0, counted."""
+    found = [compare_intervals(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
+    return {f"n_{where}": found.count(where) for where in OUTCOMES}

@@ -36,14 +36,15 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
   every distance between positions, the swap chosen to change the states as much. Both act
   on the prompt with the read-out kept only.
 - The position curve's arms (``position_shift``, ``position_rotate``, ``position_scatter``,
-  ``position_remove``, and their control ``position_random``; `curve_arms`,
-  `curve_change`): the curve shifted by k (neighbours kept), rotated in its principal
-  subspace (every distance kept), partly scattered (locality broken), pulled toward its mean,
-  or a random curve of its norm profile added; each measured at several sizes (a dose), the
-  arms matched in change size at each, with its manipulation checks (`curve_checks`) and the
-  share of wrong answers at each offset. `cell_numbers` turns the table and its paired
-  differences (`CURVE_DIFFERENCES`) into the numbers of the rule (`curve_rule`); on text
-  (`text_intervention_table`, next-token loss) `text_cell_numbers` does.
+  ``position_remove``, and their control ``position_random``; the `curve` subpackage, one row
+  each in its arm table `curve.arms.ARMS`): the curve shifted by k (neighbours kept), rotated in
+  its principal subspace (every distance kept), partly scattered (locality broken), pulled
+  toward its mean, or a random curve of its norm profile added; each measured at several sizes
+  (a dose), the arms matched in change size at each, with its manipulation checks
+  (`curve.checks`, numbers the study judges) and the share of wrong answers at each offset.
+  `cell_numbers` turns the table and its paired differences (`CURVE_DIFFERENCES`) into the
+  numbers of the study's rule (`adjpos.study.rules`); on text (`text_intervention_table`, next-
+  token loss) `text_cell_numbers` does.
 
 `SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
 compared with (``control``), whether it is a random control measured over draws (``drawn``),
@@ -62,12 +63,14 @@ Each states in its tests what it preserves (`tests/interventions`).
 """
 
 from adjpos.interventions.attention import UniformAttention
-from adjpos.interventions.curve_change import CurveChange
-from adjpos.interventions.curve_numbers import (
+from adjpos.interventions.curve.arms import ARMS, ArmKind, Check, CurveArm
+from adjpos.interventions.curve.change import CurveChange
+from adjpos.interventions.curve.numbers import (
     CURVE_DIFFERENCES,
     cell_numbers,
     text_cell_numbers,
 )
+from adjpos.interventions.curve.position import PositionMeanSwap, position_curves
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -75,7 +78,6 @@ from adjpos.interventions.norms import (
     NormPermuteControl,
     NormScaleControl,
 )
-from adjpos.interventions.position_curve import PositionMeanSwap, position_curves
 from adjpos.interventions.prompts import (
     HeldOut,
     fit_prompt_states,
@@ -83,18 +85,23 @@ from adjpos.interventions.prompts import (
     held_out_prompts,
 )
 from adjpos.interventions.runner import DEFAULT_DRAWS
-from adjpos.interventions.specs import (
+from adjpos.interventions.spec import (
     DEFAULT_DOSES,
-    DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
-    NAMES,
     READOUTS,
-    SPECS,
+    STAGES,
     Dose,
     Fitted,
     InterventionSpec,
+)
+from adjpos.interventions.specs import (
+    DEFAULT_INTERVENTIONS,
+    NAMES,
+    SPECS,
     check_interventions,
+    plan_units,
+    specs_in,
 )
 from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
 from adjpos.interventions.task import (
@@ -107,6 +114,7 @@ from adjpos.interventions.task import (
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [
+    "ARMS",
     "CURVE_DIFFERENCES",
     "DEFAULT_DOSES",
     "DEFAULT_DRAWS",
@@ -118,7 +126,11 @@ __all__ = [
     "NAMES",
     "READOUTS",
     "SPECS",
+    "STAGES",
     "TEXT_TABLE",
+    "ArmKind",
+    "Check",
+    "CurveArm",
     "CurveChange",
     "Dose",
     "Fitted",
@@ -146,6 +158,8 @@ __all__ = [
     "measure_draws",
     "text_cell_numbers",
     "measure_intervention",
+    "plan_units",
     "position_curves",
+    "specs_in",
     "text_intervention_table",
 ]

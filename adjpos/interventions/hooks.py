@@ -23,11 +23,11 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from adjpos.metrics.norms import EPS
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
 SITES = ("resid_pre", "pattern")
-EPS = 1e-12  # a zero state keeps norm 0: no direction to rescale
 
 
 @runtime_checkable
@@ -240,15 +240,3 @@ def partner_positions(resid: Tensor, seed: int, *, mirrored: bool = False) -> Te
         gen = derived_generator(seed, "partner positions", pos)
         order = torch.rand(batch, pos, generator=gen).argsort(dim=1)
     return order.to(resid.device)
-
-
-def with_norms(resid: Tensor, norms: Tensor) -> Tensor:
-    """Each state rescaled to `norms` [..., 1], its direction kept."""
-    own = resid.norm(dim=-1, keepdim=True)
-    return resid * (norms / own.clamp_min(EPS))
-
-
-def relative_change(before: Tensor, after: Tensor) -> Tensor:
-    """Mean ||after - before|| / ||before|| over the states (zero states count 0)."""
-    own = before.norm(dim=-1)
-    return ((after - before).norm(dim=-1) / own.clamp_min(EPS)).mean()

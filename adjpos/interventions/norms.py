@@ -10,7 +10,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.interventions.hooks import EPS, partner_positions, with_norms
+from adjpos.interventions.hooks import partner_positions
+from adjpos.metrics.norms import EPS, with_norms
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError
 

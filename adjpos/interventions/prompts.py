@@ -11,9 +11,10 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import capture_residuals
-from adjpos.interventions.position_curve import MIN_FIT, PromptStates
+from adjpos.interventions.curve.position import MIN_FIT
 from adjpos.seeds import derived_generator
 from adjpos.tasks import Task, TaskBatch
+from adjpos.types import PromptStates
 from adjpos.validation import UsageError, is_int
 
 

@@ -1,16 +1,18 @@
-"""The one runner above the intervention table: every (layer, read-out variant, intervention)
-unit built from its spec, measured, kept in a run folder, and set beside its control.
+"""The one pipeline above the intervention table, `run_table`: the units of a run (planned by
+`specs.plan_units`) -> each unit built from its spec and measured, kept in a run folder ->
+each row set beside its control -> the table -> the paired differences between the
+position-curve arms of each size (`curve.numbers.curve_differences`).
 
 What a unit's measurement is depends on where it runs, so the runner takes a `Measurement`:
 on a task, exact match over held-out prompts (`adjpos.interventions.task`); on text, the
 next-token loss of each sequence's continuation (`adjpos.interventions.text`). Both give each
 unit one outcome per prompt or sequence (its mean over the draws of a random control) and one
-mean outcome per draw, which the pairing with the control reads.
+mean outcome per draw, which the pairing with the control reads (`OutcomeColumns` names them).
 
-A dosed spec (`specs.Dose`) is one unit per (size, offset), and brings its control along:
+A dosed spec (`spec.Dose`) is one unit per (size, offset), and brings its control along:
 each of its rows is set beside the control's row of the same size, and keeps each draw's
 outcome per prompt, so its paired difference resamples prompts and draws together
-(`curve_rule.paired_draw_difference`).
+(`adjpos.stats.paired_draw_difference`).
 """
 
 from __future__ import annotations
@@ -22,43 +24,17 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
-from adjpos.interventions.curve_rule import paired_draw_difference
-from adjpos.interventions.specs import (
-    DEFAULT_DOSES,
-    READOUTS,
-    SPECS,
-    Dose,
-    Fitted,
-    InterventionSpec,
-    check_doses,
-    check_interventions,
-)
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, curve_differences
+from adjpos.interventions.spec import Fitted, Unit
 from adjpos.interventions.subspaces import variance_share
-from adjpos.stats import paired_difference
-from adjpos.validation import UsageError, is_int
+from adjpos.stats import paired_difference, paired_draw_difference
+from adjpos.tables import Table
 
 DEFAULT_DRAWS = 20
 
 
 @dataclass(frozen=True)
-class Unit:
-    """One measurement: `spec` at `layer` in the read-out variant `readout` (a dosed spec: at
-    `dose`)."""
-
-    layer: int
-    readout: str
-    spec: InterventionSpec
-    dose: Dose | None = None
-
-    @property
-    def key(self) -> str:
-        """The unit's name in a run folder."""
-        name = f"layer{self.layer}-{self.readout}-{self.spec.name}"
-        return name if self.dose is None else f"{name}-{self.dose.key}"
-
-
-@dataclass(frozen=True)
-class Outcome:
+class OutcomeColumns:
     """How a measurement's outcome is named and read.
 
     Args:
@@ -90,7 +66,7 @@ class Outcome:
 class Measurement(Protocol):
     """Where the units run: what they are fitted on and what is measured."""
 
-    outcome: Outcome
+    outcome: OutcomeColumns
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         """What the specs build from at `layer`, with `needs` (from "states", "prompts")."""
@@ -100,70 +76,28 @@ class Measurement(Protocol):
         """The unit's columns from its draws, with the outcome's per_item and per_draw."""
         ...
 
-
-def plan_units(
-    model: Any,
-    layers: Sequence[int] | None,
-    interventions: Sequence[str | InterventionSpec],
-    readouts: Sequence[str],
-    control_draws: int,
-    doses: Sequence[int] = DEFAULT_DOSES,
-) -> list[Unit]:
-    """The units of a run, checked (layers default to all; each spec in its own read-out
-    variants only; a dosed spec at each of `doses`, its dosed control added when not asked
-    for).
-
-    Raises:
-        ValueError: a layer out of range, unknown or repeated interventions or read-out
-            variants, an intervention none of whose read-out variants is asked for,
-            control_draws < 1, or doses that are not distinct ints >= 1.
-    """
-    specs = check_interventions(interventions)
-    doses = check_doses(doses)
-    names = {s.name for s in specs}
-    controls = [s.control for s in specs if s.dosed and s.control not in names]
-    specs += [SPECS[c] for c in dict.fromkeys(controls) if SPECS[c].dosed]
-    n_layers = model.cfg.n_layers
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
-    if bad or not layers:
-        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
-    readouts = list(readouts)
-    if not readouts or set(readouts) - set(READOUTS) or len(set(readouts)) < len(readouts):
-        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
-    for variants in dict.fromkeys(s.readouts for s in specs):
-        left_out = [s.name for s in specs if s.readouts == variants]
-        if not set(variants) & set(readouts):
-            needed = " or ".join(repr(r) for r in variants)
-            raise UsageError(f"{left_out} need the {needed} read-out")
-    if not is_int(control_draws) or control_draws < 1:
-        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
-    return [
-        Unit(layer, readout, spec, dose)
-        for layer in layers
-        for readout in readouts
-        for spec in specs
-        if readout in spec.readouts
-        for dose in spec.doses(doses)
-    ]
+    def unchanged(self) -> Any:
+        """The unchanged model's outcome on each measured prompt or sequence."""
+        ...
 
 
-def run_units(
-    units: Sequence[Unit],
+def run_table(
+    units: Sequence[Any],
     measurement: Measurement,
     *,
+    table: Table,
     control_draws: int,
     columns: dict[str, Any],
     seed: int,
+    extra: dict[str, Any] | None = None,
     folder: Any = None,
     progress: bool | None = None,
-) -> list[dict[str, Any]]:
-    """Every unit's row (`columns`, then the unit's own), each beside its control's.
-
-    A drawn spec is built `control_draws` times (draws 0, 1, ...), each other spec once; a
-    matched spec is matched to its ``matched_to`` built on the same layer. With `folder` (an
-    `adjpos.runs.RunFolder`) a finished unit is read back instead of measured again, and each
-    unit is marked done as it finishes (resumable)."""
+    return_differences: bool = False,
+) -> Any:
+    """Every unit measured (`measure_units`), each row beside its control's
+    (`pair_with_controls`), as a DataFrame of `table` (each row `columns`, the unit's own, then
+    `extra`); with `return_differences`, also the paired differences between the arms of each
+    size (`CURVE_DIFFERENCES`, empty without a dosed spec)."""
     rows = measure_units(
         units,
         measurement,
@@ -172,7 +106,17 @@ def run_units(
         folder=folder,
         progress=progress,
     )
-    return pair_with_controls(rows, measurement.outcome, seed)
+    blank, extra = dict.fromkeys(table.names), extra or {}
+    paired = pair_with_controls(rows, measurement.outcome, seed)
+    frame = table.frame([blank | r | extra for r in paired])
+    if not return_differences:
+        return frame
+    dosed = [r for r in rows if r.get("arm") is not None]
+    per_draw = measurement.outcome.per_draw_item
+    found = []
+    if dosed:
+        found = curve_differences(dosed, measurement.unchanged(), seed=seed, per_draw=per_draw)
+    return frame, CURVE_DIFFERENCES.frame(found)
 
 
 def measure_units(
@@ -184,18 +128,18 @@ def measure_units(
     folder: Any = None,
     progress: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """`run_units` before the pairing: each unit's row with its outcome per prompt and per
-    draw (the measurement's `Outcome`)."""
-    given = {u.spec.name: u.spec for u in units}
+    """Each unit's row (`columns`, then the unit's own) with its outcome per prompt and per
+    draw (the measurement's `OutcomeColumns`). A drawn spec is built `control_draws` times
+    (draws 0, 1, ...), each other spec once; a matched spec is matched to its ``matched_to``
+    built on the same layer. With `folder` (an `adjpos.runs.RunFolder`) a finished unit is
+    read back instead of measured again, and each unit is marked done as it finishes."""
     rows = []
     for unit in tqdm(units, desc="interventions", disable=_quiet(progress)):
         if folder is not None and folder.is_done(unit.key):
             rows.append(folder.result(unit.key))
             continue
         spec = unit.spec
-        matched_spec = None
-        if spec.matched_to is not None:
-            matched_spec = given.get(spec.matched_to) or SPECS[spec.matched_to]
+        matched_spec = spec.matched_to
         needs = {s.fitted_on for s in (spec, matched_spec) if s is not None} - {None}
         fitted = measurement.fitted(unit.layer, needs)
         matched = None if matched_spec is None else matched_spec.build(fitted)
@@ -218,7 +162,7 @@ def measure_units(
 
 
 def pair_with_controls(
-    rows: list[dict[str, Any]], outcome: Outcome, seed: int
+    rows: list[dict[str, Any]], outcome: OutcomeColumns, seed: int
 ) -> list[dict[str, Any]]:
     """Each row beside its control's row of the same layer, read-out variant (and dose): the
     paired difference of the outcome over prompts (intervention minus control, with a paired
@@ -248,7 +192,7 @@ def pair_with_controls(
     return out
 
 
-def _share(built: list[Any], fitted: Fitted) -> float | None:
+def _share(built: list[Any], fitted: Any) -> float | None:
     """The mean share of the fitting states' variance in the swapped subspaces."""
     if fitted.states is None or not hasattr(built[0], "basis"):
         return None

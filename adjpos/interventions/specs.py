@@ -2,12 +2,13 @@
 names it and says what it is compared with, how its draws are made, which read-out variants
 it runs in, what it is fitted on and how it is built.
 
-The kinds (`norms`, `subspaces`, `position_curve`, `attention`) stand side by side below this
-table and know nothing of it; the runner (`runner`, with its task and text measurements) stands
-above it. Adding an intervention is one entry of `SPECS` and its factory; a spec's ``params``
-carry its settings (``mirrored=True``, an offset, a size), so one factory serves a family.
+The kinds (`norms`, `subspaces`, `curve`, `attention`) stand side by side below this table and
+know nothing of it; the runner (`runner`) and the task and text measurements stand above it.
+`plan_units` turns names into the units of a run. Adding an intervention is one entry of `SPECS`
+and its factory; a spec's ``params`` carry its settings (``mirrored=True``, an offset, a size),
+so one factory serves a family.
 
-A *dosed* spec (the position-curve arms, `curve_change`) is measured at several sizes, the
+A *dosed* spec (the position-curve arms, `curve.change`) is measured at several sizes, the
 run's ``doses``: at dose m, the size of the full shift of the position curve by m, every arm
 matched to it. Each (size, offset) of it is a unit of its own (`Dose`): a spec with
 ``offsets`` in its params runs its offsets of magnitude m at dose m, the others run once per
@@ -16,23 +17,31 @@ dose.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
-from torch import Tensor
-
 from adjpos.interventions.attention import UniformAttention
-from adjpos.interventions.curve_arms import DEFAULT_OFFSETS, CurveArm
-from adjpos.interventions.curve_change import CurveChange, build_curve_change
-from adjpos.interventions.hooks import SITES, NoIntervention
+from adjpos.interventions.curve.arms import CurveArm
+from adjpos.interventions.curve.change import CurveChange, build_curve_change
+from adjpos.interventions.curve.position import PositionMeanSwap
+from adjpos.interventions.hooks import NoIntervention
 from adjpos.interventions.norms import (
     NormCommonScale,
     NormPermute,
     NormPermuteControl,
     NormScaleControl,
 )
-from adjpos.interventions.position_curve import PositionMeanSwap, PromptStates
+from adjpos.interventions.spec import (
+    DEFAULT_DOSES,
+    DEFAULT_SHIFTS,
+    READOUTS,
+    STAGES,
+    Dose,
+    Fitted,
+    InterventionSpec,
+    Unit,
+    check_doses,
+)
 from adjpos.interventions.subspaces import (
     LeaceErase,
     SubspaceErase,
@@ -40,166 +49,6 @@ from adjpos.interventions.subspaces import (
     variance_share,
 )
 from adjpos.validation import UsageError, is_int
-
-# The read-out positions (the last prompt position and every answer position): changed like
-# the others, or kept (left untouched, so only the states the answer is computed from change).
-READOUTS = ("kept", "changed")
-DEFAULT_READOUTS = ("kept",)  # the variant the study's verdicts use
-ROLES = ("baseline", "tested", "control")
-FITTED_ON = (None, "states", "prompts")
-DEFAULT_RANK = 8
-DEFAULT_DOSES = DEFAULT_OFFSETS  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
-DEFAULT_SHIFTS = (-2, -1, 1, 2)  # the offsets of the position curve's shift
-
-
-@dataclass(frozen=True)
-class Fitted:
-    """What the factories build from at one layer.
-
-    Args:
-        d_model: width of the states.
-        seed: the run's seed (permutations, random draws).
-        rank: rank of the position subspace and of its random control.
-        states, positions: [n, d_model] held-out states at the layer and [n] their positions
-            (for the specs fitted on ``"states"``).
-        prompts: prompt states by prompt length (for the specs fitted on ``"prompts"``, see
-            `adjpos.interventions.fit_prompt_states`).
-        counts: {prompt length: measured prompts} (for the dosed specs: the lengths they
-            change, and the weights their sizes are matched with).
-        sizes_on: prompt states by length whose change sizes the dosed specs match (None:
-            `prompts`; on text the measured windows').
-    """
-
-    d_model: int
-    seed: int = 0
-    rank: int = DEFAULT_RANK
-    states: Tensor | None = None
-    positions: Tensor | None = None
-    prompts: PromptStates | None = None
-    counts: Mapping[int, int] | None = None
-    sizes_on: PromptStates | None = None
-
-
-@dataclass(frozen=True)
-class Dose:
-    """One unit of a dosed spec: its size (the magnitude m whose full shift's size it takes)
-    and, for a shift, its offset."""
-
-    size: int
-    offset: int | None = None
-
-    @property
-    def key(self) -> str:
-        """Its part of a unit's name in a run folder."""
-        return f"size{self.size}" + ("" if self.offset is None else f"-offset{self.offset:+d}")
-
-
-def check_doses(doses: Sequence[int]) -> tuple[int, ...]:
-    """`doses` as a tuple, checked: distinct ints >= 1.
-
-    Raises:
-        ValueError: none, repeated, or not ints >= 1.
-    """
-    doses = tuple(doses) if isinstance(doses, (list, tuple)) else (doses,)
-    if not doses or len(set(doses)) < len(doses) or not all(is_int(m) and m >= 1 for m in doses):
-        raise UsageError(f"doses must be distinct ints >= 1 (shift magnitudes), got {doses!r}")
-    return doses
-
-
-@dataclass(frozen=True)
-class InterventionSpec:
-    """One intervention: its name and everything the runner, the figures and the report need.
-
-    Args:
-        name: the name in tables and on the command line.
-        label: a few words for the report.
-        factory: ``factory(fitted, draw=d, matched=m, **params)`` -> the intervention (any
-            object with ``.site`` and a call, see `intervene`) for draw d, from a `Fitted`.
-        role: "tested" (judged against its control), "control" or "baseline".
-        control: the spec it is compared with, paired prompt by prompt ("none": the baseline).
-        drawn: a random control, measured as a distribution over several draws.
-        readouts: the read-out variants it runs in (from `READOUTS`).
-        fitted_on: what it is fitted on: None, "states" (held-out states and positions) or
-            "prompts" (prompt states by length).
-        matched_to: the spec whose built intervention it is matched to (passed as
-            ``matched``; built fresh by `build` when not given).
-        params: keyword settings passed to the factory (one factory serves a family).
-        site: where it acts ("resid_pre" or "pattern"; a pattern needs a HookedTransformer).
-        dosed: measured at each of the run's doses (see the module doc); its factory is also
-            passed ``dose`` (a `Dose`) and ``readout``.
-
-    Raises:
-        ValueError: a role, read-out variant, fitting or site that is not allowed, or a
-            dosed spec's offsets that are not nonzero ints.
-    """
-
-    name: str
-    label: str
-    factory: Callable[..., Any] = field(repr=False)
-    role: str = "control"
-    control: str = "none"
-    drawn: bool = False
-    readouts: tuple[str, ...] = READOUTS
-    fitted_on: str | None = None
-    matched_to: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-    site: str = "resid_pre"
-    dosed: bool = False
-
-    def __post_init__(self) -> None:
-        for what, value, allowed in (
-            ("role", self.role, ROLES),
-            ("fitted_on", self.fitted_on, FITTED_ON),
-            ("site", self.site, SITES),
-        ):
-            if value not in allowed:
-                raise UsageError(f"{self.name}: {what}={value!r}; choose from {list(allowed)}")
-        if not self.readouts or set(self.readouts) - set(READOUTS):
-            raise UsageError(f"{self.name}: readouts {self.readouts}; choose from {READOUTS}")
-        offsets = self.params.get("offsets", [1])
-        if not isinstance(offsets, (list, tuple)) or not offsets:
-            offsets = [offsets]
-        if not all(is_int(k) and k != 0 for k in offsets):
-            raise UsageError(f"{self.name}: offsets must be nonzero ints, got {offsets!r}")
-
-    def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
-        """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
-        magnitude); [None] for a spec that is not dosed."""
-        if not self.dosed:
-            return [None]
-        if "offsets" not in self.params:
-            return [Dose(m) for m in sizes]
-        return [Dose(m, k) for m in sizes for k in self.params["offsets"] if abs(k) == m]
-
-    def build(
-        self,
-        fitted: Fitted,
-        *,
-        draw: int = 0,
-        matched: Any = None,
-        dose: Dose | None = None,
-        readout: str = "kept",
-    ) -> Any:
-        """The intervention for draw `draw`, fitted or matched as the spec says (a dosed
-        spec: at `dose`, for the read-out variant `readout`).
-
-        Raises:
-            ValueError: a fitted spec without what it is fitted on, or a dosed one without
-                its dose.
-        """
-        if self.fitted_on == "states" and (fitted.states is None or fitted.positions is None):
-            raise UsageError(f"{self.name} is fitted: pass the states and positions to fit it on")
-        if self.fitted_on == "prompts" and fitted.prompts is None:
-            raise UsageError(f"{self.name} is fitted: pass the prompt states (fit_prompt_states)")
-        if self.matched_to is not None and matched is None:
-            matched = SPECS[self.matched_to].build(fitted)
-        if self.dosed:
-            if dose is None or fitted.counts is None:
-                raise UsageError(f"{self.name} is dosed: pass its dose and the measured lengths")
-            return self.factory(
-                fitted, draw=draw, matched=matched, dose=dose, readout=readout, **self.params
-            )
-        return self.factory(fitted, draw=draw, matched=matched, **self.params)
 
 
 def _none(fit: Fitted, **_: Any) -> NoIntervention:
@@ -263,8 +112,29 @@ def _curve_arm(
 
 
 _MIRRORED = {"mirrored": True}
-_DOSED: dict[str, Any] = {"fitted_on": "prompts", "dosed": True}
-_TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random"}
+_CAUSAL: dict[str, Any] = {"stages": ("causal",)}
+_DOSED: dict[str, Any] = {"fitted_on": "prompts", "dosed": True, "stages": ("arms", "text")}
+_TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random", "claim": "curve"}
+_SUBSPACE_SWAP = InterventionSpec(
+    "subspace_swap",
+    "position subspace swapped",
+    _subspace_swap,
+    role="tested",
+    control="subspace_swap_random",
+    fitted_on="states",
+    claim="subspace",
+    **_CAUSAL,
+)
+_LEACE = InterventionSpec(
+    "leace_position",
+    "position erased (LEACE)",
+    _leace,
+    role="tested",
+    control="erase_random",
+    fitted_on="states",
+    claim="linear",
+    **_CAUSAL,
+)
 # Each tested intervention is followed by its controls. The norm permutations are matched by
 # the rescaling by the very same ratios at random places (equal size, matched at the read-out
 # positions); the position subspace by random subspaces of its rank holding as much of the
@@ -274,27 +144,33 @@ _TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random"}
 # matched control: it is compared with the baseline. The other controls (one common factor of
 # the same mean size, the norm of another sequence, LEACE of shuffled labels) are measured
 # beside, against the baseline. The position curve's arms are dosed: each is measured at
-# several sizes, matched in change size at each (`curve_change`), against the random curve of
+# several sizes, matched in change size at each (`curve.change`), against the random curve of
 # that size.
 SPECS: dict[str, InterventionSpec] = {
     spec.name: spec
     for spec in (
-        InterventionSpec("none", "no change", _none, role="baseline"),
+        InterventionSpec("none", "no change", _none, role="baseline", stages=STAGES),
         InterventionSpec(
             "norm_permute",
             "norms moved (random permutation)",
             _norm_permute,
             role="tested",
             control="norm_scale_control",
+            claim="norms",
+            **_CAUSAL,
         ),
         InterventionSpec(
             "norm_scale_control",
             "the permutation's norm ratios at random places",
             _norm_scale_control,
             drawn=True,
+            **_CAUSAL,
         ),
         InterventionSpec(
-            "norm_common_scale", "one common norm factor of the same size", _norm_common_scale
+            "norm_common_scale",
+            "one common norm factor of the same size",
+            _norm_common_scale,
+            **_CAUSAL,
         ),
         InterventionSpec(
             "norm_permute_mirrored",
@@ -303,6 +179,8 @@ SPECS: dict[str, InterventionSpec] = {
             role="tested",
             control="norm_scale_control_mirrored",
             params=_MIRRORED,
+            claim="norms",
+            **_CAUSAL,
         ),
         InterventionSpec(
             "norm_scale_control_mirrored",
@@ -310,49 +188,40 @@ SPECS: dict[str, InterventionSpec] = {
             _norm_scale_control,
             drawn=True,
             params=_MIRRORED,
+            **_CAUSAL,
         ),
         InterventionSpec(
             "norm_common_scale_mirrored",
             "one common norm factor of the mirror's size",
             _norm_common_scale,
             params=_MIRRORED,
+            **_CAUSAL,
         ),
         InterventionSpec(
             "norm_permute_control",
             "norms of the same position in another sequence",
             _norm_permute_control,
+            **_CAUSAL,
         ),
-        InterventionSpec(
-            "subspace_swap",
-            "position subspace swapped",
-            _subspace_swap,
-            role="tested",
-            control="subspace_swap_random",
-            fitted_on="states",
-        ),
+        _SUBSPACE_SWAP,
         InterventionSpec(
             "subspace_swap_random",
             "random subspace of the same variance share swapped",
             _subspace_swap_random,
             drawn=True,
             fitted_on="states",
-            matched_to="subspace_swap",
+            matched_to=_SUBSPACE_SWAP,
+            **_CAUSAL,
         ),
-        InterventionSpec(
-            "leace_position",
-            "position erased (LEACE)",
-            _leace,
-            role="tested",
-            control="erase_random",
-            fitted_on="states",
-        ),
+        _LEACE,
         InterventionSpec(
             "erase_random",
             "as many random directions erased, as large a change",
             _erase_random,
             drawn=True,
             fitted_on="states",
-            matched_to="leace_position",
+            matched_to=_LEACE,
+            **_CAUSAL,
         ),
         InterventionSpec(
             "leace_random",
@@ -360,6 +229,7 @@ SPECS: dict[str, InterventionSpec] = {
             _leace,
             fitted_on="states",
             params={"shuffled": True},
+            **_CAUSAL,
         ),
         InterventionSpec(
             "uniform_attention",
@@ -367,6 +237,7 @@ SPECS: dict[str, InterventionSpec] = {
             _uniform_attention,
             role="tested",
             site="pattern",
+            **_CAUSAL,
         ),
         InterventionSpec(
             "position_mean_swap",
@@ -411,7 +282,7 @@ SPECS: dict[str, InterventionSpec] = {
             "position curve pulled toward its mean",
             _curve_arm,
             params={"arm": "remove"},
-            **_TESTED_ARM,
+            **_TESTED_ARM | {"stages": ("arms",)},
         ),
         InterventionSpec(
             "position_random",
@@ -445,3 +316,61 @@ def check_interventions(interventions: Sequence[str | InterventionSpec]) -> list
         problem = f"unknown {unknown}" if unknown else "none given or repeated"
         raise UsageError(f"interventions: {problem}; choose from {list(NAMES)}")
     return specs
+
+
+def specs_in(stage: str) -> tuple[str, ...]:
+    """The names of the specs the study runs in `stage` (one of `STAGES`), in table order.
+
+    >>> specs_in("text")
+    ('none', 'position_shift', 'position_rotate', 'position_scatter', 'position_random')
+    """
+    if stage not in STAGES:
+        raise UsageError(f"unknown stage {stage!r}; choose from {list(STAGES)}")
+    return tuple(name for name, spec in SPECS.items() if stage in spec.stages)
+
+
+def plan_units(
+    model: Any,
+    layers: Sequence[int] | None,
+    interventions: Sequence[str | InterventionSpec],
+    readouts: Sequence[str],
+    control_draws: int,
+    doses: Sequence[int] = DEFAULT_DOSES,
+) -> list[Unit]:
+    """The units of a run, checked (layers default to all; each spec in its own read-out
+    variants only; a dosed spec at each of `doses`, its dosed control added when not asked
+    for).
+
+    Raises:
+        ValueError: a layer out of range, unknown or repeated interventions or read-out
+            variants, an intervention none of whose read-out variants is asked for,
+            control_draws < 1, or doses that are not distinct ints >= 1.
+    """
+    specs = check_interventions(interventions)
+    doses = check_doses(doses)
+    names = {s.name for s in specs}
+    controls = [s.control for s in specs if s.dosed and s.control not in names]
+    specs += [SPECS[c] for c in dict.fromkeys(controls) if SPECS[c].dosed]
+    n_layers = model.cfg.n_layers
+    layers = list(range(n_layers)) if layers is None else list(layers)
+    bad = [x for x in layers if not is_int(x) or not 0 <= x < n_layers]
+    if bad or not layers:
+        raise UsageError(f"layers {bad or layers} are not in [0, {n_layers - 1}]")
+    readouts = list(readouts)
+    if not readouts or set(readouts) - set(READOUTS) or len(set(readouts)) < len(readouts):
+        raise UsageError(f"readouts must be distinct names from {list(READOUTS)}, got {readouts}")
+    for variants in dict.fromkeys(s.readouts for s in specs):
+        left_out = [s.name for s in specs if s.readouts == variants]
+        if not set(variants) & set(readouts):
+            needed = " or ".join(repr(r) for r in variants)
+            raise UsageError(f"{left_out} need the {needed} read-out")
+    if not is_int(control_draws) or control_draws < 1:
+        raise UsageError(f"control_draws must be an int >= 1, got {control_draws!r}")
+    return [
+        Unit(layer, readout, spec, dose)
+        for layer in layers
+        for readout in readouts
+        for spec in specs
+        if readout in spec.readouts
+        for dose in spec.doses(doses)
+    ]

@@ -10,7 +10,8 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-from adjpos.interventions.hooks import partner_positions, relative_change, with_norms
+from adjpos.interventions.hooks import partner_positions
+from adjpos.metrics.norms import relative_change, with_norms
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 

@@ -9,9 +9,9 @@ permutation of positions only moves real tokens; a prompt whose (prompt length, 
 occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
 sequence of the same length to take norms from.
 
-The dosed specs (the position curve's arms, `curve_change`) add their columns (`ARM_TABLE`)
+The dosed specs (the position curve's arms, `curve`) add their columns (`ARM_TABLE`)
 and a second table, the paired differences between the arms of one size that the rule reads
-(`curve_numbers.CURVE_DIFFERENCES`, with ``return_differences=True``).
+(`curve.numbers.CURVE_DIFFERENCES`, with ``return_differences=True``).
 """
 
 from __future__ import annotations
@@ -25,27 +25,20 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import check_tokens
-from adjpos.interventions.curve_change import ARM_TABLE, ArmMeasurement
-from adjpos.interventions.curve_numbers import curve_differences
+from adjpos.interventions.curve.checks import ARM_TABLE, ArmMeasurement
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
-from adjpos.interventions.runner import (
-    DEFAULT_DRAWS,
-    Outcome,
-    Unit,
-    measure_units,
-    pair_with_controls,
-    plan_units,
-)
-from adjpos.interventions.specs import (
+from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
+from adjpos.interventions.spec import (
     DEFAULT_DOSES,
-    DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
     READOUTS,
     Fitted,
     InterventionSpec,
+    Unit,
 )
+from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, plan_units
 from adjpos.metrics import position_variance
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval, variance_ratio
@@ -86,7 +79,9 @@ INTERVENTION_TABLE = Table(
     n_prompts="int64",
 )
 INTERVENTION_TABLE = INTERVENTION_TABLE + ARM_TABLE
-EXACT_MATCH = Outcome("exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits")
+EXACT_MATCH = OutcomeColumns(
+    "exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits"
+)
 
 
 def intervention_table(
@@ -131,7 +126,7 @@ def intervention_table(
             read-out positions untouched; "changed": changed like the others, decoded
             without a cache). A spec runs in its own ``readouts`` only.
         doses: the sizes of the dosed specs (the position curve's arms): at m, the size of
-            the full shift of the curve by m (see `adjpos.interventions.curve_change`).
+            the full shift of the curve by m (see `adjpos.interventions.curve.change`).
         seed: seed of the prompts, the permutations, the random draws and the bootstrap.
         model_name, model_seed: the model and seed columns.
         folder: an `adjpos.runs.RunFolder`: finished units are read back from it instead of
@@ -145,28 +140,19 @@ def intervention_table(
         ValueError: a layer out of range, unknown interventions or read-out variants, too few
             prompts or draws, bad doses, or a rank the position subspace cannot have.
     """
-    from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES
-
     units = plan_units(model, layers, interventions, readouts, control_draws, doses)
     held = held_out_prompts(task, n_prompts, seed=seed)
-    measurement = _OnTask(model, task, held, rank, seed)
-    rows = measure_units(
+    return run_table(
         units,
-        measurement,
+        _OnTask(model, task, held, rank, seed),
+        table=INTERVENTION_TABLE,
         control_draws=control_draws,
         columns={"model": model_name, "task": task.name, "seed": model_seed},
+        seed=seed,
         folder=folder,
         progress=progress,
+        return_differences=return_differences,
     )
-    blank = dict.fromkeys(ARM_TABLE.names)
-    table = INTERVENTION_TABLE.frame(
-        [blank | r for r in pair_with_controls(rows, EXACT_MATCH, seed)]
-    )
-    if not return_differences:
-        return table
-    dosed = [r for r in rows if r.get("arm") is not None]
-    found = curve_differences(dosed, measurement.unchanged(), seed=seed) if dosed else []
-    return table, CURVE_DIFFERENCES.frame(found)
 
 
 class _OnTask:

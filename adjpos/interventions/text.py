@@ -19,19 +19,19 @@ paired bootstrap interval over sequences; a drawn control is measured over `cont
 draws, and ``percentile`` is the share (%) of draws whose loss is above the intervention's
 (ties count half): near 0, the intervention harms more than nearly every draw.
 
-The dosed specs (the position curve's arms, `curve_change`) run as on a task: all windows have
+The dosed specs (the position curve's arms, `curve`) run as on a task: all windows have
 one length, so the curve is fitted on the fitting half's context (positions skip_first .. cut,
 the read-out position cut the last) and changes the context alone (the read-out kept, the only
 variant they run in on text), each arm matched in size to the full shift by the dose on the
 measured windows' own states (a curve fitted on a few windows changes its fitting states more
 than others, so sizes matched there would come out smaller on the measured ones). Their
 rows add the arm columns (`TEXT_ARM_TABLE`: the size, the parameter and the manipulation
-checks, `curve_checks`) and are compared with the random curve of their size over sequences
-and draws together (`curve_rule.paired_draw_difference`). The error-offset shares of a task
+checks, `curve.checks`) and are compared with the random curve of their size over sequences
+and draws together (`adjpos.stats.paired_draw_difference`). The error-offset shares of a task
 have no counterpart: nothing is decoded, and a next token is not a copy of a context token at
 a fixed offset. With ``return_differences=True`` the paired loss differences between the arms
 of one size come back too (`CURVE_DIFFERENCES`, a - b in nats), which `text_cell_numbers`
-reads for the rule (`curve_rule`, a loss rise as the harm).
+reads for the study's rule (`adjpos.study.rules`, a loss rise as the harm).
 """
 
 from __future__ import annotations
@@ -44,27 +44,23 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.curve_change import ARM_TABLE, curve_columns, fit_position_probe
-from adjpos.interventions.curve_numbers import CURVE_DIFFERENCES, curve_differences
+from adjpos.interventions.curve.checks import ARM_TABLE, curve_columns, fit_position_probe
 from adjpos.interventions.hooks import NoIntervention, Stacked, intervene
-from adjpos.interventions.runner import (
-    DEFAULT_DRAWS,
-    Outcome,
-    Unit,
-    measure_units,
-    pair_with_controls,
-    plan_units,
-)
-from adjpos.interventions.specs import (
+from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
+from adjpos.interventions.spec import (
     DEFAULT_DOSES,
-    DEFAULT_INTERVENTIONS,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
-    SPECS,
     Fitted,
     InterventionSpec,
+    Unit,
     check_doses,
+)
+from adjpos.interventions.specs import (
+    DEFAULT_INTERVENTIONS,
+    SPECS,
     check_interventions,
+    plan_units,
 )
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval
@@ -102,7 +98,7 @@ TEXT_ARM_TABLE = Table(
 )
 TEXT_TABLE = TEXT_TABLE + TEXT_ARM_TABLE
 _LOGITS_BUDGET = 50_000_000  # logits entries per forward pass (draws are chunked to fit)
-LOSS = Outcome("loss", "loss_difference", -1, "per_sequence", "draw_loss", "draw_losses")
+LOSS = OutcomeColumns("loss", "loss_difference", -1, "per_sequence", "draw_loss", "draw_losses")
 
 
 def text_intervention_table(
@@ -174,25 +170,18 @@ def text_intervention_table(
             "the context alone, and the continuation's states would dilute their size"
         )
     units = plan_units(model, layers, names, readouts, control_draws, doses)
-    measurement = _OnText(model, tokens, cut, skip_first, rank, seed)
-    rows = measure_units(
+    return run_table(
         units,
-        measurement,
+        _OnText(model, tokens, cut, skip_first, rank, seed),
+        table=TEXT_TABLE,
         control_draws=control_draws,
         columns={"model": model_name},
+        seed=seed,
+        extra={"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2},
         folder=folder,
         progress=progress,
+        return_differences=return_differences,
     )
-    extra = {"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2}
-    blank = dict.fromkeys(TEXT_ARM_TABLE.names)
-    paired = pair_with_controls(rows, LOSS, seed)
-    table = TEXT_TABLE.frame([blank | row | extra for row in paired])
-    if not return_differences:
-        return table
-    dosed = [r for r in rows if r.get("arm") is not None]
-    unchanged = measurement.unchanged() if dosed else None
-    found = curve_differences(dosed, unchanged, seed=seed, per_draw=LOSS.per_draw_item)
-    return table, CURVE_DIFFERENCES.frame(found)
 
 
 def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:

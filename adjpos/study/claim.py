@@ -44,6 +44,16 @@ class Criteria:
         "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
     )
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
+    curve_size_tolerance: float = help_field(
+        "position-curve checks: an arm's size lies within this relative distance of its target",
+        0.05,
+    )
+    curve_distance_kept: float = help_field(
+        "position-curve checks: a rotation changes the curve's distances at most this much", 1e-6
+    )
+    curve_locality_drop: float = help_field(
+        "position-curve checks: a scatter lowers the curve's adjacency at least this much", 0.05
+    )
     text_gap: float = help_field("text causal tests: nats above the control's loss", 0.02)
     solved: float = help_field("exact match a solved task's interval lies above", 0.99)
     chance: float = help_field("the adjacency score of states that carry no order", 0.5)

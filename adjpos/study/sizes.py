@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.interventions import DEFAULT_INTERVENTIONS, READOUTS, check_interventions
+from adjpos.interventions import READOUTS, check_interventions, specs_in
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
@@ -21,13 +21,12 @@ QUICK_GRID: Grid = (
 CARRIERS = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
 CARRIERS += ("cosine_profile", "cosine_sorted", "resid")
 CONTROLS = ("token_identity", "shuffled:cosine_profile", "shuffled:resid")
-# The position-curve arms (`adjpos.interventions.curve_arms`), run apart from the carriers'
-# tests at their own sizes; the curve's swap and mirror are left to `adjpos intervene`: the
-# mirror keeps no locality the swap breaks, and the scatter arm is the swap matched in size.
-CURVE_ARMS = ("position_shift", "position_rotate", "position_scatter", "position_remove")
-CURVE_ARMS += ("position_random",)
-LEFT_OUT = (*CURVE_ARMS, "position_mean_swap", "position_mean_mirror")
-CARRIER_TESTS = tuple(n for n in DEFAULT_INTERVENTIONS if n not in LEFT_OUT)
+# The carriers' causal tests and the position-curve arms (`adjpos.interventions.curve`, run
+# apart at their own sizes), as the intervention table's ``stages`` say; the curve's swap and
+# mirror are left to `adjpos intervene`: the mirror keeps no locality the swap breaks, and the
+# scatter arm is the swap matched in size.
+CARRIER_TESTS = specs_in("causal")
+CURVE_ARMS = tuple(name for name in specs_in("arms") if name != "none")
 
 
 @dataclass(frozen=True)

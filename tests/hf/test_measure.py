@@ -91,13 +91,16 @@ def _rows(changes, rope_changes, lows=None):
         ((0.1, -0.1), (0.0, 0.0), "mixed", "within"),
     ],
 )
-def test_nope_layer_effects_statuses(changes, rope, status, versus):
+def test_nope_layer_effects_counts(changes, rope, status, versus):
     from adjpos.hf import nope_layer_effects
+    from adjpos.stats import Status
 
     (row,) = nope_layer_effects(_rows(changes, rope)).to_dict("records")
-    assert (row["status"], row["versus_rope"], row["seeds"]) == (status, versus, 2)
-    for_, against = sum(c - 0.01 > 0 for c in changes), sum(c + 0.01 < 0 for c in changes)
-    assert (row["n_for"], row["n_against"], row["n_within"]) == (for_, against, 2 - for_ - against)
+    assert "status" not in row  # counts only: a verdict is the study's to draw
+    assert (row["versus_rope"], row["seeds"]) == (versus, 2)
+    above, below = sum(c - 0.01 > 0 for c in changes), sum(c + 0.01 < 0 for c in changes)
+    assert (row["n_above"], row["n_below"], row["n_within"]) == (above, below, 2 - above - below)
+    assert Status.of(row["n_above"], row["n_below"], row["seeds"]).value == status
     diffs = [c - r for c, r in zip(changes, rope, strict=True)]
     assert row["difference"] == pytest.approx(sum(diffs) / 2)
     assert (row["difference_min"], row["difference_max"]) == pytest.approx((min(diffs), max(diffs)))

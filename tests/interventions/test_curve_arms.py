@@ -11,19 +11,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adjpos.interventions import position_curves
-from adjpos.interventions.curve_arms import (
+from adjpos.interventions.curve.arms import (
     ARMS,
     TOLERANCE,
     CurveArm,
     apply_curve,
-    change_size,
     changed_positions,
+    scattering_order,
+    subspace_rank,
+)
+from adjpos.interventions.curve.change import (
+    change_size,
     dose_targets,
     match_arm,
     match_parameter,
     pooled_size,
-    scattering_order,
-    subspace_rank,
 )
 from adjpos.validation import UsageError
 from factories import random_curve, random_prompts
@@ -128,7 +130,7 @@ def test_remove_takes_the_changed_positions_to_their_mean():
     torch.testing.assert_close(half, (curve + new) / 2)
 
 
-@pytest.mark.parametrize("arm", [CurveArm("shift", 1), *(CurveArm(a) for a in ARMS[1:])])
+@pytest.mark.parametrize("arm", [CurveArm("shift", 1), *(CurveArm(a) for a in list(ARMS)[1:])])
 def test_every_arm_at_zero_changes_nothing_and_keeps_the_readout(arm):
     prompts = random_prompts()
     curves = position_curves(prompts)

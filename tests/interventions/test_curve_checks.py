@@ -10,23 +10,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from adjpos.interventions.curve_arms import CurveArm, apply_curve, changed_positions
-from adjpos.interventions.curve_checks import (
-    OFFSETS,
-    TASK_OFFSETS,
+from adjpos.interventions.curve.arms import CurveArm, apply_curve, changed_positions
+from adjpos.interventions.curve.checks import (
     curve_adjacency,
     curve_distance_change,
     curve_offset,
-    error_offset_counts,
-    error_offset_shares,
-    passes_check,
     probe_accuracy,
     probe_offset,
     prompt_adjacency,
     readout_similarity_spearman,
-    reversal_source,
     varying_positions,
 )
+from adjpos.interventions.curve.offsets import (
+    OFFSETS,
+    TASK_OFFSETS,
+    error_offset_counts,
+    error_offset_shares,
+    reversal_source,
+)
+from adjpos.study.claim import CRITERIA
+from adjpos.study.rules import check_passed
 from adjpos.tasks import get_task
 from reference import slow_adjacency_rows, slow_cosine
 
@@ -65,7 +68,7 @@ def test_prompt_adjacency_matches_the_slow_rows(seed, pos):
     got = prompt_adjacency(states, changed)
     for b in range(3):
         sim = slow_cosine(states[b].tolist())
-        rows = slow_adjacency_rows(sim, pos, ties="half")
+        rows = slow_adjacency_rows(sim, pos)
         picked = [r for k, r in enumerate(rows) if changed[k] and not math.isnan(r)]
         want = sum(picked) / len(picked) if picked else math.nan
         if math.isnan(want):
@@ -93,11 +96,13 @@ def test_a_scatter_lowers_the_prompt_adjacency_and_a_rotation_keeps_the_distance
         }
         if arm == "scatter":
             assert score < before  # the states' own prompt rows lose adjacency too
-        assert passes_check(arm, checks)
-    assert not passes_check("rotate", checks | {"distance_change": 0.1})
-    assert not passes_check("scatter", checks | {"curve_adjacency": 0.99})
-    assert not passes_check("remove", checks | {"size": 1.2})
-    assert not passes_check("shift", {"size": 1.0, "target": 1.0})  # no offset given
+        checks["locality_drop"] = checks["curve_adjacency_before"] - checks["curve_adjacency"]
+        kind = CurveArm(arm, draw=draw).kind
+        value = float("nan") if kind.check is None else checks[kind.check.number]
+        assert check_passed(arm, 0.0, value, CRITERIA)
+    assert not check_passed("rotate", 0.0, 0.1, CRITERIA)
+    assert not check_passed("scatter", 0.0, 0.99 - checks["curve_adjacency_before"], CRITERIA)
+    assert not check_passed("remove", 0.2, float("nan"), CRITERIA)
 
 
 def test_readout_spearman_matches_scipy():
@@ -132,9 +137,10 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     assert curve_offset(curve, new, changed) == pytest.approx(-(5 * 2 + 1) / 7)
     half = CurveArm("shift", 2).new_curve(curve, 0.2, changed)  # blended down: stays put
     assert curve_offset(curve, half, changed) == 0
-    assert passes_check("shift", {"size": 1, "target": 1, "offset": 2, "curve_offset": -1.5})
-    assert not passes_check("shift", {"size": 1, "target": 1, "offset": 2, "curve_offset": 0})
-    assert not passes_check("shift", {"size": 1, "target": 1, "offset": -2, "curve_offset": -1})
+    # judged on curve_moved = -sign(k) * curve_offset: above 0, moved the shift's way
+    assert check_passed("shift+2", 0.0, 1.5, CRITERIA)
+    assert not check_passed("shift+2", 0.0, 0.0, CRITERIA)
+    assert not check_passed("shift-2", 0.0, -1.0, CRITERIA)
 
 
 # --- error offsets --------------------------------------------------------------------------
@@ -237,14 +243,15 @@ def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatt
     assert curve_adjacency(rotated, changed) == pytest.approx(1.0)
     scattered = CurveArm("scatter").new_curve(line, 1.0, changed)
     assert curve_adjacency(scattered, changed) < 0.8
-    # against the definition: row k, pairs i < j < k, |c_k - c_i| > |c_k - c_j| (ties half)
+    # against the definition: row k, pairs i < j < k, |c_k - c_i| > |c_k - c_j| (a tie is not
+    # ordered: the library's one tie rule)
     points = scattered[:9]
     rows = []
     for k in range(2, 9):
         dist = [float((points[k] - points[i]).norm()) for i in range(k)]
         pairs = [(i, j) for j in range(k) for i in range(j)]
         ordered = sum(
-            1.0 if dist[i] > dist[j] else 0.5 if dist[i] == dist[j] else 0.0 for i, j in pairs
+            1.0 if dist[i] > dist[j] else 0.0 for i, j in pairs
         )
         rows.append(ordered / len(pairs))
     assert curve_adjacency(scattered, changed) == pytest.approx(sum(rows) / len(rows))

@@ -21,17 +21,14 @@ from adjpos.interventions import (
     intervention_table,
     text_intervention_table,
 )
-from adjpos.interventions.curve_arms import TOLERANCE, CurveArm, apply_curve, changed_positions
-from adjpos.interventions.curve_change import ARM_TABLE, build_curve_change, measured_curves
-from adjpos.interventions.curve_checks import OFFSETS
-from adjpos.interventions.curve_rule import (
-    CellNumbers,
-    Interval,
-    SizeNumbers,
-    hypothesis_outcomes,
-    paired_draw_difference,
-)
-from adjpos.interventions.runner import plan_units
+from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, apply_curve, changed_positions
+from adjpos.interventions.curve.change import build_curve_change, measured_curves
+from adjpos.interventions.curve.checks import ARM_TABLE
+from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
+from adjpos.interventions.curve.offsets import OFFSETS
+from adjpos.interventions.specs import plan_units
+from adjpos.stats import Interval, paired_draw_difference
+from adjpos.study.rules import hypothesis_outcomes
 from adjpos.runs import RunFolder
 from adjpos.training.decode import predict_cached
 from factories import random_prompts
@@ -115,9 +112,15 @@ def test_every_arm_row_carries_its_columns(reversal_arms):
     for readout in ("kept", "changed"):
         rows = table[table["readout"] == readout].set_index("arm")
         assert sorted(rows.index) == sorted(names)
-        must = [c for c in ARM_TABLE.names if c not in ("arm", "offset", "n_wrong")]
+        apart = ("arm", "offset", "n_wrong", "curve_moved", "check_value")
+        must = [c for c in ARM_TABLE.names if c not in apart]
         must = [c for c in must if not c.startswith("error_offset_share")]
         assert rows[must].notna().all().all(), rows[must].isna().sum()
+        # a check number where the arm table gives the arm a check, the shift's own for shifts
+        checked = ["shift-1", "shift+1", "rotate", "scatter"]
+        assert rows.loc[checked, "check_value"].notna().all()
+        assert rows.loc[["remove", "random"], "check_value"].isna().all()
+        assert rows.loc[["shift-1", "shift+1"], "curve_moved"].notna().all()
         assert rows.loc["shift+1", "offset"] == 1 and rows.loc["shift-1", "offset"] == -1
         assert rows.loc[["rotate", "random"], "offset"].isna().all()
         assert set(rows["control_draws"].dropna()) == {2}  # scatter and random
@@ -161,7 +164,7 @@ def _by_hand(folder, model, task, options, readout):
     pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in shifts for a in ("rotate", "scatter")]
     differences = {(a, b): paired_draw_difference(hits[a], hits[b]) for a, b in pairs}
-    checks = {a: bool(r["check_passed"]) for a, r in raw.items()}
+    checks = {a: (r["size_error"], _nan(r["check_value"])) for a, r in raw.items()}
     offsets = {
         s: {
             j: Interval(*(raw[s][f"error_offset_share_{j}{e}"] for e in ("", "_low", "_high")))
@@ -184,7 +187,9 @@ def test_the_saved_tables_give_the_rule_what_the_hits_give_it(reversal_arms, rea
     (size,), (want,) = cell.sizes, expected.sizes
     assert cell.key == expected.key and cell.direction == expected.direction
     assert size.size == pytest.approx(want.size)
-    assert dict(size.checks) == dict(want.checks)
+    assert set(size.checks) == set(want.checks)
+    for arm, numbers in want.checks.items():
+        assert size.checks[arm] == pytest.approx(numbers, nan_ok=True), arm
     assert set(size.differences) == set(want.differences)
     for pair, interval in want.differences.items():
         got = size.differences[pair]
@@ -239,3 +244,7 @@ def test_a_dosed_spec_brings_its_control_and_runs_a_shift_at_its_own_size():
         for m, k in ((1, -1), (1, 1), (2, -2), (2, 2))
     ]
     assert keys[4:] == [f"layer1-kept-position_random-size{m}" for m in (1, 2, 3)]
+
+
+def _nan(value):
+    return float("nan") if value is None else float(value)

@@ -15,7 +15,7 @@ from adjpos.interventions import (
     intervention_table,
     position_curves,
 )
-from adjpos.interventions.position_curve import CANDIDATES, MIN_FIT, scattering_permutations
+from adjpos.interventions.curve.position import CANDIDATES, MIN_FIT, scattering_permutations
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from reference import slow_position_curves
 

@@ -17,7 +17,7 @@ from adjpos.interventions import (
     UniformAttention,
     intervene,
 )
-from adjpos.interventions.hooks import relative_change
+from adjpos.metrics.norms import relative_change
 from adjpos.interventions.subspaces import tilted_subspace, variance_share
 from adjpos.seeds import derived_generator
 from factories import tiny_config

@@ -21,7 +21,7 @@ from adjpos.interventions import (
     intervene,
     text_intervention_table,
 )
-from adjpos.interventions.runner import plan_units
+from adjpos.interventions.specs import plan_units
 from factories import tiny_config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "adjpos"
@@ -37,10 +37,12 @@ def test_each_intervention_is_defined_once_in_the_table():
     defines each name in one spec (other mentions there are its references: control,
     matched_to)."""
     spelled = {}
-    paths = [*(PACKAGE / "interventions").glob("*.py"), PACKAGE / "cli" / "intervene.py"]
+    paths = [*(PACKAGE / "interventions").rglob("*.py"), PACKAGE / "cli" / "intervene.py"]
     for path in [*paths, PACKAGE / "figures" / "interventions.py"]:
         if path.name != "specs.py":
             names = {n.value for n in _strings(path) if n.value in SPECS}
+            if path.name == "spec.py":  # a spec's default control: the baseline
+                names -= {"none"}
             if names:
                 spelled[path.name] = names
     assert spelled == {}
@@ -55,9 +57,9 @@ def test_each_intervention_is_defined_once_in_the_table():
 
 def test_the_table_refers_only_to_its_own_entries():
     for spec in SPECS.values():
-        assert spec.control in SPECS and spec.matched_to in (None, *SPECS)
+        assert spec.control in SPECS and spec.matched_to in (None, *SPECS.values())
         if spec.matched_to is not None:
-            assert SPECS[spec.matched_to].fitted_on == spec.fitted_on
+            assert spec.matched_to.fitted_on == spec.fitted_on
         if spec.role == "tested" and spec.control != "none":
             assert SPECS[spec.control].role == "control"
     assert [n for n, s in SPECS.items() if s.role == "baseline"] == ["none"]

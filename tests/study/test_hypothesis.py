@@ -8,12 +8,9 @@ import math
 import pandas as pd
 
 import adjpos.interventions
-from adjpos.interventions.curve_rule import (
-    CellNumbers,
-    Interval,
-    SizeNumbers,
-    hypothesis_outcomes,
-)
+from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
+from adjpos.stats import Interval
+from adjpos.study.rules import hypothesis_outcomes
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims.hypothesis import curve_numbers, outcomes
 
@@ -27,7 +24,7 @@ def _size(size, shift_em):
         ("rotate", "unchanged"): Interval(-0.01, -0.03, 0.01),
     }
     offsets = {"shift+1": {1: Interval(0.9, 0.85, 0.95), 0: Interval(math.nan, math.nan, math.nan)}}
-    return SizeNumbers(size, differences, {"shift+1": True, "rotate": True}, offsets)
+    return SizeNumbers(size, differences, {"shift+1": (0.0, 1.0), "rotate": (0.0, 0.0)}, offsets)
 
 
 def test_the_cells_come_back_from_json_with_the_same_outcomes(monkeypatch):

@@ -23,16 +23,15 @@ TITLE = "Does the model read the pattern? (causal tests)"
 # read from the intervention table.
 TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
 WORDS = {name: spec.label for name, spec in SPECS.items()}
-# The causal claims: what each tested intervention would show if the model needed that carrier.
+# The causal claims, by the ``claim`` of the interventions that test them (`SPECS`): what each
+# would show if the model needed that carrier.
 CLAIMS = {
-    ("norm_permute", "norm_permute_mirrored"): "The model reads position from the norms: "
-    "moving them between positions, every cosine kept, breaks the task beyond a size-matched "
-    "control (causal test)",
-    ("subspace_swap",): "The model reads position from its position subspace: swapping it "
-    "between positions, norms kept, breaks the task beyond a random subspace of its rank "
-    "(causal test)",
-    ("leace_position",): "The model needs linear position information: erasing it breaks the "
-    "task beyond erasing as many random directions, the states changed as much (causal test)",
+    "norms": "The model reads position from the norms: moving them between positions, every "
+    "cosine kept, breaks the task beyond a size-matched control (causal test)",
+    "subspace": "The model reads position from its position subspace: swapping it between "
+    "positions, norms kept, breaks the task beyond a random subspace of its rank (causal test)",
+    "linear": "The model needs linear position information: erasing it breaks the task beyond "
+    "erasing as many random directions, the states changed as much (causal test)",
 }
 
 
@@ -177,8 +176,10 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     evidence += f"{criteria.first_layer}, read-out positions {readout}"
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     return [
-        Verdict.tally(claim, [o for (_, _, n), o in by_cell.items() if n in names], **words)
-        for names, claim in CLAIMS.items()
+        Verdict.tally(
+            statement, [o for (_, _, n), o in by_cell.items() if _claim(n) == claim], **words
+        )
+        for claim, statement in CLAIMS.items()
     ]
 
 
@@ -212,6 +213,11 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     before = fmt.text("causal.before", readout=readout)
     parts = [figures("interventions"), before, fmt.table(header, body)]
     return fmt.section(*parts, after)
+
+
+def _claim(name: str) -> str | None:
+    spec = SPECS.get(name)
+    return None if spec is None else spec.claim
 
 
 def _sizes(r: dict[str, Any]) -> str:

@@ -1,8 +1,9 @@
 """How do the models read the position curve? The paper's hypothesis, tested so it can fail:
-the causal stage's position-curve arms (`adjpos.interventions.curve_arms`) at matched sizes,
+the causal stage's position-curve arms (`adjpos.interventions.curve`) at matched sizes,
 judged per task x layer x seed cell, the read-out kept, by the rule stated before the numbers
-(`adjpos.interventions.curve_rule`, docs/causal.md) under `Criteria.curve_tolerance`,
-`offset_share` and `min_sizes`. `measure` writes numbers, `verdicts` decides.
+(`adjpos.study.rules`, docs/causal.md) under `Criteria.curve_tolerance`, `offset_share`,
+`min_sizes` and the manipulation checks' thresholds. `measure` writes numbers, `verdicts`
+decides.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE
-from adjpos.interventions.curve_rule import CLAIMS, CellNumbers, RuleCriteria, hypothesis_outcomes
+from adjpos.interventions.curve.numbers import CellNumbers
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
 from adjpos.study.claims.causal import KEYS, judged
+from adjpos.study.rules import CLAIMS, hypothesis_outcomes
 
 TITLE = "How is the position curve read? (the hypothesis, causal tests)"
 STATEMENTS = {
@@ -64,10 +66,9 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
     """The read-out variant judged and each counted cell's `CellOutcome` by (task, layer,
     seed): the rule (`hypothesis_outcomes`) under `criteria`'s thresholds."""
     readout, cells = judged(numbers["cells"])
-    rule = RuleCriteria(criteria.curve_tolerance, criteria.offset_share, criteria.min_sizes)
     counted = [c for c in cells if c["layer"] >= criteria.first_layer]
     counted = [CellNumbers.from_plain((c["task"], c["layer"], c["seed"]), c) for c in counted]
-    return readout, hypothesis_outcomes(counted, rule)["cells"]
+    return readout, hypothesis_outcomes(counted, criteria)["cells"]
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
@@ -79,7 +80,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return [
         Verdict.tally(
             STATEMENTS[claim] + " (causal test)",
-            [Outcome(getattr(o, claim)) for o in found.values()],
+            [getattr(o, claim) for o in found.values()],
             seeds=seeds_text(numbers["seeds"]),
             unit="task x layer x seed cell",
             evidence=evidence + (answers(found, claim) or "no cell tested"),
@@ -100,7 +101,7 @@ def answers(found: dict[tuple, Any], claim: str) -> str:
         said = [
             f"{words} at "
             + ", ".join(f"layer {x} in {o.count(side)} of {len(o)} seeds" for x, o in hits)
-            for side, words in zip(("for", "against"), ANSWERS[claim], strict=True)
+            for side, words in zip((Outcome.FOR, Outcome.AGAINST), ANSWERS[claim], strict=True)
             if (hits := [(x, o) for x, o in layers.items() if side in o])
         ]
         out.append(f"{task}: {'; '.join(said) or 'undecided at every layer'}")

@@ -1,15 +1,20 @@
 """Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
 every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
-the cells decided by its rules (`seeds_above`; `arms_read`: the rule of the position curve's arms,
-`adjpos.interventions.curve_rule`, with a loss rise in nats as the harm)."""
+the cells decided here (`seeds_above`; `arms_read`: the rule of the position curve's arms,
+`adjpos.study.rules`, on text: a loss rise in nats as the harm)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import adjpos.text_layers as text
+from adjpos.interventions.curve.arms import arm_kind
+from adjpos.interventions.curve.numbers import CellNumbers
+from adjpos.stats import Outcome, every_seed, judge
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
+from adjpos.study.rules import cell_outcome, check_passed
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
 TITLE = "Trained NoPE layers on text"
@@ -69,8 +74,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
     if "rule" in cell:
-        return text.arms_read(cell["rule"], criteria.text_gap, criteria.percentile)
-    return text.seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
+        return arms_read(cell["rule"], criteria)
+    return seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -92,9 +97,9 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     ] + [
         [c["layout"], c["layer"], arm, fmt.n(sum(x[0] for x in per) / len(per))]
         + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
-                     + ("" if ok else " check failed")
-                     for _, lo, hi, p, ok in per]),
-           fmt.join(text.arms_readings(c["rule"], criteria.text_gap, criteria.percentile))
+                     + ("" if _passed(arm, check, criteria) else " check failed")
+                     for _, lo, hi, p, *check in per]),
+           fmt.join(arms_readings(c["rule"], criteria))
            + f"; address: {_outcome(c, criteria) or 'not counted'}"]
         for c in numbers["causal"] for arm, per in c["arms"].items()
     ]  # fmt: skip
@@ -113,3 +118,39 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         return {}
     tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
     return fmt.captioned(fmt.texts("text.captions"), **plot_text_layers(*tables))
+
+
+def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
+    """For when every seed's interval (its first two numbers) lies above `null`, against
+    when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
+    return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
+
+
+def arms_readings(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> list[str]:
+    """Each seed's reading of the arms (`adjpos.study.rules.cell_outcome`'s: "not read",
+    "address", ...) by the rule on text."""
+    return [
+        cell_outcome(CellNumbers.from_plain((), p), criteria, on_text=True).reading for p in rule
+    ]
+
+
+def arms_read(
+    rule: Sequence[Mapping[str, Any]], criteria: Criteria, claim: str = "address"
+) -> Outcome | None:
+    """A causal cell's outcome for `claim` (one of `adjpos.study.rules.CLAIMS`) from each
+    seed's rule numbers (`CellNumbers.to_plain`, as `adjpos.text_layers.summarise` gives them)
+    by the rule on text (`Criteria.text_gap` nats, `Criteria.percentile`): per seed the rule's
+    outcome, then over seeds (`every_seed`); None (not counted) when in some seed no shift
+    passed its manipulation check."""
+    found = []
+    for plain in rule:
+        cell = CellNumbers.from_plain((), plain)
+        shifts = [(a, c) for s in cell.sizes for a, c in s.checks.items() if arm_kind(a).offsets]
+        if not any(check_passed(a, *c, criteria) for a, c in shifts):
+            return None
+        found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
+    return every_seed(found)
+
+
+def _passed(arm: str, check: Sequence[float | None], criteria: Criteria) -> bool:
+    return check_passed(arm, *(float("nan") if v is None else v for v in check), criteria)

@@ -29,6 +29,10 @@ sets its size (0 leaves the curve as it is):
   per position from a Gaussian with the states' covariance (variance-matched): a change of
   the same size that has nothing to do with the curve.
 
+Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, its largest
+parameter, its manipulation check and what the rule compares it with); nothing else names an
+arm, so adding one is one row.
+
 The size of a change is the mean relative change ||h' - h|| / ||h|| of the changed states
 (`change_size`); `match_parameter` finds the parameter that gives a target size, pooled over
 the prompt lengths, within `TOLERANCE`. `dose_targets` proposes the sizes: those of the full
@@ -40,24 +44,21 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, no_type_check
+from typing import Any
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.hooks import with_norms
-from adjpos.interventions.position_curve import PromptStates
+from adjpos.metrics.norms import with_norms
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
-ARMS = ("shift", "rotate", "scatter", "remove", "random")
-# The largest parameter of each arm (None: unbounded, the random control's scale).
-UPPER = {"shift": 1.0, "rotate": math.pi, "scatter": 1.0, "remove": 1.0, "random": None}
 SHARE = 0.99  # the rotation's subspace covers this share of the curve's sum of squares
-TOLERANCE = 0.05  # matched sizes agree within this relative difference
+TOLERANCE = 0.05  # the matching aims every size within this relative difference of its target
 DEFAULT_OFFSETS = (1, 2, 3)  # shift magnitudes whose full sizes set the dose
 _TRIES = 500  # permutations drawn for a scatter, the first that keeps no neighbour taken
 
@@ -80,7 +81,7 @@ class CurveArm:
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
             raise UsageError(f"unknown curve arm {self.arm!r}; choose from {list(ARMS)}")
-        if (self.arm == "shift") != (self.offset is not None):
+        if ARMS[self.arm].offsets != (self.offset is not None):
             raise UsageError("a shift needs an offset k (and only a shift takes one)")
         if self.offset is not None and (not is_int(self.offset) or self.offset == 0):
             raise UsageError(f"the shift's offset must be a nonzero int, got {self.offset!r}")
@@ -91,7 +92,17 @@ class CurveArm:
     @property
     def label(self) -> str:
         """e.g. ``position_shift+1``, ``position_rotate``, ``position_random``."""
-        return f"position_{self.arm}" + (f"{self.offset:+d}" if self.arm == "shift" else "")
+        return f"position_{self.name}"
+
+    @property
+    def name(self) -> str:
+        """The arm's name in the rule and the tables: ``shift+1``, ``rotate``, ``random``."""
+        return self.arm + ("" if self.offset is None else f"{self.offset:+d}")
+
+    @property
+    def kind(self) -> ArmKind:
+        """Its row of the arm table."""
+        return ARMS[self.arm]
 
     def new_curve(
         self,
@@ -104,10 +115,7 @@ class CurveArm:
         whose covariance the random control draws from, needed by it alone)."""
         _check_parameter(self.arm, parameter)
         changed = _check_changed(changed, curve.shape[0])
-        target = _target(self, curve, changed, states)
-        moved = curve + parameter * (target - curve)
-        if self.arm == "rotate":
-            moved = curve @ _plane_rotation(curve, parameter, self.seed, self.draw).T
+        moved = self.kind.build(self, curve, parameter, changed, states)
         return torch.where(changed[:, None], moved, curve)
 
 
@@ -135,140 +143,6 @@ def apply_curve(
     if keep_norm:
         moved = with_norms(moved, states.norm(dim=-1, keepdim=True))
     return torch.where(changed[:, None], moved, states)
-
-
-def change_size(
-    states: Float[Tensor, "*batch pos d_model"],
-    after: Float[Tensor, "*batch pos d_model"],
-    changed: Bool[Tensor, " pos"],
-) -> Float[Tensor, ""]:
-    """Mean ||h' - h|| / ||h|| over the changed states (a zero state counts 0)."""
-    sizes = (after - states).norm(dim=-1) / states.norm(dim=-1).clamp_min(1e-12)
-    return sizes[..., changed.to(sizes.device)].mean()
-
-
-def pooled_size(
-    arm: CurveArm,
-    parameter: float,
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
-    *,
-    keep_readout: bool = True,
-    keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
-) -> float:
-    """`change_size` of `arm` at `parameter` over the prompt states of every length in
-    `curves`, each changed state weighing the same; with `counts` ({length: prompts}, e.g.
-    the measured prompts'), each length weighing as that many prompts instead of its own."""
-    total, count = 0.0, 0
-    for length, curve in curves.items():
-        states = prompts[length][0].double()
-        changed = changed_positions(length, keep_readout=keep_readout)
-        new = arm.new_curve(curve.double(), parameter, changed, states)
-        after = apply_curve(states, curve.double(), new, changed, keep_norm=keep_norm)
-        n = (states.shape[0] if counts is None else counts[length]) * int(changed.sum())
-        total += float(change_size(states, after, changed)) * n
-        count += n
-    if not count:
-        raise UsageError("no changed states: every length has no position to change")
-    return total / count
-
-
-@dataclass(frozen=True)
-class Matched:
-    """An arm set to a target size: its parameter, the size it reaches, and whether that is
-    within `TOLERANCE` of the target (False: the arm cannot reach it, e.g. a shift asked for
-    more than its full size)."""
-
-    arm: CurveArm
-    parameter: float
-    size: float
-    target: float
-    matched: bool
-
-
-def match_parameter(
-    size_of: Callable[[float], float],
-    target: float,
-    upper: float | None,
-    *,
-    tolerance: float = TOLERANCE,
-) -> tuple[float, float]:
-    """The parameter in [0, upper] whose size (`size_of`, increasing) is `target`, by
-    bisection, and the size it gives; `upper` None: doubled until the size passes the target.
-    Returns `upper` and its size when even that falls short."""
-    if not target > 0:
-        raise UsageError(f"a target size must be > 0, got {target!r}")
-    if upper is None:
-        upper = 1.0
-        while size_of(upper) < target and upper < 1e6:
-            upper *= 2
-    low, high = 0.0, float(upper)
-    size = size_of(high)
-    if size < target:
-        return high, size
-    best = (high, size)
-    for _ in range(60):
-        if abs(best[1] / target - 1) <= tolerance / 10:
-            break
-        middle = (low + high) / 2
-        size = size_of(middle)
-        if abs(size / target - 1) < abs(best[1] / target - 1):
-            best = (middle, size)
-        low, high = (middle, high) if size < target else (low, middle)
-    return best
-
-
-def match_arm(
-    arm: CurveArm,
-    target: float,
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
-    *,
-    keep_readout: bool = True,
-    keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
-    tolerance: float = TOLERANCE,
-) -> Matched:
-    """`arm` with its parameter set so that its pooled size (`pooled_size`) is `target`."""
-    options = {"keep_readout": keep_readout, "keep_norm": keep_norm, "counts": counts}
-
-    @no_type_check  # made at every call: kept out of the tests' type checker
-    def size_of(parameter: float) -> float:
-        return pooled_size(arm, parameter, curves, prompts, **options)
-
-    parameter, size = match_parameter(size_of, target, UPPER[arm.arm], tolerance=tolerance)
-    return Matched(arm, parameter, size, target, abs(size / target - 1) <= tolerance)
-
-
-def dose_targets(
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
-    *,
-    offsets: Iterable[int] = DEFAULT_OFFSETS,
-    keep_readout: bool = True,
-    keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
-) -> dict[int, float]:
-    """{k: size} for each shift magnitude k: the smaller pooled size of the full shifts by +k
-    and -k (the sizes of a dose, see the module doc)."""
-    targets = {}
-    for k in offsets:
-        if not is_int(k) or k < 1:
-            raise UsageError(f"shift magnitudes must be ints >= 1, got {k!r}")
-        targets[k] = min(
-            pooled_size(
-                CurveArm("shift", sign * k),
-                1.0,
-                curves,
-                prompts,
-                keep_readout=keep_readout,
-                keep_norm=keep_norm,
-                counts=counts,
-            )
-            for sign in (1, -1)
-        )
-    return targets
 
 
 @functools.lru_cache(maxsize=1024)  # the matching asks for the same order many times
@@ -299,22 +173,38 @@ def subspace_rank(curve: Float[Tensor, "pos d_model"], share: float = SHARE) -> 
     return min(max(rank, 2), curve.shape[1])
 
 
-def _target(arm: CurveArm, curve: Tensor, changed: Tensor, states: Tensor | None) -> Tensor:
-    """The curve at parameter 1 (for the linear arms; the rotation is built apart)."""
+def _blended(target: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """A linear arm's builder: c + parameter (target - c), `target` the curve at parameter 1."""
+
+    def build(arm: CurveArm, curve: Tensor, parameter: float, changed: Tensor, states: Any):
+        return curve + parameter * (target(arm, curve, changed, states) - curve)
+
+    return build
+
+
+def _shifted(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
     pos = curve.shape[0]
-    if arm.arm == "shift":
-        return curve[(torch.arange(pos) - arm.offset).clamp(0, pos - 1)]
-    if arm.arm == "scatter":
-        index = changed.nonzero().flatten()
-        order = scattering_order(len(index), seed=arm.seed, draw=arm.draw)
-        source = torch.arange(pos)
-        source[index] = index[order]
-        return curve[source]
-    if arm.arm == "remove":
-        return curve[changed].mean(dim=0).expand_as(curve)
-    if arm.arm == "random":
-        return curve + _random_curve(curve, states, arm.seed, arm.draw)
-    return curve
+    return curve[(torch.arange(pos) - arm.offset).clamp(0, pos - 1)]
+
+
+def _scattered(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
+    index = changed.nonzero().flatten()
+    order = scattering_order(len(index), seed=arm.seed, draw=arm.draw)
+    source = torch.arange(curve.shape[0])
+    source[index] = index[order]
+    return curve[source]
+
+
+def _removed(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
+    return curve[changed].mean(dim=0).expand_as(curve)
+
+
+def _randomised(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
+    return curve + _random_curve(curve, states, arm.seed, arm.draw)
+
+
+def _rotated(arm: CurveArm, curve: Tensor, parameter: float, changed: Tensor, states: Any):
+    return curve @ _plane_rotation(curve, parameter, arm.seed, arm.draw).T
 
 
 def _random_curve(curve: Tensor, states: Tensor | None, seed: int, draw: int) -> Tensor:
@@ -356,7 +246,7 @@ def _check_changed(changed: Any, pos: int) -> Tensor:
 
 
 def _check_parameter(arm: str, parameter: Any) -> None:
-    upper = UPPER[arm]
+    upper = ARMS[arm].upper
     if not isinstance(parameter, (int, float)) or isinstance(parameter, bool):
         raise UsageError(f"the {arm} parameter must be a number, got {parameter!r}")
     if not 0 <= parameter <= (math.inf if upper is None else upper + 1e-12):
@@ -364,3 +254,95 @@ def _check_parameter(arm: str, parameter: Any) -> None:
             f"the {arm} parameter must be in [0, {upper if upper is not None else 'inf'}], "
             f"got {parameter!r}"
         )
+
+
+@dataclass(frozen=True)
+class Check:
+    """An arm's manipulation check: the number (a column of its rows, the worst of its draws)
+    that says it did what its name says, judged by the study as ``number RELATION threshold``
+    with the threshold the `adjpos.study.claim.Criteria` field `criterion` (None: 0)."""
+
+    number: str
+    relation: str  # "<=", ">=" or ">"
+    criterion: str | None = None
+
+    def worst(self, values: Iterable[float]) -> float:
+        """The draw that passes least: the largest value under "<=", else the smallest (NaN
+        when any draw is NaN)."""
+        values = [float(v) for v in values]
+        if any(math.isnan(v) for v in values):
+            return math.nan
+        return max(values) if self.relation == "<=" else min(values)
+
+
+@dataclass(frozen=True)
+class ArmKind:
+    """One row of the arm table.
+
+    Args:
+        name: the arm (``CurveArm.arm``).
+        label: a few words for the report.
+        build: ``build(arm, curve, parameter, changed, states) -> c'`` before the unchanged
+            positions are put back.
+        upper: the largest parameter (None: unbounded, doubled until the size is reached).
+        check: its manipulation check beyond the size (None: the size alone).
+        compared_with: what the rule compares it with besides the random curve of its size
+            (``"unchanged"``, another arm's name, or ``"shift"``: every shift of the size).
+        offsets: it takes an offset k (the shift).
+        control: it is the size-matched random control itself.
+    """
+
+    name: str
+    label: str
+    build: Callable[..., Tensor]
+    upper: float | None
+    check: Check | None = None
+    compared_with: tuple[str, ...] = ()
+    offsets: bool = False
+    control: bool = False
+
+
+# The arms (see the module doc). Adding one is one row: its builder, bound, check, pairs.
+ARMS: dict[str, ArmKind] = {
+    kind.name: kind
+    for kind in (
+        ArmKind(
+            "shift",
+            "shifted by k (neighbours kept)",
+            _blended(_shifted),
+            1.0,
+            Check("curve_moved", ">"),
+            offsets=True,
+        ),
+        ArmKind(
+            "rotate",
+            "rotated (every distance kept)",
+            _rotated,
+            math.pi,
+            Check("distance_change", "<=", "curve_distance_kept"),
+            compared_with=("unchanged", "shift"),
+        ),
+        ArmKind(
+            "scatter",
+            "partly scattered (locality broken)",
+            _blended(_scattered),
+            1.0,
+            Check("locality_drop", ">=", "curve_locality_drop"),
+            compared_with=("rotate", "shift"),
+        ),
+        ArmKind("remove", "pulled toward its mean", _blended(_removed), 1.0),
+        ArmKind("random", "a random curve of its size", _blended(_randomised), None, control=True),
+    )
+}
+
+
+def arm_kind(name: str) -> ArmKind:
+    """The row of the arm table of an arm named as in the rule (``shift+1``, ``rotate``).
+
+    >>> arm_kind("shift-2").name
+    'shift'
+    """
+    kind = ARMS.get(re.sub(r"[+-]\d+$", "", str(name)))
+    if kind is None:
+        raise UsageError(f"unknown curve arm {name!r}; choose from {list(ARMS)}")
+    return kind

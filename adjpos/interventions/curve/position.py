@@ -39,19 +39,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from torch import Tensor
 
-from adjpos.interventions.hooks import relative_change, with_norms
 from adjpos.metrics import decompose
+from adjpos.metrics.norms import relative_change, with_norms
 from adjpos.seeds import derived_generator
+from adjpos.types import PromptStates
 from adjpos.validation import UsageError
 
 MIN_FIT = 4  # fitting prompts a length needs for its curve
 CANDIDATES = 64  # scattering permutations drawn per length, to match the mirror's size
-
-# Prompt states by prompt length: {L: (states [n, L, d_model], tokens [n, L])}.
-PromptStates = dict[int, tuple[Float[Tensor, "n pos d_model"], Int[Tensor, "n pos"]]]
 
 
 @dataclass(frozen=True, eq=False)

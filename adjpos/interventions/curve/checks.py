@@ -1,26 +1,22 @@
-"""The position-curve arms (`curve_arms`) as interventions of the runner, and the columns each
-arm's row carries: its size, its manipulation checks (`curve_checks`) and where its wrong
-answers point.
+"""Manipulation checks of the position-curve arms (`arms`): what a change did to the thing
+its name says it changes, one number each. They are numbers only: the study judges them
+(`adjpos.study.rules.check_passed`, thresholds in `adjpos.study.claim.Criteria`), and a row
+whose change did not do what its name says is reported and not counted.
 
-`build_curve_change` turns one arm (`curve_arms.CurveArm`) into a `CurveChange` set to one size
-of the dose: the size of the full shift by m (`curve_arms.dose_targets`) on the fitting
-prompts' states, each prompt length weighing as many prompts as the measured prompts have of
-it, the arm's parameter matched to it (`curve_arms.match_arm`). The read-out variant decides
-which positions change (`curve_arms.changed_positions`):
+- `curve_distance_change`: how much the pairwise distances between the curves of the changed
+  positions moved (0 for a rotation, by construction);
+- `curve_offset`: where the changed curve's points sit on the unchanged curve (-k after a
+  shift by k);
+- `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
+  `varying_positions`: where it is measured (the positions whose token varies);
+- `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
+  (`adjpos.scoring.sequence_scores`);
+- `readout_similarity_spearman`: seen from the read-out position, the Spearman correlation of
+  each earlier state's cosine with its distance (negative: nearer is more similar);
+- `probe_accuracy`: how often a position probe fitted on unchanged states reads the true
+  position of a changed state (and `probe_offset`: its mean error, -k after a shift by k).
 
-- ``kept``: every prompt position before the read-out (the last prompt position); the change
-  is the prompt's alone, so decoding runs the prompt once under the change and then reuses a
-  KV cache (`adjpos.training.decode.predict_cached`).
-- ``changed``: every prompt position, the read-out included. The answer positions (decoded
-  after the prompt) keep their states: the curve is fitted on prompts, and positions beyond
-  the prompt have none. So this variant too changes the prompt alone and decodes with a KV
-  cache, and it differs from ``kept`` by the read-out position's own state.
-
-`curve_columns` gives a unit's arm columns from its built draws and what decoding returned.
-The checks are computed on the measured prompts' states at the layer (the states the change
-writes: the change acts on the input of the block, so the states after it are the states
-before it, changed), pooled over prompt lengths with the prompts as weights, and over the
-draws by their mean.
+Every adjacency here uses the library's one tie rule (`adjpos.metrics.adjacency_probability`).
 """
 
 from __future__ import annotations
@@ -32,36 +28,130 @@ from typing import Any
 
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from adjpos.interventions.curve_arms import (
-    TOLERANCE,
-    CurveArm,
-    Matched,
-    apply_curve,
-    changed_positions,
-    dose_targets,
-    match_arm,
-)
-from adjpos.interventions.curve_checks import (
-    OFFSETS,
-    curve_adjacency,
-    curve_distance_change,
-    curve_offset,
-    error_offset_shares,
-    passes_check,
-    probe_accuracy,
-    probe_offset,
-    prompt_adjacency,
-    readout_similarity_spearman,
-    varying_positions,
-)
-from adjpos.interventions.position_curve import PromptStates, position_curves
+from adjpos.interventions.curve.arms import apply_curve
+from adjpos.interventions.curve.change import CurveChange
+from adjpos.interventions.curve.offsets import OFFSETS, error_offset_shares
+from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.scoring import sequence_scores
+from adjpos.stats import spearman
 from adjpos.tables import Table
+from adjpos.types import PromptStates
 from adjpos.validation import UsageError
 
-# The columns of the position curve's arms (`curve_change`); missing on the other rows.
+
+def curve_distance_change(
+    curve: Float[Tensor, "pos d_model"],
+    new_curve: Float[Tensor, "pos d_model"],
+    changed: Bool[Tensor, " pos"],
+) -> float:
+    """||D' - D|| / ||D|| (Frobenius) with D[i, j] = ||c[i] - c[j]|| over the pairs of
+    changed positions (0 when the curves of the changed positions keep every distance; NaN
+    for fewer than two changed positions or a constant curve)."""
+    index = changed.nonzero().flatten()
+    before = torch.cdist(curve[index].double(), curve[index].double())
+    after = torch.cdist(new_curve[index].double(), new_curve[index].double())
+    scale = float(before.norm())
+    if len(index) < 2 or scale == 0:
+        return float("nan")
+    return float((after - before).norm()) / scale
+
+
+def curve_offset(
+    curve: Float[Tensor, "pos d_model"],
+    new_curve: Float[Tensor, "pos d_model"],
+    changed: Bool[Tensor, " pos"],
+) -> float:
+    """The mean over the changed positions t of s(t) - t, s(t) the position whose point of
+    the unchanged curve is nearest c'[t] (-k after a full shift by k away from the clamp; 0
+    for a change that leaves each point nearest its own). NaN without a changed position."""
+    index = changed.nonzero().flatten()
+    if not len(index):
+        return float("nan")
+    nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
+    return float((nearest - index).double().mean())
+
+
+def curve_adjacency(curve: Float[Tensor, "pos d_model"], changed: Bool[Tensor, " pos"]) -> float:
+    """The locality of the curve itself over the changed positions: the adjacency score
+    (`adjpos.metrics.adjacency_probability`) of minus the distances between its points, how
+    often a nearer position's point is nearer; 1 for a curve whose distances grow with the
+    gap between positions, about 0.5 for scattered points. Distances, not cosines: the curve
+    is centred over positions, so its cosines depend on where that centre falls. NaN for
+    fewer than 3 changed positions."""
+    index = changed.nonzero().flatten()
+    if len(index) < 3:
+        return float("nan")
+    points = curve[index].double()
+    return float(adjacency_probability(-torch.cdist(points, points)))
+
+
+def varying_positions(tokens: Int[Tensor, "n pos"]) -> Bool[Tensor, " pos"]:
+    """The positions whose token differs between prompts of one length. At a position that
+    always holds the same token (a prompt format's ``rev(``) the token's mean state takes the
+    position's too, so the curve there is a point shared by every such position, and
+    locality is measured without them."""
+    return (tokens != tokens[:1]).any(dim=0).cpu()
+
+
+def prompt_adjacency(
+    states: Float[Tensor, "batch pos d_model"],
+    changed: Bool[Tensor, " pos"],
+) -> Float[Tensor, " batch"]:
+    """Each sequence's adjacency score over the rows of its changed positions (each row
+    looking at every earlier position), by `adjpos.scoring.sequence_scores`; NaN for a
+    sequence without a defined changed row (fewer than 3 positions)."""
+    batch, pos, _ = states.shape
+    rows = changed.to(torch.bool).expand(batch, pos).clone()
+    lengths = torch.full((batch,), pos, dtype=torch.long)
+    return sequence_scores(states.double(), lengths, rows=rows)
+
+
+def readout_similarity_spearman(
+    states: Float[Tensor, "batch pos d_model"], readout: int
+) -> np.ndarray:
+    """[batch] for each sequence, the Spearman correlation between cos(h[readout], h[j]) and
+    the distance readout - j over the earlier positions j < readout (negative when nearer
+    states are more similar; NaN with fewer than 2 earlier positions or constant cosines)."""
+    if not 0 <= readout < states.shape[1]:
+        raise UsageError(f"readout must be a position in [0, {states.shape[1] - 1}]")
+    if readout < 2:
+        return np.full(states.shape[0], np.nan)
+    similarity = cosine_matrix(states.double())[:, readout, :readout].numpy()
+    # spearman() correlates with the index j; the distance readout - j runs the other way
+    return np.array([-spearman(row) for row in similarity])
+
+
+def probe_accuracy(
+    probe: Any, states: Float[Tensor, "batch pos d_model"], changed: Bool[Tensor, " pos"]
+) -> float:
+    """The share of the changed states whose position `probe` (anything with
+    ``predict(X) -> positions``, fitted on unchanged states) reads right."""
+    predicted, true = _probe_read(probe, states, changed)
+    return float((predicted == true).mean())
+
+
+def probe_offset(
+    probe: Any, states: Float[Tensor, "batch pos d_model"], changed: Bool[Tensor, " pos"]
+) -> float:
+    """The mean of predicted minus true position over the changed states (-k for states that
+    carry the curve of position t - k and a probe that reads it)."""
+    predicted, true = _probe_read(probe, states, changed)
+    return float((predicted - true).mean())
+
+
+def _probe_read(probe: Any, states: Tensor, changed: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    index = changed.nonzero().flatten()
+    x = states[:, index].reshape(-1, states.shape[-1]).double().cpu().numpy()
+    true = index.repeat(states.shape[0]).numpy()
+    return np.asarray(probe.predict(x)).reshape(-1).astype(float), true.astype(float)
+
+
+# --- the columns of an arm's row ---------------------------------------------------------
+
+# The columns of the position curve's arms; missing on the other rows.
 ARM_TABLE = Table(
     arm="string",  # the arm in the rule's names: "shift+1", "rotate", "scatter", "random", ...
     dose="Int64",  # the shift magnitude m whose full shift's size the arm is matched to
@@ -71,8 +161,10 @@ ARM_TABLE = Table(
     # (the change size measured while decoding is `perturbation`)
     distance_change="float64",  # relative change of the pairwise distances of the curve
     curve_offset="float64",  # nearest unchanged curve point's position minus t (-k: shift k)
+    curve_moved="float64",  # a shift's curve_offset times -sign(k): above 0, moved its way
     curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
     curve_adjacency_before="float64",  # the same of the unchanged curve
+    locality_drop="float64",  # curve_adjacency_before - curve_adjacency
     prompt_adjacency="float64",  # adjacency score of the changed prompt rows, after
     prompt_adjacency_before="float64",  # the same, before the change
     readout_spearman="float64",  # Spearman of cosine with distance, seen from the read-out
@@ -80,7 +172,8 @@ ARM_TABLE = Table(
     probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
     probe_accuracy_before="float64",  # the same probe on the unchanged measured states
     probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
-    check_passed="boolean",  # the manipulation check (`curve_checks.passes_check`, sizes)
+    size_error="float64",  # the largest |size / target - 1| of its draws (fit and decoding)
+    check_value="float64",  # its check number (`arms.Check`), the draw that passes least
     n_wrong="float64",  # wrong answer characters compared (all draws)
     **{
         f"error_offset_share_{j}{end}": "float64"  # share of wrong characters at offset j
@@ -88,109 +181,9 @@ ARM_TABLE = Table(
         for end in ("", "_low", "_high")
     },
 )
-# The manipulation checks among them.
+# The manipulation checks among them (each a mean over the draws).
 _NAMES = ARM_TABLE.names
-CHECKS = tuple(_NAMES[_NAMES.index("distance_change") : _NAMES.index("check_passed")])
-
-
-@dataclass(frozen=True, eq=False)
-class CurveChange:
-    """One arm at one size, applied to the prompt states of every fitted length: each
-    changed state takes c'[t] - c[t] (`curve_arms.apply_curve`, its norm kept).
-
-    Args:
-        curves, new_curves: {prompt length L: [L, d_model]} the curve and the arm's c'.
-        keep_readout: the variant it was built for (True: the read-out position is kept).
-        matched: the arm, its parameter and its size on the fitting prompts.
-    """
-
-    curves: dict[int, Tensor]
-    new_curves: dict[int, Tensor]
-    keep_readout: bool
-    matched: Matched
-    site = "resid_pre"
-    prompt_only = True  # the answer positions are never changed: decoding may use a KV cache
-
-    def __call__(
-        self, acts: Float[Tensor, "batch pos d_model"], readout: Any = None
-    ) -> Float[Tensor, "batch pos d_model"]:
-        """`acts` of a prompt (and, with the read-out changed, the answer after it, kept)."""
-        if readout is None:
-            raise UsageError("a position-curve arm needs the read-out position (readout_from)")
-        kept = not bool(readout.any())
-        if kept != self.keep_readout:
-            variant = "kept" if self.keep_readout else "changed"
-            raise UsageError(f"this position-curve arm was built for the read-out {variant}")
-        # kept: the positions before the read-out; changed: the read-out is the last prompt
-        # position, the first of `readout`
-        length = acts.shape[1] + 1 if kept else int(readout.nonzero()[0]) + 1
-        if length not in self.curves:
-            raise UsageError(
-                f"no position curve for prompts of {length} tokens; fitted: {sorted(self.curves)}"
-            )
-        n = min(acts.shape[1], length)
-        head = apply_curve(
-            acts[:, :n],
-            self.curves[length][:n],
-            self.new_curves[length][:n],
-            self.changed(length)[:n],
-        )
-        return torch.cat([head, acts[:, n:]], dim=1)
-
-    def changed(self, length: int) -> Tensor:
-        """[length] the prompt positions it changes."""
-        return changed_positions(length, keep_readout=self.keep_readout)
-
-
-def measured_curves(prompts: PromptStates, counts: Mapping[int, int]) -> dict[int, Tensor]:
-    """The position curves (`position_curves`) of the measured prompt lengths (`counts`)."""
-    curves = position_curves(prompts)
-    missing = sorted(set(counts) - set(curves))
-    if missing:
-        raise UsageError(f"no position curve fitted for prompt lengths {missing}")
-    return {length: curves[length] for length in sorted(counts)}
-
-
-def build_curve_change(
-    prompts: PromptStates,
-    counts: Mapping[int, int],
-    arm: CurveArm,
-    *,
-    size: int,
-    readout: str,
-    sizes_on: PromptStates | None = None,
-) -> CurveChange:
-    """`arm` matched to the size of the full shift by `size` (see the module doc).
-
-    Args:
-        prompts: the fitting prompts' states at the layer (`fit_prompt_states`).
-        counts: {prompt length: measured prompts}: the lengths changed and their weights.
-        readout: "kept" or "changed" (which positions change).
-        sizes_on: the states whose change sizes are matched (default: `prompts`; on text the
-            measured windows' own, where a curve fitted on a few windows would change its
-            own fitting states more than others).
-    """
-    keep = readout == "kept"
-    curves = measured_curves(prompts, counts)
-    options = {"keep_readout": keep, "counts": counts}
-    sized = prompts if sizes_on is None else sizes_on
-    target = dose_targets(curves, sized, offsets=[size], **options)[size]
-    if not target > 0:
-        raise UsageError(
-            "the position curve is zero here (each fitting state is its token's mean state: too "
-            "few prompts or windows, or tokens that never repeat), so no arm can be sized"
-        )
-    matched = match_arm(arm, target, curves, sized, **options)
-    new = {
-        length: arm.new_curve(
-            curve,
-            matched.parameter,
-            changed_positions(length, keep_readout=keep),
-            prompts[length][0].double(),
-        )
-        for length, curve in curves.items()
-    }
-    return CurveChange(curves, new, keep, matched)
+CHECKS = tuple(_NAMES[_NAMES.index("distance_change") : _NAMES.index("size_error")])
 
 
 def fit_position_probe(prompts: PromptStates, counts: Mapping[int, int]) -> Any:
@@ -234,26 +227,23 @@ def curve_columns(
         tokens: {prompt length: [n, L]} the fitting prompts' tokens (where the format's
             fixed tokens sit).
         probe: the position probe (`fit_position_probe`).
-        task: the task's name (`curve_checks.TASK_OFFSETS`); None: no error-offset columns.
+        task: the task's name (`offsets.TASK_OFFSETS`); None: no error-offset columns.
         size: the change size measured while decoding (the row's ``perturbation``).
 
     Returns:
-        the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`), ``check_passed``
-        True when every draw passes `curve_checks.passes_check` with the size measured while
-        decoding and its size on the fitting prompts both within `TOLERANCE` of the target.
+        the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`) with the numbers its
+        manipulation check is judged on (`adjpos.study.rules.check_passed`): ``size_error``,
+        the largest relative distance from the target of the size measured while decoding
+        and of each draw's size on the fitting prompts, and ``check_value``, its arm's check
+        number (`arms.Check`) at the draw that passes least.
     """
     first = built[0].matched
     memo: dict[int, dict[str, float]] = {}
     numbers = [_checks(change, states, tokens, probe, memo) for change in built]
-    passed = all(
-        change.matched.matched
-        and passes_check(
-            change.matched.arm.arm,
-            checks | {"size": size, "target": first.target, "offset": first.arm.offset},
-            tolerance=TOLERANCE,
-        )
-        for change, checks in zip(built, numbers, strict=True)
-    )
+    errors = [abs(size / first.target - 1)] + [
+        abs(c.matched.size / first.target - 1) for c in built
+    ]
+    check = first.arm.kind.check
     shares = {}
     if task is not None:
         shares = error_offset_shares(
@@ -265,10 +255,11 @@ def curve_columns(
             seed=seed,
         )
     return (
-        {"arm": rule_name(first.arm), "size_target": first.target}
+        {"arm": first.arm.name, "size_target": first.target}
         | {"parameter": float(np.mean([c.matched.parameter for c in built]))}
         | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
-        | {"check_passed": passed}
+        | {"size_error": max(errors)}
+        | {"check_value": None if check is None else check.worst(n[check.number] for n in numbers)}
         | shares
     )
 
@@ -349,11 +340,6 @@ class ArmMeasurement:
         return self.hits
 
 
-def rule_name(arm: CurveArm) -> str:
-    """The arm's name in the rule (`curve_rule`): ``shift+1``, ``rotate``, ``random``, ..."""
-    return arm.arm + (f"{arm.offset:+d}" if arm.offset is not None else "")
-
-
 def _checks(
     change: CurveChange,
     states: Mapping[int, Tensor],
@@ -367,6 +353,7 @@ def _checks(
     length's numbers of the unchanged states, the same for every draw of a unit."""
     sums: dict[str, float] = defaultdict(float)
     totals: dict[str, int] = defaultdict(int)
+    offset, nan = change.matched.arm.offset, float("nan")
     for length, before in states.items():
         curve, new = change.curves[length], change.new_curves[length]
         changed = change.changed(length)
@@ -378,6 +365,7 @@ def _checks(
         found = memo[length] | {
             "distance_change": curve_distance_change(curve, new, changed),
             "curve_offset": curve_offset(curve, new, changed),
+            "curve_moved": -np.sign(offset) * curve_offset(curve, new, changed) if offset else nan,
             "curve_adjacency": curve_adjacency(new, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
             "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
@@ -385,6 +373,7 @@ def _checks(
             # the change of the probe's reading (its own bias at the unchanged states removed)
             "probe_offset": probe_offset(probe, after, changed) - memo[length]["probe_reading"],
         }
+        found["locality_drop"] = found["curve_adjacency_before"] - found["curve_adjacency"]
         for name, value in found.items():
             if not np.isnan(value):
                 sums[name] += len(before) * value

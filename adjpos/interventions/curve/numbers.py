@@ -1,35 +1,35 @@
-"""The numbers the rule over the position-curve arms (`curve_rule`) reads, as a table that can
-be saved and read back: the paired differences of exact match between the arms of one size
-(`CURVE_DIFFERENCES`, from the rows of `adjpos.interventions.intervention_table` while they
-still hold each draw's per-prompt hits), and `cell_numbers`, which rebuilds the rule's
-`curve_rule.CellNumbers` from that table and the intervention table alone.
+"""The numbers the rule over the position-curve arms (`adjpos.study.rules`) reads, as a table
+that can be saved and read back: the paired differences of the outcome between the arms of one
+size (`CURVE_DIFFERENCES`, from the rows of a run while they still hold each draw's per-prompt
+outcome), and `cell_numbers` / `text_cell_numbers`, which rebuild each cell's `CellNumbers`
+from that table and the intervention table alone. Numbers only: the study judges them.
 
 The pairs of one (layer, read-out variant, size), in the rule's names (``shift+1``,
 ``rotate``, ``scatter``, ``remove``, ``random``, ``unchanged``): every arm against
-``random``, ``rotate`` against ``unchanged``, ``scatter`` against ``rotate``, and ``rotate``
-and ``scatter`` against each shift; each `curve_rule.paired_draw_difference` (a - b, the
+``random`` and against what its row of the arm table compares it with
+(`arms.ArmKind.compared_with`: ``rotate`` against ``unchanged`` and each shift, ``scatter``
+against ``rotate`` and each shift); each `adjpos.stats.paired_draw_difference` (a - b, the
 bootstrap resampling prompts and both sides' draws together).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adjpos.interventions.curve_checks import OFFSETS, TASK_OFFSETS
-from adjpos.interventions.curve_rule import (
-    CellNumbers,
-    Interval,
-    SizeNumbers,
-    paired_draw_difference,
-)
+from adjpos.interventions.curve.arms import arm_kind
+from adjpos.interventions.curve.offsets import OFFSETS, TASK_OFFSETS
+from adjpos.stats import Interval, paired_draw_difference
 from adjpos.tables import Table
 from adjpos.validation import UsageError
 
+CHECK_NUMBERS = ("size_error", "check_value")  # what an arm's manipulation check reads
 UNCHANGED = "unchanged"  # the unchanged model, in the rule's names
 RANDOM = "random"  # the size-matched random curve, in the rule's names
 
@@ -47,6 +47,73 @@ CURVE_DIFFERENCES = Table(
     low="float64",  # the 95% interval's lower bound (prompts and draws resampled)
     high="float64",  # its upper bound
 )
+
+
+@dataclass(frozen=True)
+class SizeNumbers:
+    """The numbers of one size of one cell.
+
+    Attributes:
+        size: the target change size (mean relative change of the changed states).
+        differences: {(a, b): exact match of a minus b}, names as in the module doc.
+        checks: {arm: (size_error, check_value)}, the numbers its manipulation check is
+            judged on (`adjpos.study.rules.check_passed`); an arm not listed is not counted.
+        offsets: {shift name: {j: share of wrong characters at offset j}}.
+        percentiles: {arm: % of the random control's draws that harm more than it}.
+    """
+
+    size: float
+    differences: Mapping[tuple[str, str], Interval]
+    checks: Mapping[str, tuple[float, float]]
+    offsets: Mapping[str, Mapping[int, Interval]] = field(default_factory=dict)
+    percentiles: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CellNumbers:
+    """One cell: its key (task, layer, seed), its sizes, and the task's offset direction
+    (`offsets.TASK_OFFSETS`)."""
+
+    key: tuple[Any, ...]
+    sizes: Sequence[SizeNumbers]
+    direction: int = 1
+
+    def to_plain(self) -> dict[str, Any]:
+        """The direction and sizes as JSON-able values (`from_plain` reads them back): per
+        size its differences [a, b, value, low, high], checks [size_error, check_value] and
+        shifts' error offsets
+        {shift: [[j, value, low, high]]}."""
+        sizes = [
+            {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
+            | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
+            | {
+                "offsets": {
+                    n: [[j, *d.plain()] for j, d in o.items()] for n, o in s.offsets.items()
+                }
+            }
+            | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
+            for s in self.sizes
+        ]
+        return {"direction": int(self.direction), "sizes": sizes}
+
+    @classmethod
+    def from_plain(cls, key: tuple[Any, ...], plain: Mapping[str, Any]) -> CellNumbers:
+        """The cell `to_plain` wrote, with `key`."""
+        sizes = [
+            SizeNumbers(
+                s["size"],
+                {(a, b): Interval.of(rest) for a, b, *rest in s["differences"]},
+                {a: tuple(math.nan if v is None else v for v in c) for a, c in s["checks"].items()},
+                {n: {int(j): Interval.of(r) for j, *r in by} for n, by in s["offsets"].items()},
+                s.get("percentiles", {}),
+            )
+            for s in plain["sizes"]
+        ]
+        return cls(key, sizes, plain["direction"])
+
+
+def _plain_pair(pair: Sequence[float]) -> list[float | None]:
+    return [None if math.isnan(v) else float(v) for v in pair]
 
 
 def curve_differences(
@@ -68,11 +135,7 @@ def curve_differences(
         hits = {name: np.asarray(r[per_draw], float) for name, r in arms.items()}
         hits[UNCHANGED] = np.asarray(unchanged, float)[None]
         first = next(iter(arms.values()))
-        shifts = [a for a in arms if a.startswith("shift")]
-        pairs = [(a, RANDOM) for a in arms if a != RANDOM]
-        pairs += [("rotate", UNCHANGED), ("scatter", "rotate")]
-        pairs += [(a, s) for s in shifts for a in ("rotate", "scatter")]
-        for a, b in pairs:
+        for a, b in arm_pairs(list(arms)):
             if a in hits and b in hits:
                 found = paired_draw_difference(hits[a], hits[b], seed=seed)
                 out.append(
@@ -83,18 +146,33 @@ def curve_differences(
     return out
 
 
+def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
+    """The (a, b) pairs of the arms of one size (rule names): each arm against ``random``, then
+    against what the arm table compares it with (``"shift"``: every shift among `arms`).
+
+    >>> arm_pairs(["shift+1", "rotate", "random"])
+    [('shift+1', 'random'), ('rotate', 'random'), ('rotate', 'unchanged'), ('rotate', 'shift+1')]
+    """
+    kinds = {a: arm_kind(a) for a in arms}
+    shifts = [a for a in arms if kinds[a].offsets]
+    pairs = [(a, RANDOM) for a in arms if not kinds[a].control]
+    for a in arms:
+        for b in kinds[a].compared_with:
+            pairs += [(a, s) for s in shifts] if b == "shift" else [(a, b)]
+    return pairs
+
+
 def cell_numbers(rows: Any, differences: Any, *, readout: str = "kept") -> list[CellNumbers]:
-    """The rule's numbers (`curve_rule.CellNumbers`) of each (task, layer, seed) cell, from
+    """The rule's numbers (`CellNumbers`) of each (task, layer, seed) cell, from
     the intervention table's arm rows (`rows`) and the `CURVE_DIFFERENCES` table
     (`differences`), both DataFrames or lists of records, in the read-out variant `readout`:
-    ready for `curve_rule.hypothesis_outcomes`.
+    ready for `adjpos.study.rules.hypothesis_outcomes`.
 
-    A size's ``checks`` are the arms' ``check_passed`` (an arm with several rows at one size
-    passes when every row does); its ``offsets`` each shift's ``error_offset_share_{j}`` with
-    its interval, for j in -2..2.
+    A size's ``checks`` are the arms' check numbers (``size_error``, ``check_value``); its
+    ``offsets`` each shift's ``error_offset_share_{j}`` with its interval, for j in -2..2.
 
     Raises:
-        ValueError: a task with no error offsets (`curve_checks.TASK_OFFSETS`).
+        ValueError: a task with no error offsets (`offsets.TASK_OFFSETS`).
     """
     rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
     diffs = [d for d in _records(differences) if d["readout"] == readout]
@@ -103,9 +181,8 @@ def cell_numbers(rows: Any, differences: Any, *, readout: str = "kept") -> list[
         size = sizes[r["task"], int(r["layer"]), _seed(r["seed"])].setdefault(
             int(r["dose"]), {"size": float(r["size_target"]), "checks": {}, "offsets": {}}
         )
-        passed = _present(r["check_passed"]) and bool(r["check_passed"])
-        size["checks"][r["arm"]] = size["checks"].get(r["arm"], True) and passed
-        if r["arm"].startswith("shift"):
+        size["checks"][r["arm"]] = _check_numbers(r)
+        if arm_kind(r["arm"]).offsets:
             share = "error_offset_share_{}{}".format
             size["offsets"][r["arm"]] = {
                 j: Interval(*(float(r[share(j, end)]) for end in ("", "_low", "_high")))
@@ -139,7 +216,7 @@ def text_cell_numbers(
     `CURVE_DIFFERENCES` of loss (`adjpos.interventions.text_intervention_table`), in the
     read-out variant `readout`. A loss rise is the harm: each difference a - b in nats is
     negated (the interval's ends swapped), so the rule's *breaks* (upper bound below -t) is
-    a loss rise whose lower bound is above t. Each size keeps the arms' ``check_passed`` and
+    a loss rise whose lower bound is above t. Each size keeps the arms' check numbers and
     ``percentile``; there are no error offsets (`RuleCriteria` with ``offset_share=None``)."""
     rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
     diffs = [d for d in _records(differences) if d["readout"] == readout]
@@ -155,9 +232,7 @@ def text_cell_numbers(
                 for d in diffs
                 if (*(_plain(d[k]) for k in keys), int(d["dose"])) == (*key, dose)
             }
-            checks = {
-                a: _present(r["check_passed"]) and bool(r["check_passed"]) for a, r in arms.items()
-            }
+            checks = {a: _check_numbers(r) for a, r in arms.items()}
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
             }
@@ -165,6 +240,11 @@ def text_cell_numbers(
             numbers.append(SizeNumbers(size, found, checks, {}, rare))
         cells.append(CellNumbers(key, numbers))
     return cells
+
+
+def _check_numbers(row: Mapping[str, Any]) -> tuple[float, float]:
+    """(size_error, check_value) of an arm's row (NaN where missing)."""
+    return tuple(float(row[k]) if _present(row.get(k)) else math.nan for k in CHECK_NUMBERS)
 
 
 def _plain(value: Any) -> Any:

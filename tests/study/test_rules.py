@@ -3,24 +3,23 @@ known (a model that ignores the curve, one that reads its absolute directions, a
 reader that matches positions by similarity, a locality reader, noise), reaching every
 outcome of every claim; and the bootstrap over prompts and draws against a loop."""
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adjpos.interventions.curve_rule import (
-    CLAIMS,
-    OUTCOMES,
-    CellNumbers,
-    Interval,
-    RuleCriteria,
-    SizeNumbers,
-    hypothesis_outcomes,
-    paired_draw_difference,
-)
+from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
+from adjpos.stats import Interval, Outcome, paired_draw_difference
+from adjpos.study.claim import CRITERIA
+from adjpos.study.rules import CLAIMS, check_passed, hypothesis_outcomes
 
 SHIFTS = ("shift+1", "shift-1")
 NAMES = (*SHIFTS, "rotate", "scatter", "remove", "random", "unchanged")
+# A check number that passes each arm's check (the arm table's `Check`; NaN: none to pass).
+PASSING = {"shift+1": 0.9, "shift-1": 0.9, "rotate": 0.0, "scatter": 0.3}
 
 
 def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
@@ -37,7 +36,7 @@ def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
         s: {j: Interval(v, v - 0.05, v + 0.05) for j, v in ((k, follow), (-k, 0.02), (0, 0.0))}
         for s, k in zip(SHIFTS, (1, -1), strict=True)
     }
-    checks = {a: a not in failed for a in NAMES[:5]}
+    checks = {a: (1.0 if a in failed else 0.0, PASSING.get(a, math.nan)) for a in NAMES[:5]}
     return SizeNumbers(size, differences, checks, offsets)
 
 
@@ -125,7 +124,7 @@ def test_every_outcome_of_every_claim_is_reached_and_tallied():
     result = hypothesis_outcomes(cells)
     for claim in CLAIMS:
         tally = result["claims"][claim]
-        assert all(tally[o] for o in OUTCOMES), (claim, tally)
+        assert all(tally[o] for o in Outcome), (claim, tally)
         assert sorted(sum(tally.values(), [])) == sorted(c.key for c in cells)
     readings = {c.reading for c in result["cells"].values()}
     assert {"not read", "undecided", "locality", "address+absolute"} <= readings
@@ -136,10 +135,22 @@ def test_the_tolerance_is_read_from_the_interval_bound():
     em = IGNORES | {"shift+1": 0.89, "shift-1": 0.89}
     assert outcome([em] * 3, width=0.005).address == "for"
     assert outcome([em] * 3, width=0.02).address == "within"
-    strict = hypothesis_outcomes([cell([em] * 3, width=0.005)], RuleCriteria(tolerance=0.1))
+    wider = dataclasses.replace(CRITERIA, curve_tolerance=0.1)
+    strict = hypothesis_outcomes([cell([em] * 3, width=0.005)], wider)
     assert strict["cells"][("reversal", 1, 0)].address == "against"
-    with pytest.raises(ValueError, match="min_sizes"):
-        RuleCriteria(min_sizes=0)
+
+
+def test_each_arms_check_is_judged_from_its_numbers_by_the_criteria():
+    for arm, value in PASSING.items():
+        assert check_passed(arm, 0.0, value, CRITERIA)
+        assert not check_passed(arm, 0.06, value, CRITERIA)  # size 6% off its target
+        assert not check_passed(arm, 0.0, math.nan, CRITERIA)  # a check never measured
+    assert check_passed("remove", 0.05, math.nan, CRITERIA)  # the size alone
+    assert not check_passed("rotate", 0.0, 1e-5, CRITERIA)  # a distance moved
+    assert not check_passed("scatter", 0.0, 0.01, CRITERIA)  # locality barely lowered
+    assert not check_passed("shift-2", 0.0, 0.0, CRITERIA)  # the curve did not move its way
+    looser = dataclasses.replace(CRITERIA, curve_locality_drop=0.005, curve_size_tolerance=0.1)
+    assert check_passed("scatter", 0.06, 0.01, looser)  # thresholds come from the criteria
 
 
 def slow_draw_bootstrap(a, b, n_boot, seed):

@@ -1,0 +1,204 @@
+"""What an intervention is to the runner: `InterventionSpec` (one row of the intervention
+table, `specs.SPECS`), what its factory builds from (`Fitted`), a dosed spec's size (`Dose`),
+and one unit of a run (`Unit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from torch import Tensor
+
+from adjpos.interventions.curve.arms import DEFAULT_OFFSETS
+from adjpos.interventions.hooks import SITES
+from adjpos.types import PromptStates
+from adjpos.validation import UsageError, is_int
+
+# The read-out positions (the last prompt position and every answer position): changed like
+# the others, or kept (left untouched, so only the states the answer is computed from change).
+READOUTS = ("kept", "changed")
+DEFAULT_READOUTS = ("kept",)  # the variant the study's verdicts use
+ROLES = ("baseline", "tested", "control")
+FITTED_ON = (None, "states", "prompts")
+# The study's stages a spec can run in: the carriers' causal tests, the position curve's arms on
+# the tasks, and the arms on text.
+STAGES = ("causal", "arms", "text")
+DEFAULT_RANK = 8
+DEFAULT_DOSES = DEFAULT_OFFSETS  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
+DEFAULT_SHIFTS = (-2, -1, 1, 2)  # the offsets of the position curve's shift
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """What the factories build from at one layer.
+
+    Args:
+        d_model: width of the states.
+        seed: the run's seed (permutations, random draws).
+        rank: rank of the position subspace and of its random control.
+        states, positions: [n, d_model] held-out states at the layer and [n] their positions
+            (for the specs fitted on ``"states"``).
+        prompts: prompt states by prompt length (for the specs fitted on ``"prompts"``, see
+            `adjpos.interventions.fit_prompt_states`).
+        counts: {prompt length: measured prompts} (for the dosed specs: the lengths they
+            change, and the weights their sizes are matched with).
+        sizes_on: prompt states by length whose change sizes the dosed specs match (None:
+            `prompts`; on text the measured windows').
+    """
+
+    d_model: int
+    seed: int = 0
+    rank: int = DEFAULT_RANK
+    states: Tensor | None = None
+    positions: Tensor | None = None
+    prompts: PromptStates | None = None
+    counts: Mapping[int, int] | None = None
+    sizes_on: PromptStates | None = None
+
+
+@dataclass(frozen=True)
+class Dose:
+    """One unit of a dosed spec: its size (the magnitude m whose full shift's size it takes)
+    and, for a shift, its offset."""
+
+    size: int
+    offset: int | None = None
+
+    @property
+    def key(self) -> str:
+        """Its part of a unit's name in a run folder."""
+        return f"size{self.size}" + ("" if self.offset is None else f"-offset{self.offset:+d}")
+
+
+def check_doses(doses: Sequence[int]) -> tuple[int, ...]:
+    """`doses` as a tuple, checked: distinct ints >= 1.
+
+    Raises:
+        ValueError: none, repeated, or not ints >= 1.
+    """
+    doses = tuple(doses) if isinstance(doses, (list, tuple)) else (doses,)
+    if not doses or len(set(doses)) < len(doses) or not all(is_int(m) and m >= 1 for m in doses):
+        raise UsageError(f"doses must be distinct ints >= 1 (shift magnitudes), got {doses!r}")
+    return doses
+
+
+@dataclass(frozen=True)
+class InterventionSpec:
+    """One intervention: its name and everything the runner, the figures and the report need.
+
+    Args:
+        name: the name in tables and on the command line.
+        label: a few words for the report.
+        factory: ``factory(fitted, draw=d, matched=m, **params)`` -> the intervention (any
+            object with ``.site`` and a call, see `intervene`) for draw d, from a `Fitted`.
+        role: "tested" (judged against its control), "control" or "baseline".
+        control: the spec it is compared with, paired prompt by prompt ("none": the baseline).
+        drawn: a random control, measured as a distribution over several draws.
+        readouts: the read-out variants it runs in (from `READOUTS`).
+        fitted_on: what it is fitted on: None, "states" (held-out states and positions) or
+            "prompts" (prompt states by length).
+        matched_to: the spec whose built intervention it is matched to (passed as
+            ``matched``; built fresh by `build` when not given).
+        params: keyword settings passed to the factory (one factory serves a family).
+        site: where it acts ("resid_pre" or "pattern"; a pattern needs a HookedTransformer).
+        dosed: measured at each of the run's doses (see the module doc); its factory is also
+            passed ``dose`` (a `Dose`) and ``readout``.
+        claim: what a tested spec tests, the study's name for it ("norms", "subspace",
+            "linear", "curve"; None: no claim of the study).
+        stages: the study's stages that run it (from `STAGES`; none: `adjpos intervene` only).
+
+    Raises:
+        ValueError: a role, read-out variant, fitting or site that is not allowed, or a
+            dosed spec's offsets that are not nonzero ints.
+    """
+
+    name: str
+    label: str
+    factory: Callable[..., Any] = field(repr=False)
+    role: str = "control"
+    control: str = "none"
+    drawn: bool = False
+    readouts: tuple[str, ...] = READOUTS
+    fitted_on: str | None = None
+    matched_to: InterventionSpec | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    site: str = "resid_pre"
+    dosed: bool = False
+    claim: str | None = None
+    stages: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for what, value, allowed in (
+            ("role", self.role, ROLES),
+            ("fitted_on", self.fitted_on, FITTED_ON),
+            ("site", self.site, SITES),
+        ):
+            if value not in allowed:
+                raise UsageError(f"{self.name}: {what}={value!r}; choose from {list(allowed)}")
+        if set(self.stages) - set(STAGES):
+            raise UsageError(f"{self.name}: stages {self.stages}; choose from {STAGES}")
+        if not self.readouts or set(self.readouts) - set(READOUTS):
+            raise UsageError(f"{self.name}: readouts {self.readouts}; choose from {READOUTS}")
+        offsets = self.params.get("offsets", [1])
+        if not isinstance(offsets, (list, tuple)) or not offsets:
+            offsets = [offsets]
+        if not all(is_int(k) and k != 0 for k in offsets):
+            raise UsageError(f"{self.name}: offsets must be nonzero ints, got {offsets!r}")
+
+    def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
+        """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
+        magnitude); [None] for a spec that is not dosed."""
+        if not self.dosed:
+            return [None]
+        if "offsets" not in self.params:
+            return [Dose(m) for m in sizes]
+        return [Dose(m, k) for m in sizes for k in self.params["offsets"] if abs(k) == m]
+
+    def build(
+        self,
+        fitted: Fitted,
+        *,
+        draw: int = 0,
+        matched: Any = None,
+        dose: Dose | None = None,
+        readout: str = "kept",
+    ) -> Any:
+        """The intervention for draw `draw`, fitted or matched as the spec says (a dosed
+        spec: at `dose`, for the read-out variant `readout`).
+
+        Raises:
+            ValueError: a fitted spec without what it is fitted on, or a dosed one without
+                its dose.
+        """
+        if self.fitted_on == "states" and (fitted.states is None or fitted.positions is None):
+            raise UsageError(f"{self.name} is fitted: pass the states and positions to fit it on")
+        if self.fitted_on == "prompts" and fitted.prompts is None:
+            raise UsageError(f"{self.name} is fitted: pass the prompt states (fit_prompt_states)")
+        if self.matched_to is not None and matched is None:
+            matched = self.matched_to.build(fitted)
+        if self.dosed:
+            if dose is None or fitted.counts is None:
+                raise UsageError(f"{self.name} is dosed: pass its dose and the measured lengths")
+            return self.factory(
+                fitted, draw=draw, matched=matched, dose=dose, readout=readout, **self.params
+            )
+        return self.factory(fitted, draw=draw, matched=matched, **self.params)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One measurement: `spec` at `layer` in the read-out variant `readout` (a dosed spec: at
+    `dose`)."""
+
+    layer: int
+    readout: str
+    spec: InterventionSpec
+    dose: Dose | None = None
+
+    @property
+    def key(self) -> str:
+        """The unit's name in a run folder."""
+        name = f"layer{self.layer}-{self.readout}-{self.spec.name}"
+        return name if self.dose is None else f"{name}-{self.dose.key}"

@@ -1,0 +1,270 @@
+"""The rule that reads the position-curve arms (`adjpos.interventions.curve`), written before
+the numbers, shared by the hypothesis claim (on the tasks) and the text claim (on text).
+
+Per cell (task x layer x seed) and per size of the dose, each comparison is a paired
+per-prompt difference in exact match, a - b, with a 95% interval (`paired_draw_difference`:
+bootstrap over prompts and control draws together, `adjpos.stats`). The interval's bound,
+never the point,
+is set against the tolerance t (`Criteria.curve_tolerance`, 0.05; on text `Criteria.text_gap`):
+
+- a *breaks* beyond b: high < -t;  a *holds* against b: low > -t (it cannot be t worse);
+- a is *as bad as* b: high < t (a is not t better than b).
+
+The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``; ``random``
+is the size-matched random control, ``unchanged`` the unchanged model. An arm whose manipulation
+check failed (`check_passed`) is left out of every comparison and listed in
+``not_counted``. At one size:
+
+- **address**, per shift by k: *for* when it breaks beyond ``random`` and its wrong answers
+  follow it (the share of wrong characters at offset direction * k, `TASK_OFFSETS`, has its
+  lower bound above `Criteria.offset_share`); *against* when it holds against
+  ``random``, or breaks but the share's upper bound is below `offset_share` (it breaks the
+  task some other way). The size is *for* (*against*) when every counted shift is.
+- **relational** (positions matched by similarity): needs every counted shift to break
+  beyond ``random``. *for* when ``rotate`` holds against ``unchanged`` (the task kept within t);
+  *against* ("absolute") when ``rotate`` is as bad as every shift.
+- **locality**: *for* when ``scatter`` breaks beyond every shift and beyond ``rotate``;
+  *against* when it holds against ``rotate`` or against some shift.
+
+On text (`CurveRule.of` with ``on_text``) the harm is a loss rise, t is `Criteria.text_gap`
+nats and one size is enough for locality; nothing is decoded, so there are no error offsets
+and a shift that breaks beyond ``random`` is *for* address by itself (its manipulation check,
+the curve moved by k, already passed); and an arm breaks beyond ``random`` only when fewer than
+`Criteria.percentile` % of the random draws harm more (its row's ``percentile``,
+`SizeNumbers.percentiles`).
+
+An arm's manipulation check (`check_passed`): its size within `Criteria.curve_size_tolerance`
+of the target (``size_error``, every draw, on the fitting prompts and while decoding) and its
+arm's check (`adjpos.interventions.curve.arms.Check`: ``check_value`` against the named
+threshold of `Criteria`; the shift's curve moved its way, the rotation's distances kept within
+`Criteria.curve_distance_kept`, the scatter's locality dropped by `Criteria.curve_locality_drop`).
+
+Otherwise a size is *within* (undecided). Over the sizes, address and relational are *for*
+(*against*) when some size is and none is the other way; locality is *for* at
+`Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than
+that many sizes are left that are not against (a cell measured at fewer sizes than that, none
+against, stays *within*: too few sizes to decide is not evidence against). The cell's
+reading: "not read" when every counted arm at every size holds against ``random``; else the
+claims found (address, relational or absolute, locality), or "undecided".
+
+So a model that ignores the curve comes out address *against* (no shift breaks), relational
+*within* (there is no broken shift to set rotation against), locality *against*, "not
+read"; a model that reads the curve's absolute directions (rotation breaks it as a shift
+does) relational *against*, read "absolute".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, no_type_check
+
+from adjpos.interventions.curve.arms import arm_kind
+from adjpos.interventions.curve.numbers import RANDOM, UNCHANGED, CellNumbers, SizeNumbers
+from adjpos.stats import Interval, Outcome
+from adjpos.study.claim import CRITERIA, Criteria
+from adjpos.validation import UsageError
+
+CLAIMS = ("address", "relational", "locality")
+
+
+@dataclass(frozen=True)
+class CurveRule:
+    """The rule's thresholds where it runs, all read from one `Criteria` (`of`): the tolerance
+    t, the error-offset share (None: nothing decoded), the sizes locality needs and the draws'
+    percentile (None: not read)."""
+
+    criteria: Criteria
+    tolerance: float
+    offset_share: float | None
+    min_sizes: int
+    percentile: float | None
+
+    @classmethod
+    def of(cls, criteria: Criteria, *, on_text: bool = False) -> CurveRule:
+        """On a task: `curve_tolerance`, `offset_share`, `min_sizes`, no percentile; on text:
+        `text_gap` nats, no offsets, one size, `percentile`."""
+        if on_text:
+            return cls(criteria, criteria.text_gap, None, 1, criteria.percentile)
+        c = criteria
+        return cls(c, c.curve_tolerance, c.offset_share, c.min_sizes, None)
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """The rule's answer for one cell: each claim's outcome over the sizes, each size's, the
+    reading, and the (size, arm) pairs left out for a failed check."""
+
+    address: Outcome
+    relational: Outcome
+    locality: Outcome
+    reading: str
+    per_size: tuple[dict[str, Any], ...]
+    not_counted: tuple[tuple[float, str], ...]
+
+
+def hypothesis_outcomes(
+    cells: Sequence[CellNumbers], criteria: Criteria = CRITERIA, *, on_text: bool = False
+) -> dict[str, Any]:
+    """Apply the rule to every cell.
+
+    Returns:
+        ``{"cells": {key: CellOutcome}, "claims": {claim: {Outcome: [keys]}}}``.
+    """
+    out = {cell.key: cell_outcome(cell, criteria, on_text=on_text) for cell in cells}
+    claims = {
+        claim: {o: [k for k, c in out.items() if getattr(c, claim) == o] for o in Outcome}
+        for claim in CLAIMS
+    }
+    return {"cells": out, "claims": claims}
+
+
+def cell_outcome(
+    cell: CellNumbers, criteria: Criteria = CRITERIA, *, on_text: bool = False
+) -> CellOutcome:
+    """The rule (module doc) on one cell, on a task or (`on_text`) on text."""
+    if cell.direction not in (1, -1) or not cell.sizes:
+        raise UsageError("a cell needs direction +1 or -1 and at least one size")
+    rule = CurveRule.of(criteria, on_text=on_text)
+    per_size = [_size_outcome(s, cell.direction, rule) for s in cell.sizes]
+    locality = [s["locality"] for s in per_size]
+    min_sizes = rule.min_sizes
+    n_for, n_against = locality.count(Outcome.FOR), locality.count(Outcome.AGAINST)
+    outcome = {
+        "address": _combine([s["address"] for s in per_size]),
+        "relational": _combine([s["relational"] for s in per_size]),
+        "locality": Outcome.FOR
+        if n_for >= min_sizes
+        else Outcome.AGAINST
+        if n_against and len(locality) - n_against < min_sizes
+        else Outcome.WITHIN,
+    }
+    found = ["address"] if outcome["address"] == Outcome.FOR else []
+    relational = {Outcome.FOR: ["relational"], Outcome.AGAINST: ["absolute"]}
+    found += relational.get(outcome["relational"], [])
+    found += ["locality"] if outcome["locality"] == Outcome.FOR else []
+    if all(s["not_read"] == "yes" for s in per_size):
+        reading = "not read"
+    else:
+        reading = "+".join(found) or "undecided"
+    skipped = tuple(
+        (s.size, arm)
+        for s in cell.sizes
+        for arm in _arms(s, rule, counted=False)
+        if not _ok(s, arm, rule)
+    )
+    return CellOutcome(**outcome, reading=reading, per_size=tuple(per_size), not_counted=skipped)
+
+
+def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> dict:
+    t = criteria.tolerance
+    diff = numbers.differences
+    counted = _arms(numbers, criteria)
+    shifts = [a for a in counted if arm_kind(a).offsets]
+
+    @no_type_check  # made at every call: kept out of the tests' type checker
+    def get(a: str, b: str) -> Interval | None:
+        return diff.get((a, b))
+
+    rare = numbers.percentiles.get
+    breaks = {
+        a: _breaks(get(a, "random"), t)
+        and (criteria.percentile is None or rare(a, math.inf) < criteria.percentile)
+        for a in counted
+    }
+    holds = {a: _holds(get(a, "random"), t) for a in counted}
+    address = []
+    for name in shifts:
+        k = int(name[len("shift") :])
+        share = numbers.offsets.get(name, {}).get(direction * k)
+        if criteria.offset_share is None:  # nothing decoded: the shift's breaking is enough
+            follows, strays = True, False
+        else:
+            follows = share is not None and share.low > criteria.offset_share
+            strays = share is not None and share.high < criteria.offset_share
+        address.append(
+            Outcome.FOR
+            if breaks[name] and follows
+            else Outcome.AGAINST
+            if holds[name] or (breaks[name] and strays)
+            else Outcome.WITHIN
+        )
+    all_break = bool(shifts) and all(breaks[s] for s in shifts)
+    relational = Outcome.WITHIN
+    if all_break and _ok(numbers, "rotate", criteria):
+        if _holds(get("rotate", "unchanged"), t):
+            relational = Outcome.FOR
+        elif all(_as_bad(get("rotate", s), t) for s in shifts):
+            relational = Outcome.AGAINST
+    locality = Outcome.WITHIN
+    if shifts and _ok(numbers, "scatter", criteria) and _ok(numbers, "rotate", criteria):
+        versus = [get("scatter", s) for s in shifts] + [get("scatter", "rotate")]
+        if all(_breaks(d, t) for d in versus):
+            locality = Outcome.FOR
+        elif any(_holds(d, t) for d in versus):
+            locality = Outcome.AGAINST
+    return {
+        "size": numbers.size,
+        "address": _combine(address, strict=True),
+        "relational": relational,
+        "locality": locality,
+        "not_read": "yes" if counted and all(holds[a] for a in counted) else "no",
+    }
+
+
+def _arms(numbers: SizeNumbers, rule: CurveRule, *, counted: bool = True) -> list[str]:
+    """The tested arms of a size (those in a difference against ``random``, the random control
+    itself left out), the counted ones by default."""
+    names = sorted({a for a, b in numbers.differences if b == RANDOM} | set(numbers.checks))
+    names = [a for a in names if a not in (RANDOM, UNCHANGED) and not arm_kind(a).control]
+    return [a for a in names if _ok(numbers, a, rule)] if counted else names
+
+
+def _ok(numbers: SizeNumbers, arm: str, rule: CurveRule) -> bool:
+    found = numbers.checks.get(arm)
+    return found is not None and check_passed(arm, *found, rule.criteria)
+
+
+def check_passed(arm: str, size_error: float, check_value: float, criteria: Criteria) -> bool:
+    """Whether an arm (named as in the rule: ``shift+1``, ``rotate``) did what its name says:
+    its ``size_error`` at most `Criteria.curve_size_tolerance`, and its check number
+    (``check_value``, its row of the arm table's `Check`) on the right side of its threshold
+    (the named `Criteria` field; 0 where none is named). NaN fails.
+
+    >>> check_passed("rotate", 0.01, 1e-9, CRITERIA), check_passed("rotate", 0.01, 0.2, CRITERIA)
+    (True, False)
+    """
+    if not size_error <= criteria.curve_size_tolerance:
+        return False
+    check = arm_kind(arm).check
+    if check is None:
+        return True
+    threshold = 0.0 if check.criterion is None else getattr(criteria, check.criterion)
+    passes = {"<=": check_value <= threshold, ">=": check_value >= threshold}
+    return bool(passes.get(check.relation, check_value > threshold))
+
+
+def _breaks(d: Interval | None, t: float) -> bool:
+    return d is not None and d.high < -t
+
+
+def _holds(d: Interval | None, t: float) -> bool:
+    return d is not None and d.low > -t
+
+
+def _as_bad(d: Interval | None, t: float) -> bool:
+    return d is not None and d.high < t
+
+
+def _combine(outcomes: list[Outcome], *, strict: bool = False) -> Outcome:
+    """strict: for (against) when every outcome is; else when some is and none is the other
+    way. Within for none."""
+    if not outcomes:
+        return Outcome.WITHIN
+    for side, other in ((Outcome.FOR, Outcome.AGAINST), (Outcome.AGAINST, Outcome.FOR)):
+        if all(o == side for o in outcomes):
+            return side
+        if not strict and side in outcomes and other not in outcomes:
+            return side
+    return Outcome.WITHIN
