@@ -26,6 +26,7 @@ from adjpos.interventions import SPECS
 from adjpos.study.claim import Criteria
 from adjpos.study.claims.causal import finding
 from adjpos.study.format import table as markdown_table
+from adjpos.study.rules import check_passed
 
 
 def run_criteria(run: Path) -> Criteria:
@@ -85,6 +86,10 @@ def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:
     return wide[[n for n in NORMS if n in wide.columns]].reset_index()
 
 
+def _nan(value: object) -> float:
+    return float("nan") if pd.isna(value) else float(value)
+
+
 def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
     """Task -> the position curve's arms at its counted layers, read-out kept (see the module
     doc), from the run's ``results/curve_arms.csv``; {} when the run has no arms."""
@@ -92,7 +97,8 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
     if not path.is_file():
         return {}
     rows = pd.read_csv(path)
-    rows = rows[(rows["layer"] >= run_criteria(run).first_layer) & (rows["readout"] == "kept")]
+    criteria = run_criteria(run)
+    rows = rows[(rows["layer"] >= criteria.first_layer) & (rows["readout"] == "kept")]
     rows = rows.assign(arm=rows["arm"].fillna("unchanged"), dose=rows["dose"].fillna(0))
     shares = [f"error_offset_share_{j}" for j in (-2, -1, 0, 1, 2)]
     tables = {}
@@ -106,7 +112,11 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
             row["- random, by seed"] = " / ".join(
                 "-" if pd.isna(d) else f"{d:+.2f}" for d in cell["difference"]
             )
-            passed = f"{int(cell['check_passed'].sum())} of {len(cell)}"
+            judged = [
+                check_passed(arm, *(_nan(r[k]) for k in ("size_error", "check_value")), criteria)
+                for r in cell.to_dict("records")
+            ]
+            passed = f"{sum(judged)} of {len(cell)}"
             row["check passed"] = "-" if arm == "unchanged" else passed
             for column in shares:
                 value = cell[column].mean() if arm.startswith("shift") else float("nan")

@@ -250,9 +250,7 @@ def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatt
     for k in range(2, 9):
         dist = [float((points[k] - points[i]).norm()) for i in range(k)]
         pairs = [(i, j) for j in range(k) for i in range(j)]
-        ordered = sum(
-            1.0 if dist[i] > dist[j] else 0.0 for i, j in pairs
-        )
+        ordered = sum(1.0 if dist[i] > dist[j] else 0.0 for i, j in pairs)
         rows.append(ordered / len(pairs))
     assert curve_adjacency(scattered, changed) == pytest.approx(sum(rows) / len(rows))
 

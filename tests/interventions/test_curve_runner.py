@@ -27,9 +27,9 @@ from adjpos.interventions.curve.checks import ARM_TABLE
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.interventions.curve.offsets import OFFSETS
 from adjpos.interventions.specs import plan_units
+from adjpos.runs import RunFolder
 from adjpos.stats import Interval, paired_draw_difference
 from adjpos.study.rules import hypothesis_outcomes
-from adjpos.runs import RunFolder
 from adjpos.training.decode import predict_cached
 from factories import random_prompts
 

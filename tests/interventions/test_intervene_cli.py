@@ -102,7 +102,7 @@ def test_the_position_curve_arms_write_their_differences_and_the_rule(tmp_path, 
     assert main([*args, "--control-draws", "2", "--doses", "1"]) == 0
     table = INTERVENTION_TABLE.read(out / "interventions.csv")
     assert table["arm"].tolist() == ["shift-1", "shift+1", "rotate", "random"]
-    assert table["check_passed"].notna().all()
+    assert table["size_error"].notna().all()
     differences = CURVE_DIFFERENCES.read(out / "curve_differences.csv")
     pairs = set(zip(differences["a"], differences["b"], strict=True))
     assert {("shift+1", "random"), ("rotate", "unchanged"), ("rotate", "shift-1")} <= pairs

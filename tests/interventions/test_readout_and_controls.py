@@ -17,8 +17,8 @@ from adjpos.interventions import (
     UniformAttention,
     intervene,
 )
-from adjpos.metrics.norms import relative_change
 from adjpos.interventions.subspaces import tilted_subspace, variance_share
+from adjpos.metrics.norms import relative_change
 from adjpos.seeds import derived_generator
 from factories import tiny_config
 

@@ -9,8 +9,9 @@ import torch
 
 from adjpos import build_model
 from adjpos.interventions import text_cell_numbers, text_intervention_table
-from adjpos.interventions.curve_rule import cell_outcome
-from adjpos.text_layers import arms_read, arms_readings, text_rule
+from adjpos.study.claim import CRITERIA
+from adjpos.study.claims.text import arms_read, arms_readings
+from adjpos.study.rules import cell_outcome
 from factories import tiny_config
 
 ARMS = ["position_shift", "position_rotate", "position_scatter", "position_random"]
@@ -38,7 +39,8 @@ def test_each_arm_gives_a_row_with_its_checks_beside_the_random_curve(arms):
     table, differences = arms
     rows = table[table["arm"].notna()].set_index("arm")
     assert set(rows.index) == {"shift-1", "shift+1", "rotate", "scatter", "random"}
-    assert rows[CHECKS].notna().all().all() and rows["check_passed"].notna().all()
+    assert rows[CHECKS].notna().all().all()
+    assert rows["size_error"].notna().all()
     assert rows.loc["rotate", "distance_change"] < 1e-9  # a rotation keeps every distance
     tested = rows.drop(index="random")
     assert (tested["loss_difference_low"] <= tested["loss_difference"]).all()
@@ -80,17 +82,24 @@ def test_a_continuation_that_cannot_read_the_context_is_not_read():
     )
     assert table["loss_difference"].dropna().abs().max() < 1e-12
     (cell,) = text_cell_numbers(table, differences)
-    found = cell_outcome(cell, text_rule(0.02, 5.0))
+    found = cell_outcome(cell, CRITERIA, on_text=True)
     assert (found.address, found.reading) == ("against", "not read")
 
 
-def _rows(loss, *, passed=(), percentile=0.0, width=0.01):
+# A check number that passes each arm's check (its row of the arm table), as measured.
+PASSING = {"shift-1": 1.0, "shift+1": 1.0, "rotate": 0.0, "scatter": 0.3}
+
+
+def _rows(loss, *, passed=None, percentile=0.0, width=0.01):
     """Hand-built text rows and differences of one cell from each arm's mean loss: every
-    difference a - b +- width, every check passed but `passed` says otherwise."""
+    difference a - b +- width, every check passed but where `passed` says otherwise (there
+    the size is off its target)."""
+    passed = passed or {}
     names = ["shift-1", "shift+1", "rotate", "scatter", "random"]
     rows = [
         {"model": "m", "layer": 3, "readout": "kept", "dose": 1, "arm": a, "size_target": 0.2}
-        | {"check_passed": passed.get(a, True) if passed else True, "percentile": percentile}
+        | {"size_error": 0.0 if passed.get(a, True) else 1.0, "check_value": PASSING.get(a)}
+        | {"percentile": percentile}
         for a in names
     ]
     pairs = [(a, "random") for a in names[:4]] + [("rotate", "unchanged"), ("scatter", "rotate")]
@@ -106,7 +115,7 @@ def _rows(loss, *, passed=(), percentile=0.0, width=0.01):
 
 def _read(loss, **options):
     (cell,) = text_cell_numbers(*_rows(loss, **options))
-    return cell_outcome(cell, text_rule(0.02, 5.0)), [cell.to_plain()]
+    return cell_outcome(cell, CRITERIA, on_text=True), [cell.to_plain()]
 
 
 IGNORES = dict.fromkeys(["shift-1", "shift+1", "rotate", "scatter", "random", "unchanged"], 3.0)
@@ -116,11 +125,11 @@ ADDRESS = IGNORES | {"shift-1": 3.4, "shift+1": 3.3, "scatter": 3.5, "rotate": 3
 def test_the_rule_on_text_reads_a_loss_rise_as_the_harm():
     found, plain = _read(IGNORES)
     assert (found.address, found.reading) == ("against", "not read")
-    assert str(arms_read(plain, 0.02, 5.0)) == "against"
+    assert str(arms_read(plain, CRITERIA)) == "against"
     found, plain = _read(ADDRESS)
     assert (found.address, found.relational, found.locality) == ("for", "for", "for")
-    assert arms_readings(plain, 0.02, 5.0) == ["address+relational+locality"]
-    assert str(arms_read(plain * 2, 0.02, 5.0)) == "for"  # two seeds, both for
+    assert arms_readings(plain, CRITERIA) == ["address+relational+locality"]
+    assert str(arms_read(plain * 2, CRITERIA)) == "for"  # two seeds, both for
     # a rise inside the threshold is neither: its lower bound is not above 0.02 nats
     found, _ = _read(IGNORES | {"shift-1": 3.025, "shift+1": 3.025})
     assert found.address == "within"
@@ -134,6 +143,6 @@ def test_the_draws_percentile_and_the_checks_gate_the_rule():
         "shift-1",
         "shift+1",
     }
-    assert arms_read(plain, 0.02, 5.0) is None  # no shift counted: the cell is not counted
+    assert arms_read(plain, CRITERIA) is None  # no shift counted: the cell is not counted
     found, _ = _read(ADDRESS, passed={"shift+1": False})
     assert found.address == "for" and found.not_counted == ((0.2, "shift+1"),)

@@ -93,9 +93,10 @@ def test_the_arms_table_is_the_seeds_means_differences_checks_and_shares(tmp_pat
     for seed, (exact, difference, passed) in enumerate([(0.2, -0.5, True), (0.4, -0.3, False)]):
         arm = {"intervention": "position_shift", "arm": "shift+1", "dose": 1.0, "seed": seed}
         rows.append(base | arm | shares | {"exact_match": exact, "difference": difference}
-                    | {"check_passed": passed})  # fmt: skip
+                    | {"size_error": 0.0, "check_value": 1.0 if passed else 0.0})  # fmt: skip
         rows.append(base | arm | {"arm": "rotate", "intervention": "position_rotate"} | shares
-                    | {"exact_match": 0.9, "difference": 0.0, "check_passed": True})  # fmt: skip
+                    | {"exact_match": 0.9, "difference": 0.0, "size_error": 0.0}
+                    | {"check_value": 0.0})  # fmt: skip
     rows.append(rows[-1] | {"layer": 0, "arm": "scatter"})
     rows.append(rows[-2] | {"readout": "changed", "arm": "remove"})
     (tmp_path / "results").mkdir()

@@ -106,17 +106,21 @@ def _probing(outcomes):
 
 
 def _causal(outcomes):
+    from adjpos.interventions import SPECS
     from adjpos.study.claims.causal import CLAIMS
+
+    # the first intervention of the table that tests each claim
+    tested = {c: next(n for n, s in SPECS.items() if s.claim == c) for c in CLAIMS}
 
     em = {FOR: 0.1, AGAINST: 0.97, WITHIN: 0.5}
     difference = {FOR: (-0.8, -0.85, -0.75), AGAINST: (0.0, -0.05, 0.05), WITHIN: (-0.1, -0.3, 0.1)}
     rows = [
-        {"task": f"t{i}", "seed": seed, "layer": 1, "intervention": names[0], "readout": "kept"}
+        {"task": f"t{i}", "seed": seed, "layer": 1, "intervention": name, "readout": "kept"}
         | {"control": "a control", "exact_match": em[o], "low": em[o] - 0.05, "high": em[o] + 0.05}
         | {"baseline_low": 0.96, "baseline_high": 1.0, "perturbation": 0.5}
         | {"control_perturbation": 0.5}
         | dict(zip(("difference", "difference_low", "difference_high"), difference[o], strict=True))
-        for names in CLAIMS
+        for name in tested.values()
         for i, o in enumerate(outcomes)
         for seed in SEEDS
     ]
@@ -146,7 +150,11 @@ def _curve_cell(task, seed, em, *, width=0.02, follow=0.9, layer=1, readout="kep
         s: [[k, follow, follow - 0.05, follow + 0.05], [-k, 0.02, 0.0, 0.05], [0, None, None, None]]
         for s, k in (("shift+1", 1), ("shift-1", -1))
     }
-    size = {"differences": d, "checks": dict.fromkeys(ARMS[:5], True), "offsets": offsets}
+    # every arm's size on target and its check number passing (the curve moved, distances
+    # kept, locality dropped; none to read for the removal)
+    passing = dict(zip(ARMS[:5], (1.0, 1.0, 0.0, 0.3, None), strict=True))
+    checks = {a: [0.0, v] for a, v in passing.items()}
+    size = {"differences": d, "checks": checks, "offsets": offsets}
     key = {"task": task, "seed": seed, "layer": layer, "readout": readout, "direction": 1}
     return key | {"sizes": [size | {"size": x} for x in (0.1, 0.2, 0.3)]}
 
@@ -202,7 +210,7 @@ def _text(outcomes):
 
 def _text_rule(difference):
     shifts = ("shift-1", "shift+1")
-    size = {"size": 0.05, "checks": dict.fromkeys(shifts, True), "offsets": {}}
+    size = {"size": 0.05, "checks": dict.fromkeys(shifts, [0.0, 1.0]), "offsets": {}}
     size |= {"differences": [[a, "random", *difference] for a in shifts]}
     return {"direction": 1, "sizes": [size | {"percentiles": dict.fromkeys(shifts, 0.0)}]}
 

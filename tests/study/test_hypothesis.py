@@ -10,9 +10,9 @@ import pandas as pd
 import adjpos.interventions
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.stats import Interval
-from adjpos.study.rules import hypothesis_outcomes
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims.hypothesis import curve_numbers, outcomes
+from adjpos.study.rules import hypothesis_outcomes
 
 KEYS = ["task", "seed", "layer", "readout"]
 

@@ -90,9 +90,12 @@ def test_a_shift_that_fails_its_check_is_reported_not_counted():
     numbers = {"seeds": [0], "nope_blocks": [3], "adjacency": [], "versus": []}
     for passed, n_for in ((True, 1), (False, 0)):
         rows = [key | {"arm": a, "size_target": 0.2, "percentile": 0.0} for a in names]
-        rows = [r | {"check_passed": passed or "shift" not in r["arm"]} for r in rows]
+        # the shifts' curve moved its way (check number 1.0) or not at all (0.0)
+        moved = {a: 1.0 if passed else 0.0 for a in names if "shift" in a}
+        checks = moved | {"rotate": 0.0, "scatter": 0.3}
+        rows = [r | {"size_error": 0.0, "check_value": checks.get(r["arm"])} for r in rows]
         (rule,) = text_cell_numbers(rows, differences, keys=("layout", "seed", "layer"))
-        arms = {a: [[v, v - 0.01, v + 0.01, 0.0, passed]] for a, v in rise.items()}
+        arms = {a: [[v, v - 0.01, v + 0.01, 0.0, 0.0, checks[a]]] for a, v in rise.items()}
         cell = {"layout": "nope", "layer": 3, "seeds": [0], "rule": [rule.to_plain()]}
         cell["arms"] = arms
         found = STAGE.verdicts(numbers | {"causal": [cell]}, CRITERIA)
