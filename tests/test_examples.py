@@ -506,8 +506,13 @@ def test_position_curve_arms(run_example):
     # every step to the prompt's positions before the read-out (the example decodes the
     # prompt once under the change, then reuses a key-value cache).
     from adjpos.interventions import fit_prompt_states, held_out_prompts, position_curves
-    from adjpos.interventions.curve.arms import CurveArm, apply_curve, changed_positions
-    from adjpos.interventions.curve.change import dose_targets, match_arm
+    from adjpos.interventions.curve.arms import CurveArm
+    from adjpos.interventions.curve.change import (
+        apply_curve,
+        changed_positions,
+        dose_targets,
+        match_arm,
+    )
 
     out, _ = run_example("position_curve_arms.py")
     model, task = adjpos.load_pretrained("reversal", 0, device="cpu")

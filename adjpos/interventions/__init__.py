@@ -71,6 +71,7 @@ from adjpos.interventions.curve.numbers import (
     text_cell_numbers,
 )
 from adjpos.interventions.curve.position import PositionMeanSwap, position_curves
+from adjpos.interventions.decoding import measure_draws, measure_intervention
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -104,13 +105,7 @@ from adjpos.interventions.specs import (
     specs_in,
 )
 from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap
-from adjpos.interventions.task import (
-    DEFAULT_PROMPTS,
-    INTERVENTION_TABLE,
-    intervention_table,
-    measure_draws,
-    measure_intervention,
-)
+from adjpos.interventions.task import DEFAULT_PROMPTS, INTERVENTION_TABLE, intervention_table
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
 __all__ = [

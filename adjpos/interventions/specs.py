@@ -7,12 +7,7 @@ know nothing of it; the runner (`runner`) and the task and text measurements sta
 `plan_units` turns names into the units of a run. Adding an intervention is one entry of `SPECS`
 and its factory; a spec's ``params`` carry its settings (``mirrored=True``, an offset, a size),
 so one factory serves a family.
-
-A *dosed* spec (the position-curve arms, `curve.change`) is measured at several sizes, the
-run's ``doses``: at dose m, the size of the full shift of the position curve by m, every arm
-matched to it. Each (size, offset) of it is a unit of its own (`Dose`): a spec with
-``offsets`` in its params runs its offsets of magnitude m at dose m, the others run once per
-dose.
+A *dosed* spec (the position-curve arms) is measured at several sizes (`spec.Dose`).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from adjpos.interventions.attention import UniformAttention
-from adjpos.interventions.curve.arms import CurveArm
+from adjpos.interventions.curve.arms import ARMS, ArmKind, CurveArm
 from adjpos.interventions.curve.change import CurveChange, build_curve_change
 from adjpos.interventions.curve.position import PositionMeanSwap
 from adjpos.interventions.hooks import NoIntervention
@@ -51,10 +46,6 @@ from adjpos.interventions.subspaces import (
 from adjpos.validation import UsageError, is_int
 
 
-def _none(fit: Fitted, **_: Any) -> NoIntervention:
-    return NoIntervention()
-
-
 def _norm_permute(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormPermute:
     return NormPermute(seed=fit.seed, mirrored=mirrored)
 
@@ -65,10 +56,6 @@ def _norm_scale_control(fit: Fitted, *, draw: int, mirrored: bool = False, **_: 
 
 def _norm_common_scale(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormCommonScale:
     return NormCommonScale(seed=fit.seed, mirrored=mirrored)
-
-
-def _norm_permute_control(fit: Fitted, **_: Any) -> NormPermuteControl:
-    return NormPermuteControl()
 
 
 def _subspace_swap(fit: Fitted, **_: Any) -> SubspaceSwap:
@@ -94,14 +81,6 @@ def _uniform_attention(fit: Fitted, *, heads: tuple[int, ...] | None = None, **_
     return UniformAttention(heads=heads)
 
 
-def _position_mean_swap(fit: Fitted, **_: Any) -> PositionMeanSwap:
-    return PositionMeanSwap.fit(fit.prompts, seed=fit.seed)
-
-
-def _position_mean_mirror(fit: Fitted, **_: Any) -> PositionMeanSwap:
-    return PositionMeanSwap.mirror(fit.prompts)
-
-
 def _curve_arm(
     fit: Fitted, *, draw: int, dose: Dose, readout: str, arm: str, **_: Any
 ) -> CurveChange:
@@ -111,10 +90,27 @@ def _curve_arm(
     )
 
 
+def _arm_spec(kind: ArmKind) -> InterventionSpec:
+    """A row of the arm table as the entry ``position_NAME``: dosed, fitted on prompt states,
+    tested against the size-matched random curve (the arm table's control row)."""
+    control = next(k.name for k in ARMS.values() if k.control)
+    tested = {"role": "tested", "control": f"position_{control}", "claim": "curve"}
+    params = {"arm": kind.name} | ({"offsets": DEFAULT_SHIFTS} if kind.offsets else {})
+    return InterventionSpec(
+        f"position_{kind.name}",
+        kind.label,
+        _curve_arm,
+        drawn=kind.drawn,
+        params=params,
+        fitted_on="prompts",
+        dosed=True,
+        stages=("arms", "text") if kind.on_text else ("arms",),
+        **({} if kind.control else tested),
+    )
+
+
 _MIRRORED = {"mirrored": True}
 _CAUSAL: dict[str, Any] = {"stages": ("causal",)}
-_DOSED: dict[str, Any] = {"fitted_on": "prompts", "dosed": True, "stages": ("arms", "text")}
-_TESTED_ARM = _DOSED | {"role": "tested", "control": "position_random", "claim": "curve"}
 _SUBSPACE_SWAP = InterventionSpec(
     "subspace_swap",
     "position subspace swapped",
@@ -135,21 +131,16 @@ _LEACE = InterventionSpec(
     claim="linear",
     **_CAUSAL,
 )
-# Each tested intervention is followed by its controls. The norm permutations are matched by
-# the rescaling by the very same ratios at random places (equal size, matched at the read-out
-# positions); the position subspace by random subspaces of its rank holding as much of the
-# states' variance; LEACE of position by random subspaces of its rank erased, changing the
-# states as much; the position curve's swap (neighbours scattered) by its mirror (every
-# distance between positions kept), the states changed as much. Uniform attention has no
-# matched control: it is compared with the baseline. The other controls (one common factor of
-# the same mean size, the norm of another sequence, LEACE of shuffled labels) are measured
-# beside, against the baseline. The position curve's arms are dosed: each is measured at
-# several sizes, matched in change size at each (`curve.change`), against the random curve of
-# that size.
+# Each tested intervention is followed by its controls, matched as their labels say (uniform
+# attention has none: it is compared with the baseline; the other controls are measured beside,
+# against the baseline). The position curve's arms are dosed: each is measured at several
+# sizes, matched in change size at each (`curve.change`), against the random curve of its size.
 SPECS: dict[str, InterventionSpec] = {
     spec.name: spec
     for spec in (
-        InterventionSpec("none", "no change", _none, role="baseline", stages=STAGES),
+        InterventionSpec(
+            "none", "no change", lambda fit, **_: NoIntervention(), role="baseline", stages=STAGES
+        ),
         InterventionSpec(
             "norm_permute",
             "norms moved (random permutation)",
@@ -200,7 +191,7 @@ SPECS: dict[str, InterventionSpec] = {
         InterventionSpec(
             "norm_permute_control",
             "norms of the same position in another sequence",
-            _norm_permute_control,
+            lambda fit, **_: NormPermuteControl(),
             **_CAUSAL,
         ),
         _SUBSPACE_SWAP,
@@ -242,7 +233,7 @@ SPECS: dict[str, InterventionSpec] = {
         InterventionSpec(
             "position_mean_swap",
             "position curve, neighbours scattered",
-            _position_mean_swap,
+            lambda fit, **_: PositionMeanSwap.fit(fit.prompts, seed=fit.seed),
             role="tested",
             control="position_mean_mirror",
             readouts=("kept",),
@@ -251,47 +242,11 @@ SPECS: dict[str, InterventionSpec] = {
         InterventionSpec(
             "position_mean_mirror",
             "position curve mirrored",
-            _position_mean_mirror,
+            lambda fit, **_: PositionMeanSwap.mirror(fit.prompts),
             readouts=("kept",),
             fitted_on="prompts",
         ),
-        InterventionSpec(
-            "position_shift",
-            "position curve shifted by k (neighbours kept)",
-            _curve_arm,
-            params={"arm": "shift", "offsets": DEFAULT_SHIFTS},
-            **_TESTED_ARM,
-        ),
-        InterventionSpec(
-            "position_rotate",
-            "position curve rotated (every distance kept)",
-            _curve_arm,
-            params={"arm": "rotate"},
-            **_TESTED_ARM,
-        ),
-        InterventionSpec(
-            "position_scatter",
-            "position curve partly scattered (locality broken)",
-            _curve_arm,
-            drawn=True,
-            params={"arm": "scatter"},
-            **_TESTED_ARM,
-        ),
-        InterventionSpec(
-            "position_remove",
-            "position curve pulled toward its mean",
-            _curve_arm,
-            params={"arm": "remove"},
-            **_TESTED_ARM | {"stages": ("arms",)},
-        ),
-        InterventionSpec(
-            "position_random",
-            "a random curve of the same norm profile and size",
-            _curve_arm,
-            drawn=True,
-            params={"arm": "random"},
-            **_DOSED,
-        ),
+        *(_arm_spec(kind) for kind in ARMS.values()),
     )
 }
 NAMES = tuple(SPECS)

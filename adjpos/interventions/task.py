@@ -1,10 +1,9 @@
 """Causal tests on a task: what an intervention does to a model's exact match, teacher-forced
 accuracy, and what it changed and left intact, with bootstrap intervals over prompts.
 
-`measure_intervention` is one (layer, intervention) unit on held-out prompts of the model's
-task (`measure_draws`: several draws of a random control in one pass); `intervention_table`
-runs every unit through the runner (`adjpos.interventions.runner`). Prompts are grouped by
-length (prompt length and sequence length), so padding never enters the model and a
+`intervention_table` runs every unit through the runner (`adjpos.interventions.runner`), each
+measured on held-out prompts of the model's task by `adjpos.interventions.decoding`. Prompts are
+grouped by length (prompt length and sequence length), so padding never enters the model and a
 permutation of positions only moves real tokens; a prompt whose (prompt length, answer length)
 occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
 sequence of the same length to take norms from.
@@ -16,35 +15,28 @@ and a second table, the paired differences between the arms of one size that the
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, no_type_check
+from typing import Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
-from adjpos.capture import check_tokens
-from adjpos.interventions.curve.checks import ARM_TABLE, ArmMeasurement
-from adjpos.interventions.hooks import Stacked, intervene
+from adjpos.interventions.curve.columns import ARM_TABLE, ArmMeasurement
+from adjpos.interventions.decoding import measure_draws
 from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
 from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
 from adjpos.interventions.spec import (
     DEFAULT_DOSES,
     DEFAULT_RANK,
     DEFAULT_READOUTS,
-    READOUTS,
     Fitted,
     InterventionSpec,
     Unit,
 )
 from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, plan_units
-from adjpos.metrics import position_variance
-from adjpos.scoring import sequence_scores
-from adjpos.stats import bootstrap_interval, variance_ratio
+from adjpos.stats import bootstrap_interval
 from adjpos.tables import Table
-from adjpos.tasks import Task, TaskBatch
-from adjpos.validation import UsageError
+from adjpos.tasks import Task
 
 DEFAULT_PROMPTS = 200
 INTERVENTION_TABLE = Table(
@@ -223,212 +215,3 @@ def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
     out["hits"] = hits.tolist()
     out["draw_exact_match"] = [m["exact_match"] for m in measured]
     return out
-
-
-def measure_intervention(
-    model: Any,
-    task: Task,
-    intervention: Any,
-    *,
-    layer: int,
-    batch: TaskBatch,
-    seed: int = 0,
-    readout: str = "changed",
-    kv_cache: bool = True,
-) -> dict[str, Any]:
-    """One unit: the model on `batch` with `intervention` at `layer`.
-
-    The read-out positions are the last prompt position and every answer position (where the
-    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
-    change like the others (see `intervene`).
-
-    Returns a dict of the measurement columns of `INTERVENTION_TABLE`, ``hits`` (each
-    prompt's exact match, in the order of `batch`, for paired comparisons) and ``answers``
-    (each prompt's decoded answer):
-    - exact_match: greedy decoding with the hook active at every step, and its 95% interval
-      (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
-      decodes it once with a KV cache: `adjpos.training.decode.predict_cached`);
-    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
-    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
-      library's default ties) of the states the intervention writes (block `layer`'s input;
-      for an attention-pattern intervention, block `layer`'s output), whole sequences,
-      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
-    - variance_ratio_at_layer / _last: variance over the last third of the positions over
-      the first third (mean variance profile of each length, averaged over lengths);
-    - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
-      (every call of every step; read-out positions left out when kept; 0 for an attention
-      intervention, the teacher-forced change of the block's output); log_norm_change: mean
-      |log ||x'|| - log ||x|| | teacher-forced.
-
-    Raises:
-        ValueError: `readout` is not one of `READOUTS`.
-    """
-    (row,) = measure_draws(
-        model,
-        task,
-        [intervention],
-        layer=layer,
-        batch=batch,
-        seed=seed,
-        readout=readout,
-        kv_cache=kv_cache,
-    )
-    return row
-
-
-def measure_draws(
-    model: Any,
-    task: Task,
-    interventions: Sequence[Any],
-    *,
-    layer: int,
-    batch: TaskBatch,
-    seed: int = 0,
-    readout: str = "changed",
-    kv_cache: bool = True,
-) -> list[dict[str, Any]]:
-    """`measure_intervention` of each of `interventions` (e.g. the draws of a random control),
-    in one batched pass: the prompts are copied once per intervention and each copy goes
-    through its own (`Stacked`), so each row equals that intervention measured alone (up to
-    float rounding of the larger batch), with far fewer forward passes. The ``perturbation``
-    of a row is pooled over all of them (the same for every row), over the stack's decoding
-    steps: the stack decodes until every copy is answered, so a copy can be measured a few
-    steps longer than alone (checked within 2% in the tests).
-
-    ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
-    instead of decoding the kept read-out's change with a KV cache (the same answers, slower;
-    for checks and benchmarks).
-
-    Raises:
-        ValueError: `readout` is not one of `READOUTS`, or no interventions.
-    """
-    from adjpos.training.decode import predict, predict_cached
-
-    if readout not in READOUTS:
-        raise UsageError(f"readout must be one of {list(READOUTS)}, got {readout!r}")
-    if not interventions:
-        raise UsageError("measure_draws needs at least one intervention")
-    n_draws = len(interventions)
-    stacked = interventions[0] if n_draws == 1 else Stacked(tuple(interventions))
-    keep = readout == "kept"
-    starts = [len(task.encode(p)) - 1 for p in batch.prompts]
-    hits, record = np.zeros((n_draws, len(starts))), []
-    said = [[""] * len(starts) for _ in range(n_draws)]
-    # a change of the prompt alone (the read-out kept, or an intervention that says it
-    # changes the prompt positions only) is the same at every decoding step: a KV cache
-    prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
-    cached = kv_cache and prompt_only and _is_hooked(model)
-    for start in sorted(set(starts)):
-        rows = [i for i, s in enumerate(starts) if s == start]
-        prompts = [batch.prompts[i] for i in rows] * n_draws
-
-        @no_type_check  # made at every call: kept out of the tests' type checker
-        def change(start: int = start) -> Any:
-            return intervene(
-                model, stacked, layer=layer, readout_from=start, keep_readout=keep, record=record
-            )
-
-        if cached:  # the change is the prompt's alone: run it once, then a KV cache
-            answers = predict_cached(model, task, prompts, prompt_pass=change)
-        else:
-            with change():
-                answers = predict(model, task, prompts)
-        right = [batch.answers[i] for i in rows] * n_draws
-        hits[:, rows] = np.reshape(
-            [a == r for a, r in zip(answers, right, strict=True)], (n_draws, -1)
-        )
-        for d in range(n_draws):
-            for i, answer in zip(rows, answers[d * len(rows) : (d + 1) * len(rows)], strict=True):
-                said[d][i] = answer
-    n_layers = model.cfg.n_layers
-    site = f"blocks.{layer}.hook_resid_pre"
-    if stacked.site == "pattern":
-        site = f"blocks.{layer}.hook_resid_post"
-    last = f"blocks.{n_layers - 1}.hook_resid_post"
-    per_draw: list[dict[str, Any]] = [defaultdict(list) for _ in range(n_draws)]
-    lengths = batch.lengths.tolist()
-    for start, length in sorted(set(zip(starts, lengths, strict=True))):
-        rows = [
-            i for i, key in enumerate(zip(starts, lengths, strict=True)) if key == (start, length)
-        ]
-        tokens = check_tokens(model, batch.tokens[rows, :length])
-        mask = batch.loss_mask[rows, : length - 1]
-        with torch.inference_mode():
-            _, clean = model.run_with_cache(tokens, names_filter=[site])
-            with intervene(model, stacked, layer=layer, readout_from=start, keep_readout=keep):
-                logits, cache = model.run_with_cache(
-                    tokens.repeat(n_draws, 1), names_filter=[site, last]
-                )
-        before = clean[site].double().cpu()
-        chunks = zip(
-            logits.split(len(rows)),
-            cache[site].double().cpu().split(len(rows)),
-            cache[last].double().cpu().split(len(rows)),
-            per_draw,
-            strict=True,
-        )
-        for draw_logits, after, final, acc in chunks:
-            hit = (draw_logits[:, :-1].argmax(-1).cpu() == tokens[:, 1:].cpu()) & mask
-            acc["right"] += hit.sum(dim=1).tolist()
-            acc["total"] += mask.sum(dim=1).tolist()
-            full = torch.full((len(rows),), length)
-            acc["adjacency"] += sequence_scores(after, full).tolist()
-            change = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(1e-12)
-            acc["perturbation"].append(change.flatten())
-            acc["log_norm_change"].append((_log_norm(after) - _log_norm(before)).abs().flatten())
-            acc["at_layer"].append((len(rows), position_variance(after).mean(dim=0)))
-            acc["last"].append((len(rows), position_variance(final).mean(dim=0)))
-            acc["adjacency_last"].append(sequence_scores(final, full))
-    sized = sum(n for _, n in record)
-    return [
-        _unit_row(draw_hits, acc, sum(t for t, _ in record) / sized if sized else None, seed)
-        | {"answers": answers}
-        for draw_hits, acc, answers in zip(hits, per_draw, said, strict=True)
-    ]
-
-
-def _unit_row(
-    hits: np.ndarray, acc: dict[str, Any], perturbation: float | None, seed: int
-) -> dict[str, Any]:
-    """One unit's columns from its prompts' hits and its teacher-forced accumulators."""
-    em_low, em_high = bootstrap_interval(hits, seed=seed)
-    right, total = np.array(acc["right"]), np.array(acc["total"])
-    tok_low, tok_high = bootstrap_interval(right / total, total, seed=seed)
-    adj_low, adj_high = bootstrap_interval(acc["adjacency"], seed=seed)
-    if perturbation is None:
-        perturbation = float(torch.cat(acc["perturbation"]).mean())
-    return {
-        "exact_match": float(hits.mean()),
-        "exact_match_low": em_low,
-        "exact_match_high": em_high,
-        "token_accuracy": float(right.sum() / total.sum()),
-        "token_accuracy_low": tok_low,
-        "token_accuracy_high": tok_high,
-        "adjacency_at_layer": float(np.mean(acc["adjacency"])),
-        "adjacency_at_layer_low": adj_low,
-        "adjacency_at_layer_high": adj_high,
-        "adjacency_last": float(torch.cat(acc["adjacency_last"]).mean()),
-        "variance_ratio_at_layer": _mean_ratio(acc["at_layer"]),
-        "variance_ratio_last": _mean_ratio(acc["last"]),
-        "perturbation": perturbation,
-        "log_norm_change": float(torch.cat(acc["log_norm_change"]).mean()),
-        "n_prompts": len(hits),
-        "hits": hits.tolist(),
-    }
-
-
-def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:
-    """Variance ratio of each length's mean profile, averaged with the sequences as weights."""
-    weights = np.array([w for w, _ in profiles], dtype=float)
-    ratios = np.array([variance_ratio(p.numpy()) for _, p in profiles])
-    return float((weights * ratios).sum() / weights.sum())
-
-
-def _log_norm(acts: Tensor) -> Tensor:
-    return acts.norm(dim=-1).clamp_min(1e-12).log()
-
-
-def _is_hooked(model: Any) -> bool:
-    from transformer_lens import HookedTransformer
-
-    return isinstance(model, HookedTransformer)

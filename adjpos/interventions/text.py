@@ -44,7 +44,7 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals, check_tokens
-from adjpos.interventions.curve.checks import ARM_TABLE, curve_columns, fit_position_probe
+from adjpos.interventions.curve.columns import ARM_TABLE, curve_columns, fit_position_probe
 from adjpos.interventions.hooks import NoIntervention, Stacked, intervene
 from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
 from adjpos.interventions.spec import (

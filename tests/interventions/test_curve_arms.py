@@ -15,13 +15,13 @@ from adjpos.interventions.curve.arms import (
     ARMS,
     TOLERANCE,
     CurveArm,
-    apply_curve,
-    changed_positions,
     scattering_order,
     subspace_rank,
 )
 from adjpos.interventions.curve.change import (
+    apply_curve,
     change_size,
+    changed_positions,
     dose_targets,
     match_arm,
     match_parameter,

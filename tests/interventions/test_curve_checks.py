@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from adjpos.interventions.curve.arms import CurveArm, apply_curve, changed_positions
+from adjpos.interventions.curve.arms import CurveArm
+from adjpos.interventions.curve.change import apply_curve, changed_positions
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
     curve_distance_change,
@@ -20,13 +21,6 @@ from adjpos.interventions.curve.checks import (
     prompt_adjacency,
     readout_similarity_spearman,
     varying_positions,
-)
-from adjpos.interventions.curve.offsets import (
-    OFFSETS,
-    TASK_OFFSETS,
-    error_offset_counts,
-    error_offset_shares,
-    reversal_source,
 )
 from adjpos.study.claim import CRITERIA
 from adjpos.study.rules import check_passed
@@ -143,97 +137,6 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     assert not check_passed("shift-2", 0.0, -1.0, CRITERIA)
 
 
-# --- error offsets --------------------------------------------------------------------------
-
-
-def test_the_reversal_source_is_prompt_digit_n_minus_1_minus_i():
-    prompt = "rev(12345)="
-    assert [prompt[reversal_source(prompt, i)] for i in range(5)] == list("54321")
-    assert [reversal_source(prompt, i) for i in range(5)] == [8, 7, 6, 5, 4]
-    candidate = TASK_OFFSETS["reversal"].candidate
-    # answer digit 1 ("4", prompt digit 3): offset +1 is prompt digit 4 ("5"), -2 digit 1
-    assert [candidate(prompt, "54321", 1, j) for j in OFFSETS] == list("23455")[:3] + ["5", ")"]
-    with pytest.raises(ValueError, match="outside the 5 digits"):
-        reversal_source(prompt, 5)
-
-
-@pytest.mark.parametrize("name", sorted(TASK_OFFSETS))
-def test_offset_zero_is_the_right_answer_on_every_task(name):
-    task = get_task(name)
-    prompts = task.draw_prompts(60, generator=torch.Generator().manual_seed(0), split="test")
-    candidate = TASK_OFFSETS[name].candidate
-    for prompt in prompts:
-        answer = task.solve(prompt)
-        for i, char in enumerate(answer):
-            assert candidate(prompt, answer, i, 0) == char
-
-
-def test_offset_candidates_of_the_other_tasks():
-    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 0, 1) == "7"
-    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 2, 1) is None
-    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -1) == "1"
-    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -2) == "0"
-    assert TASK_OFFSETS["indexing"].candidate("wherex(1345,1)=", "0", 0, -1) is None
-    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 0, 1) == "3"
-    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 3, 1) is None
-
-
-def slow_shares(predicted, answers, prompts):
-    """Reversal only, written from the definition: wrong digit i equal to prompt digit
-    n-1-i+j (or the bracket there)."""
-    hits = {j: 0 for j in OFFSETS}
-    wrong = {j: 0 for j in OFFSETS}
-    for got, right, prompt in zip(predicted, answers, prompts, strict=True):
-        digits = prompt[4:-2]
-        n = len(digits)
-        for i in range(min(len(got), len(right))):
-            if got[i] != right[i]:
-                for j in OFFSETS:
-                    at = 4 + (n - 1 - i) + j
-                    if 0 <= at < len(prompt):
-                        wrong[j] += 1
-                        hits[j] += got[i] == prompt[at]
-    return {j: hits[j] / wrong[j] if wrong[j] else math.nan for j in OFFSETS}
-
-
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.integers(-2, 2), st.floats(0.0, 1.0))
-def test_reversal_shares_match_the_definition_and_follow_a_shifted_copy(seed, k, noise):
-    task = get_task("reversal")
-    gen = torch.Generator().manual_seed(seed)
-    prompts = task.draw_prompts(30, generator=gen, split="test")
-    answers = [task.solve(p) for p in prompts]
-    rng = np.random.default_rng(seed)
-    predicted = []
-    for prompt, answer in zip(prompts, answers, strict=True):  # the digit k off, or random
-        n = len(answer)
-        out = []
-        for i in range(n):
-            at = reversal_source(prompt, i) + k
-            off = prompt[at] if 4 <= at < 4 + n else "0"
-            out.append(off if rng.random() > noise else str(rng.integers(10)))
-        predicted.append("".join(out))
-    shares = error_offset_shares(predicted, answers, prompts, "reversal")
-    want = slow_shares(predicted, answers, prompts)
-    for j in OFFSETS:
-        got = shares[f"error_offset_share_{j}"]
-        assert (math.isnan(got) and math.isnan(want[j])) or got == pytest.approx(want[j])
-    assert shares["error_offset_share_0"] in (0.0,) or math.isnan(shares["error_offset_share_0"])
-    if k and noise < 0.3 and shares["n_wrong"] > 20:
-        others = [shares[f"error_offset_share_{j}"] for j in OFFSETS if j != k]
-        assert shares[f"error_offset_share_{k}"] > max(others)
-        assert shares[f"error_offset_share_{k}_low"] <= shares[f"error_offset_share_{k}"]
-
-
-def test_error_offset_counts_refuse_bad_input():
-    with pytest.raises(ValueError, match="no error offsets for task"):
-        error_offset_counts(["1"], ["1"], ["x"], "copying")
-    with pytest.raises(ValueError, match="one entry per prompt"):
-        error_offset_counts(["1"], ["1", "2"], ["rev(1)="], "reversal")
-    matches, counted = error_offset_counts(["12"], ["12"], ["rev(21)="], "reversal")
-    assert not matches.any() and not counted.any()
-
-
 def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatter():
     line = torch.arange(10, dtype=torch.float64)[:, None] * torch.tensor([[1.0, 2.0, 0.5]])
     line = line - line.mean(dim=0)
@@ -253,15 +156,6 @@ def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatt
         ordered = sum(1.0 if dist[i] > dist[j] else 0.0 for i, j in pairs)
         rows.append(ordered / len(pairs))
     assert curve_adjacency(scattered, changed) == pytest.approx(sum(rows) / len(rows))
-
-
-def test_wider_offsets_cover_a_longer_shift():
-    prompts = ["rev(1234567)="]
-    answers = ["7654321"]
-    predicted = ["4321"]  # each digit the prompt digit 3 before the one asked for
-    shares = error_offset_shares(predicted, answers, prompts, "reversal", offsets=range(-3, 4))
-    assert shares["error_offset_share_-3"] == 1.0
-    assert shares["error_offset_share_3"] == 0.0 and shares["n_wrong"] == 4
 
 
 def test_varying_positions_leave_out_a_format_fixed_in_place():

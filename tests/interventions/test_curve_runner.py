@@ -21,15 +21,20 @@ from adjpos.interventions import (
     intervention_table,
     text_intervention_table,
 )
-from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, apply_curve, changed_positions
-from adjpos.interventions.curve.change import build_curve_change, measured_curves
-from adjpos.interventions.curve.checks import ARM_TABLE
+from adjpos.interventions.curve.arms import TOLERANCE, CurveArm
+from adjpos.interventions.curve.change import (
+    apply_curve,
+    build_curve_change,
+    changed_positions,
+    measured_curves,
+)
+from adjpos.interventions.curve.columns import ARM_TABLE
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
-from adjpos.interventions.curve.offsets import OFFSETS
 from adjpos.interventions.specs import plan_units
 from adjpos.runs import RunFolder
 from adjpos.stats import Interval, paired_draw_difference
 from adjpos.study.rules import hypothesis_outcomes
+from adjpos.tasks.offsets import OFFSETS
 from adjpos.training.decode import predict_cached
 from factories import random_prompts
 

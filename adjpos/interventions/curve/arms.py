@@ -7,7 +7,7 @@ changed into c'[t], and every changed state takes the difference:
     h'[b, t] = h[b, t] + c'[t] - c[t]    at the positions `changed` selects,
 
 rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a carrier of its own). `changed` is a
-boolean mask over positions: the prompt without its read-out position (`changed_positions`
+boolean mask over positions: the prompt without its read-out position (`change.changed_positions`
 with ``keep_readout=True``) or every position. The arms, each with one free parameter that
 sets its size (0 leaves the curve as it is):
 
@@ -53,7 +53,6 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.metrics.norms import with_norms
 from adjpos.seeds import derived_generator
 from adjpos.validation import UsageError, is_int
 
@@ -114,35 +113,9 @@ class CurveArm:
         """c' of this arm at `parameter` (kept positions keep c; `states`: the fitting states
         whose covariance the random control draws from, needed by it alone)."""
         _check_parameter(self.arm, parameter)
-        changed = _check_changed(changed, curve.shape[0])
+        changed = check_changed(changed, curve.shape[0])
         moved = self.kind.build(self, curve, parameter, changed, states)
         return torch.where(changed[:, None], moved, curve)
-
-
-def changed_positions(length: int, *, keep_readout: bool = True) -> Bool[Tensor, " pos"]:
-    """The positions a change touches on a prompt of `length` tokens: all but the last (the
-    read-out position) with `keep_readout`, else all."""
-    if not is_int(length) or length < 1:
-        raise UsageError(f"length must be an int >= 1, got {length!r}")
-    return torch.arange(length) < length - 1 if keep_readout else torch.ones(length, dtype=bool)
-
-
-def apply_curve(
-    states: Float[Tensor, "*batch pos d_model"],
-    curve: Float[Tensor, "pos d_model"],
-    new_curve: Float[Tensor, "pos d_model"],
-    changed: Bool[Tensor, " pos"],
-    *,
-    keep_norm: bool = True,
-) -> Float[Tensor, "*batch pos d_model"]:
-    """The states with c'[t] - c[t] added at the changed positions (each rescaled to its own
-    norm with `keep_norm`); the other positions pass unchanged."""
-    changed = _check_changed(changed, curve.shape[0]).to(states.device)
-    delta = (new_curve - curve).to(device=states.device, dtype=states.dtype)
-    moved = states + delta
-    if keep_norm:
-        moved = with_norms(moved, states.norm(dim=-1, keepdim=True))
-    return torch.where(changed[:, None], moved, states)
 
 
 @functools.lru_cache(maxsize=1024)  # the matching asks for the same order many times
@@ -239,7 +212,7 @@ def _plane_rotation(curve: Tensor, angle: float, seed: int, draw: int) -> Tensor
     return q
 
 
-def _check_changed(changed: Any, pos: int) -> Tensor:
+def check_changed(changed: Any, pos: int) -> Tensor:
     if not isinstance(changed, Tensor) or changed.dtype != torch.bool or changed.shape != (pos,):
         raise UsageError(f"changed must be a boolean mask of shape ({pos},) over positions")
     return changed.cpu()
@@ -290,6 +263,8 @@ class ArmKind:
             (``"unchanged"``, another arm's name, or ``"shift"``: every shift of the size).
         offsets: it takes an offset k (the shift).
         control: it is the size-matched random control itself.
+        drawn: measured over the run's draws (a seeded random part).
+        on_text: the study runs it on text too.
     """
 
     name: str
@@ -300,15 +275,18 @@ class ArmKind:
     compared_with: tuple[str, ...] = ()
     offsets: bool = False
     control: bool = False
+    drawn: bool = False
+    on_text: bool = True
 
 
-# The arms (see the module doc). Adding one is one row: its builder, bound, check, pairs.
+# The arms (see the module doc). Adding one is one row here: its builder, bound, check and
+# pairs; the intervention table takes it as ``position_NAME``.
 ARMS: dict[str, ArmKind] = {
     kind.name: kind
     for kind in (
         ArmKind(
             "shift",
-            "shifted by k (neighbours kept)",
+            "position curve shifted by k (neighbours kept)",
             _blended(_shifted),
             1.0,
             Check("curve_moved", ">"),
@@ -316,7 +294,7 @@ ARMS: dict[str, ArmKind] = {
         ),
         ArmKind(
             "rotate",
-            "rotated (every distance kept)",
+            "position curve rotated (every distance kept)",
             _rotated,
             math.pi,
             Check("distance_change", "<=", "curve_distance_kept"),
@@ -324,14 +302,28 @@ ARMS: dict[str, ArmKind] = {
         ),
         ArmKind(
             "scatter",
-            "partly scattered (locality broken)",
+            "position curve partly scattered (locality broken)",
             _blended(_scattered),
             1.0,
             Check("locality_drop", ">=", "curve_locality_drop"),
             compared_with=("rotate", "shift"),
+            drawn=True,
         ),
-        ArmKind("remove", "pulled toward its mean", _blended(_removed), 1.0),
-        ArmKind("random", "a random curve of its size", _blended(_randomised), None, control=True),
+        ArmKind(
+            "remove",
+            "position curve pulled toward its mean",
+            _blended(_removed),
+            1.0,
+            on_text=False,
+        ),
+        ArmKind(
+            "random",
+            "a random curve of the same norm profile and size",
+            _blended(_randomised),
+            None,
+            control=True,
+            drawn=True,
+        ),
     )
 }
 

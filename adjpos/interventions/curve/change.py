@@ -25,14 +25,9 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import (
-    DEFAULT_OFFSETS,
-    TOLERANCE,
-    CurveArm,
-    apply_curve,
-    changed_positions,
-)
+from adjpos.interventions.curve.arms import DEFAULT_OFFSETS, TOLERANCE, CurveArm, check_changed
 from adjpos.interventions.curve.position import position_curves
+from adjpos.metrics.norms import with_norms
 from adjpos.types import PromptStates
 from adjpos.validation import UsageError, is_int
 
@@ -135,6 +130,32 @@ def build_curve_change(
         for length, curve in curves.items()
     }
     return CurveChange(curves, new, keep, matched)
+
+
+def changed_positions(length: int, *, keep_readout: bool = True) -> Bool[Tensor, " pos"]:
+    """The positions a change touches on a prompt of `length` tokens: all but the last (the
+    read-out position) with `keep_readout`, else all."""
+    if not is_int(length) or length < 1:
+        raise UsageError(f"length must be an int >= 1, got {length!r}")
+    return torch.arange(length) < length - 1 if keep_readout else torch.ones(length, dtype=bool)
+
+
+def apply_curve(
+    states: Float[Tensor, "*batch pos d_model"],
+    curve: Float[Tensor, "pos d_model"],
+    new_curve: Float[Tensor, "pos d_model"],
+    changed: Bool[Tensor, " pos"],
+    *,
+    keep_norm: bool = True,
+) -> Float[Tensor, "*batch pos d_model"]:
+    """The states with c'[t] - c[t] added at the changed positions (each rescaled to its own
+    norm with `keep_norm`); the other positions pass unchanged."""
+    changed = check_changed(changed, curve.shape[0]).to(states.device)
+    delta = (new_curve - curve).to(device=states.device, dtype=states.dtype)
+    moved = states + delta
+    if keep_norm:
+        moved = with_norms(moved, states.norm(dim=-1, keepdim=True))
+    return torch.where(changed[:, None], moved, states)
 
 
 def change_size(

@@ -24,9 +24,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from adjpos.interventions.curve.arms import arm_kind
-from adjpos.interventions.curve.offsets import OFFSETS, TASK_OFFSETS
 from adjpos.stats import Interval, paired_draw_difference
 from adjpos.tables import Table
+from adjpos.tasks.offsets import OFFSETS, TASK_OFFSETS
 from adjpos.validation import UsageError
 
 CHECK_NUMBERS = ("size_error", "check_value")  # what an arm's manipulation check reads
@@ -72,7 +72,7 @@ class SizeNumbers:
 @dataclass(frozen=True)
 class CellNumbers:
     """One cell: its key (task, layer, seed), its sizes, and the task's offset direction
-    (`offsets.TASK_OFFSETS`)."""
+    (`adjpos.tasks.offsets.TASK_OFFSETS`)."""
 
     key: tuple[Any, ...]
     sizes: Sequence[SizeNumbers]
@@ -162,84 +162,77 @@ def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def cell_numbers(rows: Any, differences: Any, *, readout: str = "kept") -> list[CellNumbers]:
-    """The rule's numbers (`CellNumbers`) of each (task, layer, seed) cell, from
-    the intervention table's arm rows (`rows`) and the `CURVE_DIFFERENCES` table
-    (`differences`), both DataFrames or lists of records, in the read-out variant `readout`:
-    ready for `adjpos.study.rules.hypothesis_outcomes`.
-
-    A size's ``checks`` are the arms' check numbers (``size_error``, ``check_value``); its
-    ``offsets`` each shift's ``error_offset_share_{j}`` with its interval, for j in -2..2.
-
-    Raises:
-        ValueError: a task with no error offsets (`offsets.TASK_OFFSETS`).
-    """
-    rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
-    diffs = [d for d in _records(differences) if d["readout"] == readout]
-    sizes: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for r in rows:
-        size = sizes[r["task"], int(r["layer"]), _seed(r["seed"])].setdefault(
-            int(r["dose"]), {"size": float(r["size_target"]), "checks": {}, "offsets": {}}
-        )
-        size["checks"][r["arm"]] = _check_numbers(r)
-        if arm_kind(r["arm"]).offsets:
-            share = "error_offset_share_{}{}".format
-            size["offsets"][r["arm"]] = {
-                j: Interval(*(float(r[share(j, end)]) for end in ("", "_low", "_high")))
-                for j in OFFSETS
-            }
-    cells = []
-    for (task, layer, seed), by_dose in sizes.items():
-        if task not in TASK_OFFSETS:
-            raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
-        numbers = []
-        for dose, size in sorted(by_dose.items()):
-            found = {
-                (d["a"], d["b"]): Interval(float(d["value"]), float(d["low"]), float(d["high"]))
-                for d in diffs
-                if (d["task"], int(d["layer"]), _seed(d["seed"]), int(d["dose"]))
-                == (task, layer, seed, dose)
-            }
-            numbers.append(SizeNumbers(size["size"], found, size["checks"], size["offsets"]))
-        cells.append(CellNumbers((task, layer, seed), numbers, TASK_OFFSETS[task].direction))
-    return cells
-
-
-def text_cell_numbers(
+def cell_numbers(
     rows: Any,
     differences: Any,
     *,
-    keys: Sequence[str] = ("model", "layer"),
     readout: str = "kept",
+    keys: Sequence[str] = ("task", "layer", "seed"),
+    harm: int = +1,
 ) -> list[CellNumbers]:
-    """The rule's numbers of each cell (`keys` of the rows) of a text run's arm rows and its
-    `CURVE_DIFFERENCES` of loss (`adjpos.interventions.text_intervention_table`), in the
-    read-out variant `readout`. A loss rise is the harm: each difference a - b in nats is
-    negated (the interval's ends swapped), so the rule's *breaks* (upper bound below -t) is
-    a loss rise whose lower bound is above t. Each size keeps the arms' check numbers and
-    ``percentile``; there are no error offsets (`RuleCriteria` with ``offset_share=None``)."""
+    """The rule's numbers (`CellNumbers`) of each cell (the rows' `keys`), from a run's arm
+    rows (`rows`) and its `CURVE_DIFFERENCES` (`differences`), both DataFrames or lists of
+    records, in the read-out variant `readout`: ready for `adjpos.study.rules`.
+
+    A size keeps each arm's check numbers (``size_error``, ``check_value``), its draws'
+    ``percentile`` and, on a task (a ``task`` key with `TASK_OFFSETS`), each shift's
+    ``error_offset_share_{j}`` with its interval, the cell taking the task's direction.
+    `harm` -1 (text: a loss rise is the harm) negates each difference a - b (the interval's
+    ends swapped), so the rule's *breaks* (upper bound below -t) is a rise above t.
+    """
     rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
     diffs = [d for d in _records(differences) if d["readout"] == readout]
     sizes: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        sizes[tuple(_plain(r[k]) for k in keys)][int(r["dose"])][r["arm"]] = r
+        sizes[_key(r, keys)][int(r["dose"])][r["arm"]] = r
     cells = []
     for key, by_dose in sizes.items():
+        task = dict(zip(keys, key, strict=True)).get("task")
+        if task is not None and task not in TASK_OFFSETS:
+            raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
         numbers = []
         for dose, arms in sorted(by_dose.items()):
             found = {
-                (d["a"], d["b"]): Interval(-float(d["value"]), -float(d["high"]), -float(d["low"]))
+                (d["a"], d["b"]): _oriented(d, harm)
                 for d in diffs
-                if (*(_plain(d[k]) for k in keys), int(d["dose"])) == (*key, dose)
+                if (*_key(d, keys), int(d["dose"])) == (*key, dose)
             }
             checks = {a: _check_numbers(r) for a, r in arms.items()}
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
             }
+            offsets = (
+                {}
+                if task is None
+                else {a: _shares(r) for a, r in arms.items() if arm_kind(a).offsets}
+            )
             size = float(next(iter(arms.values()))["size_target"])
-            numbers.append(SizeNumbers(size, found, checks, {}, rare))
-        cells.append(CellNumbers(key, numbers))
+            numbers.append(SizeNumbers(size, found, checks, offsets, rare))
+        direction = 1 if task is None else TASK_OFFSETS[task].direction
+        cells.append(CellNumbers(key, numbers, direction))
     return cells
+
+
+def text_cell_numbers(
+    rows: Any, differences: Any, *, keys: Sequence[str] = ("model", "layer"), readout: str = "kept"
+) -> list[CellNumbers]:
+    """`cell_numbers` of a text run (`adjpos.interventions.text_intervention_table`): cells by
+    `keys`, a loss rise the harm, no error offsets."""
+    return cell_numbers(rows, differences, readout=readout, keys=keys, harm=-1)
+
+
+def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
+    return tuple(_seed(row[k]) if k == "seed" else _plain(row[k]) for k in keys)
+
+
+def _oriented(d: Mapping[str, Any], harm: int) -> Interval:
+    value, low, high = (float(d[k]) for k in ("value", "low", "high"))
+    return Interval(value, low, high) if harm > 0 else Interval(-value, -high, -low)
+
+
+def _shares(row: Mapping[str, Any]) -> dict[int, Interval]:
+    share = "error_offset_share_{}{}".format
+    return {j: Interval(*(float(row[share(j, e)]) for e in ("", "_low", "_high"))) for j in OFFSETS}
 
 
 def _check_numbers(row: Mapping[str, Any]) -> tuple[float, float]:

@@ -1,6 +1,8 @@
 """Where a task's wrong answers point: of the wrong answer characters, the share equal to the
 character "at offset j of the one asked for", j = -2..2 (`TASK_OFFSETS` says what that is on
-each task): `error_offset_counts` per prompt, `error_offset_shares` pooled with intervals.
+each task, and which way a shift of the position curve moves it): `error_offset_counts` per
+prompt, `error_offset_shares` pooled with intervals. The position curve's arms
+(`adjpos.interventions.curve`) report them.
 """
 
 from __future__ import annotations

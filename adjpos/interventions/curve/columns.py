@@ -1,0 +1,285 @@
+"""The columns an arm's row carries (`ARM_TABLE`): its size, its parameter, its manipulation
+check numbers (`checks`; the study judges them) and where its wrong answers point
+(`adjpos.tasks.offsets`). `curve_columns` computes them for one unit from its draws; on a task
+`ArmMeasurement` keeps what the units of one run share.
+
+The checks are computed on the measured prompts' states at the layer (the states the change
+writes: the change acts on the input of the block, so the states after it are the states
+before it, changed), pooled over prompt lengths with the prompts as weights, and over the
+draws by their mean; ``size_error`` and ``check_value`` keep the draw that passes least.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from adjpos.interventions.curve.change import CurveChange, apply_curve
+from adjpos.interventions.curve.checks import (
+    curve_adjacency,
+    curve_distance_change,
+    curve_offset,
+    probe_accuracy,
+    probe_offset,
+    prompt_adjacency,
+    readout_similarity_spearman,
+    varying_positions,
+)
+from adjpos.tables import Table
+from adjpos.tasks.offsets import OFFSETS, error_offset_shares
+from adjpos.types import PromptStates
+
+# The columns of the position curve's arms; missing on the other rows.
+ARM_TABLE = Table(
+    arm="string",  # the arm in the rule's names: "shift+1", "rotate", "scatter", "random", ...
+    dose="Int64",  # the shift magnitude m whose full shift's size the arm is matched to
+    offset="Int64",  # a shift's k: each changed state carries the curve of position t - k
+    size_target="float64",  # that size, mean ||h' - h|| / ||h|| on the fitting prompts
+    parameter="float64",  # the arm's matched parameter (blend, angle, fraction, alpha, scale)
+    # (the change size measured while decoding is `perturbation`)
+    distance_change="float64",  # relative change of the pairwise distances of the curve
+    curve_offset="float64",  # nearest unchanged curve point's position minus t (-k: shift k)
+    curve_moved="float64",  # a shift's curve_offset times -sign(k): above 0, moved its way
+    curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
+    curve_adjacency_before="float64",  # the same of the unchanged curve
+    locality_drop="float64",  # curve_adjacency_before - curve_adjacency
+    prompt_adjacency="float64",  # adjacency score of the changed prompt rows, after
+    prompt_adjacency_before="float64",  # the same, before the change
+    readout_spearman="float64",  # Spearman of cosine with distance, seen from the read-out
+    readout_spearman_before="float64",  # the same, before the change
+    probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
+    probe_accuracy_before="float64",  # the same probe on the unchanged measured states
+    probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
+    size_error="float64",  # the largest |size / target - 1| of its draws (fit and decoding)
+    check_value="float64",  # its check number (`arms.Check`), the draw that passes least
+    n_wrong="float64",  # wrong answer characters compared (all draws)
+    **{
+        f"error_offset_share_{j}{end}": "float64"  # share of wrong characters at offset j
+        for j in OFFSETS
+        for end in ("", "_low", "_high")
+    },
+)
+# The manipulation checks among them (each a mean over the draws).
+_NAMES = ARM_TABLE.names
+CHECKS = tuple(_NAMES[_NAMES.index("distance_change") : _NAMES.index("size_error")])
+
+
+def fit_position_probe(prompts: PromptStates, counts: Mapping[int, int]) -> Any:
+    """A ridge probe of position (`adjpos.probes.fit.make_probe`) fitted on the unchanged
+    fitting states of the measured lengths, its prediction rounded to a position."""
+    from adjpos.probes.fit import make_probe
+
+    x = torch.cat([prompts[n][0].reshape(-1, prompts[n][0].shape[-1]) for n in sorted(counts)])
+    y = torch.cat([torch.arange(n).repeat(len(prompts[n][0])) for n in sorted(counts)])
+    return _Rounded(make_probe("ridge").fit(x.double().numpy(), y.numpy()))
+
+
+@dataclass(frozen=True)
+class _Rounded:
+    probe: Any
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.rint(self.probe.predict(x))
+
+
+def curve_columns(
+    built: Sequence[CurveChange],
+    decoded: Sequence[Sequence[str]] | None,
+    *,
+    states: Mapping[int, Tensor],
+    tokens: Mapping[int, Tensor],
+    probe: Any,
+    size: float,
+    seed: int,
+    prompts: Sequence[str] = (),
+    answers: Sequence[str] = (),
+    task: str | None = None,
+) -> dict[str, Any]:
+    """The arm columns of one unit.
+
+    Args:
+        built: its draws (one `CurveChange` each).
+        decoded: each draw's answers to `prompts` (whose right answers are `answers`); None
+            with `task` None where nothing is decoded (text: no error-offset columns).
+        states: {prompt length: [n, L, d_model]} the measured prompts' states at the layer.
+        tokens: {prompt length: [n, L]} the fitting prompts' tokens (where the format's
+            fixed tokens sit).
+        probe: the position probe (`fit_position_probe`).
+        task: the task's name (`adjpos.tasks.offsets.TASK_OFFSETS`); None: no error-offset columns.
+        size: the change size measured while decoding (the row's ``perturbation``).
+
+    Returns:
+        the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`) with the numbers its
+        manipulation check is judged on (`adjpos.study.rules.check_passed`): ``size_error``,
+        the largest relative distance from the target of the size measured while decoding
+        and of each draw's size on the fitting prompts, and ``check_value``, its arm's check
+        number (`arms.Check`) at the draw that passes least.
+    """
+    first = built[0].matched
+    memo: dict[int, dict[str, float]] = {}
+    numbers = [_checks(change, states, tokens, probe, memo) for change in built]
+    errors = [abs(size / first.target - 1)] + [
+        abs(c.matched.size / first.target - 1) for c in built
+    ]
+    check = first.arm.kind.check
+    shares = {}
+    if task is not None:
+        shares = error_offset_shares(
+            [a for answers_of in decoded or () for a in answers_of],
+            list(answers) * len(decoded or ()),
+            list(prompts) * len(decoded or ()),
+            task,
+            offsets=OFFSETS,
+            seed=seed,
+        )
+    return (
+        {"arm": first.arm.name, "size_target": first.target}
+        | {"parameter": float(np.mean([c.matched.parameter for c in built]))}
+        | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
+        | {"size_error": max(errors)}
+        | {"check_value": None if check is None else check.worst(n[check.number] for n in numbers)}
+        | shares
+    )
+
+
+class ArmMeasurement:
+    """What the arm rows of one run on a task share: the measured prompts' lengths, their
+    states at each layer, the position probe of each layer and the unchanged model's exact
+    match on them, each computed once.
+
+    Args:
+        model, task: the model and its task.
+        test: the measured prompts (a `adjpos.tasks.TaskBatch`).
+        seed: the bootstrap's seed.
+    """
+
+    def __init__(self, model: Any, task: Any, test: Any, seed: int) -> None:
+        self.model, self.task, self.test, self.seed = model, task, test, seed
+        lengths = [len(task.encode(p)) for p in test.prompts]
+        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
+        self.states: dict[int, dict[int, Tensor]] = {}
+        self.probes: dict[int, Any] = {}
+        self.hits: np.ndarray | None = None
+
+    def columns(
+        self,
+        built: Sequence[CurveChange],
+        decoded: Sequence[Sequence[str]],
+        *,
+        layer: int,
+        fit: PromptStates,
+        row: dict[str, Any],
+    ) -> dict[str, Any]:
+        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there;
+        `row`: its measured columns, with ``perturbation``)."""
+        if layer not in self.probes:
+            self.probes[layer] = fit_position_probe(fit, self.counts)
+        return curve_columns(
+            built,
+            decoded,
+            states=self.states_at(layer),
+            tokens={n: fit[n][1] for n in self.counts},
+            probe=self.probes[layer],
+            prompts=self.test.prompts,
+            answers=self.test.answers,
+            task=self.task.name,
+            size=row["perturbation"],
+            seed=self.seed,
+        )
+
+    def states_at(self, layer: int) -> dict[int, Tensor]:
+        """{prompt length: [n, L, d_model]} the measured prompts' states entering `layer`."""
+        from adjpos.capture import capture_residuals
+
+        if layer not in self.states:
+            encoded = [self.task.encode(p) for p in self.test.prompts]
+            self.states[layer] = {
+                n: capture_residuals(
+                    self.model,
+                    torch.stack([t for t in encoded if len(t) == n]),
+                    layers=[layer],
+                    progress=False,
+                )[0].cpu()
+                for n in self.counts
+            }
+        return self.states[layer]
+
+    def unchanged(self) -> np.ndarray:
+        """The unchanged model's exact match on each measured prompt (decoded once)."""
+        from transformer_lens import HookedTransformer
+
+        from adjpos.training.decode import predict, predict_cached
+
+        if self.hits is None:
+            decode = predict_cached if isinstance(self.model, HookedTransformer) else predict
+            got = decode(self.model, self.task, list(self.test.prompts))
+            right = zip(got, self.test.answers, strict=True)
+            self.hits = np.array([a == b for a, b in right], float)
+        return self.hits
+
+
+def _checks(
+    change: CurveChange,
+    states: Mapping[int, Tensor],
+    tokens: Mapping[int, Tensor],
+    probe: Any,
+    memo: dict[int, dict[str, float]],
+) -> dict[str, float]:
+    """One draw's check numbers, pooled over the lengths (weights: measured prompts) where
+    they are defined (a curve's locality needs three varying positions, a read-out's rank
+    correlation two earlier positions; NaN where no length has them). `memo` keeps each
+    length's numbers of the unchanged states, the same for every draw of a unit."""
+    sums: dict[str, float] = defaultdict(float)
+    totals: dict[str, int] = defaultdict(int)
+    offset, nan = change.matched.arm.offset, float("nan")
+    for length, before in states.items():
+        curve, new = change.curves[length], change.new_curves[length]
+        changed = change.changed(length)
+        before = before.double()
+        after = apply_curve(before, curve, new, changed)
+        varying = changed & varying_positions(tokens[length])
+        if length not in memo:
+            memo[length] = _unchanged_checks(curve, before, changed, varying, probe)
+        found = memo[length] | {
+            "distance_change": curve_distance_change(curve, new, changed),
+            "curve_offset": curve_offset(curve, new, changed),
+            "curve_moved": -np.sign(offset) * curve_offset(curve, new, changed) if offset else nan,
+            "curve_adjacency": curve_adjacency(new, varying),
+            "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
+            "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
+            "probe_accuracy": probe_accuracy(probe, after, changed),
+            # the change of the probe's reading (its own bias at the unchanged states removed)
+            "probe_offset": probe_offset(probe, after, changed) - memo[length]["probe_reading"],
+        }
+        found["locality_drop"] = found["curve_adjacency_before"] - found["curve_adjacency"]
+        for name, value in found.items():
+            if not np.isnan(value):
+                sums[name] += len(before) * value
+                totals[name] += len(before)
+    return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
+
+
+def _unchanged_checks(
+    curve: Tensor, before: Tensor, changed: Tensor, varying: Tensor, probe: Any
+) -> dict[str, float]:
+    """The check numbers of the unchanged curve and states of one length."""
+    return {
+        "curve_adjacency_before": curve_adjacency(curve, varying),
+        "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
+        "readout_spearman_before": _nanmean(
+            readout_similarity_spearman(before, before.shape[1] - 1)
+        ),
+        "probe_accuracy_before": probe_accuracy(probe, before, changed),
+        "probe_reading": probe_offset(probe, before, changed),
+    }
+
+
+def _nanmean(values: np.ndarray) -> float:
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else float("nan")
