@@ -448,3 +448,109 @@ def test_near_ties_in_float32_states_are_scored_as_the_slow_count(seed, ties):
     torch.testing.assert_close(
         adjacency_score(cache, ties=ties), expected[:2].mean().repeat(2), atol=1e-12, rtol=0
     )
+
+
+# Rescaling: each state times a positive factor leaves every cosine, so every score, as it was
+
+
+def _rescaled(states, seed):
+    """Each state multiplied by its own factor in [0.25, 4), in the states' dtype (the product
+    rounds each coordinate: cosines move by about a tenth of an epsilon)."""
+    gen = torch.Generator().manual_seed(seed)
+    factors = 4 ** (2 * torch.rand(*states.shape[:-1], 1, generator=gen) - 1)
+    return states * factors.to(states.dtype)
+
+
+def _cosines(states):
+    from adjpos import cosine_matrix
+
+    return cosine_matrix(states.double())
+
+
+def _trained_like_states(seed, batch=6, pos=16, d_model=32):
+    """float32 states as a trained model gives them: a shared direction, a causal running
+    mean, and exact repeats (a state copied to later positions of its sequence, as a repeated
+    context gives), so some cosines tie exactly."""
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(batch, pos, d_model, generator=gen)
+    states = 2.0 + noise.cumsum(1) / torch.arange(1, pos + 1)[:, None]
+    for b in range(batch):
+        source = torch.randint(0, pos - 1, (4,), generator=gen)
+        for s in source.tolist():
+            targets = torch.randint(s + 1, pos, (2,), generator=gen)
+            states[b, targets] = states[b, s].clone()
+    return states.float()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rescaling_each_state_leaves_the_scores_exactly(seed):
+    from transformer_lens import ActivationCache
+
+    from adjpos.scoring import sequence_scores
+
+    states = _trained_like_states(seed)
+    lengths = torch.tensor([16, 16, 9, 12, 5, 16])
+    scaled = _rescaled(states, seed + 100)
+    assert not torch.equal(_cosines(scaled), _cosines(states))  # the rounding is there
+    for ties in ("strict", "half"):
+        for widened in (False, True):  # float32 states, or the same taken to float64 first
+            as_given = (lambda x: x.double()) if widened else (lambda x: x)
+            before = sequence_scores(as_given(states), lengths, ties=ties)
+            assert torch.equal(sequence_scores(as_given(scaled), lengths, ties=ties), before)
+        names = ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"]
+        caches = [ActivationCache(dict.fromkeys(names, x), None) for x in (states, scaled)]
+        scores = [adjacency_score(c, ties=ties, per_sequence=True) for c in caches]
+        assert torch.equal(scores[0], scores[1])
+
+
+@pytest.fixture(scope="module")
+def addition_states():
+    """Layer 1 (and the cache) of the shipped addition model, seed 0, on 16 test prompts."""
+    from adjpos import load_pretrained
+
+    model, task = load_pretrained("addition", seed=0)
+    batch = task.sample(16, generator=torch.Generator().manual_seed(0), split="test")
+    tokens = batch.tokens[:, : int(batch.lengths.max())]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    return cache, batch.lengths
+
+
+def test_rescaling_a_trained_models_states_leaves_its_scores_exactly(addition_states):
+    """The real case: a trained model's states repeat (tied cosines); rescaled, by random
+    factors or by `NormPermute` (each state takes another position's norm), the layer's
+    score and every layer of `adjacency_score` stay exactly where they were."""
+    from transformer_lens import ActivationCache
+
+    from adjpos.interventions import NormPermute
+    from adjpos.scoring import sequence_scores
+
+    cache, lengths = addition_states
+    layer1 = cache["blocks.0.hook_resid_post"]
+    before = sequence_scores(layer1, lengths)
+    for scaled in (_rescaled(layer1, 0), NormPermute()(layer1)):
+        assert not torch.equal(_cosines(scaled), _cosines(layer1))
+        assert torch.equal(sequence_scores(scaled, lengths), before)
+    sites = [n for n in cache.cache_dict if n.endswith(("resid_pre", "resid_post"))]
+    scaled = {n: _rescaled(cache[n], i) for i, n in enumerate(sites)}
+    got = adjacency_score(ActivationCache(scaled, cache.model), lengths=lengths)
+    assert torch.equal(got, adjacency_score(cache, lengths=lengths))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), ties=st.sampled_from(["strict", "half"]))
+def test_repeated_and_rescaled_states_score_as_the_slow_count(seed, ties):
+    """Exact repeats, then each state rescaled (the repeats' cosines now a few float32
+    rounding steps apart): `sequence_scores` is the slow count's with the float32 tolerance."""
+    from adjpos.scoring import sequence_scores
+
+    states = _rescaled(_trained_like_states(seed, batch=3, pos=10, d_model=8), seed)
+    lengths = torch.tensor([10, 7, 4])
+    expected = torch.tensor(
+        [
+            slow_adjacency_probability(slow_cosine(s[:n].tolist()), n, ties, TOL32)
+            for s, n in zip(states, lengths.tolist(), strict=True)
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(sequence_scores(states, lengths, ties=ties), expected)
