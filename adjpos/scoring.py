@@ -13,15 +13,22 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import SITES, check_tokens, hook_name, n_capture_layers, reduce_residuals
-from adjpos.metrics import DEFAULT_TIES, adjacency_probability, center_states, cosine_matrix
+from adjpos.metrics import (
+    DEFAULT_TIES,
+    adjacency_probability,
+    center_states,
+    cosine_matrix,
+    states_precision,
+)
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
 from adjpos.validation import UsageError, check_model, is_int
 
-# Every layer's states are scored in float64, whatever dtype the model runs in: in float32
-# two cosines that differ in their 8th digit round to one value, and a near-tie becomes an
-# exact tie, which the count scores differently (a real language model's states hold such
-# near-ties). The cost on the CPU is in docs/benchmarks.md.
+# Every layer's states are scored in float64, whatever dtype the model runs in: a cosine
+# summed in float32 carries a rounding error that grows with d_model (several float32
+# epsilons at d_model = 64, more on a language model's width), beyond the tie tolerance,
+# while in float64 it carries only the states' own rounding, which the tolerance covers
+# (`adjpos.metrics.tie_tolerance`). The cost on the CPU is in docs/benchmarks.md.
 SCORE_DTYPE = torch.float64
 
 
@@ -130,7 +137,10 @@ def sequence_scores(
     """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
     the states taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first`
     positions dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean
-    of the rows that `rows` selects (NaN for a sequence with none). The step
+    of the rows that `rows` selects (NaN for a sequence with none). Ties are decided with the
+    tolerance of the states' own precision (`adjpos.metrics.states_precision`: float32 for a
+    float32 model's states, passed as they are or already in float64), so multiplying each
+    state by a positive factor leaves the score exactly as it was. The step
     `adjacency_score` and `adjpos.measure_layers` apply to every layer; call it on states you
     hold to score them exactly as they would be.
 
@@ -139,6 +149,7 @@ def sequence_scores(
         >>> sequence_scores(states, torch.tensor([10, 10, 7, 3])).shape
         torch.Size([4])
     """
+    precision = states_precision(states)
     states = states.to(SCORE_DTYPE)
     if skip_first:
         states, lengths = states[:, skip_first:], lengths - skip_first
@@ -147,7 +158,8 @@ def sequence_scores(
         states = center_states(states, lengths.to(states.device))
     sim = cosine_matrix(states)
     mask = None if rows is None else rows.to(sim.device)
-    score = adjacency_probability(sim, lengths=lengths.to(sim.device), ties=ties, rows=mask)
+    lengths = lengths.to(sim.device)
+    score = adjacency_probability(sim, lengths=lengths, ties=ties, rows=mask, precision=precision)
     return score.double().cpu()
 
 

@@ -40,6 +40,7 @@ from unittest import mock
 import torch
 
 import adjpos
+import adjpos.metrics
 import adjpos.scoring
 from adjpos.runs import versions, write_json
 
@@ -72,15 +73,16 @@ QUICK = {
 def reference_adjacency(sim: torch.Tensor) -> torch.Tensor:
     """Slow, obviously-correct adjacency probability of each matrix in `sim` [batch, n, n].
 
-    For every row k >= 2, the fraction of pairs i < j < k with sim[k, i] < sim[k, j]
-    (strict), averaged over rows.
+    For every row k >= 2, the fraction of pairs i < j < k with sim[k, i] < sim[k, j] - t
+    (strict, t the tie tolerance of `sim`'s dtype), averaged over rows.
     """
+    tol = adjpos.metrics.tie_tolerance(sim.dtype)
     scores = []
-    for matrix in sim:
+    for matrix in sim.double():
         rows = []
         for k in range(2, matrix.shape[-1]):
             v = matrix[k, :k]
-            ordered = (v[:, None] < v[None, :]).triu(diagonal=1).sum().item()
+            ordered = (v[:, None] < v[None, :] - tol).triu(diagonal=1).sum().item()
             rows.append(ordered / (k * (k - 1) / 2))
         scores.append(sum(rows) / len(rows))
     return torch.tensor(scores, dtype=torch.float64)
@@ -255,7 +257,8 @@ def _dtype_row(t: dict[str, float], scores: dict[str, torch.Tensor]) -> dict[str
 
 def lm_check(source: str, n_sequences: int = 8, seq_len: int = 64) -> dict:
     """`adjacency_score` of a real LM on text, in float64 and in float32 cosines, against the
-    independent fsum count; the largest difference per layer over the layers."""
+    independent fsum count (with the tie tolerance of the states' dtype); the largest
+    difference per layer over the layers."""
     import math
     from pydoc_data.topics import topics
 
@@ -277,12 +280,13 @@ def lm_check(source: str, n_sequences: int = 8, seq_len: int = 64) -> dict:
 
     independent = []
     for acts in stack:
+        tol = adjpos.metrics.tie_tolerance(acts.dtype)  # the states' precision
         per_sequence = []
         for states in acts.double().tolist():
             rows = []
             for k in range(2, seq_len):
                 c = [cosine(states[k], states[i]) for i in range(k)]
-                ordered = sum(c[i] < c[j] for j in range(k) for i in range(j))
+                ordered = sum(c[i] < c[j] - tol for j in range(k) for i in range(j))
                 rows.append(ordered / (k * (k - 1) / 2))
             per_sequence.append(sum(rows) / len(rows))
         independent.append(sum(per_sequence) / len(per_sequence))

@@ -2,26 +2,42 @@
 
 import math
 
+# The tie tolerance of each dtype, written out: 4 machine epsilons (2 ** -mantissa bits). Two
+# similarities at most this far apart are a tie.
+TIE_TOLERANCE = {
+    "float64": 4 * 2.0**-52,
+    "float32": 4 * 2.0**-23,
+    "float16": 4 * 2.0**-10,
+    "bfloat16": 4 * 2.0**-7,
+}
 
-def slow_adjacency_rows(sim, length, ties="strict"):
-    """s_k for one [n, n] matrix (nested lists or tensor), NaN where undefined; with
-    ties="half" a tied pair counts one half."""
+
+def slow_tie_tolerance(dtype):
+    """The tolerance of a torch dtype (or its name), from the table above."""
+    return TIE_TOLERANCE[str(dtype).removeprefix("torch.")]
+
+
+def slow_adjacency_rows(sim, length, ties="strict", tol=0.0):
+    """s_k for one [n, n] matrix (nested lists or tensor), NaN where undefined. A pair i < j
+    is ordered when sim[k][i] < sim[k][j] - tol and tied when it is neither that nor
+    sim[k][i] > sim[k][j] + tol; with ties="half" a tied pair counts one half."""
     n = len(sim)
     rows = [math.nan] * n
     for k in range(2, length):
         ordered = 0.0
         for j in range(k):
             for i in range(j):
-                if float(sim[k][i]) < float(sim[k][j]):
+                earlier, later = float(sim[k][i]), float(sim[k][j])
+                if earlier < later - tol:
                     ordered += 1
-                elif ties == "half" and float(sim[k][i]) == float(sim[k][j]):
+                elif ties == "half" and not earlier > later + tol:
                     ordered += 0.5
         rows[k] = ordered / (k * (k - 1) / 2)
     return rows
 
 
-def slow_adjacency_probability(sim, length, ties="strict"):
-    defined = [s for s in slow_adjacency_rows(sim, length, ties) if not math.isnan(s)]
+def slow_adjacency_probability(sim, length, ties="strict", tol=0.0):
+    defined = [s for s in slow_adjacency_rows(sim, length, ties, tol) if not math.isnan(s)]
     return sum(defined) / len(defined)
 
 

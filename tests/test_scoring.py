@@ -5,7 +5,10 @@ from hypothesis import strategies as st
 
 from adjpos import adjacency_score, build_model
 from factories import tiny_config
-from reference import slow_adjacency_probability, slow_cosine
+from reference import slow_adjacency_probability, slow_cosine, slow_tie_tolerance
+
+# The tie tolerances of the states scored here: float64 models, float32 states.
+TOL64, TOL32 = slow_tie_tolerance(torch.float64), slow_tie_tolerance(torch.float32)
 
 
 def _slow_score(model, tokens, lengths, ties="strict"):
@@ -20,7 +23,7 @@ def _slow_score(model, tokens, lengths, ties="strict"):
             with torch.no_grad():
                 _, cache = model.run_with_cache(seq[None, :n])
             sim = slow_cosine(cache[name][0].tolist())
-            per_seq.append(slow_adjacency_probability(sim, n, ties))
+            per_seq.append(slow_adjacency_probability(sim, n, ties, TOL64))
         scores.append(sum(per_seq) / len(per_seq))
     return torch.tensor(scores, dtype=torch.float64)
 
@@ -114,7 +117,8 @@ def test_bad_cache_input(tiny_model, tokens):
 def test_ties_as_half_reach_the_model_score():
     """Repeated tokens tie at layer 0 (identical embeddings): strict scores them below 0.5,
     half at 0.5 exactly. At every layer the score is the slow count over the same cosine
-    matrices (exact ties depend on the last bit of the cosine, so both read the same one)."""
+    matrices, with the float64 model's tie tolerance: repeated contexts give states equal in
+    exact arithmetic whose cosines land a few float64 epsilons apart, which both tie."""
     from adjpos import capture_residuals, cosine_matrix
 
     model = build_model(tiny_config(dtype="float64"))
@@ -123,7 +127,7 @@ def test_ties_as_half_reach_the_model_score():
     half = adjacency_score(model, tokens, ties="half")
     sims = cosine_matrix(capture_residuals(model, tokens))  # [layer, batch, pos, pos]
     expected = [
-        sum(slow_adjacency_probability(m.tolist(), 10, "half") for m in layer) / len(layer)
+        sum(slow_adjacency_probability(m.tolist(), 10, "half", TOL64) for m in layer) / len(layer)
         for layer in sims
     ]
     torch.testing.assert_close(half, torch.tensor(expected, dtype=torch.float64))
@@ -154,7 +158,7 @@ def test_centring_matches_the_slow_reference_with_padding():
             states = cache[name][0].tolist()
             mean = [sum(col) / n for col in zip(*states, strict=True)]
             centred = [[x - m for x, m in zip(row, mean, strict=True)] for row in states]
-            per_seq.append(slow_adjacency_probability(slow_cosine(centred), n))
+            per_seq.append(slow_adjacency_probability(slow_cosine(centred), n, tol=TOL64))
         expected.append(sum(per_seq) / len(per_seq))
     torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
     plain = adjacency_score(model, tokens, lengths=lengths)
@@ -191,7 +195,7 @@ def test_rows_score_the_prompt_and_the_answer_apart():
     for layer in sims:
         per_seq = []
         for sim, n, mask in zip(layer, batch.lengths.tolist(), answer, strict=True):
-            rows = slow_adjacency_rows(sim.tolist(), n)
+            rows = slow_adjacency_rows(sim.tolist(), n, tol=TOL64)
             picked = [r for r, keep in zip(rows, mask.tolist(), strict=True) if keep]
             picked = [r for r in picked if not math.isnan(r)]
             if picked:
@@ -231,7 +235,7 @@ def _slow_sequence_scores(model, tokens, lengths, rows=None, ties="strict", cent
             if center:
                 mean = [sum(col) / (n - skip) for col in zip(*states, strict=True)]
                 states = [[x - m for x, m in zip(row, mean, strict=True)] for row in states]
-            scores = slow_adjacency_rows(slow_cosine(states), n - skip, ties)
+            scores = slow_adjacency_rows(slow_cosine(states), n - skip, ties, TOL64)
             keep = [True] * (n - skip) if rows is None else rows[b][skip:n].tolist()
             picked = [s for s, k in zip(scores, keep, strict=True) if k and not math.isnan(s)]
             out[layer].append(sum(picked) / len(picked) if picked else math.nan)
@@ -404,17 +408,18 @@ def test_skip_first_must_leave_three_positions(tiny_model, tokens):
             adjacency_score(tiny_model, tokens, skip_first=bad)
 
 
-# float64 cosines: a language model's near-ties stay ordered
+# float64 cosines: crowded cosines carry only the states' own rounding
 
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**16), ties=st.sampled_from(["strict", "half"]))
-def test_near_ties_in_float32_states_are_scored_as_in_float64(seed, ties):
+def test_near_ties_in_float32_states_are_scored_as_the_slow_count(seed, ties):
     """float32 states like a language model's: one large shared direction, and a small causal
-    running mean on top, so the cosines of a row differ in their 7th digit or later. In
-    float32 many of them round to one value (a near-tie made exact); the score is the slow
-    float64 count's on the same float32 states, through `sequence_scores` and through
-    `adjacency_score` of a cache, while a float32 count is far off."""
+    running mean on top, so the cosines of a row differ in their 7th digit or later, around
+    the float32 tie tolerance. The score is the slow count's (float64 cosines of the same
+    float32 states, the float32 tolerance), through `sequence_scores` and through
+    `adjacency_score` of a cache; cosines summed in float32 carry a rounding error of a few
+    epsilons, which moves some pairs across the tolerance."""
     from transformer_lens import ActivationCache
 
     from adjpos import adjacency_probability, cosine_matrix
@@ -426,19 +431,126 @@ def test_near_ties_in_float32_states_are_scored_as_in_float64(seed, ties):
     lengths = torch.tensor([16, 16, 11, 5])
     expected = torch.tensor(
         [
-            slow_adjacency_probability(slow_cosine(s[:n].tolist()), n, ties)
+            slow_adjacency_probability(slow_cosine(s[:n].tolist()), n, ties, TOL32)
             for s, n in zip(states, lengths.tolist(), strict=True)
         ],
         dtype=torch.float64,
     )
     got = sequence_scores(states, lengths, ties=ties)
-    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+    assert torch.equal(sequence_scores(states.double(), lengths, ties=ties), got)
     in_float32 = adjacency_probability(cosine_matrix(states), lengths=lengths, ties=ties)
-    assert float((in_float32.double() - expected).abs().max()) > 0.01  # the near-ties are there
+    assert float((in_float32.double() - expected).abs().max()) > 0  # across the tolerance
     full = states[:2]
     cache = ActivationCache(
         {"blocks.0.hook_resid_pre": full, "blocks.0.hook_resid_post": full}, None
     )
     torch.testing.assert_close(
-        adjacency_score(cache, ties=ties), expected[:2].mean().repeat(2), atol=1e-6, rtol=0
+        adjacency_score(cache, ties=ties), expected[:2].mean().repeat(2), atol=1e-12, rtol=0
     )
+
+
+# Rescaling: each state times a positive factor leaves every cosine, so every score, as it was
+
+
+def _rescaled(states, seed):
+    """Each state multiplied by its own factor in [0.25, 4), in the states' dtype (the product
+    rounds each coordinate: cosines move by about a tenth of an epsilon)."""
+    gen = torch.Generator().manual_seed(seed)
+    factors = 4 ** (2 * torch.rand(*states.shape[:-1], 1, generator=gen) - 1)
+    return states * factors.to(states.dtype)
+
+
+def _cosines(states):
+    from adjpos import cosine_matrix
+
+    return cosine_matrix(states.double())
+
+
+def _trained_like_states(seed, batch=6, pos=16, d_model=32):
+    """float32 states as a trained model gives them: a shared direction, a causal running
+    mean, and exact repeats (a state copied to later positions of its sequence, as a repeated
+    context gives), so some cosines tie exactly."""
+    gen = torch.Generator().manual_seed(seed)
+    noise = torch.randn(batch, pos, d_model, generator=gen)
+    states = 2.0 + noise.cumsum(1) / torch.arange(1, pos + 1)[:, None]
+    for b in range(batch):
+        source = torch.randint(0, pos - 1, (4,), generator=gen)
+        for s in source.tolist():
+            targets = torch.randint(s + 1, pos, (2,), generator=gen)
+            states[b, targets] = states[b, s].clone()
+    return states.float()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rescaling_each_state_leaves_the_scores_exactly(seed):
+    from transformer_lens import ActivationCache
+
+    from adjpos.scoring import sequence_scores
+
+    states = _trained_like_states(seed)
+    lengths = torch.tensor([16, 16, 9, 12, 5, 16])
+    scaled = _rescaled(states, seed + 100)
+    assert not torch.equal(_cosines(scaled), _cosines(states))  # the rounding is there
+    for ties in ("strict", "half"):
+        for widened in (False, True):  # float32 states, or the same taken to float64 first
+            as_given = (lambda x: x.double()) if widened else (lambda x: x)
+            before = sequence_scores(as_given(states), lengths, ties=ties)
+            assert torch.equal(sequence_scores(as_given(scaled), lengths, ties=ties), before)
+        names = ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"]
+        caches = [ActivationCache(dict.fromkeys(names, x), None) for x in (states, scaled)]
+        scores = [adjacency_score(c, ties=ties, per_sequence=True) for c in caches]
+        assert torch.equal(scores[0], scores[1])
+
+
+@pytest.fixture(scope="module")
+def addition_states():
+    """Layer 1 (and the cache) of the shipped addition model, seed 0, on 16 test prompts."""
+    from adjpos import load_pretrained
+
+    model, task = load_pretrained("addition", seed=0)
+    batch = task.sample(16, generator=torch.Generator().manual_seed(0), split="test")
+    tokens = batch.tokens[:, : int(batch.lengths.max())]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens)
+    return cache, batch.lengths
+
+
+def test_rescaling_a_trained_models_states_leaves_its_scores_exactly(addition_states):
+    """The real case: a trained model's states repeat (tied cosines); rescaled, by random
+    factors or by `NormPermute` (each state takes another position's norm), the layer's
+    score and every layer of `adjacency_score` stay exactly where they were."""
+    from transformer_lens import ActivationCache
+
+    from adjpos.interventions import NormPermute
+    from adjpos.scoring import sequence_scores
+
+    cache, lengths = addition_states
+    layer1 = cache["blocks.0.hook_resid_post"]
+    before = sequence_scores(layer1, lengths)
+    for scaled in (_rescaled(layer1, 0), NormPermute()(layer1)):
+        assert not torch.equal(_cosines(scaled), _cosines(layer1))
+        assert torch.equal(sequence_scores(scaled, lengths), before)
+    sites = [n for n in cache.cache_dict if n.endswith(("resid_pre", "resid_post"))]
+    scaled = {n: _rescaled(cache[n], i) for i, n in enumerate(sites)}
+    got = adjacency_score(ActivationCache(scaled, cache.model), lengths=lengths)
+    assert torch.equal(got, adjacency_score(cache, lengths=lengths))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), ties=st.sampled_from(["strict", "half"]))
+def test_repeated_and_rescaled_states_score_as_the_slow_count(seed, ties):
+    """Exact repeats, then each state rescaled (the repeats' cosines now a few float32
+    rounding steps apart): `sequence_scores` is the slow count's with the float32 tolerance."""
+    from adjpos.scoring import sequence_scores
+
+    states = _rescaled(_trained_like_states(seed, batch=3, pos=10, d_model=8), seed)
+    lengths = torch.tensor([10, 7, 4])
+    expected = torch.tensor(
+        [
+            slow_adjacency_probability(slow_cosine(s[:n].tolist()), n, ties, TOL32)
+            for s, n in zip(states, lengths.tolist(), strict=True)
+        ],
+        dtype=torch.float64,
+    )
+    torch.testing.assert_close(sequence_scores(states, lengths, ties=ties), expected)

@@ -1,6 +1,13 @@
 """Pure tensor metrics: no model, no I/O."""
 
-from adjpos.metrics.adjacency import DEFAULT_TIES, adjacency_probability, adjacency_rows
+from adjpos.metrics.adjacency import (
+    DEFAULT_TIES,
+    TIE_EPSILONS,
+    adjacency_probability,
+    adjacency_rows,
+    states_precision,
+    tie_tolerance,
+)
 from adjpos.metrics.cosine import center_states, cosine_matrix
 from adjpos.metrics.decompose import (
     Decomposition,
@@ -15,6 +22,7 @@ from adjpos.metrics.variance import position_variance
 
 __all__ = [
     "DEFAULT_TIES",
+    "TIE_EPSILONS",
     "Decomposition",
     "PositionContextAdjacency",
     "PositionCurvePCs",
@@ -27,4 +35,6 @@ __all__ = [
     "position_context_adjacency",
     "position_curve_pcs",
     "position_variance",
+    "states_precision",
+    "tie_tolerance",
 ]

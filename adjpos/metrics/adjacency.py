@@ -2,9 +2,11 @@
 
 Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
 
-    s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j]} / C(k, 2),   k >= 2,
+    s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j] - t} / C(k, 2),   k >= 2,
 
-with a strict `<` (ties are not ordered), the study's definition. Where a row holds ties (a
+the study's strict `<` with the tie tolerance t = `tie_tolerance` (a few machine epsilons of
+the states' dtype): two similarities at most t apart are a tie, which is not ordered, so that
+float rounding cannot order a pair that is equal in exact arithmetic. Where a row holds ties (a
 repeated token gives identical similarities) chance is then below 0.5; ``ties="half"`` counts
 each tied pair as half ordered, so that chance is 0.5 on any data. The matrix score is the
 mean of s_k over the defined rows k = 2 .. len-1. Counting is exact. On the CPU it is a
@@ -27,10 +29,59 @@ from adjpos.validation import UsageError
 
 # The one default tie rule of every adjacency score adjpos computes (`adjacency_rows`,
 # `adjacency_probability`, `adjpos.adjacency_score`, `adjpos.measure_layers`, ``adjpos score``,
-# sweeps, the first-layer theory): strict, the paper's definition, so a number means the same
-# thing wherever it was computed. "half" stays an option everywhere (docs/concepts.md says
-# when each fits).
+# sweeps, the first-layer theory): strict, the paper's definition (with `tie_tolerance` for
+# what counts as a tie), so a number means the same thing wherever it was computed. "half"
+# stays an option everywhere (docs/concepts.md says when each fits).
 DEFAULT_TIES = "strict"
+
+# The tie tolerance in machine epsilons of the states' dtype (`tie_tolerance` says why 4).
+TIE_EPSILONS = 4
+
+
+def tie_tolerance(precision: torch.dtype) -> float:
+    """The widest gap between two similarities that still counts as a tie: `TIE_EPSILONS`
+    machine epsilons of `precision`, the dtype of the states the similarities come from
+    (float32: 4.8e-7; float64: 8.9e-16; float16: 3.9e-3; bfloat16: 3.1e-2).
+
+    Why 4: rounding a state to its dtype moves each coordinate by at most u = eps / 2 of
+    itself, which moves its cosine with any vector by at most u (|d cos| <= u sin(angle)).
+    So a cosine of two rounded states, computed exactly (or in float64 from float32 states, as
+    every score of a model's states is), is within eps of the exact one, whatever the width d,
+    and two cosines equal in exact arithmetic (a state multiplied by a positive factor, one
+    state reached along two paths) land at most 2 eps apart: 4 eps covers that twice.
+    Measured on the shipped task models (float32 states, float64 cosines, every layer):
+    rescaling each state moves a cosine by about 1.2e-8 (0.1 eps); the near-ties that float
+    noise makes of equal cosines lie below 2 eps; the gaps between distinct cosines spread
+    evenly from there on, about 6 in 15 million pairs per eps, so 4 eps ties some 24 distinct
+    pairs of those 15 million, while most distinct cosines differ by 1e-3 or more. A cosine
+    computed in float32 also carries the sum's rounding, which grows with d (up to 7.6 eps at
+    d = 64 on those models): that is why `adjpos.scoring.SCORE_DTYPE` is float64.
+
+    Example:
+        >>> tie_tolerance(torch.float32) == 4 * torch.finfo(torch.float32).eps
+        True
+    """
+    if not isinstance(precision, torch.dtype) or not precision.is_floating_point:
+        raise UsageError(
+            f"precision must be a floating-point torch dtype (the states' dtype, e.g. "
+            f"torch.float32), got {precision!r}"
+        )
+    return TIE_EPSILONS * torch.finfo(precision).eps
+
+
+def states_precision(x: Tensor) -> torch.dtype:
+    """The dtype whose rounding the values of `x` carry, for `tie_tolerance`: `x`'s own,
+    except that float64 values that are all float32 values (float32 states taken to float64,
+    as the study and the interventions pass them) carry float32's.
+
+    Example:
+        >>> x = torch.randn(2, 3)
+        >>> states_precision(x.double()), states_precision(x.double() / 3)
+        (torch.float32, torch.float64)
+    """
+    if x.dtype == torch.float64 and bool((x.float().double() == x).all()):
+        return torch.float32
+    return x.dtype
 
 
 def adjacency_rows(
@@ -38,15 +89,24 @@ def adjacency_rows(
     *,
     lengths: Int[Tensor, "*batch"] | None = None,
     ties: str = DEFAULT_TIES,
+    precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch pos"]:
     """Row adjacency probabilities s_k of each similarity matrix.
 
+    A pair i < j < k is ordered when C[k, i] < C[k, j] - t and tied when the two are at most
+    t = `tie_tolerance` (`precision`) apart; a tie is not ordered (or half, with
+    ``ties="half"``).
+
     Args:
-        sim: square similarity matrices (any real values; usually `cosine_matrix` output).
+        sim: square similarity matrices (any real values; usually `cosine_matrix` output,
+            whose values lie in [-1, 1], the scale the tolerance is set for).
         lengths: true length of each right-padded sequence (default: all `pos`). Positions at
             or beyond a sequence's length are ignored.
         ties: "strict" (a tied pair is not ordered; the study's definition) or "half" (a tied
             pair counts one half, so chance is 0.5 whatever the ties).
+        precision: the dtype of the states the similarities come from, which sets the tie
+            tolerance (default: `sim`'s own dtype; pass the states' when they were widened
+            before the cosine, as `adjpos.scoring.sequence_scores` does).
 
     Returns:
         s_k per row, NaN where undefined: rows 0 and 1 and rows k >= length.
@@ -63,12 +123,14 @@ def adjacency_rows(
     """
     half = check_ties(ties) == "half"
     check_square(sim)
+    tol = tie_tolerance(sim.dtype if precision is None else precision)
     *batch, n, _ = sim.shape
     lens = check_lengths(lengths, tuple(batch), n)
     k = torch.arange(n)
     defined = (k >= 2) & (k < lens[..., None])  # [*batch, pos]
     prefix = torch.where(defined, k, 0).reshape(-1)
-    counts = _count(sim.detach().to(_count_dtype(sim.dtype)).reshape(-1, n), prefix).double()
+    # float64 holds every float type exactly, and the tolerance's window is computed in it
+    counts = _count(sim.detach().double().reshape(-1, n), prefix, tol).double()
     ordered = counts[:, 0] + (0.5 * counts[:, 1] if half else 0.0)
     pairs = (k * (k - 1) // 2).clamp_min(1).double()
     rows = ordered.reshape(*batch, n) / pairs
@@ -82,6 +144,7 @@ def adjacency_probability(
     lengths: Int[Tensor, "*batch"] | None = None,
     ties: str = DEFAULT_TIES,
     rows: Bool[Tensor, "*batch pos"] | None = None,
+    precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch"]:
     """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
 
@@ -95,6 +158,7 @@ def adjacency_probability(
         rows: which rows k to average (e.g. a task's prompt rows or answer rows; each row
             still looks at every earlier position). A matrix with no selected defined row
             scores NaN.
+        precision: the states' dtype, which sets the tie tolerance (see `adjacency_rows`).
 
     Raises:
         ValueError: a sequence is shorter than 3 tokens, so it has no defined row; or `rows`
@@ -110,7 +174,7 @@ def adjacency_probability(
     check_square(sim)
     *batch, n, _ = sim.shape
     check_scorable(check_lengths(lengths, tuple(batch), n))
-    scores = adjacency_rows(sim, lengths=lengths, ties=ties)
+    scores = adjacency_rows(sim, lengths=lengths, ties=ties, precision=precision)
     if rows is not None:
         if rows.dtype != torch.bool or tuple(rows.shape) != tuple(scores.shape):
             raise UsageError(
@@ -121,34 +185,34 @@ def adjacency_probability(
     return scores.nanmean(dim=-1)
 
 
-def _count(values: Tensor, prefix: Tensor) -> Tensor:
+def _count(values: Tensor, prefix: Tensor, tol: float) -> Tensor:
     """[rows, 2] ordered and tied pairs per row prefix: compiled on the CPU, in torch where the
     values are otherwise (only the counts, two integers per row, come back to the host)."""
     if values.device.type == "cpu":
-        return torch.from_numpy(_count_pairs(values.contiguous().numpy(), prefix.numpy()))
-    return count_pairs_torch(values, prefix.to(values.device)).cpu()
-
-
-def _count_dtype(dtype: torch.dtype) -> torch.dtype:
-    # Both counts compare float32/float64; half types are widened exactly.
-    return torch.float64 if dtype == torch.float64 else torch.float32
+        return torch.from_numpy(_count_pairs(values.contiguous().numpy(), prefix.numpy(), tol))
+    return count_pairs_torch(values, prefix.to(values.device), tol=tol).cpu()
 
 
 def count_pairs_torch(
-    values: Float[Tensor, "rows n"], prefix: Int[Tensor, " rows"], *, chunk: int = 2**24
+    values: Float[Tensor, "rows n"],
+    prefix: Int[Tensor, " rows"],
+    *,
+    tol: float = 0.0,
+    chunk: int = 2**24,
 ) -> Int[Tensor, "rows 2"]:
-    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j]} per row, in torch, and
-    beside it the tied pairs (values[r, i] == values[r, j]).
+    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j] - tol} per row, in torch, and
+    beside it the tied pairs (neither below nor above values[r, j]'s window +- tol).
 
     The count behind `adjacency_rows` on a non-CPU device: every pair of the row is compared
     at once, rows in groups of at most `chunk` comparisons (memory stays bounded), on the
-    values' own device. Strict `<` for the ordered pairs; 0.0 and -0.0 are a tie.
+    values' own device, in float64 as the compiled count compares them. 0.0 and -0.0 are a tie.
 
     Example:
         >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.1, 9.0]]), torch.tensor([3]))
         tensor([[1, 1]])
     """
     rows, n = values.shape
+    values = values.double()
     idx = torch.arange(n, device=values.device)
     before = idx[:, None] < idx[None, :]  # i < j
     step = max(1, chunk // max(n * n, 1))
@@ -156,15 +220,17 @@ def count_pairs_torch(
     for start in range(0, rows, step):
         v, m = values[start : start + step], prefix[start : start + step]
         inside = before & (idx < m[:, None, None])  # j < m, so i < j < m
-        ordered = ((v[:, :, None] < v[:, None, :]) & inside).sum(dim=(1, 2))
-        tied = ((v[:, :, None] == v[:, None, :]) & inside).sum(dim=(1, 2))
+        below = (v[:, :, None] < (v - tol)[:, None, :]) & inside
+        above = (v[:, :, None] > (v + tol)[:, None, :]) & inside
+        ordered = below.sum(dim=(1, 2))
+        tied = inside.sum(dim=(1, 2)) - ordered - above.sum(dim=(1, 2))
         counts.append(torch.stack([ordered, tied], dim=-1))
     if not counts:
         return torch.zeros(0, 2, dtype=torch.int64, device=values.device)
     return torch.cat(counts)
 
 
-def _count_pairs(values: np.ndarray, prefix: np.ndarray) -> np.ndarray:
+def _count_pairs(values: np.ndarray, prefix: np.ndarray, tol: float) -> np.ndarray:
     """The compiled count on no more threads than torch may use; both settings left as found.
 
     `torch.set_num_threads` is the one knob: a sweep worker set to one thread must not start
@@ -176,7 +242,7 @@ def _count_pairs(values: np.ndarray, prefix: np.ndarray) -> np.ndarray:
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, before))
     try:
-        return count_ordered_pairs(values, prefix)
+        return count_ordered_pairs(values, prefix, tol)
     finally:
         numba.set_num_threads(before)
         if torch.get_num_threads() != threads:

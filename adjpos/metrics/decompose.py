@@ -31,7 +31,7 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from adjpos.metrics.adjacency import DEFAULT_TIES, adjacency_probability
+from adjpos.metrics.adjacency import DEFAULT_TIES, adjacency_probability, states_precision
 from adjpos.metrics.checks import check_finite, check_lengths, check_ties
 from adjpos.metrics.cosine import cosine_matrix
 from adjpos.seeds import derived_generator
@@ -51,6 +51,8 @@ class Decomposition:
     context: Float[Tensor, "batch d_model"]  # the per-sequence mean of h - mean - position
     residual: Float[Tensor, "batch pos d_model"]  # zero at padding
     lengths: Int[Tensor, " batch"]
+    # the dtype the states were held in, which sets the tie tolerance of their scores
+    precision: torch.dtype | None = None
 
     @property
     def valid(self) -> Bool[Tensor, "batch pos"]:
@@ -137,7 +139,7 @@ def decompose(
     position = centred.sum(dim=0) / valid.sum(dim=0).clamp_min(1)
     context = (centred - position * valid).sum(dim=1) / lens[:, None]
     residual = centred - (position + context[:, None]) * valid
-    return Decomposition(mean, position, context, residual, lens)
+    return Decomposition(mean, position, context, residual, lens, states_precision(states))
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,8 @@ def position_context_adjacency(
     """The adjacency score of the position curve alone, and of the rest of each sequence.
 
     Every score is `adjacency_probability` of a self-cosine matrix (`cosine_matrix`), with
-    the mean removed from all three so that they are comparable:
+    the tie tolerance of the decomposed states' precision (`Decomposition.precision`) and the
+    mean removed from all three so that they are comparable:
 
     - ``position``: the curve position[t] over the positions some sequence reaches, one
       score (a curve that rises smoothly with t scores near 1);
@@ -245,11 +248,12 @@ def position_context_adjacency(
                 f"{tuple(rest.shape)} (one per sequence), got {tuple(curve.shape)}"
             )
         rest = rest + (parts.position - curve.to(rest))
+    # the tolerance of the states the parts came from (their own dtype may be wider)
+    tie = {"ties": ties, "precision": parts.precision}
     rest, whole = (
-        adjacency_probability(cosine_matrix(x), lengths=parts.lengths, ties=ties)
-        for x in (rest, whole)
+        adjacency_probability(cosine_matrix(x), lengths=parts.lengths, **tie) for x in (rest, whole)
     )
-    position = adjacency_probability(cosine_matrix(parts.position[:reached]), ties=ties)
+    position = adjacency_probability(cosine_matrix(parts.position[:reached]), **tie)
     return PositionContextAdjacency(position, rest, whole)
 
 

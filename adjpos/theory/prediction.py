@@ -164,9 +164,10 @@ def predicted_adjacency(
         generator=generator,
     )
     # As `adjpos.adjacency_score` scores a layer (`adjpos.scoring.sequence_scores`): float64
-    # cosines, the default tie rule; one matrix, cut to each length.
+    # cosines, the default tie rule at the simulated states' precision; one matrix, cut to
+    # each length.
     sim = cosine_matrix(hidden.to(SCORE_DTYPE))
-    scores = [adjacency_probability(sim[:, :n, :n]).mean() for n in lengths]
+    scores = [adjacency_probability(sim[:, :n, :n], precision=hidden.dtype).mean() for n in lengths]
     return torch.stack(scores)
 
 
