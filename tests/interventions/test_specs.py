@@ -21,6 +21,7 @@ from adjpos.interventions import (
     intervene,
     text_intervention_table,
 )
+from adjpos.interventions.curve.arms import ARMS
 from adjpos.interventions.specs import plan_units
 from factories import tiny_config
 
@@ -35,7 +36,7 @@ def _strings(path):
 def test_each_intervention_is_defined_once_in_the_table():
     """No module of the library but the table spells an intervention's name, and the table
     defines each name in one spec (other mentions there are its references: control,
-    matched_to)."""
+    matched_to), the position curve's arms one each from a row of the arm table."""
     spelled = {}
     paths = [*(PACKAGE / "interventions").rglob("*.py"), PACKAGE / "cli" / "intervene.py"]
     for path in [*paths, PACKAGE / "figures" / "interventions.py"]:
@@ -50,8 +51,11 @@ def test_each_intervention_is_defined_once_in_the_table():
     defined = [
         node.args[0].value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "InterventionSpec"
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", "") == "InterventionSpec"
+        and isinstance(node.args[0], ast.Constant)
     ]
+    defined += [f"position_{name}" for name in ARMS]
     assert sorted(defined) == sorted(NAMES) and len(defined) == len(set(defined))
 
 
