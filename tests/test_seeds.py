@@ -1,5 +1,6 @@
 """derive_seed: equal arguments give equal seeds, every change gives another one."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -16,6 +17,13 @@ def test_a_derived_seed_is_repeatable_and_in_range(seed, labels):
     assert first == derive_seed(seed, *labels)
     assert 0 <= first < 2**63
     torch.Generator().manual_seed(first)  # torch takes it
+
+
+@given(seed=st.integers(0, 2**32), labels=labels)
+def test_a_32_bit_seed_is_in_numpys_legacy_range(seed, labels):
+    first = derive_seed(seed, *labels, bits=32)
+    assert first == derive_seed(seed, *labels, bits=32) and 0 <= first < 2**32
+    np.random.RandomState(first)  # numpy's legacy seeding (scikit-learn, TransformerLens) takes it
 
 
 def test_seeds_and_labels_each_change_the_seed():
@@ -53,3 +61,5 @@ def test_a_bad_seed_or_label_is_refused_by_name(bad, user_errors):
         derive_seed(bad)
     with pytest.raises(ValueError, match="label"):
         derive_seed(0, bad)
+    with pytest.raises(ValueError, match="bits must be 63 or 32"):
+        derive_seed(0, "draw", bits=bad)
