@@ -63,3 +63,25 @@ def test_a_bad_seed_or_label_is_refused_by_name(bad, user_errors):
         derive_seed(0, bad)
     with pytest.raises(ValueError, match="bits must be 63 or 32"):
         derive_seed(0, "draw", bits=bad)
+
+
+# The derived streams of the library: each is derive_seed's, none is arithmetic on the seed.
+
+
+def _draws(generator: torch.Generator) -> torch.Tensor:
+    return torch.rand(8, generator=generator)
+
+
+@pytest.mark.parametrize(("seed", "step"), [(0, 0), (0, 1), (1, 0), (3, 250)])
+def test_the_training_batches_are_derived_streams(seed, step):
+    from adjpos.training.loop import batch_generator
+
+    expected = _draws(derived_generator(seed, "batch", step))
+    assert torch.equal(_draws(batch_generator(seed, step)), expected)
+
+
+def test_the_training_batches_of_two_seeds_are_not_the_same_stream():
+    # seed * 1_000_000_007 + step gave (1, 0) and (0, 1_000_000_007) one batch.
+    from adjpos.training.loop import batch_generator
+
+    assert not torch.equal(_draws(batch_generator(1, 0)), _draws(batch_generator(0, 1_000_000_007)))
