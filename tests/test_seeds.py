@@ -85,3 +85,18 @@ def test_the_training_batches_of_two_seeds_are_not_the_same_stream():
     from adjpos.training.loop import batch_generator
 
     assert not torch.equal(_draws(batch_generator(1, 0)), _draws(batch_generator(0, 1_000_000_007)))
+
+
+def test_the_probe_repeats_are_derived_streams():
+    from adjpos import build_model, probe_positions
+    from factories import tiny_config
+
+    model = build_model(tiny_config(), device="cpu")
+    tokens = torch.randint(0, 20, (6, 8), generator=torch.Generator().manual_seed(0))
+    result = probe_positions(
+        model, tokens, layers=[1], features="variance", cv=2, seed=3, repeats=3
+    )
+    assert result.seeds == tuple(derive_seed(3, "probe repeat", r, bits=32) for r in range(3))
+    # seed + r gave seeds 3 and 4 two of their three repeats in common.
+    again = probe_positions(model, tokens, layers=[1], features="variance", cv=2, seed=4, repeats=3)
+    assert not set(result.seeds) & set(again.seeds)
