@@ -72,23 +72,31 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--interventions", "none,shuffle"], "--interventions: interventions: unknown"),
-        (["--layers", "4"], r"--layers \[4\]: layers must be in \[0, 3\]"),
+        (["--interventions", "none,shuffle"], r"interventions: unknown \['shuffle'\]; choose"),
+        (["--layers", "4"], r"layers \[4\] are not in \[0, 3\]"),
         (["--n-prompts", "1"], "--n-prompts must be at least 2"),
         (["--rank", "0"], r"--rank must be in \[1, 64\]"),
-        (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
-        (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
-        (["--doses", "0,1"], r"--doses: doses must be distinct ints >= 1 .* got \(0, 1\)"),
+        (
+            ["--readouts", "kept,last"],
+            r"readouts must be .* \['kept', 'changed'\], got \['kept', 'last'\]",
+        ),
+        (["--control-draws", "0"], "control_draws must be an int >= 1, got 0"),
+        (["--doses", "0,1"], r"doses must be distinct ints >= 1 .* got \(0, 1\)"),
         (
             ["--interventions", "none,position_mean_swap", "--readouts", "changed"],
-            r"\['position_mean_swap'\] run with the read-out kept",
+            r"\['position_mean_swap'\] need the 'kept' read-out",
         ),
     ],
 )
-def test_bad_options_are_named(tmp_path, capsys, extra, message):
+def test_bad_options_are_named(tmp_path, capsys, monkeypatch, extra, message):
+    def never(*args, **kwargs):
+        raise AssertionError("the model ran before the options were checked")
+
+    monkeypatch.setattr("adjpos.interventions.intervention_table", never)
     args = ["intervene", "--model", "pretrained:addition", "--out", str(tmp_path / "x"), *extra]
     assert main(args) == 2
     err = capsys.readouterr().err
+    assert err.startswith("adjpos intervene: error: ") and err.count("\n") == 1, err
     assert re.search(message, err), err
     assert not (tmp_path / "x").exists()  # refused before the folder is claimed
 
