@@ -190,3 +190,32 @@ def test_no_line_but_the_baseline_is_black():
     colours = {t.name: t.line.color for t in plot_interventions(rows).data}
     assert colours.pop("none") == "#000000"
     assert "#000000" not in colours.values()
+
+
+def test_on_text_without_interventions_the_table_picks_its_own(tmp_path, monkeypatch, capsys):
+    """``--hf --text`` without --interventions: the options are checked against the default
+    interventions before the folder is claimed, and the table gets None (its own default)."""
+    import transformers
+
+    from adjpos.hf import hf_config
+    from adjpos.interventions import TEXT_TABLE
+    from factories import word_tokenizer
+
+    config = hf_config("smollm3", {"hidden_size": 32, "num_hidden_layers": 2})
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "model")
+    word_tokenizer(tmp_path / "model")
+    (tmp_path / "t.txt").write_text(" ".join(f"w{(7 * i) % 100}" for i in range(200)))
+    asked = {}
+
+    def table(model, tokens, **kwargs):
+        asked.update(kwargs)
+        return TEXT_TABLE.frame([])
+
+    monkeypatch.setattr("adjpos.interventions.text_intervention_table", table)
+    argv = ["intervene", "--hf", str(tmp_path / "model"), "--text", str(tmp_path / "t.txt")]
+    argv += ["--seq-len", "16", "--n-sequences", "8", "--layers", "1"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    assert asked["interventions"] is None and asked["layers"] == [1]
+    assert main([*argv, "--layers", "5", "--out", str(tmp_path / "bad")]) == 2
+    assert "layers [5] are not in [0, 1]" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
