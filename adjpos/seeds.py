@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 
-def derive_seed(seed: int, *labels: int | str) -> int:
+def derive_seed(seed: int, *labels: int | str, bits: int = 63) -> int:
     """A seed for a derived generator, from the run's `seed` and the labels that name the stream.
 
     numpy's `SeedSequence` mixes the seed with the labels (strings by their CRC-32): equal
@@ -24,12 +24,16 @@ def derive_seed(seed: int, *labels: int | str) -> int:
     Args:
         seed: the user's seed (a non-negative int).
         *labels: what the stream is for, in order: names ("draw") and indices (3).
+        bits: 63, or 32 for a seed that reaches numpy's legacy seeding (scikit-learn's
+            `random_state`, the seed of `adjpos.ModelConfig`, which TransformerLens gives
+            numpy), which takes seeds below 2**32 only.
 
     Returns:
-        A non-negative int below 2**63 (valid for `torch.Generator.manual_seed` and numpy).
+        A non-negative int below 2**bits (valid for `torch.Generator.manual_seed` and numpy).
 
     Raises:
-        ValueError: if `seed` or an int label is negative, or a label is not an int or str.
+        ValueError: if `seed` or an int label is negative, a label is not an int or str, or
+            `bits` is not 63 or 32.
 
     Example:
         >>> derive_seed(0, "draw", 3) == derive_seed(0, "draw", 3)
@@ -37,10 +41,14 @@ def derive_seed(seed: int, *labels: int | str) -> int:
         >>> derive_seed(0, "draw", 3) == derive_seed(1, "draw", 3)
         False
     """
+    if bits not in (63, 32):
+        raise ValueError(f"bits must be 63 or 32, got {bits!r}")
     key = [_label(seed, "seed")] + [_label(label, "label") for label in labels]
     state = np.random.SeedSequence(entropy=key[0], spawn_key=tuple(key[1:])).generate_state(
         2, np.uint32
     )
+    if bits == 32:
+        return int(state[0])
     return int((int(state[0]) << 31) ^ int(state[1])) & (2**63 - 1)
 
 

@@ -177,10 +177,11 @@ def score_cell(
     from adjpos.metrics import position_variance
     from adjpos.models import build_model
     from adjpos.scoring import sequence_scores
+    from adjpos.seeds import derived_generator
 
     start = time.perf_counter()
     model = build_model(dataclasses.replace(cfg, seed=seed), device=device)
-    gen = torch.Generator().manual_seed(seed)
+    gen = derived_generator(seed, "sweep tokens")  # not the stream of the model's weights
     tokens = torch.randint(0, cfg.d_vocab, (n_sequences, seq_len), generator=gen)
     k = torch.arange(seq_len, dtype=torch.float64)
     lengths = torch.full((n_sequences,), seq_len)

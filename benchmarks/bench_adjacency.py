@@ -43,6 +43,7 @@ import adjpos
 import adjpos.metrics
 import adjpos.scoring
 from adjpos.runs import versions, write_json
+from adjpos.seeds import derived_generator
 
 TARGET_N, TARGET_RATIO = 1024, 2.0
 FULL = {
@@ -106,7 +107,7 @@ def bench_speed(sizes, ref_sizes, repeats: int, batch: int = 4) -> list[dict]:
     """Time adjacency_probability against one sort and (small n) the reference loop."""
     rows = []
     for n in sizes:
-        x = torch.rand(batch, n, n, generator=torch.Generator().manual_seed(n))
+        x = torch.rand(batch, n, n, generator=derived_generator(0, "speed input", n))
         fns = {
             "adjacency": lambda x=x: adjpos.adjacency_probability(x),
             "sort": lambda x=x: torch.sort(x, dim=-1),
@@ -201,7 +202,7 @@ def bench_memory(spec: dict, repeats: int) -> dict:
 def lm_like_states(batch: int, pos: int, d_model: int) -> torch.Tensor:
     """float32 states that share a large direction, as a language model's do (cosines near 1,
     differing in their later digits), plus a causal running mean that orders them."""
-    gen = torch.Generator().manual_seed(batch * pos + d_model)
+    gen = derived_generator(0, "lm-like states", batch, pos, d_model)
     noise = torch.randn(batch, pos, d_model, generator=gen)
     running = noise.cumsum(dim=1) / torch.arange(1, pos + 1)[:, None]
     return (8.0 + running + 0.1 * noise).float()

@@ -18,11 +18,11 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
-import torch
 
 import adjpos
 import adjpos.figures
 from adjpos.pretrained import available_pretrained
+from adjpos.seeds import derived_generator
 from adjpos.tables import Table
 
 COLUMNS = Table(task="string", seed="int64", model="string", length="int64") + adjpos.heads.HEADS
@@ -35,7 +35,9 @@ HEADER = (
 def measure(name: str, seed: int, n: int, window: int) -> pd.DataFrame:
     """The head table of the trained model and of its initial weights, on the same sequences."""
     model, task = adjpos.load_pretrained(name, seed, device="cpu")
-    tokens = adjpos.sequences_of_length(task, n, generator=torch.Generator().manual_seed(seed))
+    tokens = adjpos.sequences_of_length(
+        task, n, generator=derived_generator(seed, "head sequences")
+    )
     initial = adjpos.build_model(model.adjpos_config.with_changes(seed=seed), device="cpu")
     parts = []
     for kind, measured in (("trained", model), ("init", initial)):

@@ -35,6 +35,7 @@ import adjpos
 from adjpos.figures import plot_layer_kinds, save_figure
 from adjpos.hf import FAMILIES, NOPE_LAYOUTS, hf_config, load_hf, measure_layers, nope_layer_effects
 from adjpos.runs import write_text
+from adjpos.seeds import derived_generator
 from adjpos.theory import compare_first_layer, predicted_adjacency
 
 SEEDS = (0, 1, 2)
@@ -78,7 +79,7 @@ def first_layer(family, init, seed, size, tokens, layers: pd.DataFrame) -> list[
     value_width = min(config.hidden_size, config.num_key_value_heads * head_dim)
 
     def predict(width: int) -> float:
-        gen = torch.Generator().manual_seed(seed)
+        gen = derived_generator(seed, "theory prediction")
         return float(predicted_adjacency(tokens.shape[1], d_model=width, generator=gen)[0])
 
     mine = (layers["family"] == family) & (layers["init"] == init) & (layers["seed"] == seed)

@@ -17,6 +17,7 @@ import torch
 
 import adjpos
 import adjpos.theory
+from adjpos.seeds import derived_generator
 
 SCALES = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0]
 D_MODEL, N_POS = 64, 32
@@ -24,13 +25,13 @@ D_MODEL, N_POS = 64, 32
 
 def distinct_tokens(n_seq: int, d_vocab: int, seed: int) -> torch.Tensor:
     """Random sequences without repeated tokens, so the value vectors are independent."""
-    keys = torch.rand(n_seq, d_vocab, generator=torch.Generator().manual_seed(seed))
+    keys = torch.rand(n_seq, d_vocab, generator=derived_generator(seed, "theory tokens"))
     return keys.argsort(dim=1)[:, :N_POS]
 
 
 def predicted_score(width: int, rho: float, *, n_samples: int, seed: int) -> float:
     """Monte Carlo adjacency score of the idealised first layer at this width and rho."""
-    gen = torch.Generator().manual_seed(seed)
+    gen = derived_generator(seed, "theory prediction")
     score = adjpos.theory.predicted_adjacency(
         N_POS, d_model=width, residual_ratio=rho, n_samples=n_samples, generator=gen
     )
@@ -43,7 +44,7 @@ def measure(scale: float, seeds: list[int], n_seq: int, n_samples: int) -> dict[
     for seed in seeds:
         cfg = adjpos.ModelConfig(n_layers=1, d_model=D_MODEL, init_range=scale, seed=seed)
         model = adjpos.build_model(cfg, device="cpu")
-        tokens = distinct_tokens(n_seq, cfg.d_vocab, seed=100 + seed)
+        tokens = distinct_tokens(n_seq, cfg.d_vocab, seed=seed)
         out, mid, post = (
             adjpos.theory.compare_first_layer(model, tokens, site=site)
             for site in ("attn_out", "resid_mid", "resid_post")

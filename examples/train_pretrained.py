@@ -8,7 +8,8 @@ prompts (test split, a seed training never used) into ``heldout.json``. ``--reci
 trains with an earlier recipe instead (``adjpos.pretrained.EARLIER``: how the failures in
 docs/pretrained.md were found). With ``--install`` the runs that pass (>= 99%) are copied into
 ``adjpos/pretrained/TASK/seedS`` with ``--snapshots K`` of their training snapshots in float16
-(spread over the log-spaced steps, the first and the last among them).
+(spread over the log-spaced steps, the first and the last among them). The shipped models drew
+their batches from earlier seeds, so a run today trains other weights (docs/pretrained.md).
 
     python examples/train_pretrained.py [--out runs/pretrained] [--tasks addition reversal]
         [--seeds 0 1 2] [--recipe NAME] [--workers 2] [--install] [--snapshots K] [--quick]

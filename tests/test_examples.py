@@ -22,6 +22,7 @@ from scipy.stats import kendalltau, pearsonr
 
 import adjpos
 import adjpos.study
+from adjpos.seeds import derived_generator
 from adjpos.tasks.vocab import EOS
 from reference import slow_adjacency_probability
 
@@ -124,6 +125,11 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+def study_gen(*labels: int | str) -> torch.Generator:
+    """The study's draw named `labels`: a stream derived from seed 0 (adjpos.study.models)."""
+    return derived_generator(0, "study", *labels)
+
+
 # --- reading printed tables ---------------------------------------------------------------
 
 
@@ -208,7 +214,7 @@ def test_fig_adjacency_by_layer(run_example, addition):
     out, _ = run_example("fig_adjacency_by_layer.py")
     printed = pandas_row(out, "addition", "random-init")
     task = addition[1]
-    batch = task.sample(adjpos.study.TINY.n_sequences, generator=gen(2), split="test")
+    batch = task.sample(adjpos.study.TINY.n_sequences, generator=study_gen(2), split="test")
     tokens = batch.tokens[:, : int(batch.lengths.max())]
     scores = []
     for seed in adjpos.study.TINY.trained_seeds:
@@ -257,7 +263,10 @@ def test_fig_random_init_sweep(run_example):
     sizes = adjpos.study.TINY
     cfg = adjpos.ModelConfig(n_layers=sizes.sweep_layers, init_range=0.1, d_model=16, seed=0)
     tokens = torch.randint(
-        0, cfg.d_vocab, (sizes.sweep_sequences, sizes.sweep_len), generator=gen(0)
+        0,
+        cfg.d_vocab,
+        (sizes.sweep_sequences, sizes.sweep_len),
+        generator=derived_generator(0, "sweep tokens"),
     )
     states = residual(adjpos.build_model(cfg), tokens, layer=cfg.n_layers)
     assert close(line.split()[-1], slow_adjacency(states))
@@ -276,7 +285,7 @@ def test_fig_theory_first_layer(run_example):
     (seed,) = sizes.theory_seeds
     cfg = adjpos.ModelConfig(n_layers=1, d_model=WIDTH, init_range=float(row["init_range"]))
     model = adjpos.build_model(cfg.with_changes(seed=seed))
-    keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=gen(100 + seed))
+    keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=study_gen("theory", seed))
     with torch.inference_mode():
         _, cache = model.run_with_cache(keys.argsort(dim=1)[:, :N_POS])
     assert close(row["measured"], slow_adjacency(cache["blocks.0.hook_attn_out"]))
@@ -289,7 +298,7 @@ def test_fig_variance_by_position(run_example, addition):
     out, _ = run_example("fig_variance_by_position.py")
     printed = pandas_row(out, "addition", "random-init")
     task = addition[1]
-    tokens = adjpos.sequences_of_length(task, adjpos.study.TINY.n_sequences, generator=gen(3))
+    tokens = adjpos.sequences_of_length(task, adjpos.study.TINY.n_sequences, generator=study_gen(3))
     ratios = []
     for seed in adjpos.study.TINY.trained_seeds:
         control = own_initial_weights("addition", seed)
@@ -309,7 +318,7 @@ def test_head_similarity(run_example, addition):
     lines = [x.split() for x in out.splitlines() if x.startswith("addition ")]
     assert len(lines) == model.cfg.n_layers * model.cfg.n_heads  # every head of every block
     _, _, _, _, r, _, prev, *_ = next(x for x in lines if x[1:4] == ["0", "2", "3"])
-    tokens = adjpos.sequences_of_length(task, 16, generator=gen(0))
+    tokens = adjpos.sequences_of_length(task, 16, generator=derived_generator(0, "head sequences"))
     names = ["blocks.2.ln1.hook_normalized", "blocks.2.attn.hook_attn_scores"]
     with torch.inference_mode():
         _, cache = model.run_with_cache(tokens, names_filter=[*names, "blocks.2.attn.hook_pattern"])
@@ -390,7 +399,7 @@ def test_theory_first_layer_table(run_example):
     attention = out.split("attention output alone")[1].split("with the residual")[0]
     score = rows_by_first_word(attention)["0.05"][4]
     cfg = adjpos.ModelConfig(n_layers=1, d_model=64, init_range=0.05, seed=0)
-    keys = torch.rand(16, cfg.d_vocab, generator=gen(100))
+    keys = torch.rand(16, cfg.d_vocab, generator=derived_generator(0, "theory tokens"))
     with torch.inference_mode():
         _, cache = adjpos.build_model(cfg).run_with_cache(keys.argsort(dim=1)[:, :32])
     assert close(score, slow_adjacency(cache["blocks.0.hook_attn_out"]))
@@ -544,8 +553,6 @@ def test_position_curve_arms(run_example):
 
 
 def test_train_text(run_example, tmp_path):
-    from adjpos.seeds import derived_generator
-
     # Each printed validation loss is the run's last evaluation, recomputed here from its saved
     # model on the same validation windows; the layouts come out as their layer kinds.
     out, script = run_example("train_text.py")

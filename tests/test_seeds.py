@@ -1,5 +1,6 @@
 """derive_seed: equal arguments give equal seeds, every change gives another one."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -16,6 +17,13 @@ def test_a_derived_seed_is_repeatable_and_in_range(seed, labels):
     assert first == derive_seed(seed, *labels)
     assert 0 <= first < 2**63
     torch.Generator().manual_seed(first)  # torch takes it
+
+
+@given(seed=st.integers(0, 2**32), labels=labels)
+def test_a_32_bit_seed_is_in_numpys_legacy_range(seed, labels):
+    first = derive_seed(seed, *labels, bits=32)
+    assert first == derive_seed(seed, *labels, bits=32) and 0 <= first < 2**32
+    np.random.RandomState(first)  # numpy's legacy seeding (scikit-learn, TransformerLens) takes it
 
 
 def test_seeds_and_labels_each_change_the_seed():
@@ -53,3 +61,42 @@ def test_a_bad_seed_or_label_is_refused_by_name(bad, user_errors):
         derive_seed(bad)
     with pytest.raises(ValueError, match="label"):
         derive_seed(0, bad)
+    with pytest.raises(ValueError, match="bits must be 63 or 32"):
+        derive_seed(0, "draw", bits=bad)
+
+
+# The derived streams of the library: each is derive_seed's, none is arithmetic on the seed.
+
+
+def _draws(generator: torch.Generator) -> torch.Tensor:
+    return torch.rand(8, generator=generator)
+
+
+@pytest.mark.parametrize(("seed", "step"), [(0, 0), (0, 1), (1, 0), (3, 250)])
+def test_the_training_batches_are_derived_streams(seed, step):
+    from adjpos.training.loop import batch_generator
+
+    expected = _draws(derived_generator(seed, "batch", step))
+    assert torch.equal(_draws(batch_generator(seed, step)), expected)
+
+
+def test_the_training_batches_of_two_seeds_are_not_the_same_stream():
+    # seed * 1_000_000_007 + step gave (1, 0) and (0, 1_000_000_007) one batch.
+    from adjpos.training.loop import batch_generator
+
+    assert not torch.equal(_draws(batch_generator(1, 0)), _draws(batch_generator(0, 1_000_000_007)))
+
+
+def test_the_probe_repeats_are_derived_streams():
+    from adjpos import build_model, probe_positions
+    from factories import tiny_config
+
+    model = build_model(tiny_config(), device="cpu")
+    tokens = torch.randint(0, 20, (6, 8), generator=torch.Generator().manual_seed(0))
+    result = probe_positions(
+        model, tokens, layers=[1], features="variance", cv=2, seed=3, repeats=3
+    )
+    assert result.seeds == tuple(derive_seed(3, "probe repeat", r, bits=32) for r in range(3))
+    # seed + r gave seeds 3 and 4 two of their three repeats in common.
+    again = probe_positions(model, tokens, layers=[1], features="variance", cv=2, seed=4, repeats=3)
+    assert not set(result.seeds) & set(again.seeds)

@@ -16,7 +16,6 @@ from adjpos.cli._options import (
     add_task_args,
     comma_ints,
     comma_list,
-    for_option,
     nope_layers_arg,
     positive_int,
     read_text_file,
@@ -166,20 +165,13 @@ def _run_intervene(args: argparse.Namespace) -> int:
         CURVE_DIFFERENCES,
         DEFAULT_INTERVENTIONS,
         INTERVENTION_TABLE,
-        READOUTS,
-        check_interventions,
         intervention_table,
     )
-    from adjpos.interventions.spec import check_doses
     from adjpos.interventions.specs import plan_units
     from adjpos.runs import RunFolder, write_json
 
-    names = None
-    if args.interventions is not None:
-        specs = for_option("--interventions", check_interventions, args.interventions)
-        names = [spec.name for spec in specs]
     if args.hf is not None or args.text is not None:
-        return _run_on_text(args, names)
+        return _run_on_text(args)
     if args.model is None:
         raise UsageError("pass --model (a trained model), or --hf with --text (a language model)")
     text_only = {"--cut": args.cut, "--nope-layers": args.nope_layers}
@@ -187,29 +179,17 @@ def _run_intervene(args: argparse.Namespace) -> int:
     given = [option for option, value in text_only.items() if value is not None]
     if given:
         raise UsageError(f"{', '.join(given)} go with --hf and --text (a language model)")
-    names = names or list(DEFAULT_INTERVENTIONS)
+    names = args.interventions if args.interventions is not None else list(DEFAULT_INTERVENTIONS)
     model, task = _model_and_task(args)
-    n_layers = model.cfg.n_layers
-    layers = args.layers if args.layers is not None else list(range(n_layers))
-    bad = [x for x in layers if not 0 <= x < n_layers]
-    if bad or not layers:
-        raise UsageError(f"--layers {bad or layers}: layers must be in [0, {n_layers - 1}]")
+    layers = args.layers if args.layers is not None else list(range(model.cfg.n_layers))
     if args.n_prompts < 2:
         raise UsageError(f"--n-prompts must be at least 2, got {args.n_prompts}")
-    if not args.readouts or set(args.readouts) - set(READOUTS):
-        raise UsageError(f"--readouts {args.readouts}: choose from {list(READOUTS)}")
-    for spec in check_interventions(names):
-        if not set(spec.readouts) & set(args.readouts):
-            raise UsageError(
-                f"--interventions ['{spec.name}'] run with the read-out "
-                f"{' or '.join(spec.readouts)}: add --readouts {spec.readouts[0]}"
-            )
-    if args.control_draws < 1:
-        raise UsageError(f"--control-draws must be at least 1, got {args.control_draws}")
     if not 1 <= args.rank <= model.cfg.d_model:
         raise UsageError(f"--rank must be in [1, {model.cfg.d_model}] (d_model), got {args.rank}")
-    doses = list(for_option("--doses", check_doses, args.doses))
-    dosed = any(spec.dosed for spec in check_interventions(names))
+    # Layers, interventions, read-outs, draws and doses: checked here, before the folder
+    # is claimed and before the model runs.
+    units = plan_units(model, layers, names, args.readouts, args.control_draws, args.doses)
+    doses, dosed = list(args.doses), any(unit.spec.dosed for unit in units)
     config = getattr(model, "adjpos_config", None)
     spec = {
         "model": args.model,
@@ -237,7 +217,6 @@ def _run_intervene(args: argparse.Namespace) -> int:
     )
     done = len(folder.done_units())
     if done:
-        units = plan_units(model, layers, names, args.readouts, args.control_draws, doses)
         print(f"resuming: {done} of {len(units)} units already in {args.out}")
     table, differences = intervention_table(
         model,
@@ -276,11 +255,11 @@ def _run_intervene(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
+def _run_on_text(args: argparse.Namespace) -> int:
     """``--hf SOURCE --text FILE``: the causal tests on text (`text_intervention_table`)."""
     from adjpos.hf import load_hf, load_tokenizer, text_tokens
-    from adjpos.interventions import TEXT_TABLE, check_interventions, text_intervention_table
-    from adjpos.interventions.spec import check_doses
+    from adjpos.interventions import DEFAULT_INTERVENTIONS, TEXT_TABLE, text_intervention_table
+    from adjpos.interventions.specs import plan_units
     from adjpos.runs import RunFolder, write_json
     from adjpos.validation import check_model, resolve_device
 
@@ -296,7 +275,11 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
         tokenizer, text, args.seq_len, max_sequences=args.n_sequences, bos=args.bos
     )
     cut = args.cut if args.cut is not None else args.seq_len // 2
-    doses = list(for_option("--doses", check_doses, args.doses))
+    names, doses = args.interventions, list(args.doses)
+    # Checked before the folder is claimed (without --interventions, the table's own default
+    # differs only in leaving out what a bridge cannot hook).
+    planned = names if names is not None else DEFAULT_INTERVENTIONS
+    units = plan_units(model, args.layers, planned, args.readouts, args.control_draws, doses)
     spec = {
         "hf": args.hf,
         "nope_layers": args.nope_layers,
@@ -313,7 +296,7 @@ def _run_on_text(args: argparse.Namespace, names: list[str] | None) -> int:
         "control_draws": args.control_draws,
         "seed": args.data_seed,
     }
-    if any(s.dosed for s in check_interventions(names or [])):  # as on a task
+    if any(unit.spec.dosed for unit in units):  # as on a task
         spec["doses"] = doses
     folder = RunFolder.open(
         args.out,

@@ -77,16 +77,23 @@ def add_probe_parser(commands: Any) -> None:
         "--layers", type=comma_ints, help="comma-separated layers (default: all; 0 = embeddings)"
     )
     probe.add_argument("--cv", type=int, default=5, help="folds, grouped by sequence")
-    probe.add_argument("--probe-seed", type=int, default=0, help="first seed of folds and shuffles")
+    probe.add_argument(
+        "--probe-seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of the folds and shuffles (each repeat's own is derived from it)",
+    )
     probe.add_argument("--repeats", type=positive_int, default=3, help="seeds per score")
     probe.add_argument(
         "--controls",
         type=non_negative_int,
         default=0,
         help="also probe N random-init copies of the model's own architecture on the very "
-        "same sequences: seeds S, S + 1, ..., where S is the seed the model was initialised "
-        "from (so a shipped model's first control is its own starting weights). Labelled "
-        "'random-init (seed S)' in the model column; each gets DIR/probes_control_seedS.json "
+        "same sequences: the first with S, the seed the model was initialised from (a shipped "
+        "model's own starting weights), the others with seeds derived from S "
+        "(adjpos.seeds.derive_seed(S, 'random-init control', k, bits=32), k = 1 .. N - 1). "
+        "Labelled "
+        "'random-init (seed X)' in the model column; each gets DIR/probes_control_seedX.json "
         "and a figure.",
     )
     probe.add_argument(
@@ -139,11 +146,16 @@ def _run_probe(args: argparse.Namespace) -> int:
 def _subjects(args: argparse.Namespace, model: Any, device: Any) -> list[tuple[str, str, Any]]:
     """(file stem, model label, model) of the model and of each random-init control."""
     from adjpos.models import build_model
+    from adjpos.seeds import derive_seed
 
     subjects = [("probes", args.model, model)]
     if args.controls:
         config = model.adjpos_config
-        for seed in range(config.seed, config.seed + args.controls):
+        others = [
+            derive_seed(config.seed, "random-init control", k, bits=32)
+            for k in range(1, args.controls)
+        ]
+        for seed in (config.seed, *others):  # the first: the model's own starting weights
             copy = build_model(config.with_changes(seed=seed), device=device)
             subjects.append((f"probes_control_seed{seed}", f"random-init (seed {seed})", copy))
     return subjects

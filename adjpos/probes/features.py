@@ -48,11 +48,14 @@ feature set that does not leak its slot by construction scores at chance there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
 from adjpos.metrics import cosine_matrix, position_variance
+from adjpos.probes.fit import check_names
 from adjpos.validation import UsageError
 
 BASE_FEATURE_SETS = (
@@ -78,20 +81,15 @@ FEATURE_SETS = BASE_FEATURE_SETS + tuple(SHUFFLED + name for name in BASE_FEATUR
 ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean", "token_identity")
 
 
-def check_feature_sets(names: str | tuple[str, ...] | list[str]) -> list[str]:
+def check_feature_sets(names: str | Sequence[str]) -> list[str]:
     """Validate feature-set names (one name or several); returns them as a list, in order.
 
     Raises:
         ValueError: an unknown name (the message lists the allowed ones) or an empty list.
     """
-    names = [names] if isinstance(names, str) else list(names)
-    unknown = [n for n in names if n not in FEATURE_SETS]
-    if unknown or not names:
-        raise UsageError(
-            f"unknown feature sets {unknown or names}; choose from {list(BASE_FEATURE_SETS)}, "
-            f"each also as '{SHUFFLED}NAME' (the shuffled-position control)"
-        )
-    return list(dict.fromkeys(names))
+    control = "(the shuffled-position control)"
+    listed = f"{list(BASE_FEATURE_SETS)}, each also as '{SHUFFLED}NAME' {control}"
+    return check_names("feature sets", names, FEATURE_SETS, listed)
 
 
 def base_name(name: str) -> str:

@@ -56,17 +56,35 @@ SPLINE_KNOTS = 8
 Samples = tuple[Tensor, Tensor, Tensor]
 
 
-def check_probes(names: str | tuple[str, ...] | list[str]) -> list[str]:
-    """Validate probe names (one or several); returns them as a list.
+def check_names(
+    what: str, names: str | Sequence[str], allowed: Sequence[str], listed: str | None = None
+) -> list[str]:
+    """`names` (one name or several) as a list in order, repeats dropped, each one of `allowed`.
+
+    Args:
+        what: what the names are, for the message ("probes", "feature sets").
+        names: the names given.
+        allowed: the names accepted.
+        listed: how the message lists what is allowed (default: `allowed`).
+
+    Raises:
+        UsageError: an unknown name (the message lists the allowed ones) or none.
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    unknown = [n for n in names if n not in allowed]
+    if unknown or not names:
+        choose = listed if listed is not None else str(list(allowed))
+        raise UsageError(f"unknown {what} {unknown or names}; choose from {choose}")
+    return list(dict.fromkeys(names))
+
+
+def check_probes(names: str | Sequence[str]) -> list[str]:
+    """Validate probe names (one or several) against `PROBES`; returns them as a list.
 
     Raises:
         ValueError: an unknown name (the message lists the allowed ones) or an empty list.
     """
-    names = [names] if isinstance(names, str) else list(names)
-    unknown = [n for n in names if n not in PROBES]
-    if unknown or not names:
-        raise UsageError(f"unknown probes {unknown or names}; choose from {list(PROBES)}")
-    return list(dict.fromkeys(names))
+    return check_names("probes", names, PROBES)
 
 
 def probe_applies(probe: str, n_features: int) -> bool:

@@ -32,6 +32,7 @@ from adjpos.probes.features import (
 )
 from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_applies
 from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
+from adjpos.seeds import derive_seed
 from adjpos.types import TokenInput
 from adjpos.validation import UsageError, check_model, check_positive_int
 
@@ -58,10 +59,11 @@ def probe_positions(
     For every layer and feature set (see `adjpos.probes.features`: ``variance``, ``norm``,
     ``cosine_profile``, ``cosine_sorted``, ``cosine_mean``, ``cosine_first``,
     ``cosine_previous``, ``resid``, ``token_identity`` and their ``shuffled:`` controls), each
-    probe is cross-validated with the sequences as groups, once per seed ``seed, seed + 1,
-    ..., seed + repeats - 1`` (the seed picks the folds and the shuffles). The ``spline``
-    probe reads only the one-number sets and skips the others; ``token_identity`` does not
-    depend on the layer and is probed once, reported at layer 0.
+    probe is cross-validated with the sequences as groups, once per repeat r = 0 .. repeats - 1
+    with the seed ``adjpos.seeds.derive_seed(seed, "probe repeat", r, bits=32)`` (it picks the
+    folds and the shuffles). The ``spline`` probe reads only the one-number sets and skips the
+    others; ``token_identity`` does not depend on the layer and is probed once, reported at
+    layer 0.
 
     Args:
         model: a TransformerLens model.
@@ -73,8 +75,8 @@ def probe_positions(
         features: one feature-set name or several.
         probe: "ridge", "logistic", "spline", or several as a list.
         cv: folds (at least 2, at most the number of sequences).
-        seed: first seed.
-        repeats: how many seeds.
+        seed: the seed each repeat's seed is derived from.
+        repeats: how many repeats (seeds).
         model_name: the result's `model` label.
         batch_size: sequences per forward pass (default: all at once).
         progress: show a progress bar counting the fits (default: only on a terminal).
@@ -96,7 +98,7 @@ def probe_positions(
         _check_counts(tokens.shape[0], cv, repeats)
         _check_lengths_fit(names, lens)
         tokens = tokens[:, : int(lens.max())]  # columns that are padding in every row
-        seeds = tuple(range(seed, seed + repeats))
+        seeds = repeat_seeds(seed, repeats)
         plan = _plan(names, probes, layers, tokens.shape[1])
         total = sum(len(p) for p in plan.values()) * repeats * cv
         bar = tqdm(
@@ -120,6 +122,13 @@ def probe_positions(
                     bar.update(repeats * cv)
         bar.close()
         return ProbeResult(model_name, tuple(scores), tokens.shape[0], tokens.shape[1], cv, seeds)
+
+
+def repeat_seeds(seed: int, repeats: int) -> tuple[int, ...]:
+    """The seeds of the folds and shuffles of `repeats` repeats: one derived stream each
+    (``derive_seed(seed, "probe repeat", r)``, 32 bits: scikit-learn's folds take no more),
+    never ``seed + r``, which two runs with neighbouring seeds would share."""
+    return tuple(derive_seed(seed, "probe repeat", r, bits=32) for r in range(repeats))
 
 
 def _plan(names, probes, layers, n_pos) -> dict[tuple[int, str], list[str]]:

@@ -13,11 +13,13 @@ import torch
 
 from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.pretrained import load_pretrained, pretrained_folder, pretrained_seeds, trained_task
+from adjpos.seeds import derived_generator
 from adjpos.tasks import Task
 from adjpos.training import TrainConfig, train
 
 # The model labels of the study's tables.
 TRAINED, RANDOM, LEARNED = "trained", "random-init", "random-init, learned positions"
+STUDY_SEED = 0  # every draw of the study (prompts, sequences) is a stream derived from it
 
 
 @dataclass
@@ -125,9 +127,10 @@ def layer_states(models: Models, sizes: Any):
                 yield {"task": name, "model": label, "seed": seed, "layer": layer}, tokens, states
 
 
-def gen(seed: int) -> torch.Generator:
-    """A fresh generator: every draw of the study names its seed."""
-    return torch.Generator().manual_seed(seed)
+def gen(*labels: int | str) -> torch.Generator:
+    """A fresh generator for one draw of the study, named by `labels`: a stream derived from
+    `STUDY_SEED` (``adjpos.seeds.derived_generator(STUDY_SEED, "study", *labels)``)."""
+    return derived_generator(STUDY_SEED, "study", *labels)
 
 
 def rounded(matrix: torch.Tensor) -> list[list[float]]:

@@ -169,13 +169,13 @@ def sequence_mask(lengths: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def batch_generator(seed: int, step: int) -> torch.Generator:
-    """The generator of the batch at `step`: a pure function of (seed, step).
+    """The generator of the batch at `step`: ``derived_generator(seed, "batch", step)``, a
+    pure function of (seed, step) that no other (seed, step) shares.
 
-    The one derived seed not taken from `adjpos.seeds.derive_seed`, on purpose: the shipped
-    models were trained on these batches, so a retraining replays them batch by batch; and
-    seed * 1_000_000_007 + step is one-to-one for every step below 1_000_000_007, so no two
-    (seed, step) pairs share a batch."""
-    return torch.Generator().manual_seed(seed * 1_000_000_007 + step)
+    The models shipped in `adjpos.pretrained` were trained with earlier batch seeds,
+    ``seed * 1_000_000_007 + step``: running the command in a shipped model's ``train.json``
+    trains a model of the same recipe on other batches, not the same weights."""
+    return derived_generator(seed, "batch", step)
 
 
 def _step(model, task, cfg, opt, step, device) -> float:

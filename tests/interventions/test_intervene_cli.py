@@ -72,23 +72,31 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--interventions", "none,shuffle"], "--interventions: interventions: unknown"),
-        (["--layers", "4"], r"--layers \[4\]: layers must be in \[0, 3\]"),
+        (["--interventions", "none,shuffle"], r"interventions: unknown \['shuffle'\]; choose"),
+        (["--layers", "4"], r"layers \[4\] are not in \[0, 3\]"),
         (["--n-prompts", "1"], "--n-prompts must be at least 2"),
         (["--rank", "0"], r"--rank must be in \[1, 64\]"),
-        (["--readouts", "kept,last"], r"--readouts \['kept', 'last'\]: choose from"),
-        (["--control-draws", "0"], "--control-draws must be at least 1, got 0"),
-        (["--doses", "0,1"], r"--doses: doses must be distinct ints >= 1 .* got \(0, 1\)"),
+        (
+            ["--readouts", "kept,last"],
+            r"readouts must be .* \['kept', 'changed'\], got \['kept', 'last'\]",
+        ),
+        (["--control-draws", "0"], "control_draws must be an int >= 1, got 0"),
+        (["--doses", "0,1"], r"doses must be distinct ints >= 1 .* got \(0, 1\)"),
         (
             ["--interventions", "none,position_mean_swap", "--readouts", "changed"],
-            r"\['position_mean_swap'\] run with the read-out kept",
+            r"\['position_mean_swap'\] need the 'kept' read-out",
         ),
     ],
 )
-def test_bad_options_are_named(tmp_path, capsys, extra, message):
+def test_bad_options_are_named(tmp_path, capsys, monkeypatch, extra, message):
+    def never(*args, **kwargs):
+        raise AssertionError("the model ran before the options were checked")
+
+    monkeypatch.setattr("adjpos.interventions.intervention_table", never)
     args = ["intervene", "--model", "pretrained:addition", "--out", str(tmp_path / "x"), *extra]
     assert main(args) == 2
     err = capsys.readouterr().err
+    assert err.startswith("adjpos intervene: error: ") and err.count("\n") == 1, err
     assert re.search(message, err), err
     assert not (tmp_path / "x").exists()  # refused before the folder is claimed
 
@@ -182,3 +190,32 @@ def test_no_line_but_the_baseline_is_black():
     colours = {t.name: t.line.color for t in plot_interventions(rows).data}
     assert colours.pop("none") == "#000000"
     assert "#000000" not in colours.values()
+
+
+def test_on_text_without_interventions_the_table_picks_its_own(tmp_path, monkeypatch, capsys):
+    """``--hf --text`` without --interventions: the options are checked against the default
+    interventions before the folder is claimed, and the table gets None (its own default)."""
+    import transformers
+
+    from adjpos.hf import hf_config
+    from adjpos.interventions import TEXT_TABLE
+    from factories import word_tokenizer
+
+    config = hf_config("smollm3", {"hidden_size": 32, "num_hidden_layers": 2})
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained(tmp_path / "model")
+    word_tokenizer(tmp_path / "model")
+    (tmp_path / "t.txt").write_text(" ".join(f"w{(7 * i) % 100}" for i in range(200)))
+    asked = {}
+
+    def table(model, tokens, **kwargs):
+        asked.update(kwargs)
+        return TEXT_TABLE.frame([])
+
+    monkeypatch.setattr("adjpos.interventions.text_intervention_table", table)
+    argv = ["intervene", "--hf", str(tmp_path / "model"), "--text", str(tmp_path / "t.txt")]
+    argv += ["--seq-len", "16", "--n-sequences", "8", "--layers", "1"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 0
+    assert asked["interventions"] is None and asked["layers"] == [1]
+    assert main([*argv, "--layers", "5", "--out", str(tmp_path / "bad")]) == 2
+    assert "layers [5] are not in [0, 1]" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -8,6 +8,7 @@ import torch
 
 from adjpos import build_model, get_task, probe_positions, reconstruct_order, save_model
 from adjpos.cli import main
+from adjpos.seeds import derive_seed
 from adjpos.tasks import VOCAB_SIZE
 from factories import tiny_config
 
@@ -180,16 +181,17 @@ def test_controls_are_copies_of_the_architecture_on_the_same_sequences(tmp_path)
     args = ["--seed", "3", "--controls", "2"]
     assert main(["probe", *RANDOM, *FAST, *args, "--out", str(out)]) == 0
     rows = _rows(out)
+    other = derive_seed(3, "random-init control", 1, bits=32)  # the second: derived from 3
     assert list(dict.fromkeys(r["model"] for r in rows)) == [
         "random",
         "random-init (seed 3)",
-        "random-init (seed 4)",
+        f"random-init (seed {other})",
     ]
     by_model = {
         m: _values([r for r in rows if r["model"] == m]) for m in ("random", "random-init (seed 3)")
     }
     assert by_model["random"] == by_model["random-init (seed 3)"]  # its own starting weights
-    for stem in ("probes", "probes_control_seed3", "probes_control_seed4"):
+    for stem in ("probes", "probes_control_seed3", f"probes_control_seed{other}"):
         assert (out / f"{stem}.json").is_file() and (out / f"{stem}.html").is_file()
-    seed4 = json.loads((out / "probes_control_seed4.json").read_text())
-    assert seed4["model"] == "random-init (seed 4)" and seed4["n_sequences"] == 8
+    second = json.loads((out / f"probes_control_seed{other}.json").read_text())
+    assert second["model"] == f"random-init (seed {other})" and second["n_sequences"] == 8

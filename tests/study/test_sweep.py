@@ -10,6 +10,7 @@ import torch
 
 from adjpos import adjacency_score, build_model
 from adjpos.models import ModelConfig
+from adjpos.seeds import derived_generator
 from adjpos.sweep import read_sweep, sweep
 
 BASE = ModelConfig(n_layers=2, d_model=16, n_heads=2, d_vocab=20, n_ctx=16)
@@ -35,7 +36,7 @@ def test_rows_columns_and_values(tmp_path):
     model = build_model(
         ModelConfig(**{**BASE.to_dict(), "init_range": 0.2, "normalization_type": None, "seed": 1})
     )
-    tokens = torch.randint(0, 20, (4, 8), generator=torch.Generator().manual_seed(1))
+    tokens = torch.randint(0, 20, (4, 8), generator=derived_generator(1, "sweep tokens"))
     expected = adjacency_score(model, tokens)
     assert cell["adjacency"].tolist() == pytest.approx(expected.tolist())
     meta = json.loads((tmp_path / "s" / "run.json").read_text())

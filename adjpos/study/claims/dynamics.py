@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from adjpos.capture import capture_residuals
 from adjpos.metrics import position_variance
@@ -20,6 +19,7 @@ from adjpos.scoring import sequence_views
 from adjpos.stats import bootstrap_interval, compare_intervals, variance_summary, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
+from adjpos.study.models import gen as study_generator
 from adjpos.study.views import INTERVAL, task_masks
 from adjpos.tables import Table
 from adjpos.training import evaluate
@@ -64,7 +64,7 @@ def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> l
     seed of folds, to keep a snapshot cheap)."""
     from scipy.stats import norm
 
-    gen, draws = torch.Generator().manual_seed(5), criteria.draws
+    gen, draws = study_generator("dynamics"), criteria.draws
     prompts = task.draw_prompts(sizes.dynamics_prompts, generator=gen, split="test")
     hits, n = sum(evaluate(model, task, prompts, per_prompt=True)), len(prompts)
     rows = [(None, "accuracy", hits / n, *wilson_interval(hits, n, level=criteria.level))]

@@ -44,7 +44,7 @@ def measure_theory(sizes: Any, device: str) -> tuple[pd.DataFrame, list[dict[str
         for seed in sizes.theory_seeds:
             cfg = ModelConfig(n_layers=1, d_model=WIDTH, init_range=scale, seed=seed)
             model = build_model(cfg, device=device)
-            keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=gen(100 + seed))
+            keys = torch.rand(sizes.theory_sequences, cfg.d_vocab, generator=gen("theory", seed))
             tokens = keys.argsort(dim=1)[:, :N_POS]  # distinct tokens: independent values
             d_eff = effective_width(model, tokens)
             for site in ("attn_out", "resid_mid"):
@@ -60,7 +60,7 @@ def measure_theory(sizes: Any, device: str) -> tuple[pd.DataFrame, list[dict[str
 def _row(comp: Any, sizes: Any, scale: float, seed: int, site: str, d_eff: float) -> dict:
     options = {"residual_ratio": comp.residual_ratio, "n_samples": sizes.theory_samples}
     predicted, at_effective = (
-        predicted_adjacency(N_POS, d_model=d, generator=gen(seed), **options)
+        predicted_adjacency(N_POS, d_model=d, generator=gen("theory prediction", seed), **options)
         for d in (WIDTH, max(1, round(d_eff)))
     )
     return (
