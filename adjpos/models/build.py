@@ -54,8 +54,7 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
     """Build a randomly initialised HookedTransformer from `cfg`.
 
     Weights are drawn from a private generator state seeded by `cfg.seed`, so the global
-    torch RNG is left as it was; every position scheme gets the same weights for one seed
-    (`W_pos` aside). With ``cfg.positional == "none"`` the positional embedding
+    torch RNG is left as it was. With ``cfg.positional == "none"`` the positional embedding
     is zero and frozen for the model's life (see `adjpos.is_position_free`).
 
     Args:
