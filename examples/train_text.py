@@ -5,16 +5,20 @@ Each (layout, seed) is one `adjpos.train` run in ``OUT/LAYOUT-seed-S`` (resumabl
 script again and every run continues from its last checkpoint; finished runs are left as they
 are). The tokenizer is trained once on the train split into ``OUT/tokenizer.json`` and copied
 into every run folder. The recipe is ``adjpos.text.recipe`` (the seeds differ only in the seed).
+``--d-model D`` trains the recipe at width D instead of 64 (everything else kept, 4 heads of
+D / 4), into ``OUT/LAYOUT-dD-seed-S``, installed as ``text-LAYOUT-dD/seedS``.
 
     python examples/train_text.py [--out runs/text] [--layouts nope rope hybrid]
-        [--seeds 0 1 2] [--quick] [--install] [--snapshots K]
+        [--seeds 0 1 2] [--d-model D] [--quick] [--install] [--snapshots K]
 
 ``--quick`` trains a tiny model a few steps on a generated text (the smoke test; no download).
 ``--install`` copies the finished runs into ``adjpos/pretrained/text-LAYOUT/seedS`` (the final
 weights in float32, `SNAPSHOTS` of the training snapshots in float16, the tokenizer, the run's
-metrics and a ``train.json`` summary), without training anything. ``--measure N`` times N
-training steps of each layout with the recipe on one thread and prints the CPU seconds per
-step (``time.process_time``, which a busy machine does not inflate as it does the wall time).
+metrics and a ``train.json`` summary), without training anything; the summary's ``seconds``
+is the run's wall time (the training loop's, evaluations included, summed over the sessions of
+a resumed run). ``--measure N`` times N training steps of each layout with the recipe on one
+thread and prints the CPU seconds per step (``time.process_time``, which a busy machine does
+not inflate as it does the wall time).
 """
 
 import argparse
@@ -41,6 +45,12 @@ QUICK_TRAIN = {"steps": 6, "eval_every": 3, "eval_size": 4, "batch_size": 4}
 QUICK_DATA = {"vocab_size": 300, "context": 16}
 # Snapshots each installed run keeps (float16): the nine runs come to about 62 MB.
 SNAPSHOTS = 3
+RECIPE_WIDTH = RECIPE_MODEL["d_model"]
+
+
+def size_tag(d_model: int) -> str:
+    """What names a run of width `d_model` after its layout: nothing at the recipe's width."""
+    return "" if d_model == RECIPE_WIDTH else f"-d{d_model}"
 
 
 def generated_text(n_lines: int = 2000) -> str:
@@ -51,7 +61,9 @@ def generated_text(n_lines: int = 2000) -> str:
     return "".join(" ".join(words[i] for i in row).capitalize() + ".\n" for row in picks)
 
 
-def run_all(out: Path, layouts: list[str], seeds: list[int], quick: bool) -> None:
+def run_all(
+    out: Path, layouts: list[str], seeds: list[int], quick: bool, d_model: int = RECIPE_WIDTH
+) -> None:
     data = QUICK_DATA if quick else RECIPE_DATA
     if quick:
         source = out / "generated.txt"
@@ -65,8 +77,10 @@ def run_all(out: Path, layouts: list[str], seeds: list[int], quick: bool) -> Non
     logging.info("tokens per split: %s", {k: int(v.numel()) for k, v in task.splits.items()})
     for seed in seeds:
         for layout in layouts:
-            folder = out / f"{layout}-seed-{seed}"
+            folder = out / f"{layout}{size_tag(d_model)}-seed-{seed}"
             model_options = {**RECIPE_MODEL, **(QUICK_MODEL if quick else {})}
+            if size_tag(d_model):  # another width than the recipe's, the smoke test's too
+                model_options["d_model"] = d_model
             cfg = layout_config(
                 layout, **model_options, d_vocab=task.d_vocab, n_ctx=task.context, seed=seed
             )
@@ -87,12 +101,23 @@ def run_all(out: Path, layouts: list[str], seeds: list[int], quick: bool) -> Non
             )
 
 
-def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: Path = HERE) -> Path:
-    """Copy the finished run ``OUT/LAYOUT-seed-S`` into ``INTO/text-LAYOUT/seedS``, with `keep`
-    of its snapshots in float16 (spread evenly by index, the first and the last among them)."""
+def install(
+    out: Path,
+    layout: str,
+    seed: int,
+    *,
+    keep: int = SNAPSHOTS,
+    into: Path = HERE,
+    d_model: int = RECIPE_WIDTH,
+) -> Path:
+    """Copy the finished run ``OUT/LAYOUT[-dD]-seed-S`` into ``INTO/text-LAYOUT[-dD]/seedS``,
+    with `keep` of its snapshots in float16 (spread evenly by index, the first and the last
+    among them)."""
     from adjpos.models.checkpoint import spread_evenly
 
-    source, target = out / f"{layout}-seed-{seed}", into / f"text-{layout}" / f"seed{seed}"
+    tag = size_tag(d_model)
+    source = out / f"{layout}{tag}-seed-{seed}"
+    target = into / f"text-{layout}{tag}" / f"seed{seed}"
     metrics = json.loads((source / "metrics.json").read_text())
     if metrics["step"] != metrics["train"]["steps"]:
         raise SystemExit(f"{source} is not finished: step {metrics['step']}")
@@ -106,12 +131,13 @@ def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: P
         save_snapshot(model, target, step, dtype=torch.float16)
     model = adjpos.load_model(source, device="cpu")
     last = metrics["history"][-1]
+    command = f"python examples/train_text.py --out {out} --layouts {layout} --seeds {seed}"
     summary = {
-        "command": f"python examples/train_text.py --out {out} --layouts {layout} --seeds {seed}",
+        "command": command + (f" --d-model {d_model}" if tag else ""),
         "layout": layout,
         "layer_kinds": adjpos.layer_kinds(model),
         "steps": metrics["step"],
-        "seconds": round(metrics["seconds"], 1),
+        "seconds": round(metrics["seconds"], 1),  # wall time of the training loop
         "val_loss": last["val_loss"],
         "accuracy": last["accuracy"],
         "eval_size": metrics["train"]["eval_size"],
@@ -122,8 +148,9 @@ def install(out: Path, layout: str, seed: int, *, keep: int = SNAPSHOTS, into: P
     return target
 
 
-def measure(steps: int, layouts: list[str]) -> None:
-    """Print the CPU seconds per training step of each layout (the recipe, random windows)."""
+def measure(steps: int, layouts: list[str], d_model: int = RECIPE_WIDTH) -> None:
+    """Print the CPU seconds per training step of each layout (the recipe at width `d_model`,
+    random windows)."""
     from adjpos.training.loop import _step
 
     context, d_vocab = RECIPE_DATA["context"], RECIPE_DATA["vocab_size"]
@@ -131,7 +158,8 @@ def measure(steps: int, layouts: list[str]) -> None:
     task = adjpos.text.TextTask(context, d_vocab, {"train": ids})
     train_cfg = adjpos.TrainConfig(**RECIPE_TRAIN, device="cpu")
     for layout in layouts:
-        cfg = layout_config(layout, **RECIPE_MODEL, d_vocab=d_vocab, n_ctx=context)
+        model_options = {**RECIPE_MODEL, "d_model": d_model}
+        cfg = layout_config(layout, **model_options, d_vocab=d_vocab, n_ctx=context)
         model = adjpos.build_model(cfg, device="cpu")
         opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad])
         _step(model, task, train_cfg, opt, 0, torch.device("cpu"))  # warm-up
@@ -140,7 +168,7 @@ def measure(steps: int, layouts: list[str]) -> None:
             _step(model, task, train_cfg, opt, step, torch.device("cpu"))
         per_step = (time.process_time() - start) / steps
         print(
-            f"{layout}: {per_step:.3f} CPU s per step, "
+            f"{layout}{size_tag(d_model)}: {per_step:.3f} CPU s per step, "
             f"{per_step * train_cfg.steps / 60:.1f} min per run"
         )
 
@@ -150,6 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/text"))
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument(
+        "--d-model", type=int, default=RECIPE_WIDTH, help="width (the recipe's: 64)"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
         "--install", action="store_true", help="copy finished runs into the package"
@@ -160,15 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)
     if args.measure:
-        measure(args.measure, args.layouts)
+        measure(args.measure, args.layouts, args.d_model)
         return
     if args.install:
         for seed in args.seeds:
             for layout in args.layouts:
-                print("installed", install(args.out, layout, seed, keep=args.snapshots))
+                target = install(args.out, layout, seed, keep=args.snapshots, d_model=args.d_model)
+                print("installed", target)
         return
     logging.info("%s", shlex.join([sys.executable, *sys.argv]))
-    run_all(args.out, args.layouts, args.seeds, args.quick)
+    run_all(args.out, args.layouts, args.seeds, args.quick, args.d_model)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,13 @@ TransformerLens 3.9 has no "none" positional type, so NoPE is built as a "standa
 model whose `W_pos` is zeroed and frozen here, and zeroed again after every
 `load_state_dict` by a hook registered here. Nothing else in adjpos touches `W_pos`.
 
+One seed gives one start whatever the position scheme. TransformerLens draws the weights from
+one seeded stream in parameter order, `W_pos` second; a rotary or ALiBi model has no `W_pos`, so
+every weight after `W_E` would come from a shifted stream and a NoPE-vs-RoPE comparison would mix
+the layout with the draw. Such a model therefore takes its weights from the learned-position
+model of the same config, built here and dropped: it equals the NoPE and learned-position models
+of its seed tensor for tensor, `W_pos` aside.
+
 A rotary model's `nope_layers` (SmolLM3's hybrid) get their rotation removed here too: the
 attention module of each such block has its `apply_rotary` replaced by the identity, so its
 queries and keys carry no position (its ``hook_rot_q``/``hook_rot_k`` then equal q and k). It is
@@ -25,6 +32,7 @@ from torch import nn
 from adjpos.models.config import ModelConfig
 
 _TL_POSITIONAL = {"none": "standard", "learned": "standard", "rotary": "rotary", "alibi": "alibi"}
+_WITHOUT_W_POS = ("rotary", "alibi")
 
 
 @contextmanager
@@ -67,8 +75,15 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
     with quiet_transformer_lens():
         from transformer_lens import HookedTransformer, HookedTransformerConfig
 
+        kwargs = _tl_kwargs(cfg, device)
         with _global_rngs_restored():  # TL seeds python, numpy and torch globally
-            model = HookedTransformer(HookedTransformerConfig(**_tl_kwargs(cfg, device)))
+            if cfg.positional in _WITHOUT_W_POS:
+                learned = {**kwargs, "positional_embedding_type": "standard", "device": "cpu"}
+                start = HookedTransformer(HookedTransformerConfig(**learned))
+                model = HookedTransformer(HookedTransformerConfig(**kwargs, init_weights=False))
+                _copy_parameters(start, model)
+            else:
+                model = HookedTransformer(HookedTransformerConfig(**kwargs))
     model.adjpos_config = cfg
     if cfg.positional == "none":
         _remove_position(model)
@@ -92,6 +107,14 @@ def _global_rngs_restored():
     finally:
         random.setstate(py_state)
         np.random.set_state(np_state)
+
+
+def _copy_parameters(source: nn.Module, target: nn.Module) -> None:
+    """Copy every parameter of `target` from the one of the same name in `source`."""
+    weights = dict(source.named_parameters())
+    with torch.no_grad():
+        for name, param in target.named_parameters():
+            param.copy_(weights[name])
 
 
 def _remove_position(model: nn.Module) -> None:

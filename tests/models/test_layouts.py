@@ -1,13 +1,14 @@
 """Per-layer position schemes (ModelConfig.nope_layers): a NoPE layer's attention scores do not
 depend on position, a RoPE layer's do, and `layer_kinds` says which is which, for the three
-text layouts, after a save/load round trip and at a longer context."""
+text layouts, after a save/load round trip and at a longer context; and every layout of one
+seed starts from the same weights."""
 
 import pytest
 import torch
 
 import adjpos
 from adjpos.models import ModelConfig, build_model, is_position_free, layer_kinds
-from adjpos.text.recipe import hybrid_nope_layers, layout_config, layout_of
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, layout_config, layout_of
 from factories import tiny_config
 
 
@@ -127,3 +128,26 @@ def test_layouts_and_their_inverse():
         layout_config("rope", positional="none")
     with pytest.raises(ValueError, match="layout"):
         layout_config("alibi")
+
+
+@pytest.mark.parametrize(
+    ("seed", "size"),
+    [(0, dict(n_layers=4, d_model=16, n_heads=2)), (3, dict(n_layers=8, d_model=24, n_heads=4))],
+)
+def test_every_layout_starts_from_the_same_weights(seed, size):
+    """One seed, one start: only where position enters differs (NoPE's W_pos is zero; the
+    rotary models have none), so a comparison of layouts is not one of random draws."""
+    fields = dict(d_vocab=20, n_ctx=24, seed=seed, **size)
+    states = {x: build_model(layout_config(x, **fields)).state_dict() for x in LAYOUTS}
+    learned = build_model(ModelConfig(**fields, positional="learned")).state_dict()
+    alibi = build_model(ModelConfig(**fields, positional="alibi")).state_dict()
+    assert not states["nope"]["pos_embed.W_pos"].any()
+    assert learned["pos_embed.W_pos"].any()
+    for other in (states["rope"], states["hybrid"], learned, alibi):
+        shared = (set(states["nope"]) & set(other)) - {"pos_embed.W_pos"}
+        unshared = {name.rsplit(".", 1)[-1] for name in set(states["nope"]) ^ set(other)}
+        assert unshared <= {"W_pos", "rotary_sin", "rotary_cos", "alibi"}, unshared
+        for name in sorted(shared):
+            torch.testing.assert_close(states["nope"][name], other[name], rtol=0, atol=0, msg=name)
+    other_seed = build_model(layout_config("rope", **{**fields, "seed": seed + 1})).state_dict()
+    assert not torch.equal(states["rope"]["blocks.0.attn.W_Q"], other_seed["blocks.0.attn.W_Q"])
