@@ -46,7 +46,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -269,8 +269,8 @@ class ArmKind:
 
     name: str
     label: str
-    build: Callable[..., Tensor]
-    upper: float | None
+    build: Callable[..., Tensor] = field(repr=False)
+    upper: float | None = None
     check: Check | None = None
     compared_with: tuple[str, ...] = ()
     offsets: bool = False
