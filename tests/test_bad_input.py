@@ -116,6 +116,20 @@ def test_a_binary_text_or_grid_file_is_named(capsys, tmp_path, command):
     assert f"{option} {binary}: not a UTF-8 text file (byte 0x80 at offset 0)" in err
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["train", "--task", "addition"], ["probe"], ["sweep"], ["reproduce"], ["convert-gguf", "x"]],
+)
+def test_out_that_is_a_file_is_refused_before_any_work(capsys, tmp_path, command):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "sub"):
+        assert main([*command, "--out", str(out)]) == 2
+        what = "is a file" if out == afile else f"{afile} is a file"
+        message = f"--out {out}: {what}; --out must be a folder (created if needed)\n"
+        assert _err(capsys) == f"adjpos {command[0]}: error: {message}"
+
+
 # counts
 
 

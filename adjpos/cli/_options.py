@@ -168,7 +168,8 @@ def task_from_args(args: argparse.Namespace) -> Any:
 
 
 def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None) -> None:
-    """``--out DIR``: the folder a command writes (required unless it has a `default`)."""
+    """``--out DIR``: the folder a command writes (required unless it has a `default`);
+    `check_output_folder` checks it for every command before the command runs."""
     parser.add_argument(
         "--out",
         type=Path,
@@ -177,6 +178,20 @@ def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None)
         metavar="DIR",
         help="output folder, created if needed",
     )
+
+
+def check_output_folder(path: Path, option: str = "--out") -> Path:
+    """Raise naming `option` unless `path` is a folder or one can be made there (no file in
+    the way), before any work."""
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == path else f"{place} is a file"
+                raise UsageError(
+                    f"{option} {path}: {what}; {option} must be a folder (created if needed)"
+                )
+            break
+    return path
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
