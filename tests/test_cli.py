@@ -116,7 +116,9 @@ def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
         (["--n-heads", "3"], "not divisible"),
         (["--positional", "sine"], "choose one of"),
         (["--seq-len", "500"], "--seq-len 500: at most the model's n_ctx, 24"),
-        (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
+        (["--model", "/nonexistent/ckpt"], "--model /nonexistent/ckpt: no such checkpoint"),
+        (["--model", "bogusname"], "--model takes random, a checkpoint folder"),
+        (["--model", "bogusname"], "or pretrained:TASK[:SEED] (TASK one of addition, "),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of ['pretrained:"),
     ],
 )

@@ -301,9 +301,7 @@ def resolve_model(
         if spec.startswith(PRETRAINED):
             model, task = _pretrained(spec.removeprefix(PRETRAINED), device, task)
         else:
-            from adjpos.models import load_model
-
-            model = load_model(spec, device=device)
+            model = _checkpoint(spec, device)
         check_no_config_options(config_values, f"--model {spec}")
         return check_model(model), task
     from adjpos.models import ModelConfig, build_model
@@ -315,6 +313,32 @@ def resolve_model(
     if values.get("n_ctx") is None:
         values["n_ctx"] = task.max_len if task is not None else ModelConfig.n_ctx
     return build_model(ModelConfig(**values), device=device), task
+
+
+def _checkpoint(spec: str, device: Any) -> Any:
+    """The adjpos checkpoint folder ``--model SPEC``; an error says what --model accepts."""
+    from adjpos.models import load_model
+
+    forms = (
+        f"--model takes random, a checkpoint folder (from adjpos train or adjpos.save_model) or "
+        f"{PRETRAINED}TASK[:SEED] ({_shipped_names()})"
+    )
+    if not Path(spec).exists():
+        raise UsageError(f"--model {spec}: no such checkpoint folder; {forms}")
+    try:
+        return load_model(spec, device=device)
+    except UsageError as err:
+        if not (Path(spec) / "config.json").is_file():
+            raise UsageError(f"--model {spec}: {err}; {forms}") from None
+        raise UsageError(f"--model {spec}: {err}") from None
+
+
+def _shipped_names() -> str:
+    """The TASK part of ``pretrained:TASK``: the tasks and the text models."""
+    from adjpos.pretrained import TEXT_MODELS
+    from adjpos.tasks import TASKS
+
+    return "TASK one of " + ", ".join((*TASKS, *TEXT_MODELS))
 
 
 def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:
