@@ -116,6 +116,55 @@ def test_a_binary_text_or_grid_file_is_named(capsys, tmp_path, command):
     assert f"{option} {binary}: not a UTF-8 text file (byte 0x80 at offset 0)" in err
 
 
+def _gguf_file(tmp_path, kind):
+    """A file that is no complete GGUF file: text, empty, or a GGUF header cut short."""
+    path = tmp_path / "model.gguf"
+    if kind == "text":
+        path.write_text("hello\n")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:  # the magic and part of the version: a GGUF file cut short in its header
+        pytest.importorskip("gguf")
+        path.write_bytes(b"GGUF\x03\x00")
+    return path
+
+
+GGUF_ERRORS = {
+    "text": "not a GGUF file (it does not start with the GGUF magic bytes, b'GGUF')",
+    "empty": "the file is empty, not a GGUF file",
+    "truncated": "not a complete GGUF file (6 bytes): its header or the tensor data it "
+    "announces is cut short or damaged",
+}
+
+
+@pytest.mark.parametrize("kind", GGUF_ERRORS)
+def test_convert_gguf_names_a_file_that_is_no_complete_gguf_file(capsys, tmp_path, kind):
+    path = _gguf_file(tmp_path, kind)
+    err = _exits_2(capsys, ["convert-gguf", str(path), "--out", str(tmp_path / "o")])
+    assert err == f"adjpos convert-gguf: error: {path}: {GGUF_ERRORS[kind]}\n"
+    assert not (tmp_path / "o").exists()
+    text = tmp_path / "notes.txt"  # any name: the file is read, not its suffix
+    text.write_text("hello\n")
+    err = _exits_2(capsys, ["convert-gguf", str(text), "--out", str(tmp_path / "o")])
+    assert f"{text}: not a GGUF file" in err
+
+
+def test_a_gguf_file_cut_short_in_its_tensors_is_named(capsys, tmp_path):
+    pytest.importorskip("gguf")
+    from factories import tiny_gguf
+
+    path = tmp_path / "tiny.gguf"
+    tiny_gguf(path)
+    path.write_bytes(path.read_bytes()[:-100])
+    for argv in (
+        ["convert-gguf", str(path), "--out", str(tmp_path / "o")],
+        ["score", "--hf", str(path), "--random-tokens"],
+    ):
+        err = _exits_2(capsys, argv)
+        assert f"{path}: not a complete GGUF file" in err
+    assert "error: --hf: " in err
+
+
 @pytest.mark.parametrize(
     "command",
     [["train", "--task", "addition"], ["probe"], ["sweep"], ["reproduce"], ["convert-gguf", "x"]],

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_hf_gguf
 from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
@@ -150,6 +151,7 @@ def _run_score(args: argparse.Namespace) -> int:
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
         check_no_config_options(config_values(args), f"--hf {args.hf}")
+        check_hf_gguf(args.hf)
         model = load_hf(args.hf, device=device, nope_layers=args.nope_layers)
         name = args.hf
         if args.nope_layers is not None:
