@@ -166,6 +166,27 @@ def test_a_gguf_file_cut_short_in_its_tensors_is_named(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty; give a UTF-8 text to train on, of a few hundred lines at least"),
+        (" \n\n", "the file holds only whitespace"),
+        (
+            "one line\n",
+            "no validation part: of its 1 chunk of 40 lines (1 line), 10% by hash are held out "
+            "for validation, here none; give a longer file",
+        ),
+    ],
+)
+def test_train_text_names_an_empty_or_short_file(capsys, tmp_path, monkeypatch, text, message):
+    monkeypatch.setattr("adjpos.text.prepare.train_tokenizer", None)  # checked before it runs
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    err = _exits_2(capsys, ["train", "--text", str(path), "--out", str(tmp_path / "o")])
+    assert f"error: --text {path}: {message}" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
     "command",
     [["train", "--task", "addition"], ["probe"], ["sweep"], ["reproduce"], ["convert-gguf", "x"]],
 )
@@ -227,6 +248,22 @@ def test_train_resume_on_an_empty_folder_is_refused(capsys, tmp_path):
         assert f"--resume: {folder} holds no training run to continue (no run.json)" in err
         assert "leave --resume out to start one there" in err
     assert not any((tmp_path / "empty").iterdir()) and not (tmp_path / "missing").exists()
+
+
+def test_train_refuses_layout_where_it_does_not_apply(capsys, tmp_path):
+    argv = ["train", "--task", "reversal", "--layout", "hybrid", "--out", str(tmp_path / "o")]
+    err = _exits_2(capsys, argv)
+    assert (
+        "error: --layout hybrid: applies with --text and --model random (a fresh language "
+        "model); with --task a random model's positions come from --positional (one of none, "
+        "learned, rotary, alibi)"
+    ) in err
+    text = tmp_path / "t.txt"
+    text.write_text("some text\n")
+    argv = ["train", "--text", str(text), "--model", "pretrained:reversal", "--layout", "rope"]
+    err = _exits_2(capsys, [*argv, "--out", str(tmp_path / "o")])
+    assert "--layout rope: applies with --model random (a fresh model); --model " in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_ray_client_address_without_grpc_names_the_extra(monkeypatch):
