@@ -266,6 +266,44 @@ def test_train_refuses_layout_where_it_does_not_apply(capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_a_ray_address_is_checked_before_any_work(capsys, tmp_path, monkeypatch, command):
+    def refuse(*args, **kwargs):
+        raise AssertionError("work started before --address was checked")
+
+    monkeypatch.setattr("adjpos.study.pipeline.reproduce", refuse)
+    monkeypatch.setattr("adjpos.sweep.sweep", refuse)
+    port = _closed_port()
+    argv = [command, "--engine", "ray", "--out", str(tmp_path / "o"), "--address"]
+    err = _exits_2(capsys, [*argv, f"ray://127.0.0.1:{port}"])
+    assert f"error: --address ray://127.0.0.1:{port}: cannot connect to 127.0.0.1:{port} (" in err
+    assert "give the address of a running Ray cluster, or leave --address out" in err
+    err = _exits_2(capsys, [*argv, "ray://head"])
+    assert "--address ray://head: expected auto, HOST:PORT (" in err
+    argv = [command, "--address", "auto", "--out", str(tmp_path / "o")]
+    assert "--address auto: goes with --engine ray" in _exits_2(capsys, argv)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_ray_address_that_answers_passes():
+    import socket
+
+    from adjpos.cli._inputs import check_ray_address
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        for address in (f"ray://127.0.0.1:{port}", f"127.0.0.1:{port}"):
+            assert check_ray_address("ray", address) is None
+
+
 def test_a_ray_client_address_without_grpc_names_the_extra(monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if ray[client] were not installed
