@@ -116,6 +116,90 @@ def test_a_binary_text_or_grid_file_is_named(capsys, tmp_path, command):
     assert f"{option} {binary}: not a UTF-8 text file (byte 0x80 at offset 0)" in err
 
 
+def _gguf_file(tmp_path, kind):
+    """A file that is no complete GGUF file: text, empty, or a GGUF header cut short."""
+    path = tmp_path / "model.gguf"
+    if kind == "text":
+        path.write_text("hello\n")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    else:  # the magic and part of the version: a GGUF file cut short in its header
+        pytest.importorskip("gguf")
+        path.write_bytes(b"GGUF\x03\x00")
+    return path
+
+
+GGUF_ERRORS = {
+    "text": "not a GGUF file (it does not start with the GGUF magic bytes, b'GGUF')",
+    "empty": "the file is empty, not a GGUF file",
+    "truncated": "not a complete GGUF file (6 bytes): its header or the tensor data it "
+    "announces is cut short or damaged",
+}
+
+
+@pytest.mark.parametrize("kind", GGUF_ERRORS)
+def test_convert_gguf_names_a_file_that_is_no_complete_gguf_file(capsys, tmp_path, kind):
+    path = _gguf_file(tmp_path, kind)
+    err = _exits_2(capsys, ["convert-gguf", str(path), "--out", str(tmp_path / "o")])
+    assert err == f"adjpos convert-gguf: error: {path}: {GGUF_ERRORS[kind]}\n"
+    assert not (tmp_path / "o").exists()
+    text = tmp_path / "notes.txt"  # any name: the file is read, not its suffix
+    text.write_text("hello\n")
+    err = _exits_2(capsys, ["convert-gguf", str(text), "--out", str(tmp_path / "o")])
+    assert f"{text}: not a GGUF file" in err
+
+
+def test_a_gguf_file_cut_short_in_its_tensors_is_named(capsys, tmp_path):
+    pytest.importorskip("gguf")
+    from factories import tiny_gguf
+
+    path = tmp_path / "tiny.gguf"
+    tiny_gguf(path)
+    path.write_bytes(path.read_bytes()[:-100])
+    for argv in (
+        ["convert-gguf", str(path), "--out", str(tmp_path / "o")],
+        ["score", "--hf", str(path), "--random-tokens"],
+    ):
+        err = _exits_2(capsys, argv)
+        assert f"{path}: not a complete GGUF file" in err
+    assert "error: --hf: " in err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "the file is empty; give a UTF-8 text to train on, of a few hundred lines at least"),
+        (" \n\n", "the file holds only whitespace"),
+        (
+            "one line\n",
+            "no validation part: of its 1 chunk of 40 lines (1 line), 10% by hash are held out "
+            "for validation, here none; give a longer file",
+        ),
+    ],
+)
+def test_train_text_names_an_empty_or_short_file(capsys, tmp_path, monkeypatch, text, message):
+    monkeypatch.setattr("adjpos.text.prepare.train_tokenizer", None)  # checked before it runs
+    path = tmp_path / "t.txt"
+    path.write_text(text)
+    err = _exits_2(capsys, ["train", "--text", str(path), "--out", str(tmp_path / "o")])
+    assert f"error: --text {path}: {message}" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["train", "--task", "addition"], ["probe"], ["sweep"], ["reproduce"], ["convert-gguf", "x"]],
+)
+def test_out_that_is_a_file_is_refused_before_any_work(capsys, tmp_path, command):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for out in (afile, afile / "sub"):
+        assert main([*command, "--out", str(out)]) == 2
+        what = "is a file" if out == afile else f"{afile} is a file"
+        message = f"--out {out}: {what}; --out must be a folder (created if needed)\n"
+        assert _err(capsys) == f"adjpos {command[0]}: error: {message}"
+
+
 # counts
 
 
@@ -164,6 +248,60 @@ def test_train_resume_on_an_empty_folder_is_refused(capsys, tmp_path):
         assert f"--resume: {folder} holds no training run to continue (no run.json)" in err
         assert "leave --resume out to start one there" in err
     assert not any((tmp_path / "empty").iterdir()) and not (tmp_path / "missing").exists()
+
+
+def test_train_refuses_layout_where_it_does_not_apply(capsys, tmp_path):
+    argv = ["train", "--task", "reversal", "--layout", "hybrid", "--out", str(tmp_path / "o")]
+    err = _exits_2(capsys, argv)
+    assert (
+        "error: --layout hybrid: applies with --text and --model random (a fresh language "
+        "model); with --task a random model's positions come from --positional (one of none, "
+        "learned, rotary, alibi)"
+    ) in err
+    text = tmp_path / "t.txt"
+    text.write_text("some text\n")
+    argv = ["train", "--text", str(text), "--model", "pretrained:reversal", "--layout", "rope"]
+    err = _exits_2(capsys, [*argv, "--out", str(tmp_path / "o")])
+    assert "--layout rope: applies with --model random (a fresh model); --model " in err
+    assert not (tmp_path / "o").exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["reproduce", "sweep"])
+def test_a_ray_address_is_checked_before_any_work(capsys, tmp_path, monkeypatch, command):
+    def refuse(*args, **kwargs):
+        raise AssertionError("work started before --address was checked")
+
+    monkeypatch.setattr("adjpos.study.pipeline.reproduce", refuse)
+    monkeypatch.setattr("adjpos.sweep.sweep", refuse)
+    port = _closed_port()
+    argv = [command, "--engine", "ray", "--out", str(tmp_path / "o"), "--address"]
+    err = _exits_2(capsys, [*argv, f"ray://127.0.0.1:{port}"])
+    assert f"error: --address ray://127.0.0.1:{port}: cannot connect to 127.0.0.1:{port} (" in err
+    assert "give the address of a running Ray cluster, or leave --address out" in err
+    err = _exits_2(capsys, [*argv, "ray://head"])
+    assert "--address ray://head: expected auto, HOST:PORT (" in err
+    argv = [command, "--address", "auto", "--out", str(tmp_path / "o")]
+    assert "--address auto: goes with --engine ray" in _exits_2(capsys, argv)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_ray_address_that_answers_passes():
+    import socket
+
+    from adjpos.cli._inputs import check_ray_address
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        for address in (f"ray://127.0.0.1:{port}", f"127.0.0.1:{port}"):
+            assert check_ray_address("ray", address) is None
 
 
 def test_a_ray_client_address_without_grpc_names_the_extra(monkeypatch):

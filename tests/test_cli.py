@@ -76,6 +76,31 @@ def test_score_a_checkpoint(tmp_path):
     torch.testing.assert_close(_csv_scores(tmp_path / "s.csv"), expected.float())
 
 
+def test_score_loads_a_hugging_face_model_in_the_dtype_asked_for(tmp_path, monkeypatch):
+    """--dtype float64 with --hf: the model loads in float64 (exact float64 states), and the
+    scores are those of the float64 model."""
+    import adjpos.hf
+    from adjpos.hf import hf_config, load_hf, save_hf
+
+    small = {"num_hidden_layers": 1, "hidden_size": 16, "intermediate_size": 32}
+    folder = save_hf(load_hf(hf_config("smollm3", small)), tmp_path / "hf")
+    loaded = []
+
+    def spy(*args, **kwargs):
+        loaded.append(load_hf(*args, **kwargs))
+        return loaded[-1]
+
+    monkeypatch.setattr(adjpos.hf, "load_hf", spy)
+    args = ["--hf", str(folder), "--random-tokens", "--n-sequences", "3", "--seq-len", "8"]
+    assert main(["score", *args, "--dtype", "float64", "--csv", str(tmp_path / "s.csv")]) == 0
+    assert {p.dtype for p in loaded[0].parameters()} == {torch.float64}
+    model = load_hf(folder, dtype="float64")
+    expected = adjacency_score(model, _tokens(model.cfg.d_vocab, 3, 8))
+    with open(tmp_path / "s.csv") as handle:
+        got = [float(row["adjacency"]) for row in csv.DictReader(handle)]
+    assert got == expected.tolist()
+
+
 def test_score_with_no_options_prints_the_readme_models_python_scores(tmp_path):
     """`adjpos score` alone scores the README's model on the README's tokens: the same
     numbers as `adjpos.adjacency_score` there, ties and all (the random tokens repeat, so
@@ -116,7 +141,9 @@ def test_a_truncated_checkpoint_is_named_in_the_error(capsys, tmp_path):
         (["--n-heads", "3"], "not divisible"),
         (["--positional", "sine"], "choose one of"),
         (["--seq-len", "500"], "--seq-len 500: at most the model's n_ctx, 24"),
-        (["--model", "/nonexistent/ckpt"], "not an adjpos checkpoint"),
+        (["--model", "/nonexistent/ckpt"], "--model /nonexistent/ckpt: no such checkpoint"),
+        (["--model", "bogusname"], "--model takes random, a checkpoint folder"),
+        (["--model", "bogusname"], "or pretrained:TASK[:SEED] (TASK one of addition, "),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of ['pretrained:"),
     ],
 )

@@ -21,9 +21,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from adjpos import __version__
-from adjpos.cli._options import HelpFormatter
+from adjpos.cli._options import HelpFormatter, check_output_folder
 from adjpos.cli.convert_gguf import add_convert_gguf_parser
 from adjpos.cli.intervene import add_intervene_parser
 from adjpos.cli.probe import add_probe_parser
@@ -50,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if isinstance(getattr(args, "out", None), Path):  # every command's output folder
+            check_output_folder(args.out)
         return args.run(args)
     except (UsageError, OSError) as err:
         print(f"adjpos {args.command}: error: {err}", file=sys.stderr)

@@ -168,7 +168,8 @@ def task_from_args(args: argparse.Namespace) -> Any:
 
 
 def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None) -> None:
-    """``--out DIR``: the folder a command writes (required unless it has a `default`)."""
+    """``--out DIR``: the folder a command writes (required unless it has a `default`);
+    `check_output_folder` checks it for every command before the command runs."""
     parser.add_argument(
         "--out",
         type=Path,
@@ -177,6 +178,20 @@ def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None)
         metavar="DIR",
         help="output folder, created if needed",
     )
+
+
+def check_output_folder(path: Path, option: str = "--out") -> Path:
+    """Raise naming `option` unless `path` is a folder or one can be made there (no file in
+    the way), before any work."""
+    for place in (path, *path.parents):
+        if place.exists():
+            if not place.is_dir():
+                what = "is a file" if place == path else f"{place} is a file"
+                raise UsageError(
+                    f"{option} {path}: {what}; {option} must be a folder (created if needed)"
+                )
+            break
+    return path
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
@@ -286,9 +301,7 @@ def resolve_model(
         if spec.startswith(PRETRAINED):
             model, task = _pretrained(spec.removeprefix(PRETRAINED), device, task)
         else:
-            from adjpos.models import load_model
-
-            model = load_model(spec, device=device)
+            model = _checkpoint(spec, device)
         check_no_config_options(config_values, f"--model {spec}")
         return check_model(model), task
     from adjpos.models import ModelConfig, build_model
@@ -300,6 +313,32 @@ def resolve_model(
     if values.get("n_ctx") is None:
         values["n_ctx"] = task.max_len if task is not None else ModelConfig.n_ctx
     return build_model(ModelConfig(**values), device=device), task
+
+
+def _checkpoint(spec: str, device: Any) -> Any:
+    """The adjpos checkpoint folder ``--model SPEC``; an error says what --model accepts."""
+    from adjpos.models import load_model
+
+    forms = (
+        f"--model takes random, a checkpoint folder (from adjpos train or adjpos.save_model) or "
+        f"{PRETRAINED}TASK[:SEED] ({_shipped_names()})"
+    )
+    if not Path(spec).exists():
+        raise UsageError(f"--model {spec}: no such checkpoint folder; {forms}")
+    try:
+        return load_model(spec, device=device)
+    except UsageError as err:
+        if not (Path(spec) / "config.json").is_file():
+            raise UsageError(f"--model {spec}: {err}; {forms}") from None
+        raise UsageError(f"--model {spec}: {err}") from None
+
+
+def _shipped_names() -> str:
+    """The TASK part of ``pretrained:TASK``: the tasks and the text models."""
+    from adjpos.pretrained import TEXT_MODELS
+    from adjpos.tasks import TASKS
+
+    return "TASK one of " + ", ".join((*TASKS, *TEXT_MODELS))
 
 
 def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_gguf_file
+
 
 def add_convert_gguf_parser(commands: Any) -> None:
     convert = commands.add_parser(
@@ -23,7 +25,13 @@ def add_convert_gguf_parser(commands: Any) -> None:
 
 def _run_convert(args: argparse.Namespace) -> int:
     from adjpos.hf import convert_gguf
+    from adjpos.models.gguf import find_gguf
 
+    # Any file is read as GGUF (its name aside), so that a text file is told apart from a
+    # GGUF file cut short, before transformers reads it.
+    gguf = args.file if args.file.is_file() else find_gguf(args.file)
+    if gguf is not None:
+        check_gguf_file(gguf)
     folder = convert_gguf(args.file, args.out)
     print(f"wrote {folder} (config.json, model.safetensors, tokenizer)")
     return 0

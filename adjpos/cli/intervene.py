@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_hf_gguf
 from adjpos.cli._options import (
     PRETRAINED,
     add_device_arg,
@@ -268,6 +269,7 @@ def _run_on_text(args: argparse.Namespace) -> int:
     if args.model is not None:
         raise UsageError("pass either --model or --hf, not both")
     text = read_text_file(args.text, "--text")
+    check_hf_gguf(args.hf)
     model = load_hf(args.hf, device=resolve_device(args.device), nope_layers=args.nope_layers)
     check_model(model)
     tokenizer = load_tokenizer(args.hf)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_ray_address
 from adjpos.cli._options import add_device_arg, add_engine_args, add_out_arg, add_workers_arg
 from adjpos.study.pipeline import STAGES, ReproduceConfig
 from adjpos.study.sizes import SIZES
@@ -55,6 +56,7 @@ def add_reproduce_parser(commands: Any) -> None:
 def _run_reproduce(args: argparse.Namespace) -> int:
     from adjpos.study.pipeline import reproduce
 
+    check_ray_address(args.engine, args.address)
     cfg = ReproduceConfig(
         size=_size(args),
         device=args.device,

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_hf_gguf
 from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
@@ -29,6 +30,7 @@ def add_score_parser(commands: Any) -> None:
     from adjpos.capture import SITES
     from adjpos.metrics import DEFAULT_TIES
     from adjpos.metrics.checks import TIES
+    from adjpos.models.config import DTYPES
 
     score = commands.add_parser(
         "score",
@@ -121,7 +123,15 @@ def add_score_parser(commands: Any) -> None:
     )
     add_device_arg(score)
     score.add_argument("--csv", type=Path, help="also write the table to this CSV file")
-    add_config_args(score, title="random model (ModelConfig fields; used with --model random only)")
+    random_model = "random model (ModelConfig fields; used with --model random only)"
+    add_config_args(score, title=random_model, exclude=("dtype",))
+    score.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        help="parameter dtype: of a random model (float32 unless given), or the dtype a Hugging "
+        "Face model (--hf) is loaded in (its checkpoint's own unless given; float64 gives exact "
+        "float64 states)",
+    )
     score.set_defaults(run=_run_score)
 
 
@@ -149,8 +159,9 @@ def _run_score(args: argparse.Namespace) -> int:
             raise UsageError(
                 "--hf needs --text FILE (scored with the model's tokenizer) or --random-tokens"
             )
-        check_no_config_options(config_values(args), f"--hf {args.hf}")
-        model = load_hf(args.hf, device=device, nope_layers=args.nope_layers)
+        check_no_config_options(_model_values(args, dtype=False), f"--hf {args.hf}")
+        check_hf_gguf(args.hf)
+        model = load_hf(args.hf, device=device, dtype=args.dtype, nope_layers=args.nope_layers)
         name = args.hf
         if args.nope_layers is not None:
             name += f" with nope_layers={args.nope_layers!r}"
@@ -162,7 +173,7 @@ def _run_score(args: argparse.Namespace) -> int:
                 "--text needs a model with a tokenizer: --hf, or --model pretrained:text-LAYOUT "
                 "or a folder holding tokenizer.json (a model trained with adjpos train --text)"
             )
-        model, _ = resolve_model(args.model, device=device, config_values=config_values(args))
+        model, _ = resolve_model(args.model, device=device, config_values=_model_values(args))
         name = args.model
     seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
     if seq_len > model.cfg.n_ctx:
@@ -200,3 +211,12 @@ def _run_score(args: argparse.Namespace) -> int:
         ]
         Table(layer="int64", kind="string", adjacency="float64").write(args.csv, rows)
     return 0
+
+
+def _model_values(args: argparse.Namespace, *, dtype: bool = True) -> dict[str, Any]:
+    """The ModelConfig options given, ``--dtype`` among them when `dtype` and given (with
+    --hf it is the dtype the model loads in, no option of a random model)."""
+    values = config_values(args, exclude=("dtype",))
+    if dtype and args.dtype is not None:
+        values["dtype"] = args.dtype
+    return values

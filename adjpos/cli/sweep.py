@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from adjpos.cli._inputs import check_ray_address
 from adjpos.cli._options import (
     add_config_args,
     add_device_arg,
@@ -77,6 +78,7 @@ def _run_sweep(args: argparse.Namespace) -> int:
     from adjpos.figures import save_figures, sweep_heatmap, sweep_histogram, sweep_layer_lines
     from adjpos.sweep import DEFAULT_GRID, last_layer_rows, rows_of_subgrid, sweep
 
+    check_ray_address(args.engine, args.address)
     if args.grid is not None and args.param:
         raise UsageError("give --grid FILE or --param NAME=..., not both")
     if args.grid is not None:

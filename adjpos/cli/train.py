@@ -21,6 +21,7 @@ from adjpos.cli._options import (
     task_from_args,
 )
 from adjpos.models import build_model
+from adjpos.models.config import POSITIONAL
 from adjpos.text.recipe import LAYOUTS
 from adjpos.validation import UsageError
 
@@ -50,9 +51,8 @@ def add_train_parser(commands: Any) -> None:
     train.add_argument(
         "--layout",
         choices=LAYOUTS,
-        default="nope",
-        help="with --text and a random model: nope (no positional encoding), rope (rotary in "
-        "every layer) or hybrid (rotary, every 4th layer NoPE: SmolLM3's rule)",
+        help="with --text and --model random only: nope (no positional encoding; the default), "
+        "rope (rotary in every layer) or hybrid (rotary, every 4th layer NoPE: SmolLM3's rule)",
     )
     train.add_argument(
         "--vocab-size", type=int, default=2048, help="with --text: the tokenizer's vocabulary"
@@ -98,6 +98,12 @@ def _run_train(args: argparse.Namespace) -> int:
     else:
         if args.task is None:
             raise UsageError("adjpos train needs --task TASK or --text FILE")
+        if args.layout is not None:
+            raise UsageError(
+                f"--layout {args.layout}: applies with --text and --model random (a fresh "
+                "language model); with --task a random model's positions come from --positional "
+                f"(one of {', '.join(POSITIONAL)})"
+            )
         task = task_from_args(args)
         model, _ = resolve_model(args.model, device=device, config_values=values, task=task)
     result = train(model, task, cfg, out_dir=args.out, resume=args.resume, progress=True)
@@ -151,21 +157,56 @@ def _text_task_and_model(args: argparse.Namespace, values: dict, device: Any) ->
         raise UsageError("pass either --task or --text, not both")
     if values["positional"] != "none" and args.model == "random":
         raise UsageError("with --text, --layout decides the positions; drop --positional")
-    read_text_file(args.text, "--text")  # a binary or missing file named before any work
+    if args.layout is not None and args.model != "random":
+        raise UsageError(
+            f"--layout {args.layout}: applies with --model random (a fresh model); --model "
+            f"{args.model} brings its own positions, so leave --layout out"
+        )
     context = values["n_ctx"] or 128
+    check_text_file(args.text, context)
     saved = args.out / TOKENIZER_FILE
     tokenizer = load_tokenizer(saved) if args.resume and saved.is_file() else None
     task, tokenizer = for_option(
-        "--text",
+        f"--text {args.text}",
         lambda path: file_task(path, context, vocab_size=args.vocab_size, tokenizer=tokenizer),
         args.text,
     )
-    if "validation" not in task.splits:
-        raise UsageError(f"--text {args.text}: too short to hold out validation text")
     if args.model == "random":
         values = {k: v for k, v in values.items() if k != "positional"}
         values.update(d_vocab=task.d_vocab, n_ctx=context)
-        model = build_model(layout_config(args.layout, **values), device=device)
+        model = build_model(layout_config(args.layout or "nope", **values), device=device)
     else:
         model, _ = resolve_model(args.model, device=device)
     return task, model, tokenizer
+
+
+def check_text_file(path: Path, context: int) -> None:
+    """``--text FILE``: UTF-8 text with a train and a validation part (`split_by_chunk_hash`),
+    checked before the tokenizer is trained; a part shorter than a window of `context`
+    tokens is found once the text is tokenized."""
+    from adjpos.text.prepare import CHUNK_LINES, VALIDATION_SHARE, split_by_chunk_hash
+
+    text = read_text_file(path, "--text")  # a binary or missing file named before any work
+    if not text.strip():
+        what = "is empty" if not text else "holds only whitespace"
+        raise UsageError(
+            f"--text {path}: the file {what}; give a UTF-8 text to train on, of a few "
+            f"hundred lines at least ({VALIDATION_SHARE}% of its chunks of {CHUNK_LINES} lines "
+            f"are held out for validation, and each part needs more than --n-ctx {context} "
+            "tokens)"
+        )
+    parts = split_by_chunk_hash(text)
+    missing = [name for name in ("train", "validation") if not parts[name]]
+    if missing:
+        lines = len(text.splitlines())
+        chunks = -(-lines // CHUNK_LINES)
+        raise UsageError(
+            f"--text {path}: no {missing[0]} part: of its {_count(chunks, 'chunk')} of "
+            f"{CHUNK_LINES} lines ({_count(lines, 'line')}), {VALIDATION_SHARE}% by hash are "
+            f"held out for validation, here {'all' if missing[0] == 'train' else 'none'}; give "
+            "a longer file"
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

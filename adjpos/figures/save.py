@@ -13,7 +13,10 @@ import plotly.io as pio
 
 from adjpos.validation import UsageError
 
-ENABLE_PNG = "enable PNG with `pip install kaleido` and `apt-get install -y chromium`"
+ENABLE_PNG = (
+    'enable PNG with `pip install -e ".[png]"` (kaleido) and a Chrome, '
+    "e.g. `apt-get install -y chromium`"
+)
 # The browser's default margin around the body of a figure's page (plotly's page keeps it).
 PAGE_MARGIN = 8
 

@@ -13,7 +13,10 @@ import pytest
 
 from adjpos.figures import SavedFigure, save_figure, save_figures
 
-ENABLE = "enable PNG with `pip install kaleido` and `apt-get install -y chromium`"
+ENABLE = (
+    'enable PNG with `pip install -e ".[png]"` (kaleido) and a Chrome, '
+    "e.g. `apt-get install -y chromium`"
+)
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

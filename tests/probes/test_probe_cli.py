@@ -127,7 +127,7 @@ def test_a_shipped_model_is_probed_on_its_task(capsys, tmp_path):
         (["--cv", "10"], "--n-sequences: 8 sequences are too few for --cv 10"),
         (["--cv", "1"], "--cv must be at least 2"),
         (["--seq-len", "2"], "--seq-len: probing needs at least 3 tokens"),
-        (["--model", "/nonexistent/ckpt"], "is not an adjpos checkpoint"),
+        (["--model", "/nonexistent/ckpt"], "--model /nonexistent/ckpt: no such checkpoint folder"),
         (["--model", "pretrained:division"], "unknown task or seed; choose one of"),
         (["--seq-len", "500"], "n_ctx"),
     ],

@@ -3,6 +3,7 @@ FILE --layout``, ``adjpos score --text`` with the model's own tokenizer, and a s
 ``pretrained:text-LAYOUT:SEED`` (installed here into a temporary package folder)."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -110,3 +111,14 @@ def test_text_options_are_checked(argv, message, text_file, tmp_path, capsys):
     argv = [a.replace("MISSING", str(tmp_path / "missing.txt")) for a in argv]
     assert main([*argv, "--device", "cpu"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_text_too_short_for_one_window_is_named_with_the_numbers(text_file, tmp_path, capsys):
+    argv = ["train", "--text", str(text_file), "--n-ctx", "100000", "--vocab-size", "300"]
+    assert main([*argv, "--out", str(tmp_path / "o"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(
+        rf"--text {re.escape(str(text_file))}: split 'train' holds \d+ tokens; a window needs "
+        "more than context=100000",
+        err,
+    ), err
