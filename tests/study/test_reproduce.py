@@ -279,7 +279,7 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     assert main(["reproduce", "--quick", "--out", str(blocker / "r")]) == 2
-    assert "cannot write to the output folder" in capsys.readouterr().err
+    assert "a_file is a file; --out must be a folder" in capsys.readouterr().err
 
 
 def test_train_uses_the_shipped_recipe_and_resumes(tmp_path):
