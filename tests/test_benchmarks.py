@@ -70,6 +70,21 @@ def test_bench_training_quick(run_in_process, tmp_path):
     assert [row["task"] for row in result["shipped"]] == available_pretrained()
 
 
+def test_bench_training_text_quick(run_in_process, tmp_path):
+    """The text recipe's loop on a tiny model, without the corpus; one thread, so that the
+    test keeps no second core from the other tests."""
+    out = tmp_path / "bench.json"
+    args = ("--text", "--quick", "--layout", "hybrid", "--threads", "1", "--json", str(out))
+    assert run_in_process("bench_training.py", *args).strip()
+    result = json.loads(out.read_text())
+    settings, (row,) = result["settings"], result["rows"]
+    assert settings["layout"] == "hybrid" and settings["steps"] == 10 and result["machine"]["quick"]
+    assert row["threads"] == 1 and min(row["tokens_per_s"].values()) > 0
+    assert row["ratio_adjpos_to_bare"] == pytest.approx(
+        row["tokens_per_s"]["adjpos"] / row["tokens_per_s"]["bare"]
+    )
+
+
 def test_bench_probes_quick_agrees_with_scikit_learn(run_in_process, tmp_path):
     out = tmp_path / "bench.json"
     assert run_in_process("bench_probes.py", "--quick", "--json", str(out)).strip()
