@@ -5,11 +5,12 @@ model whose `W_pos` is zeroed and frozen here, and zeroed again after every
 `load_state_dict` by a hook registered here. Nothing else in adjpos touches `W_pos`.
 
 One seed gives one start whatever the position scheme. TransformerLens draws the weights from
-one seeded stream in parameter order, `W_pos` second; a rotary or ALiBi model has no `W_pos`, so
-every weight after `W_E` would come from a shifted stream and a NoPE-vs-RoPE comparison would mix
-the layout with the draw. Such a model therefore takes its weights from the learned-position
-model of the same config, built here and dropped: it equals the NoPE and learned-position models
-of its seed tensor for tensor, `W_pos` aside.
+one seeded stream in parameter order, `W_pos` second; a rotary model has no `W_pos`, so every
+weight after `W_E` would come from a shifted stream and a NoPE-vs-RoPE comparison would mix the
+layout with the draw. A rotary model therefore takes its weights from the learned-position model
+of the same config, built here and dropped: it equals the NoPE and learned-position models of
+its seed tensor for tensor, `W_pos` aside. (TransformerLens gives an ALiBi model a `W_pos`, so
+its stream is the learned model's already.)
 
 A rotary model's `nope_layers` (SmolLM3's hybrid) get their rotation removed here too: the
 attention module of each such block has its `apply_rotary` replaced by the identity, so its
@@ -32,7 +33,7 @@ from torch import nn
 from adjpos.models.config import ModelConfig
 
 _TL_POSITIONAL = {"none": "standard", "learned": "standard", "rotary": "rotary", "alibi": "alibi"}
-_WITHOUT_W_POS = ("rotary", "alibi")
+_WITHOUT_W_POS = ("rotary",)  # TransformerLens gives ALiBi a W_pos
 
 
 @contextmanager
