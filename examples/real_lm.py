@@ -59,8 +59,6 @@ INTERVENTIONS = (
     "subspace_swap_random",
     "leace_position",
     "erase_random",
-    "position_mean_swap",
-    "position_mean_mirror",
 )
 CAUSAL_DEPTHS, DRAWS = (0.25, 0.5, 0.75), 5
 QUICK = {"n": 8, "seq_len": 32, "depths": (0.5,), "draws": 2}

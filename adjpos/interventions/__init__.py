@@ -28,13 +28,6 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
   states change as much (LEACE's matched control).
 - `UniformAttention` (``uniform_attention``): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
-- `PositionMeanSwap` (``position_mean_swap``): the adjacency pattern itself: each prompt
-  state's position curve (`adjpos.decompose`, fitted on other prompts of its length after
-  removing each token's mean state) replaced by that of another position under a
-  permutation that scatters neighbours, tokens, context and norm kept;
-  ``position_mean_mirror``, its control, mirrors the curve (t -> n - 1 - t), which keeps
-  every distance between positions, the swap chosen to change the states as much. Both act
-  on the prompt with the read-out kept only.
 - The position curve's arms (``position_shift``, ``position_rotate``, ``position_scatter``,
   ``position_remove``, and their control ``position_random``; the `curve` subpackage, one row
   each in its arm table `curve.arms.ARMS`): the curve shifted by k (neighbours kept), rotated in
@@ -70,7 +63,7 @@ from adjpos.interventions.curve.numbers import (
     cell_numbers,
     text_cell_numbers,
 )
-from adjpos.interventions.curve.position import PositionMeanSwap, position_curves
+from adjpos.interventions.curve.position import position_curves
 from adjpos.interventions.decoding import measure_draws, measure_intervention
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
@@ -138,7 +131,6 @@ __all__ = [
     "NormPermute",
     "NormPermuteControl",
     "NormScaleControl",
-    "PositionMeanSwap",
     "Stacked",
     "SubspaceErase",
     "SubspaceSwap",

@@ -70,7 +70,7 @@ def fit_prompt_states(
     model: Any, task: Task, held: HeldOut, layer: int, *, seed: int = 0
 ) -> PromptStates:
     """The states entering block `layer` at every position of fitting prompts (the prompts
-    alone, no answers), with their tokens, by prompt length (for `PositionMeanSwap`): the
+    alone, no answers), with their tokens, by prompt length (for `position_curves`): the
     prompts of ``held.fit``, and for each prompt length of ``held.test`` with fewer than
     `MIN_FIT` of them, more prompts of that length that are not test prompts (from the test
     split, then, for a length too rare there, the train split: these prompts only fit the

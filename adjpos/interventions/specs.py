@@ -18,7 +18,6 @@ from typing import Any
 from adjpos.interventions.attention import UniformAttention
 from adjpos.interventions.curve.arms import ARMS, ArmKind, CurveArm
 from adjpos.interventions.curve.change import CurveChange, build_curve_change
-from adjpos.interventions.curve.position import PositionMeanSwap
 from adjpos.interventions.hooks import NoIntervention
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -229,22 +228,6 @@ SPECS: dict[str, InterventionSpec] = {
             role="tested",
             site="pattern",
             **_CAUSAL,
-        ),
-        InterventionSpec(
-            "position_mean_swap",
-            "position curve, neighbours scattered",
-            lambda fit, **_: PositionMeanSwap.fit(fit.prompts, seed=fit.seed),
-            role="tested",
-            control="position_mean_mirror",
-            readouts=("kept",),
-            fitted_on="prompts",
-        ),
-        InterventionSpec(
-            "position_mean_mirror",
-            "position curve mirrored",
-            lambda fit, **_: PositionMeanSwap.mirror(fit.prompts),
-            readouts=("kept",),
-            fitted_on="prompts",
         ),
         *(_arm_spec(kind) for kind in ARMS.values()),
     )

@@ -82,10 +82,6 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
         ),
         (["--control-draws", "0"], "control_draws must be an int >= 1, got 0"),
         (["--doses", "0,1"], r"doses must be distinct ints >= 1 .* got \(0, 1\)"),
-        (
-            ["--interventions", "none,position_mean_swap", "--readouts", "changed"],
-            r"\['position_mean_swap'\] need the 'kept' read-out",
-        ),
     ],
 )
 def test_bad_options_are_named(tmp_path, capsys, monkeypatch, extra, message):
@@ -144,16 +140,16 @@ def test_the_figure_pairs_each_intervention_with_its_dashed_control():
             ("norm_permute", "norm_scale_control"),
             ("norm_scale_control", "none"),
             ("uniform_attention", "none"),
-            ("position_mean_swap", "position_mean_mirror"),
-            ("position_mean_mirror", "none"),
+            ("subspace_swap", "subspace_swap_random"),
+            ("subspace_swap_random", "none"),
         )
     ]
     fig = plot_interventions(rows)
     lines = {t.name: t.line for t in fig.data if t.showlegend}
     assert len(fig.data) == 12 and len(lines) == 6
     # a control known by its row, whatever its name
-    assert lines["position_mean_mirror"].dash == "dash"
-    assert lines["position_mean_mirror"].color == lines["position_mean_swap"].color
+    assert lines["subspace_swap_random"].dash == "dash"
+    assert lines["subspace_swap_random"].color == lines["subspace_swap"].color
     assert lines["norm_scale_control"].dash == "dash"
     assert lines["norm_scale_control"].color == lines["norm_permute"].color
     assert lines["none"].color == "#000000" and lines["none"].dash is None

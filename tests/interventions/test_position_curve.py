@@ -1,5 +1,5 @@
-"""The position curve's swap and mirror: the curve against a loop-by-loop reference, what the
-two interventions keep, the scattering permutations, and the table's kept-only rule."""
+"""The position curve against a loop-by-loop reference, the fitting prompts it needs, and the
+table's rule for a spec that runs with the read-out kept only."""
 
 import pytest
 import torch
@@ -7,16 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adjpos.interventions import (
-    SPECS,
-    Fitted,
-    PositionMeanSwap,
+    InterventionSpec,
+    NoIntervention,
     fit_prompt_states,
     held_out_prompts,
     intervention_table,
     position_curves,
 )
-from adjpos.interventions.curve.position import CANDIDATES, MIN_FIT, scattering_permutations
-from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.interventions.curve.position import MIN_FIT
 from reference import slow_position_curves
 
 
@@ -52,85 +50,7 @@ def test_the_curves_match_the_slow_reference(seed, d, n):
         torch.testing.assert_close(curve, torch.tensor(want[length], dtype=torch.float64))
 
 
-def _before_readout(n):
-    """The mask `intervene` hands over with the read-out kept: no position is read out."""
-    return torch.zeros(n, dtype=torch.bool)
-
-
-def test_the_swap_moves_the_curve_alone_and_keeps_the_norms():
-    prompts = _prompts()
-    states = prompts[7][0][:, :6]  # a 7-token prompt's positions before its read-out
-    for iv in (PositionMeanSwap.fit(prompts, seed=2), PositionMeanSwap.mirror(prompts)):
-        loose = PositionMeanSwap(iv.curves, iv.orders, keep_norm=False)
-        order = iv.order(7)
-        curve = iv.curves[7][:6]
-        # without the norm kept: exactly the curve of another position in place of its own
-        moved = loose(states, _before_readout(6))
-        torch.testing.assert_close(moved, states - curve + curve[order])
-        kept = iv(states, _before_readout(6))
-        torch.testing.assert_close(kept.norm(dim=-1), states.norm(dim=-1))
-        assert sorted(order.tolist()) == list(range(6))  # a permutation of those positions
-    assert PositionMeanSwap.mirror(prompts).order(7).tolist() == [5, 4, 3, 2, 1, 0]
-
-
-def test_the_mirror_keeps_the_curves_adjacency_and_the_swap_breaks_it():
-    prompts = _prompts(lengths=(16,), n=8)
-    swap, mirror = PositionMeanSwap.fit(prompts), PositionMeanSwap.mirror(prompts)
-    curve = swap.curves[16][:15]
-    assert torch.equal(curve[mirror.order(16)], curve.flip(0))
-
-    def adjacency(states):
-        return float(adjacency_probability(cosine_matrix(states[None]), ties="half"))
-
-    before = adjacency(curve)
-    assert adjacency(curve.flip(0)) == pytest.approx(before, abs=0.05)
-    assert adjacency(curve[swap.order(16)]) < before - 0.2
-
-
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 30), st.integers(0, 1000))
-def test_scattering_permutations_keep_no_neighbours_where_the_length_allows(n, seed):
-    perms = scattering_permutations(n, seed)
-    assert 1 <= len(perms) <= CANDIDATES
-    assert len({tuple(p.tolist()) for p in perms}) == len(perms)
-    for p in perms:
-        assert sorted(p.tolist()) == list(range(n))
-        if n >= 5:
-            assert not ((p[1:] - p[:-1]).abs() == 1).any() and not (p == torch.arange(n)).any()
-    assert [p.tolist() for p in scattering_permutations(n, seed)] == [p.tolist() for p in perms]
-
-
-def test_the_swap_is_the_candidate_closest_in_size_to_the_mirror():
-    prompts = _prompts(lengths=(12,), n=8)
-    swap, mirror = PositionMeanSwap.fit(prompts, seed=1), PositionMeanSwap.mirror(prompts)
-    states = prompts[12][0][:, :11]
-
-    def size(iv):
-        after = iv(states, _before_readout(11))
-        return float(((after - states).norm(dim=-1) / states.norm(dim=-1)).mean())
-
-    target = size(mirror)
-    sizes = [size(PositionMeanSwap(swap.curves, {12: p})) for p in scattering_permutations(11, 1)]
-    assert abs(size(swap) - target) == pytest.approx(min(abs(s - target) for s in sizes))
-
-
-def test_the_position_curve_needs_the_readout_kept_and_a_fitted_length():
-    prompts = _prompts()
-    swap = PositionMeanSwap.fit(prompts)
-    states = prompts[7][0][:, :6]
-    with pytest.raises(ValueError, match="before the read-out, the read-out kept"):
-        swap(states)
-    with pytest.raises(ValueError, match="before the read-out, the read-out kept"):
-        swap(states, readout=torch.arange(6) >= 5)
-    with pytest.raises(
-        ValueError, match=r"no position curve for prompts of 8 tokens; fitted: \[6, 7, 9\]"
-    ):
-        swap(torch.zeros(2, 7, 5, dtype=torch.float64), readout=_before_readout(7))
-    with pytest.raises(ValueError, match="pass the prompt states"):
-        SPECS["position_mean_swap"].build(Fitted(d_model=5))
-
-
-def test_the_table_runs_the_position_curve_with_the_readout_kept_only():
+def test_the_fitting_prompts_cover_every_length_and_a_kept_only_spec_runs_kept_only():
     from adjpos import load_pretrained
 
     model, task = load_pretrained("addition")
@@ -140,12 +60,14 @@ def test_the_table_runs_the_position_curve_with_the_readout_kept_only():
     assert lengths <= {n for n, (s, _) in prompts.items() if len(s) >= MIN_FIT}
     for n, (states, tokens) in prompts.items():
         assert states.shape[:2] == tokens.shape and tokens.shape[1] == n
-    names = ["none", "position_mean_swap", "position_mean_mirror"]
+    kept_only = InterventionSpec(
+        "kept_only", "no change, kept only", lambda fit, **_: NoIntervention(), readouts=("kept",)
+    )
     table = intervention_table(
         model,
         task,
         layers=[1],
-        interventions=names,
+        interventions=["none", kept_only],
         n_prompts=30,
         seed=2,
         readouts=["kept", "changed"],
@@ -153,12 +75,9 @@ def test_the_table_runs_the_position_curve_with_the_readout_kept_only():
     assert set(zip(table.readout, table.intervention, strict=True)) == {
         ("kept", "none"),
         ("changed", "none"),
-        ("kept", "position_mean_swap"),
-        ("kept", "position_mean_mirror"),
+        ("kept", "kept_only"),
     }
-    swap = table.set_index("intervention").loc["position_mean_swap"]
-    assert swap.control == "position_mean_mirror" and swap.log_norm_change < 1e-6
-    with pytest.raises(ValueError, match=r"\['position_mean_swap'\] need the 'kept' read-out"):
+    with pytest.raises(ValueError, match=r"\['kept_only'\] need the 'kept' read-out"):
         intervention_table(
-            model, task, interventions=["position_mean_swap"], readouts=["changed"], n_prompts=30
+            model, task, interventions=[kept_only], readouts=["changed"], n_prompts=30
         )
