@@ -32,6 +32,12 @@ from adjpos.runs import write_text
 DTYPES = ("string", "int64", "Int64", "float64", "boolean")
 
 
+def with_interval(*names: str) -> dict[str, str]:
+    """Float columns of each of `names` with its interval: ``NAME``, ``NAME_low``,
+    ``NAME_high``."""
+    return {f"{n}{end}": "float64" for n in names for end in ("", "_low", "_high")}
+
+
 class Table:
     """The columns of one kind of table, in order, each with its pandas dtype (one of
     `DTYPES`; ``Int64`` is an integer column that may be missing)."""

@@ -35,7 +35,7 @@ from torch import Tensor
 
 from adjpos.capture import capture_residuals
 from adjpos.interventions import specs_in
-from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, text_cell_numbers
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, cell_numbers
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds
@@ -214,7 +214,7 @@ def summarise(result: TextLayers) -> dict[str, Any]:
         return out
 
     keys = ("layout", "seed", "layer")
-    rules = text_cell_numbers(result.causal, result.differences, keys=keys)
+    rules = cell_numbers(result.causal, result.differences, keys=keys, harm=-1)
     causal: dict[tuple, dict[str, Any]] = {}
     arms = result.causal[result.causal["arm"].notna() & (result.causal["arm"] != "random")]
     columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]

@@ -5,10 +5,10 @@ For one shipped model, layer and read-out variant (``kept``, the variant the stu
 use), builds `--draws` draws of a random control that needs no fitting
 (``norm_scale_control``) and of one that does (``subspace_swap_random``), and measures them
 three ways on the same held-out prompts:
-- ``reference``: one `measure_intervention` per draw with ``kv_cache=False`` (greedy decoding
+- ``reference``: one `measure_draws` per draw with ``kv_cache=False`` (greedy decoding
   re-runs the whole sequence under the hook for every new token), the way the causal stage
   ran before the cache;
-- ``cached``: one `measure_intervention` per draw (its prompt pass under the hook, then a
+- ``cached``: one `measure_draws` per draw (its prompt pass under the hook, then a
   key-value cache);
 - ``stacked``: one `measure_draws` for all draws (`Stacked`: every draw in one batch).
 Prints the wall times, the reference's time over each, and checks that all three give every
@@ -32,7 +32,6 @@ from adjpos.interventions import (
     fit_states,
     held_out_prompts,
     measure_draws,
-    measure_intervention,
 )
 from adjpos.runs import versions, write_json
 
@@ -65,11 +64,11 @@ def main(task_name: str, draws: int, prompts: int, readout: str, json_path: str 
         built = [SPECS[name].build(fitted, draw=d) for d in range(draws)]
         old, reference = timed(
             lambda built=built: [
-                measure_intervention(model, task, iv, **kwargs, kv_cache=False) for iv in built
+                measure_draws(model, task, [iv], **kwargs, kv_cache=False)[0] for iv in built
             ]
         )
         alone, cached = timed(
-            lambda built=built: [measure_intervention(model, task, iv, **kwargs) for iv in built]
+            lambda built=built: [measure_draws(model, task, [iv], **kwargs)[0] for iv in built]
         )
         together, stacked = timed(lambda built=built: measure_draws(model, task, built, **kwargs))
         runs = zip(old, alone, together, strict=True)

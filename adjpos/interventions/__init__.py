@@ -36,8 +36,8 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
   (a dose), the arms matched in change size at each, with its manipulation checks
   (`curve.checks`, numbers the study judges) and the share of wrong answers at each offset.
   `cell_numbers` turns the table and its paired differences (`CURVE_DIFFERENCES`) into the
-  numbers of the study's rule (`adjpos.study.rules`); on text (`text_intervention_table`, next-
-  token loss) `text_cell_numbers` does.
+  numbers of the study's rule (`adjpos.study.rules`), on text (`text_intervention_table`,
+  next-token loss) with ``harm=-1``.
 
 `SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
 compared with (``control``), whether it is a random control measured over draws (``drawn``),
@@ -61,10 +61,9 @@ from adjpos.interventions.curve.change import CurveChange
 from adjpos.interventions.curve.numbers import (
     CURVE_DIFFERENCES,
     cell_numbers,
-    text_cell_numbers,
 )
 from adjpos.interventions.curve.position import position_curves
-from adjpos.interventions.decoding import measure_draws, measure_intervention
+from adjpos.interventions.decoding import measure_draws
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
 from adjpos.interventions.norms import (
     NormCommonScale,
@@ -143,8 +142,6 @@ __all__ = [
     "intervene",
     "intervention_table",
     "measure_draws",
-    "text_cell_numbers",
-    "measure_intervention",
     "plan_units",
     "position_curves",
     "specs_in",

@@ -1,6 +1,6 @@
 """What a change does on a task's prompts: exact match under greedy decoding with the change
-active at every step (`measure_intervention`; `measure_draws`: several draws of a random control
-in one batched pass), and, teacher-forced, the token accuracy and what it changed and left
+active at every step (`measure_draws`: one intervention, or several draws of a random control in
+one batched pass), and, teacher-forced, the token accuracy and what it changed and left
 intact at its layer and the last (adjacency score, variance ratio, change size), with bootstrap
 intervals over prompts. `adjpos.interventions.task` runs it for every unit of a table.
 """
@@ -25,57 +25,6 @@ from adjpos.tasks import Task, TaskBatch
 from adjpos.validation import UsageError
 
 
-def measure_intervention(
-    model: Any,
-    task: Task,
-    intervention: Any,
-    *,
-    layer: int,
-    batch: TaskBatch,
-    seed: int = 0,
-    readout: str = "changed",
-    kv_cache: bool = True,
-) -> dict[str, Any]:
-    """One unit: the model on `batch` with `intervention` at `layer`.
-
-    The read-out positions are the last prompt position and every answer position (where the
-    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
-    change like the others (see `intervene`).
-
-    Returns a dict of the measurement columns of `INTERVENTION_TABLE`, ``hits`` (each
-    prompt's exact match, in the order of `batch`, for paired comparisons) and ``answers``
-    (each prompt's decoded answer):
-    - exact_match: greedy decoding with the hook active at every step, and its 95% interval
-      (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
-      decodes it once with a KV cache: `adjpos.training.decode.predict_cached`);
-    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
-    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
-      library's default ties) of the states the intervention writes (block `layer`'s input;
-      for an attention-pattern intervention, block `layer`'s output), whole sequences,
-      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
-    - variance_ratio_at_layer / _last: variance over the last third of the positions over
-      the first third (mean variance profile of each length, averaged over lengths);
-    - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
-      (every call of every step; read-out positions left out when kept; 0 for an attention
-      intervention, the teacher-forced change of the block's output); log_norm_change: mean
-      |log ||x'|| - log ||x|| | teacher-forced.
-
-    Raises:
-        ValueError: `readout` is not one of `READOUTS`.
-    """
-    (row,) = measure_draws(
-        model,
-        task,
-        [intervention],
-        layer=layer,
-        batch=batch,
-        seed=seed,
-        readout=readout,
-        kv_cache=kv_cache,
-    )
-    return row
-
-
 def measure_draws(
     model: Any,
     task: Task,
@@ -87,17 +36,37 @@ def measure_draws(
     readout: str = "changed",
     kv_cache: bool = True,
 ) -> list[dict[str, Any]]:
-    """`measure_intervention` of each of `interventions` (e.g. the draws of a random control),
-    in one batched pass: the prompts are copied once per intervention and each copy goes
-    through its own (`Stacked`), so each row equals that intervention measured alone (up to
-    float rounding of the larger batch), with far fewer forward passes. The ``perturbation``
-    of a row is pooled over all of them (the same for every row), over the stack's decoding
-    steps: the stack decodes until every copy is answered, so a copy can be measured a few
-    steps longer than alone (checked within 2% in the tests).
+    """Each of `interventions` (one, or e.g. the draws of a random control) measured on
+    `batch` at `layer`, in one batched pass: the prompts are copied once per intervention and
+    each copy goes through its own (`Stacked`), so each row equals that intervention measured
+    alone (up to float rounding of the larger batch), with far fewer forward passes.
 
-    ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
-    instead of decoding the kept read-out's change with a KV cache (the same answers, slower;
-    for checks and benchmarks).
+    The read-out positions are the last prompt position and every answer position (where the
+    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
+    change like the others (see `intervene`).
+
+    Returns one dict per intervention: the measurement columns of `INTERVENTION_TABLE`,
+    ``hits`` (each prompt's exact match, in the order of `batch`, for paired comparisons) and
+    ``answers`` (each prompt's decoded answer):
+    - exact_match: greedy decoding with the hook active at every step, and its 95% interval
+      (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
+      decodes it once with a KV cache: `adjpos.training.decode.predict_cached`;
+      ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
+      instead: the same answers, slower, for checks and benchmarks);
+    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
+    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
+      library's default ties) of the states the intervention writes (block `layer`'s input;
+      for an attention-pattern intervention, block `layer`'s output), whole sequences,
+      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
+    - variance_ratio_at_layer / _last: variance over the last third of the positions over
+      the first third (mean variance profile of each length, averaged over lengths);
+    - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
+      (every call of every step; read-out positions left out when kept; 0 for an attention
+      intervention, the teacher-forced change of the block's output), pooled over the
+      interventions (the same for every row) and the stack's decoding steps (the stack
+      decodes until every copy is answered, so a copy can be measured a few steps longer
+      than alone, checked within 2% in the tests); log_norm_change: mean
+      |log ||x'|| - log ||x|| | teacher-forced.
 
     Raises:
         ValueError: `readout` is not one of `READOUTS`, or no interventions.

@@ -45,18 +45,6 @@ from adjpos.interventions.subspaces import (
 from adjpos.validation import UsageError, is_int
 
 
-def _norm_permute(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormPermute:
-    return NormPermute(seed=fit.seed, mirrored=mirrored)
-
-
-def _norm_scale_control(fit: Fitted, *, draw: int, mirrored: bool = False, **_: Any) -> Any:
-    return NormScaleControl(seed=fit.seed, mirrored=mirrored, draw=draw)
-
-
-def _norm_common_scale(fit: Fitted, *, mirrored: bool = False, **_: Any) -> NormCommonScale:
-    return NormCommonScale(seed=fit.seed, mirrored=mirrored)
-
-
 def _subspace_swap(fit: Fitted, **_: Any) -> SubspaceSwap:
     return SubspaceSwap.fit(fit.states, fit.positions, rank=fit.rank, seed=fit.seed)
 
@@ -108,7 +96,6 @@ def _arm_spec(kind: ArmKind) -> InterventionSpec:
     )
 
 
-_MIRRORED = {"mirrored": True}
 _CAUSAL: dict[str, Any] = {"stages": ("causal",)}
 _SUBSPACE_SWAP = InterventionSpec(
     "subspace_swap",
@@ -130,6 +117,42 @@ _LEACE = InterventionSpec(
     claim="linear",
     **_CAUSAL,
 )
+
+
+def _norm_specs(*, mirrored: bool) -> tuple[InterventionSpec, ...]:
+    """The norm permutation (a seeded random one, or the mirror) and its two controls."""
+    tag, of, size = (
+        ("_mirrored", "the mirror's", "the mirror's size")
+        if mirrored
+        else ("", "the permutation's", "the same size")
+    )
+    common: dict[str, Any] = {"params": {"mirrored": mirrored}, **_CAUSAL}
+    return (
+        InterventionSpec(
+            f"norm_permute{tag}",
+            f"norms moved ({'mirrored' if mirrored else 'random permutation'})",
+            lambda fit, *, mirrored, **_: NormPermute(seed=fit.seed, mirrored=mirrored),
+            role="tested",
+            control=f"norm_scale_control{tag}",
+            claim="norms",
+            **common,
+        ),
+        InterventionSpec(
+            f"norm_scale_control{tag}",
+            f"{of} norm ratios at random places",
+            lambda fit, *, draw, mirrored, **_: NormScaleControl(fit.seed, mirrored, draw),
+            drawn=True,
+            **common,
+        ),
+        InterventionSpec(
+            f"norm_common_scale{tag}",
+            f"one common norm factor of {size}",
+            lambda fit, *, mirrored, **_: NormCommonScale(seed=fit.seed, mirrored=mirrored),
+            **common,
+        ),
+    )
+
+
 # Each tested intervention is followed by its controls, matched as their labels say (uniform
 # attention has none: it is compared with the baseline; the other controls are measured beside,
 # against the baseline). The position curve's arms are dosed: each is measured at several
@@ -140,53 +163,8 @@ SPECS: dict[str, InterventionSpec] = {
         InterventionSpec(
             "none", "no change", lambda fit, **_: NoIntervention(), role="baseline", stages=STAGES
         ),
-        InterventionSpec(
-            "norm_permute",
-            "norms moved (random permutation)",
-            _norm_permute,
-            role="tested",
-            control="norm_scale_control",
-            claim="norms",
-            **_CAUSAL,
-        ),
-        InterventionSpec(
-            "norm_scale_control",
-            "the permutation's norm ratios at random places",
-            _norm_scale_control,
-            drawn=True,
-            **_CAUSAL,
-        ),
-        InterventionSpec(
-            "norm_common_scale",
-            "one common norm factor of the same size",
-            _norm_common_scale,
-            **_CAUSAL,
-        ),
-        InterventionSpec(
-            "norm_permute_mirrored",
-            "norms moved (mirrored)",
-            _norm_permute,
-            role="tested",
-            control="norm_scale_control_mirrored",
-            params=_MIRRORED,
-            claim="norms",
-            **_CAUSAL,
-        ),
-        InterventionSpec(
-            "norm_scale_control_mirrored",
-            "the mirror's norm ratios at random places",
-            _norm_scale_control,
-            drawn=True,
-            params=_MIRRORED,
-            **_CAUSAL,
-        ),
-        InterventionSpec(
-            "norm_common_scale_mirrored",
-            "one common norm factor of the mirror's size",
-            _norm_common_scale,
-            params=_MIRRORED,
-            **_CAUSAL,
-        ),
+        *_norm_specs(mirrored=False),
+        *_norm_specs(mirrored=True),
         InterventionSpec(
             "norm_permute_control",
             "norms of the same position in another sequence",

@@ -35,7 +35,7 @@ from adjpos.interventions.spec import (
 )
 from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, plan_units
 from adjpos.stats import bootstrap_interval
-from adjpos.tables import Table
+from adjpos.tables import Table, with_interval
 from adjpos.tasks import Task
 
 DEFAULT_PROMPTS = 200
@@ -48,23 +48,13 @@ INTERVENTION_TABLE = Table(
     readout="string",
     control="string",
     rank="Int64",
-    exact_match="float64",
-    exact_match_low="float64",
-    exact_match_high="float64",
-    token_accuracy="float64",
-    token_accuracy_low="float64",
-    token_accuracy_high="float64",
-    adjacency_at_layer="float64",
-    adjacency_at_layer_low="float64",
-    adjacency_at_layer_high="float64",
+    **with_interval("exact_match", "token_accuracy", "adjacency_at_layer"),
     adjacency_last="float64",
     variance_ratio_at_layer="float64",
     variance_ratio_last="float64",
     perturbation="float64",
     log_norm_change="float64",
-    difference="float64",
-    difference_low="float64",
-    difference_high="float64",
+    **with_interval("difference"),
     control_draws="Int64",
     percentile="float64",
     share="float64",

@@ -30,8 +30,8 @@ checks, `curve.checks`) and are compared with the random curve of their size ove
 and draws together (`adjpos.stats.paired_draw_difference`). The error-offset shares of a task
 have no counterpart: nothing is decoded, and a next token is not a copy of a context token at
 a fixed offset. With ``return_differences=True`` the paired loss differences between the arms
-of one size come back too (`CURVE_DIFFERENCES`, a - b in nats), which `text_cell_numbers`
-reads for the study's rule (`adjpos.study.rules`, a loss rise as the harm).
+of one size come back too (`CURVE_DIFFERENCES`, a - b in nats), which `cell_numbers`
+reads with ``harm=-1`` for the study's rule (`adjpos.study.rules`, a loss rise as the harm).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from adjpos.interventions.specs import (
 )
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval
-from adjpos.tables import Table
+from adjpos.tables import Table, with_interval
 from adjpos.validation import UsageError, is_int
 
 TEXT_TABLE = Table(
@@ -74,17 +74,10 @@ TEXT_TABLE = Table(
     readout="string",
     control="string",
     rank="Int64",
-    loss="float64",
-    loss_low="float64",
-    loss_high="float64",
-    accuracy="float64",
-    accuracy_low="float64",
-    accuracy_high="float64",
+    **with_interval("loss", "accuracy"),
     adjacency_at_layer="float64",
     perturbation="float64",
-    loss_difference="float64",
-    loss_difference_low="float64",
-    loss_difference_high="float64",
+    **with_interval("loss_difference"),
     control_draws="Int64",
     percentile="float64",
     share="float64",
@@ -319,18 +312,14 @@ def _measure(
 
 def _summary(measured: dict[str, Any], seed: int) -> dict[str, Any]:
     """The row's numbers: means over draws per sequence, intervals over sequences."""
-    loss, accuracy = measured["loss"].mean(axis=0), measured["accuracy"].mean(axis=0)
-    loss_low, loss_high = bootstrap_interval(loss, seed=seed)
-    acc_low, acc_high = bootstrap_interval(accuracy, seed=seed)
-    return {
-        "loss": float(loss.mean()),
-        "loss_low": loss_low,
-        "loss_high": loss_high,
-        "accuracy": float(accuracy.mean()),
-        "accuracy_low": acc_low,
-        "accuracy_high": acc_high,
+    row = {}
+    for name in ("loss", "accuracy"):
+        per_sequence = measured[name].mean(axis=0)
+        low, high = bootstrap_interval(per_sequence, seed=seed)
+        row |= {name: float(per_sequence.mean()), f"{name}_low": low, f"{name}_high": high}
+    return row | {
         "adjacency_at_layer": float(measured["adjacency"].mean()),
         "perturbation": measured["perturbation"],
-        "per_sequence": loss.tolist(),
+        "per_sequence": measured["loss"].mean(axis=0).tolist(),
         "draw_loss": measured["loss"].mean(axis=1).tolist(),
     }

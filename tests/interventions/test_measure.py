@@ -19,7 +19,6 @@ from adjpos.interventions import (
     held_out_prompts,
     intervention_table,
     measure_draws,
-    measure_intervention,
 )
 from adjpos.interventions import task as task_module
 from adjpos.interventions.hooks import Stacked, intervene
@@ -48,7 +47,7 @@ def test_the_baseline_reproduces_the_models_own_scores(addition):
     """`none` goes through the hooks and must give what plain evaluation gives."""
     model, task = addition
     batch = held_out_prompts(task, 80, seed=1).test
-    row = measure_intervention(model, task, NoIntervention(), layer=2, batch=batch)
+    row = measure_draws(model, task, [NoIntervention()], layer=2, batch=batch)[0]
     accuracy, _ = evaluate(model, task, list(batch.prompts))
     assert row["exact_match"] == accuracy
     assert row["exact_match_low"] <= accuracy <= row["exact_match_high"]
@@ -70,9 +69,9 @@ def test_the_size_matched_control_changes_norms_as_much(addition):
     model, task = addition
     batch = held_out_prompts(task, 60, seed=2).test
     sizes = {
-        name: measure_intervention(
-            model, task, SPECS[name].build(Fitted(d_model=128)), layer=1, batch=batch
-        )["log_norm_change"]
+        name: measure_draws(
+            model, task, [SPECS[name].build(Fitted(d_model=128))], layer=1, batch=batch
+        )[0]["log_norm_change"]
         for name in ("norm_permute", "norm_scale_control")
     }
     assert sizes["norm_permute"] == pytest.approx(sizes["norm_scale_control"], rel=1e-6)
@@ -138,7 +137,7 @@ def test_paired_differences_and_percentiles_follow_the_units_own_measurements(ad
         def hits(name, draw=0, readout=readout):
             iv = SPECS[name].build(Fitted(d_model=128), draw=draw)
             kwargs = dict(layer=2, batch=batch, readout=readout)
-            return measure_intervention(model, task, iv, **kwargs)
+            return measure_draws(model, task, [iv], **kwargs)[0]
 
         test = hits("norm_permute_mirrored")
         draws = [hits("norm_scale_control_mirrored", d) for d in range(3)]
@@ -170,11 +169,11 @@ def test_paired_differences_and_percentiles_follow_the_units_own_measurements(ad
 def test_kept_readout_under_no_intervention_is_the_baseline(addition):
     model, task = addition
     batch = held_out_prompts(task, 30, seed=4).test
-    kept = measure_intervention(model, task, NoIntervention(), layer=1, batch=batch, readout="kept")
-    plain = measure_intervention(model, task, NoIntervention(), layer=1, batch=batch)
+    kept = measure_draws(model, task, [NoIntervention()], layer=1, batch=batch, readout="kept")[0]
+    plain = measure_draws(model, task, [NoIntervention()], layer=1, batch=batch)[0]
     assert kept["hits"] == plain["hits"] and kept["token_accuracy"] == plain["token_accuracy"]
     with pytest.raises(ValueError, match=r"readout must be one of \['kept', 'changed'\]"):
-        measure_intervention(model, task, NoIntervention(), layer=1, batch=batch, readout="x")
+        measure_draws(model, task, [NoIntervention()], layer=1, batch=batch, readout="x")[0]
 
 
 @pytest.mark.parametrize("name", ["norm_scale_control", "subspace_swap_random"])
@@ -190,7 +189,7 @@ def test_draws_measured_in_one_batch_equal_each_draw_measured_alone(addition, na
     for readout in ("kept", "changed"):
         kwargs = {"layer": 1, "batch": held.test, "seed": 0, "readout": readout}
         together = measure_draws(model, task, built, **kwargs)
-        alone = [measure_intervention(model, task, iv, **kwargs) for iv in built]
+        alone = [measure_draws(model, task, [iv], **kwargs)[0] for iv in built]
         for a, b in zip(together, alone, strict=True):
             assert a["hits"] == b["hits"]
             assert a["answers"] == b["answers"]
@@ -270,9 +269,9 @@ def test_your_own_intervention_runs_through_the_task_runner(addition):
     )
     rows = table.set_index("intervention")
     assert rows.loc["scale", "control"] == "none"
-    alone = measure_intervention(
-        model, task, _Scale(1.5), layer=1, batch=held_out_prompts(task, 30).test, readout="kept"
-    )
+    alone = measure_draws(
+        model, task, [_Scale(1.5)], layer=1, batch=held_out_prompts(task, 30).test, readout="kept"
+    )[0]
     assert rows.loc["scale", "exact_match"] == alone["exact_match"]
     assert rows.loc["scale", "perturbation"] == pytest.approx(0.5)  # ||1.5 x - x|| / ||x||
     assert rows.loc["scale", "difference"] == pytest.approx(

@@ -22,7 +22,7 @@ from adjpos.interventions import (
     text_intervention_table,
 )
 from adjpos.interventions.curve.arms import ARMS
-from adjpos.interventions.specs import plan_units
+from adjpos.interventions.specs import _norm_specs, plan_units
 from factories import tiny_config
 
 PACKAGE = Path(__file__).resolve().parents[2] / "adjpos"
@@ -36,7 +36,8 @@ def _strings(path):
 def test_each_intervention_is_defined_once_in_the_table():
     """No module of the library but the table spells an intervention's name, and the table
     defines each name in one spec (other mentions there are its references: control,
-    matched_to), the position curve's arms one each from a row of the arm table."""
+    matched_to), the position curve's arms one each from a row of the arm table, the norm
+    permutation's family from one function, plain and mirrored."""
     spelled = {}
     paths = [*(PACKAGE / "interventions").rglob("*.py"), PACKAGE / "cli" / "intervene.py"]
     for path in [*paths, PACKAGE / "figures" / "interventions.py"]:
@@ -56,6 +57,7 @@ def test_each_intervention_is_defined_once_in_the_table():
         and isinstance(node.args[0], ast.Constant)
     ]
     defined += [f"position_{name}" for name in ARMS]
+    defined += [spec.name for m in (False, True) for spec in _norm_specs(mirrored=m)]
     assert sorted(defined) == sorted(NAMES) and len(defined) == len(set(defined))
 
 

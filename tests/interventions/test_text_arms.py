@@ -1,20 +1,21 @@
 """The position curve's arms on text (`text_intervention_table` with dosed specs): rows with
 their manipulation checks, a shift that moves the curve by k, a model whose continuation cannot
 read the context (its attention outputs zeroed) read as "not read", and the rule on hand-built
-text rows (`text_cell_numbers`, a loss rise as the harm) reaching for, against and not
+text rows (`cell_numbers` with ``harm=-1``, a loss rise as the harm) reaching for, against and not
 counted."""
 
 import pytest
 import torch
 
 from adjpos import build_model
-from adjpos.interventions import text_cell_numbers, text_intervention_table
+from adjpos.interventions import cell_numbers, text_intervention_table
 from adjpos.study.claim import CRITERIA
 from adjpos.study.claims.text import arms_read, arms_readings
 from adjpos.study.rules import cell_outcome
 from factories import tiny_config
 
 ARMS = ["position_shift", "position_rotate", "position_scatter", "position_random"]
+TEXT_KEYS = ("model", "layer")
 SIZE = ["perturbation", "size_target", "parameter", "distance_change", "curve_offset"]
 CHECKS = [*SIZE, "curve_adjacency", "curve_adjacency_before", "prompt_adjacency"]
 
@@ -81,7 +82,7 @@ def test_a_continuation_that_cannot_read_the_context_is_not_read():
         model, _tokens(), control_draws=2, return_differences=True, **options
     )
     assert table["loss_difference"].dropna().abs().max() < 1e-12
-    (cell,) = text_cell_numbers(table, differences)
+    (cell,) = cell_numbers(table, differences, keys=TEXT_KEYS, harm=-1)
     found = cell_outcome(cell, CRITERIA, on_text=True)
     assert (found.address, found.reading) == ("against", "not read")
 
@@ -114,7 +115,7 @@ def _rows(loss, *, passed=None, percentile=0.0, width=0.01):
 
 
 def _read(loss, **options):
-    (cell,) = text_cell_numbers(*_rows(loss, **options))
+    (cell,) = cell_numbers(*_rows(loss, **options), keys=TEXT_KEYS, harm=-1)
     return cell_outcome(cell, CRITERIA, on_text=True), [cell.to_plain()]
 
 

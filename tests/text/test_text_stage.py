@@ -78,7 +78,7 @@ def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monk
 def test_a_shift_that_fails_its_check_is_reported_not_counted():
     """A cell of one seed whose shifts raise the loss 0.3 nats beyond the random curve's:
     for, and with both shifts' checks failed shown but not counted."""
-    from adjpos.interventions import text_cell_numbers
+    from adjpos.interventions import cell_numbers
 
     names = ["shift-1", "shift+1", "rotate", "scatter", "random"]
     key = {"layout": "nope", "seed": 0, "layer": 3, "readout": "kept", "dose": 1}
@@ -94,7 +94,7 @@ def test_a_shift_that_fails_its_check_is_reported_not_counted():
         moved = {a: 1.0 if passed else 0.0 for a in names if "shift" in a}
         checks = moved | {"rotate": 0.0, "scatter": 0.3}
         rows = [r | {"size_error": 0.0, "check_value": checks.get(r["arm"])} for r in rows]
-        (rule,) = text_cell_numbers(rows, differences, keys=("layout", "seed", "layer"))
+        (rule,) = cell_numbers(rows, differences, keys=("layout", "seed", "layer"), harm=-1)
         arms = {a: [[v, v - 0.01, v + 0.01, 0.0, 0.0, checks[a]]] for a, v in rise.items()}
         cell = {"layout": "nope", "layer": 3, "seeds": [0], "rule": [rule.to_plain()]}
         cell["arms"] = arms

@@ -89,11 +89,6 @@ class CurveArm:
                 raise UsageError(f"{name} must be an int >= 0, got {getattr(self, name)!r}")
 
     @property
-    def label(self) -> str:
-        """e.g. ``position_shift+1``, ``position_rotate``, ``position_random``."""
-        return f"position_{self.name}"
-
-    @property
     def name(self) -> str:
         """The arm's name in the rule and the tables: ``shift+1``, ``rotate``, ``random``."""
         return self.arm + ("" if self.offset is None else f"{self.offset:+d}")

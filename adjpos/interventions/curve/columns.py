@@ -31,7 +31,7 @@ from adjpos.interventions.curve.checks import (
     readout_similarity_spearman,
     varying_positions,
 )
-from adjpos.tables import Table
+from adjpos.tables import Table, with_interval
 from adjpos.tasks.offsets import OFFSETS, error_offset_shares
 from adjpos.types import PromptStates
 
@@ -59,11 +59,8 @@ ARM_TABLE = Table(
     size_error="float64",  # the largest |size / target - 1| of its draws (fit and decoding)
     check_value="float64",  # its check number (`arms.Check`), the draw that passes least
     n_wrong="float64",  # wrong answer characters compared (all draws)
-    **{
-        f"error_offset_share_{j}{end}": "float64"  # share of wrong characters at offset j
-        for j in OFFSETS
-        for end in ("", "_low", "_high")
-    },
+    # the share of wrong characters at each offset j, with its interval
+    **with_interval(*(f"error_offset_share_{j}" for j in OFFSETS)),
 )
 # The manipulation checks among them (each a mean over the draws).
 _NAMES = ARM_TABLE.names

@@ -1,7 +1,7 @@
 """The numbers the rule over the position-curve arms (`adjpos.study.rules`) reads, as a table
 that can be saved and read back: the paired differences of the outcome between the arms of one
 size (`CURVE_DIFFERENCES`, from the rows of a run while they still hold each draw's per-prompt
-outcome), and `cell_numbers` / `text_cell_numbers`, which rebuild each cell's `CellNumbers`
+outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers`
 from that table and the intervention table alone. Numbers only: the study judges them.
 
 The pairs of one (layer, read-out variant, size), in the rule's names (``shift+1``,
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from numpy.typing import ArrayLike
 
 from adjpos.interventions.curve.arms import arm_kind
@@ -213,14 +214,6 @@ def cell_numbers(
     return cells
 
 
-def text_cell_numbers(
-    rows: Any, differences: Any, *, keys: Sequence[str] = ("model", "layer"), readout: str = "kept"
-) -> list[CellNumbers]:
-    """`cell_numbers` of a text run (`adjpos.interventions.text_intervention_table`): cells by
-    `keys`, a loss rise the harm, no error offsets."""
-    return cell_numbers(rows, differences, readout=readout, keys=keys, harm=-1)
-
-
 def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
     return tuple(_seed(row[k]) if k == "seed" else _plain(row[k]) for k in keys)
 
@@ -250,11 +243,7 @@ def _records(table: Any) -> list[dict[str, Any]]:
 
 def _present(value: Any) -> bool:
     """Not None, NaN or pandas' NA."""
-    return (
-        value is not None
-        and not (isinstance(value, float) and np.isnan(value))
-        and (str(value) != "<NA>")
-    )
+    return not pd.isna(value)
 
 
 def _seed(value: Any) -> int | None:
