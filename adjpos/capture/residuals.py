@@ -128,7 +128,7 @@ def capture_residuals(
     layers = check_layers(model, site, layers)
     names = [hook_name(site, layer) for layer in layers]
     stop = _stop_block(site, layers)
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     parts = []
     for chunk in tqdm(chunks, desc="capture", disable=_disable(progress, len(chunks))):
         cache = _run(model, chunk, names, stop_at_layer=stop)
@@ -155,7 +155,7 @@ def iter_residuals(
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     bar = tqdm(total=len(layers), desc="layers", disable=_disable(progress, len(layers)))
     stream = _by_block if _runs_from_any_block(model) else _by_rerun
     with bar:
@@ -206,7 +206,7 @@ def reduce_residuals(
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     results: dict[int, list[R]] = {layer: [] for layer in layers}
     steps = len(layers) * len(chunks)
     bar = tqdm(total=steps, desc="layers", disable=_disable(progress, steps))
@@ -323,7 +323,8 @@ def _runs_from_any_block(model: Any) -> bool:
     return isinstance(model, HookedTransformer)
 
 
-def _split(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
+def split_batches(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
+    """`tokens` in chunks of `batch_size` sequences (one chunk for None)."""
     if batch_size is None:
         return [tokens]
     check_positive_int("batch_size", batch_size)
