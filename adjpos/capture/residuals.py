@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_positive_int, is_int
+from adjpos.validation import UsageError, check_choice, check_positive_int, is_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 R = TypeVar("R")
@@ -48,8 +48,7 @@ def n_capture_layers(model: Any, site: str) -> int:
 
 def check_site(model: Any, site: str) -> None:
     """Raise unless `site` is known and fires in `model`."""
-    if site not in SITES:
-        raise UsageError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+    check_choice("site", site, SITES)
     available = available_sites(model)
     if site not in available:
         raise UsageError(
