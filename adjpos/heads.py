@@ -30,6 +30,7 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from adjpos.capture import check_tokens
+from adjpos.capture.residuals import split_batches
 from adjpos.metrics import cosine_matrix
 from adjpos.tables import Table
 from adjpos.types import TokenInput
@@ -138,13 +139,8 @@ def head_similarity(
             f"(window={window} needs {window + 1}, the correlations {MIN_KEYS + 1}); got {n}"
         )
     names = _hook_names(model)
-    chunks = (
-        [tokens]
-        if batch_size is None
-        else tokens.split(check_positive_int("batch_size", batch_size))
-    )
     totals: dict[int, dict[str, Tensor]] = {}
-    for chunk in chunks:
+    for chunk in split_batches(tokens, batch_size):
         _run_one_pass(model, chunk, names, window, totals)
     return HEADS.frame(_records(totals, n_queries=tokens.shape[0] * (n - window)))
 
@@ -375,35 +371,22 @@ def _add(totals: dict, layer: int, sums: dict[str, Tensor]) -> None:
 
 
 def _records(totals: dict, n_queries: int) -> list[dict[str, Any]]:
+    # Each correlation is a mean over the rows where it is defined (NaN where none is).
+    counts = {"pearson": "correlated", "spearman": "correlated"}
+    counts |= {"given_distance": "n_given_distance", "given_token": "n_given_token"}
     records = []
     for layer in sorted(totals):
         sums = totals[layer]
-        correlated = sums["correlated"]
-        mean = correlated.clamp_min(1).double()
-        nan = torch.full_like(mean, float("nan"))
-        pearson = torch.where(correlated > 0, sums["pearson"] / mean, nan)
-        spearman = torch.where(correlated > 0, sums["spearman"] / mean, nan)
-        given = {}
-        for name in ("distance", "token"):
-            count = sums[f"n_given_{name}"]
-            given[name] = torch.where(
-                count > 0, sums[f"given_{name}"] / count.clamp_min(1).double(), nan
-            )
-        for head in range(len(correlated)):
+        means = {
+            name: torch.where(sums[n] > 0, sums[name] / sums[n].clamp_min(1).double(), torch.nan)
+            for name, n in counts.items()
+        }
+        for head in range(len(sums["correlated"])):
             records.append(
-                {
-                    "layer": layer,
-                    "head": head,
-                    "logit_cosine_pearson": float(pearson[head]),
-                    "logit_cosine_spearman": float(spearman[head]),
-                    "logit_cosine_given_distance": float(given["distance"][head]),
-                    "logit_cosine_given_token": float(given["token"][head]),
-                    "previous_mass": float(sums["previous"][head]) / n_queries,
-                    "self_mass": float(sums["self"][head]) / n_queries,
-                    "n_queries": n_queries,
-                    "n_correlated": int(correlated[head]),
-                    "n_given_distance": int(sums["n_given_distance"][head]),
-                    "n_given_token": int(sums["n_given_token"][head]),
-                }
+                {"layer": layer, "head": head}
+                | {f"logit_cosine_{name}": float(mean[head]) for name, mean in means.items()}
+                | {f"{k}_mass": float(sums[k][head]) / n_queries for k in ("previous", "self")}
+                | {"n_queries": n_queries, "n_correlated": int(sums["correlated"][head])}
+                | {k: int(sums[k][head]) for k in ("n_given_distance", "n_given_token")}
             )
     return records

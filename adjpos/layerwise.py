@@ -177,19 +177,13 @@ def _adjacency_columns(
     scores: np.ndarray, before: np.ndarray | None, n_boot: int, seed: int
 ) -> dict[str, float]:
     """The adjacency score of a layer and its change from the layer before, with intervals."""
-    low, high = bootstrap_interval(scores, n_boot=n_boot, seed=seed)
-    change = (np.nan, np.nan, np.nan)
-    if before is not None:
-        diff = scores - before
-        change = (float(diff.mean()), *bootstrap_interval(diff, n_boot=n_boot, seed=seed))
-    return {
-        "adjacency": float(scores.mean()),
-        "adjacency_low": low,
-        "adjacency_high": high,
-        "change": change[0],
-        "change_low": change[1],
-        "change_high": change[2],
-    }
+    columns = {"change": np.nan, "change_low": np.nan, "change_high": np.nan}  # layer 0
+    change = None if before is None else scores - before
+    for name, values in (("adjacency", scores), ("change", change)):
+        if values is not None:
+            low, high = bootstrap_interval(values, n_boot=n_boot, seed=seed)
+            columns |= {name: float(values.mean()), f"{name}_low": low, f"{name}_high": high}
+    return columns
 
 
 def _probe_r2(model: Any, tokens: Tensor, features: Sequence[str], seed: int) -> pd.DataFrame:

@@ -22,7 +22,7 @@ from adjpos.metrics import (
 )
 from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_model, is_int
+from adjpos.validation import UsageError, check_choice, check_model, is_int
 
 # Every layer's states are scored in float64, whatever dtype the model runs in: a cosine
 # summed in float32 carries a rounding error that grows with d_model (several float32
@@ -268,8 +268,7 @@ def _cached_layers(
     if getattr(model, "cfg", None) is not None:
         n = n_capture_layers(model, site)
     else:  # the cache's model was dropped: score the blocks the cache holds
-        if site not in SITES:
-            raise UsageError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+        check_choice("site", site, SITES)
         n = _blocks_in(cache.cache_dict) + (site == "resid_post")
     names = [hook_name(site, layer) for layer in range(n)]
     missing = [name for name in names if name not in cache.cache_dict]

@@ -215,16 +215,24 @@ def bootstrap_interval(
         raise UsageError(f"values and weights differ in length: {x.size} and {w.size}")
     if not (np.isfinite(x).all() and np.isfinite(w).all()):
         raise UsageError("bootstrap_interval needs finite values and weights")
-    if not 0 < level < 1:
-        raise UsageError(f"level must be in (0, 1), got {level!r}")
-    if not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+    _check_boot(level, n_boot)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, x.size, size=(n_boot, x.size))
     totals = w[picks].sum(axis=1)
     means = (w * x)[picks].sum(axis=1) / np.where(totals > 0, totals, np.nan)
-    tail = (1 - level) / 2
-    low, high = np.nanquantile(means, [tail, 1 - tail])
+    return _percentiles(means, level)
+
+
+def _check_boot(level: float, n_boot: int) -> None:
+    if not 0 < level < 1:
+        raise UsageError(f"level must be in (0, 1), got {level!r}")
+    if not is_int(n_boot) or n_boot < 1:
+        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+
+
+def _percentiles(boots: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval at `level` of bootstrap statistics (NaN draws left out)."""
+    low, high = np.nanquantile(boots, [(1 - level) / 2, (1 + level) / 2])
     return float(low), float(high)
 
 
@@ -265,10 +273,7 @@ def paired_difference(
     x, y = x[kept], y[kept]
     if not len(x):
         raise UsageError("paired_difference needs at least one unit measured on both sides")
-    if not 0 < level < 1:
-        raise UsageError(f"level must be in (0, 1), got {level!r}")
-    if not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+    _check_boot(level, n_boot)
     n = len(x)
     counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     if summary is None:  # the mean of the per-unit differences, resampled as one
@@ -276,9 +281,7 @@ def paired_difference(
     else:
         boots = summary(counts @ x / n) - summary(counts @ y / n)  # [n_boot]
         value = summary(x.mean(axis=0, keepdims=True)) - summary(y.mean(axis=0, keepdims=True))
-    tail = (1 - level) / 2
-    low, high = np.nanquantile(boots, [tail, 1 - tail])
-    return float(value[0]), float(low), float(high)
+    return float(value[0]), *_percentiles(boots, level)
 
 
 @dataclass(frozen=True)
@@ -322,8 +325,7 @@ def paired_draw_difference(
         raise UsageError(
             f"a and b must be [draws, prompts] over the same prompts, got {x.shape}, {y.shape}"
         )
-    if not 0 < level < 1 or not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"need level in (0, 1) and n_boot >= 1, got {level!r}, {n_boot!r}")
+    _check_boot(level, n_boot)
     rng = np.random.default_rng(seed)
     prompts = rng.integers(0, x.shape[1], size=(n_boot, x.shape[1]))
     draws_a = rng.integers(0, len(x), size=(n_boot, len(x)))
@@ -331,8 +333,7 @@ def paired_draw_difference(
     p = _counts(prompts, x.shape[1])
     boots = ((_counts(draws_a, len(x)) @ x) * p).sum(1) / (len(x) * x.shape[1])
     boots -= ((_counts(draws_b, len(y)) @ y) * p).sum(1) / (len(y) * y.shape[1])
-    low, high = np.quantile(boots, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(float(x.mean() - y.mean()), float(low), float(high))
+    return Interval(float(x.mean() - y.mean()), *_percentiles(boots, level))
 
 
 def _counts(picks: np.ndarray, n: int) -> np.ndarray:
@@ -379,8 +380,7 @@ def variance_ratio(profile: ArrayLike) -> float:
     values = np.asarray(profile, dtype=float).reshape(-1)
     if values.size < 2 or not np.isfinite(values).all():
         raise UsageError(f"variance_ratio needs at least 2 finite values, got {values.size}")
-    third = max(1, values.size // 3)
-    return float(values[-third:].mean() / values[:third].mean())
+    return float(_ratio_rows(values[None])[0])
 
 
 def variance_summary(
@@ -392,19 +392,11 @@ def variance_summary(
     n = values.shape[0]
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
-    ratios, rhos = _ratio_rows(boots), _spearman_rows(boots)
-    profile, tail = values.mean(axis=0), (1 - level) / 2
-    ratio_low, ratio_high = np.quantile(ratios, [tail, 1 - tail])
-    rho_low, rho_high = np.quantile(rhos, [tail, 1 - tail])
-    return {
-        "ratio": variance_ratio(profile),
-        "ratio_low": float(ratio_low),
-        "ratio_high": float(ratio_high),
-        "spearman": spearman(profile),
-        "spearman_low": float(rho_low),
-        "spearman_high": float(rho_high),
-        "n_sequences": n,
-    }
+    out = {}
+    for name, (one, rows) in _SUMMARIES.items():
+        low, high = np.quantile(rows(boots), [(1 - level) / 2, (1 + level) / 2])
+        out |= {name: one(values.mean(axis=0)), f"{name}_low": low, f"{name}_high": high}
+    return {k: float(v) for k, v in out.items()} | {"n_sequences": n}
 
 
 def variance_difference(
@@ -414,7 +406,7 @@ def variance_difference(
     [sequence, position] variance profiles of the same sequences (e.g. a trained model and
     its initial weights), each with a paired bootstrap interval (`paired_difference`)."""
     out = {}
-    for name, rows in (("ratio", _ratio_rows), ("spearman", _spearman_rows)):
+    for name, (_, rows) in _SUMMARIES.items():
         value, low, high = paired_difference(a, b, rows, n_boot=n_boot, level=level, seed=seed)
         out |= {name: value, f"{name}_low": low, f"{name}_high": high}
     return out
@@ -443,3 +435,7 @@ def _spearman_rows(rows: np.ndarray) -> np.ndarray:
     scale = np.sqrt((ranks * ranks).sum(axis=1) * (positions * positions).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(scale > 0, np.clip((ranks @ positions) / scale, -1, 1), np.nan)
+
+
+# variance_summary's statistics: each on one profile, and on every row of a [n, positions] array.
+_SUMMARIES = {"ratio": (variance_ratio, _ratio_rows), "spearman": (spearman, _spearman_rows)}

@@ -27,7 +27,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_positive_int, is_int
+from adjpos.validation import UsageError, check_choice, check_positive_int, is_int
 
 SITES = ("resid_post", "resid_mid", "attn_out", "mlp_out")
 R = TypeVar("R")
@@ -48,8 +48,7 @@ def n_capture_layers(model: Any, site: str) -> int:
 
 def check_site(model: Any, site: str) -> None:
     """Raise unless `site` is known and fires in `model`."""
-    if site not in SITES:
-        raise UsageError(f"site={site!r} is not allowed; choose one of {list(SITES)}")
+    check_choice("site", site, SITES)
     available = available_sites(model)
     if site not in available:
         raise UsageError(
@@ -128,7 +127,7 @@ def capture_residuals(
     layers = check_layers(model, site, layers)
     names = [hook_name(site, layer) for layer in layers]
     stop = _stop_block(site, layers)
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     parts = []
     for chunk in tqdm(chunks, desc="capture", disable=_disable(progress, len(chunks))):
         cache = _run(model, chunk, names, stop_at_layer=stop)
@@ -155,7 +154,7 @@ def iter_residuals(
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     bar = tqdm(total=len(layers), desc="layers", disable=_disable(progress, len(layers)))
     stream = _by_block if _runs_from_any_block(model) else _by_rerun
     with bar:
@@ -206,7 +205,7 @@ def reduce_residuals(
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
-    chunks = _split(tokens, batch_size)
+    chunks = split_batches(tokens, batch_size)
     results: dict[int, list[R]] = {layer: [] for layer in layers}
     steps = len(layers) * len(chunks)
     bar = tqdm(total=steps, desc="layers", disable=_disable(progress, steps))
@@ -323,7 +322,8 @@ def _runs_from_any_block(model: Any) -> bool:
     return isinstance(model, HookedTransformer)
 
 
-def _split(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
+def split_batches(tokens: Tensor, batch_size: int | None) -> list[Tensor]:
+    """`tokens` in chunks of `batch_size` sequences (one chunk for None)."""
     if batch_size is None:
         return [tokens]
     check_positive_int("batch_size", batch_size)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
 from pathlib import Path
 from typing import Any, no_type_check
 
@@ -31,7 +32,7 @@ def add_config_args(
     parser: argparse.ArgumentParser,
     cls: Any = None,
     *,
-    title: str = "model (ModelConfig fields)",
+    title: str = "random model (ModelConfig fields; used with --model random only)",
     overrides: dict[str, Any] | None = None,
     rename: dict[str, str] | None = None,
     exclude: tuple[str, ...] = (),
@@ -178,6 +179,15 @@ def add_out_arg(parser: argparse.ArgumentParser, *, default: Path | None = None)
         metavar="DIR",
         help="output folder, created if needed",
     )
+
+
+def open_run_folder(args: argparse.Namespace, kind: str, spec: dict, **provenance: Any) -> Any:
+    """``--out`` as a `kind` run folder (`adjpos.runs.RunFolder.open`), the command line and
+    `provenance` (seed, device) recorded with it."""
+    from adjpos.runs import RunFolder
+
+    command = "adjpos " + shlex.join(args.argv)
+    return RunFolder.open(args.out, kind=kind, spec=spec, command=command, **provenance)
 
 
 def check_output_folder(path: Path, option: str = "--out") -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from adjpos.cli._options import (
     comma_ints,
     comma_list,
     nope_layers_arg,
+    open_run_folder,
     positive_int,
     read_text_file,
     task_from_args,
@@ -169,7 +169,7 @@ def _run_intervene(args: argparse.Namespace) -> int:
         intervention_table,
     )
     from adjpos.interventions.specs import plan_units
-    from adjpos.runs import RunFolder, write_json
+    from adjpos.runs import write_json
 
     if args.hf is not None or args.text is not None:
         return _run_on_text(args)
@@ -207,15 +207,7 @@ def _run_intervene(args: argparse.Namespace) -> int:
     }
     if dosed:  # only then: a folder made before the arms resumes with the same settings
         spec["doses"] = doses
-    command = "adjpos " + shlex.join(args.argv)
-    folder = RunFolder.open(
-        args.out,
-        kind="intervene",
-        spec=spec,
-        seed=args.data_seed,
-        device=args.device,
-        command=command,
-    )
+    folder = open_run_folder(args, "intervene", spec, seed=args.data_seed, device=args.device)
     done = len(folder.done_units())
     if done:
         print(f"resuming: {done} of {len(units)} units already in {args.out}")
@@ -261,7 +253,7 @@ def _run_on_text(args: argparse.Namespace) -> int:
     from adjpos.hf import load_hf, load_tokenizer, text_tokens
     from adjpos.interventions import DEFAULT_INTERVENTIONS, TEXT_TABLE, text_intervention_table
     from adjpos.interventions.specs import plan_units
-    from adjpos.runs import RunFolder, write_json
+    from adjpos.runs import write_json
     from adjpos.validation import check_model, resolve_device
 
     if args.hf is None or args.text is None:
@@ -300,14 +292,7 @@ def _run_on_text(args: argparse.Namespace) -> int:
     }
     if any(unit.spec.dosed for unit in units):  # as on a task
         spec["doses"] = doses
-    folder = RunFolder.open(
-        args.out,
-        kind="intervene-text",
-        spec=spec,
-        seed=args.data_seed,
-        device=args.device,
-        command="adjpos " + shlex.join(args.argv),
-    )
+    folder = open_run_folder(args, "intervene-text", spec, seed=args.data_seed, device=args.device)
     table = text_intervention_table(
         model,
         tokens,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from adjpos.cli._options import (
     config_values,
     for_option,
     non_negative_int,
+    open_run_folder,
     positive_int,
     resolve_model,
     task_from_args,
@@ -100,17 +100,12 @@ def add_probe_parser(commands: Any) -> None:
         "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
     add_device_arg(probe)
-    add_config_args(
-        probe,
-        title="random model (ModelConfig fields; used with --model random only)",
-        overrides={"d_vocab": None, "n_ctx": None},
-    )
+    add_config_args(probe, overrides={"d_vocab": None, "n_ctx": None})
     probe.set_defaults(run=_run_probe)
 
 
 def _run_probe(args: argparse.Namespace) -> int:
     from adjpos.probes import ProbeResult, check_feature_sets, check_probes
-    from adjpos.runs import RunFolder
     from adjpos.validation import resolve_device
 
     features = for_option("--features", check_feature_sets, args.features)
@@ -122,10 +117,7 @@ def _run_probe(args: argparse.Namespace) -> int:
     tokens = _probe_tokens(args, model, task)
     _check_probe_input(args, model, tokens)
     spec = _probe_spec(args, model, task, tokens, features, probes)
-    command = "adjpos " + shlex.join(args.argv)
-    folder = RunFolder.open(
-        args.out, kind="probe", spec=spec, seed=args.probe_seed, device=str(device), command=command
-    )
+    folder = open_run_folder(args, "probe", spec, seed=args.probe_seed, device=str(device))
     data = f"task {task.name}" if task is not None else "random tokens"
     print(f"{args.model}: {tokens.shape[0]} sequences x {tokens.shape[1]} tokens ({data})")
     subjects = _subjects(args, model, device)

@@ -123,8 +123,7 @@ def add_score_parser(commands: Any) -> None:
     )
     add_device_arg(score)
     score.add_argument("--csv", type=Path, help="also write the table to this CSV file")
-    random_model = "random model (ModelConfig fields; used with --model random only)"
-    add_config_args(score, title=random_model, exclude=("dtype",))
+    add_config_args(score, exclude=("dtype",))
     score.add_argument(
         "--dtype",
         choices=DTYPES,

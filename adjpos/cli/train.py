@@ -61,11 +61,7 @@ def add_train_parser(commands: Any) -> None:
     train.add_argument("--resume", action="store_true", help="continue the run saved in --out")
     add_model_arg(train, "PATH and pretrained:TASK start training from those weights.")
     add_device_arg(train)
-    add_config_args(
-        train,
-        title="random model (ModelConfig fields; used with --model random only)",
-        overrides={"d_vocab": None, "n_ctx": None},
-    )
+    add_config_args(train, overrides={"d_vocab": None, "n_ctx": None})
     add_config_args(
         train,
         TrainConfig,

@@ -68,22 +68,9 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         table.assign(site="all"), None, "site", x="init_range", y="entropy_ratio"
     )
     fig.add_trace(_line(entropy, "entropy ratio", THEORY), row=1, col=2)
-    fig.add_hline(
-        y=0.5,
-        line=CHANCE,
-        annotation_text="chance",
-        annotation_position="bottom left",
-        row=1,
-        col=1,
-    )
-    fig.add_hline(
-        y=1.0,
-        line=CHANCE,
-        annotation_text="uniform",
-        annotation_position="bottom right",
-        row=1,
-        col=2,
-    )
+    for col, y, text, side in ((1, 0.5, "chance", "left"), (2, 1.0, "uniform", "right")):
+        where = {"annotation_text": text, "annotation_position": f"bottom {side}"}
+        fig.add_hline(y=y, line=CHANCE, row=1, col=col, **where)
     lowest = float(table[["measured_adjacency", "predicted_adjacency"]].min().min())
     fig.update_xaxes(title_text="init_range", **log_ticks(table["init_range"]))
     fig.update_yaxes(title_text="adjacency score", range=[min(0.4, lowest - 0.05), 1.05], col=1)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, check_choice
 
 NOPE_LAYOUTS = ("released", "all", "none")
 INTERVAL = 4  # every released family puts a NoPE layer every fourth layer
@@ -94,8 +94,7 @@ def hf_config(
 
     if family not in FAMILIES:
         raise UsageError(f"unknown family {family!r}; allowed: {sorted(FAMILIES)}")
-    if nope not in NOPE_LAYOUTS:
-        raise UsageError(f"nope={nope!r} is not allowed; choose one of {list(NOPE_LAYOUTS)}")
+    check_choice("nope", nope, NOPE_LAYOUTS)
     if isinstance(size, str) and size != "tiny":
         raise UsageError(f"size={size!r} is not allowed; pass 'tiny' or a dict of config fields")
     if not isinstance(size, str | dict):

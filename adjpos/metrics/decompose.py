@@ -124,13 +124,7 @@ def decompose(
         >>> parts.variance_shares()
         {'mean': 0.375, 'position': 0.25, 'context': 0.375, 'residual': 0.0}
     """
-    check_finite(states, "states")
-    if states.ndim != 3 or 0 in states.shape:
-        raise UsageError(
-            "states must have shape [batch, pos, d_model] with every size at least 1, got "
-            f"{tuple(states.shape)}"
-        )
-    batch, n, _ = states.shape
+    batch, n = _check_states(states)
     lens = check_lengths(lengths, (batch,), n).to(states.device)
     h = states.float() if states.dtype in (torch.float16, torch.bfloat16) else states
     valid = (torch.arange(n, device=h.device) < lens[:, None])[..., None].to(h.dtype)
@@ -319,13 +313,7 @@ def decomposition_shares(
         >>> round(shares.in_sample["position"], 3), round(shares.held_out["position"], 3)
         (0.089, -0.113)
     """
-    check_finite(states, "states")
-    if states.ndim != 3 or 0 in states.shape:
-        raise UsageError(
-            f"states must have shape [batch, pos, d_model] with every size at least 1, got "
-            f"{tuple(states.shape)}"
-        )
-    batch, n, _ = states.shape
+    batch, n = _check_states(states)
     lens = check_lengths(lengths, (batch,), n)
     if tokens is not None and (tuple(tokens.shape) != (batch, n) or int(tokens.min()) < 0):
         raise UsageError(f"tokens must be ids >= 0 of shape {(batch, n)}, one per state")
@@ -346,6 +334,17 @@ def decomposition_shares(
             curve[(fold == f) & (lens == length), :length] = fitted_curve
     curve = curve.to(states.device, torch.promote_types(states.dtype, torch.float32))
     return DecompositionShares(_shares(in_sample), _shares(held), fold, curve)
+
+
+def _check_states(states: Tensor) -> tuple[int, int]:
+    """(batch, pos) of finite states [batch, pos, d_model] with every size at least 1."""
+    check_finite(states, "states")
+    if states.ndim != 3 or 0 in states.shape:
+        raise UsageError(
+            "states must have shape [batch, pos, d_model] with every size at least 1, got "
+            f"{tuple(states.shape)}"
+        )
+    return states.shape[0], states.shape[1]
 
 
 def _fit_parts(h: Tensor, tok: Tensor, lens: Tensor, rows: Tensor, use_tokens: bool) -> dict:

@@ -69,17 +69,15 @@ class Addition(Task):
         return 1 + 2 * self.max_digits
 
     def _parse(self, prompt: str) -> tuple[int, int]:
-        match = _PATTERN.fullmatch(prompt)
-        if match is None:
-            raise self._malformed(prompt, "not of the form 'a+b='")
-        for operand in match.groups():
+        operands = self._groups(_PATTERN, prompt, "a+b=")
+        for operand in operands:
             if len(operand) > 1 and operand[0] == "0":
                 raise self._malformed(prompt, f"operand {operand!r} has a leading zero")
             if not self.min_digits <= len(operand) <= self.max_digits:
                 raise self._malformed(prompt, f"operand {operand!r} has {len(operand)} digits")
         if len(prompt) > self.max_prompt_len:
             raise self._malformed(prompt, f"it has {len(prompt)} characters")
-        return int(match[1]), int(match[2])
+        return int(operands[0]), int(operands[1])
 
     def _answer(self, operands: tuple[int, int]) -> str:
         return str(operands[0] + operands[1])

@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, no_type_check
@@ -209,6 +210,13 @@ class Task(abc.ABC):
         positions = torch.arange(self.max_len)
         loss_mask = (positions >= starts[:, None]) & (positions < lengths[:, None] - 1)
         return TaskBatch(tokens, loss_mask, lengths, tuple(prompts), tuple(answers))
+
+    def _groups(self, pattern: re.Pattern[str], prompt: str, form: str) -> tuple[str, ...]:
+        """The groups of `pattern` matching all of `prompt`, or the error naming `form`."""
+        match = pattern.fullmatch(prompt)
+        if match is None:
+            raise self._malformed(prompt, f"not of the form {form!r}")
+        return match.groups()
 
     def _malformed(self, prompt: str, reason: str) -> UsageError:
         return UsageError(

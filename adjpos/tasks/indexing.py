@@ -58,10 +58,7 @@ class Indexing(Task):
         return 2 + self.max_digits
 
     def _parse(self, prompt: str) -> tuple[str, str]:
-        match = _PATTERN.fullmatch(prompt)
-        if match is None:
-            raise self._malformed(prompt, "not of the form 'wherex(d...,q)='")
-        digits, query = match.groups()
+        digits, query = self._groups(_PATTERN, prompt, "wherex(d...,q)=")
         if not self.min_digits <= len(digits) <= self.max_digits:
             raise self._malformed(prompt, f"it has {len(digits)} digits")
         if query not in digits:

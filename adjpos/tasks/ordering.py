@@ -58,10 +58,7 @@ class Ordering(Task):
         return 1 + 9 + self.max_digits
 
     def _parse(self, prompt: str) -> tuple[str, str]:
-        match = _PATTERN.fullmatch(prompt)
-        if match is None:
-            raise self._malformed(prompt, "not of the form 'ord(o,r)='")
-        original, reordered = match.groups()
+        original, reordered = self._groups(_PATTERN, prompt, "ord(o,r)=")
         if not self.min_digits <= len(original) <= self.max_digits:
             raise self._malformed(prompt, f"o has {len(original)} digits")
         if len(set(original)) != len(original):

@@ -53,10 +53,7 @@ class Reversal(Task):
         return 1 + self.max_digits
 
     def _parse(self, prompt: str) -> str:
-        match = _PATTERN.fullmatch(prompt)
-        if match is None:
-            raise self._malformed(prompt, "not of the form 'rev(d...)='")
-        digits = match[1]
+        (digits,) = self._groups(_PATTERN, prompt, "rev(d...)=")
         if not self.min_digits <= len(digits) <= self.max_digits:
             raise self._malformed(prompt, f"it has {len(digits)} digits")
         return digits

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from typing import no_type_check
 
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, check_choice
 
 SPLITS = ("train", "test")
 TEST_FRACTION = 0.1
@@ -34,5 +34,4 @@ def split_of(prompt: str) -> str:
 
 def check_split(split: str) -> None:
     """Raise `ValueError` unless `split` is one of `SPLITS`."""
-    if split not in SPLITS:
-        raise UsageError(f"split={split!r} is not allowed; choose one of {list(SPLITS)}")
+    check_choice("split", split, SPLITS)

@@ -28,7 +28,7 @@ from adjpos.models import is_bridge, is_position_free, layer_kinds
 from adjpos.scoring import sequence_scores
 from adjpos.theory.prediction import predicted_cosine
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, help_field
+from adjpos.validation import UsageError, check_choice, help_field
 
 THEORY_SITES = ("resid_post", "resid_mid", "attn_out")
 _PATTERN = "blocks.0.attn.hook_pattern"
@@ -79,11 +79,6 @@ class FirstLayerComparison:
     def mean_abs_error(self) -> float:
         """Mean |measured - predicted| over the pairs j < k."""
         return float(self.error.abs().nanmean())
-
-    @property
-    def max_abs_error(self) -> float:
-        """Largest |measured - predicted| over the pairs j < k."""
-        return float(self.error.nan_to_num(0.0).abs().max())
 
     @property
     def entropy_ratio(self) -> float:
@@ -142,8 +137,7 @@ def compare_first_layer(
         ValueError: an unknown site or one the model lacks, a model with a positional signal
             (unless `position_free=True`), sequences shorter than 3 tokens, or bad tokens.
     """
-    if site not in THEORY_SITES:
-        raise UsageError(f"site={site!r} is not allowed; choose one of {list(THEORY_SITES)}")
+    check_choice("site", site, THEORY_SITES)
     check_site(model, site)
     _check_position_free(model, position_free)
     tokens = check_tokens(model, tokens)
