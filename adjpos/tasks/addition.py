@@ -9,8 +9,6 @@ from typing import ClassVar, no_type_check
 from adjpos.tasks.base import Draws, Task, check_digit_range, param
 from adjpos.validation import UsageError
 
-_PATTERN = re.compile(r"([0-9]+)\+([0-9]+)=")
-
 
 @dataclass(frozen=True)
 class Addition(Task):
@@ -34,6 +32,8 @@ class Addition(Task):
     """
 
     name: ClassVar[str] = "addition"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"([0-9]+)\+([0-9]+)=")
+    form: ClassVar[str] = "a+b="
     min_digits: int = param("fewest digits of an operand", 1)
     max_digits: int = param("most digits of an operand", 4)
     max_prompt_len: int = param("longest prompt in characters, '=' included", 9)
@@ -69,7 +69,7 @@ class Addition(Task):
         return 1 + 2 * self.max_digits
 
     def _parse(self, prompt: str) -> tuple[int, int]:
-        operands = self._groups(_PATTERN, prompt, "a+b=")
+        operands = self._groups(prompt)
         for operand in operands:
             if len(operand) > 1 and operand[0] == "0":
                 raise self._malformed(prompt, f"operand {operand!r} has a leading zero")

@@ -109,6 +109,10 @@ class Task(abc.ABC):
     """
 
     name: ClassVar[str]
+    # A prompt matches `pattern` whole, one group per run (the stretches that vary between
+    # prompts); `form` is the pattern in words.
+    pattern: ClassVar[re.Pattern[str]]
+    form: ClassVar[str]
     encode = staticmethod(vocab.encode)
     decode = staticmethod(vocab.decode)
 
@@ -211,12 +215,33 @@ class Task(abc.ABC):
         loss_mask = (positions >= starts[:, None]) & (positions < lengths[:, None] - 1)
         return TaskBatch(tokens, loss_mask, lengths, tuple(prompts), tuple(answers))
 
-    def _groups(self, pattern: re.Pattern[str], prompt: str, form: str) -> tuple[str, ...]:
+    def runs(self, prompt: str) -> tuple[tuple[int, int], ...]:
+        """The runs of `prompt`: the stretches that vary between prompts (reversal's digits,
+        addition's two operands, indexing's list and its query, ordering's two digit strings),
+        each as its (first, last) token position, in order. One token per character, so a
+        position counts characters from the prompt's start.
+
+        Raises:
+            ValueError: `prompt` is not a prompt of this task.
+
+        Example:
+            >>> from adjpos.tasks import get_task
+            >>> get_task("addition").runs("12+345=")
+            ((0, 1), (3, 5))
+        """
+        self.check(prompt)
+        match = self._match(prompt)
+        return tuple((match.start(i), match.end(i) - 1) for i in range(1, len(match.groups()) + 1))
+
+    def _groups(self, prompt: str) -> tuple[str, ...]:
         """The groups of `pattern` matching all of `prompt`, or the error naming `form`."""
-        match = pattern.fullmatch(prompt)
+        return self._match(prompt).groups()
+
+    def _match(self, prompt: str) -> re.Match[str]:
+        match = self.pattern.fullmatch(prompt)
         if match is None:
-            raise self._malformed(prompt, f"not of the form {form!r}")
-        return match.groups()
+            raise self._malformed(prompt, f"not of the form {self.form!r}")
+        return match
 
     def _malformed(self, prompt: str, reason: str) -> UsageError:
         return UsageError(

@@ -8,8 +8,6 @@ from typing import ClassVar, no_type_check
 
 from adjpos.tasks.base import Draws, Task, check_digit_range, param
 
-_PATTERN = re.compile(r"wherex\(([0-9]+),([0-9])\)=")
-
 
 @dataclass(frozen=True)
 class Indexing(Task):
@@ -32,6 +30,8 @@ class Indexing(Task):
     """
 
     name: ClassVar[str] = "indexing"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"wherex\(([0-9]+),([0-9])\)=")
+    form: ClassVar[str] = "wherex(d...,q)="
     min_digits: int = param("fewest digits to search", 1)
     max_digits: int = param("most digits to search", 9)
 
@@ -58,7 +58,7 @@ class Indexing(Task):
         return 2 + self.max_digits
 
     def _parse(self, prompt: str) -> tuple[str, str]:
-        digits, query = self._groups(_PATTERN, prompt, "wherex(d...,q)=")
+        digits, query = self._groups(prompt)
         if not self.min_digits <= len(digits) <= self.max_digits:
             raise self._malformed(prompt, f"it has {len(digits)} digits")
         if query not in digits:

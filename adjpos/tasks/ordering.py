@@ -8,8 +8,6 @@ from typing import ClassVar, no_type_check
 
 from adjpos.tasks.base import Draws, Task, check_digit_range, param
 
-_PATTERN = re.compile(r"ord\(([0-9]+),([0-9]+)\)=")
-
 
 @dataclass(frozen=True)
 class Ordering(Task):
@@ -32,6 +30,8 @@ class Ordering(Task):
     """
 
     name: ClassVar[str] = "ordering"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"ord\(([0-9]+),([0-9]+)\)=")
+    form: ClassVar[str] = "ord(o,r)="
     min_digits: int = param("fewest digits to order", 1)
     max_digits: int = param("most digits to order (at most 10: digits are distinct)", 5)
 
@@ -58,7 +58,7 @@ class Ordering(Task):
         return 1 + 9 + self.max_digits
 
     def _parse(self, prompt: str) -> tuple[str, str]:
-        original, reordered = self._groups(_PATTERN, prompt, "ord(o,r)=")
+        original, reordered = self._groups(prompt)
         if not self.min_digits <= len(original) <= self.max_digits:
             raise self._malformed(prompt, f"o has {len(original)} digits")
         if len(set(original)) != len(original):

@@ -8,8 +8,6 @@ from typing import ClassVar, no_type_check
 
 from adjpos.tasks.base import Draws, Task, check_digit_range, param
 
-_PATTERN = re.compile(r"rev\(([0-9]+)\)=")
-
 
 @dataclass(frozen=True)
 class Reversal(Task):
@@ -30,6 +28,8 @@ class Reversal(Task):
     """
 
     name: ClassVar[str] = "reversal"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"rev\(([0-9]+)\)=")
+    form: ClassVar[str] = "rev(d...)="
     min_digits: int = param("fewest digits to reverse", 1)
     max_digits: int = param("most digits to reverse", 16)
 
@@ -53,7 +53,7 @@ class Reversal(Task):
         return 1 + self.max_digits
 
     def _parse(self, prompt: str) -> str:
-        (digits,) = self._groups(_PATTERN, prompt, "rev(d...)=")
+        (digits,) = self._groups(prompt)
         if not self.min_digits <= len(digits) <= self.max_digits:
             raise self._malformed(prompt, f"it has {len(digits)} digits")
         return digits

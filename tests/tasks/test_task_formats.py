@@ -102,3 +102,45 @@ def test_answers_with_leading_zero_and_repeated_digits():
     assert torch.equal(
         get_task("reversal").encode("001."), torch.tensor([2, 2, 3, 1], dtype=torch.long)
     )
+
+
+def _digit_stretches(prompt):
+    """The reference: every maximal stretch of digit characters, as (first, last)."""
+    stretches, start = [], None
+    for position, char in enumerate(prompt + " "):
+        if char.isdigit() and start is None:
+            start = position
+        elif not char.isdigit() and start is not None:
+            stretches.append((start, position - 1))
+            start = None
+    return tuple(stretches)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_the_runs_are_the_digit_stretches_at_every_prompt_length(name):
+    """A prompt's runs (what varies between prompts) are its stretches of digits, in token
+    positions; every prompt length of the task is drawn, and the characters just outside a
+    run are the format's fixed tokens."""
+    task = get_task(name)
+    prompts = task.draw_prompts(3000, generator=torch.Generator().manual_seed(1))
+    lengths = {len(p) for p in prompts}
+    assert len(lengths) >= 3
+    for prompt in prompts:
+        runs = task.runs(prompt)
+        assert runs == _digit_stretches(prompt)
+        tokens = task.encode(prompt).tolist()
+        for first, last in runs:
+            assert [VOCAB[i] for i in tokens[first : last + 1]] == list(prompt[first : last + 1])
+            assert first == 0 or not prompt[first - 1].isdigit()
+            assert not prompt[last + 1].isdigit()
+
+
+def test_runs_of_the_known_examples_and_a_malformed_prompt():
+    assert [get_task(n).runs(p) for n, p, _, _ in KNOWN] == [
+        ((0, 2), (4, 6)),
+        ((4, 7),),
+        ((7, 15), (17, 17)),
+        ((4, 7), (9, 12)),
+    ]
+    with pytest.raises(ValueError, match="not of the form 'rev"):
+        get_task("reversal").runs("rev(12=")
