@@ -216,7 +216,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     keys = ("layout", "seed", "layer")
     rules = cell_numbers(result.causal, result.differences, keys=keys, harm=-1)
     causal: dict[tuple, dict[str, Any]] = {}
-    arms = result.causal[result.causal["arm"].notna() & (result.causal["arm"] != "random")]
+    tested = result.causal["arm"].notna() & result.causal["loss_difference"].notna()
+    arms = result.causal[tested]  # the arms against their random controls
     columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
     for cell in rules:
         layout, seed, layer = cell.key

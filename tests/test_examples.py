@@ -511,17 +511,12 @@ def test_real_lm(run_example, tmp_path, monkeypatch, capsys):
 
 def test_position_curve_arms(run_example):
     # Reversal seed 0, layer 1, 16 prompts: the unchanged exact match by `adjpos.evaluate`, and
-    # the shift by +1's exact match decoded again without a cache, the change applied at
-    # every step to the prompt's positions before the read-out (the example decodes the
+    # the interior shift by +1's exact match decoded again without a cache, the change applied
+    # at every step to the prompt's digits, matched length by length (the example decodes the
     # prompt once under the change, then reuses a key-value cache).
     from adjpos.interventions import fit_prompt_states, held_out_prompts, position_curves
-    from adjpos.interventions.curve.arms import CurveArm
-    from adjpos.interventions.curve.change import (
-        apply_curve,
-        changed_positions,
-        dose_targets,
-        match_arm,
-    )
+    from adjpos.interventions.curve.arms import CurveArm, changed_positions
+    from adjpos.interventions.curve.change import apply_curve, dose_targets, match_arm
 
     out, _ = run_example("position_curve_arms.py")
     model, task = adjpos.load_pretrained("reversal", 0, device="cpu")
@@ -530,17 +525,17 @@ def test_position_curve_arms(run_example):
     base = float(out.split("exact match unchanged ")[1].split()[0])
     assert abs(base - adjpos.evaluate(model, task, prompts)[0]) < ROUNDING[3]
     states = fit_prompt_states(model, task, held, 1, seed=0)
-    lengths = [len(task.encode(p)) for p in prompts]
-    counts = {n: lengths.count(n) for n in set(lengths)}  # the lengths weigh as measured
-    curves = {n: c for n, c in position_curves(states).items() if n in counts}
+    curves = position_curves(states)
     arm = CurveArm("shift", 1)
-    target = dose_targets(curves, states, offsets=[1], counts=counts)[1]
-    matched = match_arm(arm, target, curves, states, counts=counts)
     hits = []
     for prompt, answer in zip(prompts, held.test.answers, strict=True):
-        n = len(prompt)
-        changed = changed_positions(n)
-        new = arm.new_curve(curves[n], matched.parameter, changed, states[n][0])
+        n, runs = len(prompt), task.runs(prompt)
+        # matched at this length: every fitting prompt of it has one run, the digits
+        layouts = {runs: states[n][0]}
+        target = dose_targets(curves[n], layouts, offsets=[1])[1]
+        matched = match_arm(arm, target, curves[n], layouts, states[n][0])
+        new = arm.new_curve(curves[n], matched.parameter, runs, states[n][0])
+        changed = changed_positions(arm.kind, runs, n)
 
         def hook(acts, hook, n=n, changed=changed, new=new):
             head = apply_curve(acts[:, :n], curves[n], new, changed)

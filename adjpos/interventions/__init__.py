@@ -29,12 +29,15 @@ numbered as adjpos numbers residual layers: the hidden states entering block l
 - `UniformAttention` (``uniform_attention``): block l's attention pattern replaced by uniform
   causal attention (the first-layer theory's idealisation), for all heads or some.
 - The position curve's arms (``position_shift``, ``position_rotate``, ``position_scatter``,
-  ``position_remove``, and their control ``position_random``; the `curve` subpackage, one row
-  each in its arm table `curve.arms.ARMS`): the curve shifted by k (neighbours kept), rotated in
-  its principal subspace (every distance kept), partly scattered (locality broken), pulled
-  toward its mean, or a random curve of its norm profile added; each measured at several sizes
-  (a dose), the arms matched in change size at each, with its manipulation checks
-  (`curve.checks`, numbers the study judges) and the share of wrong answers at each offset.
+  ``position_remove``, their control ``position_random``, and ``position_edges`` with its
+  control ``position_edges_random``; the `curve` subpackage, one row each in its arm table
+  `curve.arms.ARMS`), on each prompt's runs (`adjpos.tasks.Task.runs`): the curve shifted by k
+  inside each run (neighbours kept), rotated in its principal subspace (every distance kept),
+  each run's interior scattered (locality broken), pulled toward its mean, or a random curve
+  of its norm profile added; each run's edges moved to the points just outside it. Each is
+  measured at several sizes (a dose), the arms matched in change size at every prompt length,
+  with its manipulation checks (`curve.checks`, numbers the study judges) and the share of
+  wrong answers at each offset.
   `cell_numbers` turns the table and its paired differences (`CURVE_DIFFERENCES`) into the
   numbers of the study's rule (`adjpos.study.rules`), on text (`text_intervention_table`,
   next-token loss) with ``harm=-1``.

@@ -78,21 +78,25 @@ def measure_draws(
     if not interventions:
         raise UsageError("measure_draws needs at least one intervention")
     n_draws = len(interventions)
-    stacked = interventions[0] if n_draws == 1 else Stacked(tuple(interventions))
     keep = readout == "kept"
     starts = [len(task.encode(p)) - 1 for p in batch.prompts]
+    # a change told the runs of its prompts (a position-curve arm): prompts grouped by them
+    by_runs = all(hasattr(iv, "at") for iv in interventions)
+    layouts = [task.runs(p) if by_runs else None for p in batch.prompts]
     hits, record = np.zeros((n_draws, len(starts))), []
     said = [[""] * len(starts) for _ in range(n_draws)]
     # a change of the prompt alone (the read-out kept, or an intervention that says it
     # changes the prompt positions only) is the same at every decoding step: a KV cache
     prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
     cached = kv_cache and prompt_only and _is_hooked(model)
-    for start in sorted(set(starts)):
-        rows = [i for i, s in enumerate(starts) if s == start]
+    groups = list(zip(starts, layouts, strict=True))
+    for start, runs in sorted(set(groups), key=lambda k: (k[0], str(k[1]))):
+        rows = [i for i, key in enumerate(groups) if key == (start, runs)]
         prompts = [batch.prompts[i] for i in rows] * n_draws
+        stacked = _stack(interventions, runs)
 
         @no_type_check  # made at every call: kept out of the tests' type checker
-        def change(start: int = start) -> Any:
+        def change(start: int = start, stacked: Any = stacked) -> Any:
             return intervene(
                 model, stacked, layer=layer, readout_from=start, keep_readout=keep, record=record
             )
@@ -111,17 +115,16 @@ def measure_draws(
                 said[d][i] = answer
     n_layers = model.cfg.n_layers
     site = f"blocks.{layer}.hook_resid_pre"
-    if stacked.site == "pattern":
+    if interventions[0].site == "pattern":
         site = f"blocks.{layer}.hook_resid_post"
     last = f"blocks.{n_layers - 1}.hook_resid_post"
     per_draw: list[dict[str, Any]] = [defaultdict(list) for _ in range(n_draws)]
-    lengths = batch.lengths.tolist()
-    for start, length in sorted(set(zip(starts, lengths, strict=True))):
-        rows = [
-            i for i, key in enumerate(zip(starts, lengths, strict=True)) if key == (start, length)
-        ]
+    keys = list(zip(starts, batch.lengths.tolist(), layouts, strict=True))
+    for start, length, runs in sorted(set(keys), key=lambda k: (k[0], k[1], str(k[2]))):
+        rows = [i for i, key in enumerate(keys) if key == (start, length, runs)]
         tokens = check_tokens(model, batch.tokens[rows, :length])
         mask = batch.loss_mask[rows, : length - 1]
+        stacked = _stack(interventions, runs)
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
             with intervene(model, stacked, layer=layer, readout_from=start, keep_readout=keep):
@@ -154,6 +157,12 @@ def measure_draws(
         | {"answers": answers}
         for draw_hits, acc, answers in zip(hits, per_draw, said, strict=True)
     ]
+
+
+def _stack(interventions: Sequence[Any], runs: Any) -> Any:
+    """The interventions as one (`Stacked` for several), each told `runs` where it takes them."""
+    parts = [iv if runs is None else iv.at(runs) for iv in interventions]
+    return parts[0] if len(parts) == 1 else Stacked(tuple(parts))
 
 
 def _unit_row(

@@ -52,6 +52,8 @@ class Fitted:
             change, and the weights their sizes are matched with).
         sizes_on: prompt states by length whose change sizes the dosed specs match (None:
             `prompts`; on text the measured windows').
+        runs_of: a prompt's runs from its tokens (for the dosed specs; `adjpos.tasks.Task.runs`
+            on a task, the window after its first token on text).
     """
 
     d_model: int
@@ -62,6 +64,7 @@ class Fitted:
     prompts: PromptStates | None = None
     counts: Mapping[int, int] | None = None
     sizes_on: PromptStates | None = None
+    runs_of: Callable[[Tensor], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,9 +158,12 @@ class InterventionSpec:
 
     def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
         """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
-        magnitude); [None] for a spec that is not dosed."""
+        magnitude; ``once`` in its params: the first dose alone); [None] for a spec that is
+        not dosed."""
         if not self.dosed:
             return [None]
+        if self.params.get("once"):
+            return [Dose(min(sizes))]
         if "offsets" not in self.params:
             return [Dose(m) for m in sizes]
         return [Dose(m, k) for m in sizes for k in self.params["offsets"] if abs(k) == m]

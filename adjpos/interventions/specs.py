@@ -68,27 +68,35 @@ def _uniform_attention(fit: Fitted, *, heads: tuple[int, ...] | None = None, **_
     return UniformAttention(heads=heads)
 
 
-def _curve_arm(
-    fit: Fitted, *, draw: int, dose: Dose, readout: str, arm: str, **_: Any
-) -> CurveChange:
+def _curve_arm(fit: Fitted, *, draw: int, dose: Dose, arm: str, **_: Any) -> CurveChange:
+    if fit.runs_of is None:
+        raise UsageError("a position-curve arm needs the prompts' runs (Fitted.runs_of)")
     change = CurveArm(arm, dose.offset, draw=draw, seed=fit.seed)
     return build_curve_change(
-        fit.prompts, fit.counts, change, size=dose.size, readout=readout, sizes_on=fit.sizes_on
+        fit.prompts,
+        fit.counts,
+        change,
+        size=dose.size,
+        runs_of=fit.runs_of,
+        sizes_on=fit.sizes_on,
     )
 
 
 def _arm_spec(kind: ArmKind) -> InterventionSpec:
-    """A row of the arm table as the entry ``position_NAME``: dosed, fitted on prompt states,
-    tested against the size-matched random curve (the arm table's control row)."""
-    control = next(k.name for k in ARMS.values() if k.control)
-    tested = {"role": "tested", "control": f"position_{control}", "claim": "curve"}
+    """A row of the arm table as the entry ``position_NAME``: dosed (a whole arm and its
+    control once, at the first dose), fitted on prompt states, with the read-out kept (no run
+    reaches it), tested against its size-matched random control."""
+    tested = {"role": "tested", "control": f"position_{kind.versus}", "claim": "curve"}
     params = {"arm": kind.name} | ({"offsets": DEFAULT_SHIFTS} if kind.offsets else {})
+    if kind.whole or kind.sized_to:
+        params |= {"once": True}
     return InterventionSpec(
         f"position_{kind.name}",
         kind.label,
         _curve_arm,
         drawn=kind.drawn,
         params=params,
+        readouts=("kept",),
         fitted_on="prompts",
         dosed=True,
         stages=("arms", "text") if kind.on_text else ("arms",),
@@ -237,8 +245,10 @@ def check_interventions(interventions: Sequence[str | InterventionSpec]) -> list
 def specs_in(stage: str) -> tuple[str, ...]:
     """The names of the specs the study runs in `stage` (one of `STAGES`), in table order.
 
-    >>> specs_in("text")
-    ('none', 'position_shift', 'position_rotate', 'position_scatter', 'position_random')
+    >>> specs_in("text")[:4]
+    ('none', 'position_shift', 'position_rotate', 'position_scatter')
+    >>> specs_in("text")[4:]
+    ('position_random', 'position_edges', 'position_edges_random')
     """
     if stage not in STAGES:
         raise UsageError(f"unknown stage {stage!r}; choose from {list(STAGES)}")

@@ -165,6 +165,7 @@ class _OnTask:
             positions=positions,
             prompts=self.prompts.get(layer),
             counts=self.counts,
+            runs_of=lambda tokens: self.task.runs(self.task.decode(tokens)),
         )
 
     def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:

@@ -197,8 +197,10 @@ class _OnText:
         self.model, self.fit, self.test = model, tokens[: n // 2], tokens[n // 2 :]
         self.cut, self.skip, self.rank, self.seed = cut, skip, rank, seed
         self.fitted_at: dict[int, Fitted] = {}
-        # the curve's one length: the context and the read-out position (cut)
+        # the curve's one length: the context and the read-out position (cut); its one run:
+        # the window after its first token, before the read-out
         self.counts = {cut + 1 - skip: len(self.test)}
+        self.runs = ((1, cut - skip - 1),)
         self.probes: dict[int, Any] = {}
         self.states: dict[int, Tensor] = {}
 
@@ -213,6 +215,7 @@ class _OnText:
                 positions=positions,
                 prompts=prompts,
                 counts=self.counts,
+                runs_of=lambda tokens: self.runs,
                 sizes_on={
                     length: (self.states_at(layer), self.test[:, self.skip : self.cut + 1])
                     for length in self.counts
@@ -222,7 +225,8 @@ class _OnText:
 
     def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
         keep = unit.readout == "kept"
-        measured = _measure(self.model, self.test, built, unit.layer, self.cut, self.skip, keep)
+        parts = [b.at(self.runs) if hasattr(b, "at") else b for b in built]
+        measured = _measure(self.model, self.test, parts, unit.layer, self.cut, self.skip, keep)
         row = _summary(measured, self.seed)
         if unit.dose is None:
             return row
@@ -233,10 +237,9 @@ class _OnText:
         columns = curve_columns(
             built,
             None,
-            states={length: self.states_at(unit.layer)},
+            states={(length, self.runs): self.states_at(unit.layer)},
             tokens={length: fit[length][1]},
             probe=self.probes[unit.layer],
-            size=row["perturbation"],
             seed=self.seed,
         )
         return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns

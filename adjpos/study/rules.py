@@ -168,12 +168,13 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         return diff.get((a, b))
 
     rare = numbers.percentiles.get
+    versus = {a: arm_kind(a).versus for a in counted}
     breaks = {
-        a: _breaks(get(a, "random"), t)
+        a: _breaks(get(a, versus[a]), t)
         and (criteria.percentile is None or rare(a, math.inf) < criteria.percentile)
         for a in counted
     }
-    holds = {a: _holds(get(a, "random"), t) for a in counted}
+    holds = {a: _holds(get(a, versus[a]), t) for a in counted}
     address = []
     for name in shifts:
         k = int(name[len("shift") :])
@@ -214,9 +215,10 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
 
 
 def _arms(numbers: SizeNumbers, rule: CurveRule, *, counted: bool = True) -> list[str]:
-    """The tested arms of a size (those in a difference against ``random``, the random control
-    itself left out), the counted ones by default."""
-    names = sorted({a for a, b in numbers.differences if b == RANDOM} | set(numbers.checks))
+    """The tested arms of a size (those in a difference against their random control, the
+    controls themselves left out), the counted ones by default."""
+    tested = {a for a, b in numbers.differences if a != UNCHANGED and b == arm_kind(a).versus}
+    names = sorted(tested | set(numbers.checks))
     names = [a for a in names if a not in (RANDOM, UNCHANGED) and not arm_kind(a).control]
     return [a for a in names if _ok(numbers, a, rule)] if counted else names
 

@@ -1,7 +1,9 @@
-"""The position-curve arms: each arm's defining property on random curves and states (a shift
-keeps every neighbour distance, a rotation every pairwise distance and norm, a scatter breaks
-locality, the random control keeps the norm profile in the states' span), and the size
-matching (every arm within 5% of a dose's target)."""
+"""The position-curve arms on a prompt's runs: each arm's defining property on random curves
+and random runs (an interior shift keeps every neighbour distance inside a run and never
+crosses its edge, a rotation every distance and norm, a scatter breaks the interior's
+locality and keeps the edges, the edges arm moves the edges alone, the random control keeps
+the norm profile in the states' span), and the size matching (every arm within 5% of a
+dose's target at every prompt length, prompts of one length with different runs)."""
 
 import math
 
@@ -15,50 +17,78 @@ from adjpos.interventions.curve.arms import (
     ARMS,
     TOLERANCE,
     CurveArm,
+    changed_positions,
+    check_runs,
+    prompt_run,
     scattering_order,
     subspace_rank,
 )
 from adjpos.interventions.curve.change import (
+    _layouts,
     apply_curve,
     change_size,
-    changed_positions,
     dose_targets,
+    length_size,
     match_arm,
     match_parameter,
-    pooled_size,
 )
 from adjpos.validation import UsageError
 from factories import random_curve, random_prompts
 
-cases = st.tuples(st.integers(0, 2**31 - 1), st.integers(4, 12), st.integers(2, 9))
+
+@st.composite
+def layouts(draw, min_pos=6, max_pos=14):
+    """(seed, pos, d, runs): one or two runs, apart, before the read-out (the last position)."""
+    seed, d = draw(st.integers(0, 2**31 - 1)), draw(st.integers(2, 8))
+    pos = draw(st.integers(min_pos, max_pos))
+    first = draw(st.integers(0, 2))
+    last = draw(st.integers(first, pos - 2))
+    runs = [(first, last)]
+    if last + 2 <= pos - 2 and draw(st.booleans()):
+        start = draw(st.integers(last + 2, pos - 2))
+        runs.append((start, draw(st.integers(start, pos - 2))))
+    return seed, pos, d, tuple(runs)
 
 
-@settings(max_examples=40, deadline=None)
-@given(cases, st.integers(-3, 3).filter(bool), st.booleans())
-def test_a_full_shift_keeps_every_neighbour_distance_moved_by_k(case, k, keep_readout):
-    seed, pos, d = case
+def _in_runs(runs):
+    return {t: (f, l_) for f, l_ in runs for t in range(f, l_ + 1)}
+
+
+@settings(max_examples=60, deadline=None)
+@given(layouts(), st.integers(-3, 3).filter(bool))
+def test_an_interior_shift_moves_each_run_by_k_clamped_to_the_run(layout, k):
+    seed, pos, d, runs = layout
     curve = random_curve(seed, pos, d)
-    changed = changed_positions(pos, keep_readout=keep_readout)
-    new = CurveArm("shift", k).new_curve(curve, 1.0, changed)
-    for t in range(pos - 1):
-        if changed[t] and changed[t + 1] and 0 <= t - k and t + 1 - k < pos:
-            got = (new[t + 1] - new[t]).norm()
-            want = (curve[t + 1 - k] - curve[t - k]).norm()
-            torch.testing.assert_close(got, want)
-    for t in range(pos):  # each changed state carries the curve of t - k, clamped
-        source = min(max(t - k, 0), pos - 1) if changed[t] else t
-        torch.testing.assert_close(new[t], curve[source])
+    new = CurveArm("shift", k).new_curve(curve, 1.0, runs)
+    inside = _in_runs(runs)
+    for t in range(pos):
+        if t in inside:  # the point of t - k, clamped to the run: never a fixed token's
+            first, last = inside[t]
+            torch.testing.assert_close(new[t], curve[min(max(t - k, first), last)])
+        else:
+            assert torch.equal(new[t], curve[t])
+    for t in range(pos - 1):  # every neighbour distance inside a run, moved by k
+        if t in inside and t + 1 in inside and inside[t] == inside[t + 1]:
+            first, last = inside[t]
+            if first <= t - k and t + 1 - k <= last:
+                got, want = new[t + 1] - new[t], curve[t + 1 - k] - curve[t - k]
+                torch.testing.assert_close(got.norm(), want.norm())
 
 
 @settings(max_examples=40, deadline=None)
-@given(cases, st.floats(0.0, math.pi), st.integers(0, 30))
-def test_a_rotation_keeps_every_pairwise_distance_and_norm(case, angle, draw):
-    seed, pos, d = case
+@given(layouts(), st.floats(0.0, math.pi), st.integers(0, 30))
+def test_a_rotation_keeps_every_distance_between_the_runs_points_and_every_norm(
+    layout, angle, draw
+):
+    seed, pos, d, runs = layout
     curve = random_curve(seed, pos, d, smooth=draw % 2 == 0)
-    changed = torch.ones(pos, dtype=torch.bool)
-    new = CurveArm("rotate", draw=draw).new_curve(curve, angle, changed)
-    torch.testing.assert_close(torch.cdist(new, new), torch.cdist(curve, curve))
+    new = CurveArm("rotate", draw=draw).new_curve(curve, angle, runs)
+    index = changed_positions(ARMS["rotate"], runs, pos)
+    torch.testing.assert_close(
+        torch.cdist(new[index], new[index]), torch.cdist(curve[index], curve[index])
+    )
     torch.testing.assert_close(new.norm(dim=-1), curve.norm(dim=-1))
+    assert torch.equal(new[~index], curve[~index])
     # it turns the curve inside its top principal subspace: nothing moves outside it
     _, _, vh = torch.linalg.svd(curve, full_matrices=True)
     outside = vh[subspace_rank(curve) :]  # [d - r, d]
@@ -68,31 +98,38 @@ def test_a_rotation_keeps_every_pairwise_distance_and_norm(case, angle, draw):
 
 def test_a_rotation_moves_the_curve_more_with_the_angle():
     curve = random_curve(3, 10, 6)
-    changed = torch.ones(10, dtype=torch.bool)
     moved = [
-        float((CurveArm("rotate").new_curve(curve, a, changed) - curve).norm())
+        float((CurveArm("rotate").new_curve(curve, a, prompt_run(10)) - curve).norm())
         for a in (0.0, 0.5, 1.0, 2.0, math.pi)
     ]
     assert moved[0] == pytest.approx(0.0, abs=1e-12)
     assert moved == sorted(moved) and moved[-1] > 0
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.integers(8, 16), st.integers(0, 40))
-def test_a_full_scatter_breaks_locality(seed, pos, draw):
+@settings(max_examples=40, deadline=None)
+@given(layouts(min_pos=9, max_pos=18), st.integers(0, 40))
+def test_a_full_scatter_deranges_each_runs_interior_and_keeps_its_edges(layout, draw):
+    seed, pos, _, runs = layout
     curve = random_curve(seed, pos, 4)
-    changed = changed_positions(pos, keep_readout=True)
-    new = CurveArm("scatter", draw=draw, seed=seed).new_curve(curve, 1.0, changed)
-    order = scattering_order(int(changed.sum()), seed=seed, draw=draw)
-    assert not ((order[1:] - order[:-1]).abs() == 1).any()
-    assert not (order == torch.arange(len(order))).any()
-    # the same set of curve points, none at its own place, no neighbour pair left
-    index = changed.nonzero().flatten()
-    torch.testing.assert_close(new[index], curve[index[order]])
-    # on a straight line (distance = |t - t'|) every neighbour distance at least doubles
+    new = CurveArm("scatter", draw=draw, seed=seed).new_curve(curve, 1.0, runs)
+    inside = _in_runs(runs)
+    for t in range(pos):
+        if t not in inside or t in inside[t]:  # outside every run, or a run's first or last
+            assert torch.equal(new[t], curve[t])
+    for first, last in runs:
+        inner = last - first - 1
+        if inner < 2:
+            continue
+        order = scattering_order(inner, seed=seed, draw=draw)
+        if inner >= 5:  # room enough: no neighbours together and none in place
+            assert not ((order[1:] - order[:-1]).abs() == 1).any()
+            assert not (order == torch.arange(inner)).any()
+        torch.testing.assert_close(new[first + 1 : last], curve[first + 1 + order])
+    # on a straight line (distance = |t - t'|) every interior step of a long run grows
     line = torch.arange(pos, dtype=torch.float64)[:, None] * torch.ones(1, 3, dtype=torch.float64)
-    scattered = CurveArm("scatter", draw=draw, seed=seed).new_curve(line, 1.0, changed)
-    steps = (scattered[1:-1] - scattered[:-2]).norm(dim=-1)
+    one_run = ((0, pos - 2),)
+    scattered = CurveArm("scatter", draw=draw, seed=seed).new_curve(line, 1.0, one_run)
+    steps = (scattered[2:-2] - scattered[1:-3]).norm(dim=-1)
     assert bool((steps >= 2 * math.sqrt(3) - 1e-9).all())
 
 
@@ -103,81 +140,118 @@ def test_the_scatter_draws_are_seeded():
     assert len(others) == 20
 
 
+@settings(max_examples=40, deadline=None)
+@given(layouts())
+def test_the_edges_take_the_points_just_outside_their_run_and_nothing_else_moves(layout):
+    seed, pos, d, runs = layout
+    curve = random_curve(seed, pos, d)
+    new = CurveArm("edges").new_curve(curve, 1.0, runs)
+    want = curve.clone()
+    for first, last in runs:
+        want[last] = curve[last + 1]
+        if first > 0:  # a run at the prompt's start keeps its first point
+            want[first] = curve[first - 1]  # a one-position run: the point before it
+    torch.testing.assert_close(new, want)
+    moved = changed_positions(ARMS["edges"], runs, pos)
+    assert moved.tolist() == [
+        any(t == last or (t == first and first > 0) for first, last in runs) for t in range(pos)
+    ]
+
+
 @settings(max_examples=30, deadline=None)
-@given(cases, st.integers(0, 30))
-def test_the_random_control_keeps_the_norm_profile_in_the_states_span(case, draw):
-    seed, pos, d = case
+@given(layouts(), st.integers(0, 30), st.sampled_from(["random", "edges_random"]))
+def test_the_random_controls_keep_the_norm_profile_in_the_states_span(layout, draw, arm):
+    seed, pos, d, runs = layout
     curve = random_curve(seed, pos, d)
     gen = torch.Generator().manual_seed(seed)
     span = torch.linalg.qr(torch.randn(d, 2, generator=gen, dtype=torch.float64))[0]  # [d, 2]
     states = torch.randn(5, pos, 2, generator=gen, dtype=torch.float64) @ span.T
-    changed = torch.ones(pos, dtype=torch.bool)
-    new = CurveArm("random", draw=draw).new_curve(curve, 1.0, changed, states)
+    new = CurveArm(arm, draw=draw).new_curve(curve, 1.0, runs, states)
+    changed = changed_positions(ARMS[arm], runs, pos)
     r = new - curve
-    torch.testing.assert_close(r.norm(dim=-1), curve.norm(dim=-1))
+    torch.testing.assert_close(r[changed].norm(dim=-1), curve[changed].norm(dim=-1))
+    assert torch.equal(r[~changed], torch.zeros_like(r[~changed]))
     torch.testing.assert_close(r - (r @ span) @ span.T, torch.zeros_like(r))
     with pytest.raises(UsageError, match="covariance"):
-        CurveArm("random").new_curve(curve, 1.0, changed)
+        CurveArm(arm).new_curve(curve, 1.0, runs)
 
 
-def test_remove_takes_the_changed_positions_to_their_mean():
+def test_remove_takes_the_runs_to_their_mean():
     curve = random_curve(0, 9, 5)
-    changed = changed_positions(9)
-    new = CurveArm("remove").new_curve(curve, 1.0, changed)
-    torch.testing.assert_close(new[:-1], curve[:-1].mean(dim=0).expand(8, 5).clone())
-    torch.testing.assert_close(new[-1], curve[-1])
-    half = CurveArm("remove").new_curve(curve, 0.5, changed)
+    runs = ((1, 3), (5, 7))
+    new = CurveArm("remove").new_curve(curve, 1.0, runs)
+    index = [1, 2, 3, 5, 6, 7]
+    torch.testing.assert_close(new[index], curve[index].mean(dim=0).expand(6, 5).clone())
+    torch.testing.assert_close(new[[0, 4, 8]], curve[[0, 4, 8]])
+    half = CurveArm("remove").new_curve(curve, 0.5, runs)
     torch.testing.assert_close(half, (curve + new) / 2)
 
 
-@pytest.mark.parametrize("arm", [CurveArm("shift", 1), *(CurveArm(a) for a in list(ARMS)[1:])])
-def test_every_arm_at_zero_changes_nothing_and_keeps_the_readout(arm):
+@pytest.mark.parametrize(
+    "arm", [CurveArm("shift", 1), *(CurveArm(a) for a in ARMS if not ARMS[a].offsets)]
+)
+def test_every_arm_at_zero_changes_nothing_and_keeps_the_fixed_tokens(arm):
     prompts = random_prompts()
     curves = position_curves(prompts)
     states = prompts[7][0]
-    changed = changed_positions(7)
-    assert torch.equal(arm.new_curve(curves[7], 0.0, changed, states), curves[7])
-    new = arm.new_curve(curves[7], 0.5, changed, states)
+    runs = ((1, 2), (4, 5))
+    changed = changed_positions(arm.kind, runs, 7)
+    assert torch.equal(arm.new_curve(curves[7], 0.0, runs, states), curves[7])
+    new = arm.new_curve(curves[7], 0.5, runs, states)
     after = apply_curve(states, curves[7], new, changed, keep_norm=False)
-    assert torch.equal(after[:, -1], states[:, -1])  # the read-out position is kept
+    for t in (0, 3, 6):  # the fixed tokens and the read-out keep their states
+        assert torch.equal(after[:, t], states[:, t])
     torch.testing.assert_close(after - states, (new - curves[7]).expand_as(states))
     kept = apply_curve(states, curves[7], new, changed)
     torch.testing.assert_close(kept.norm(dim=-1), states.norm(dim=-1))
 
 
-def test_every_arm_matches_each_dose_within_five_percent():
-    prompts = random_prompts(d=8)
+def _runs_of(tokens):
+    """Two runs whose split depends on the prompt (as addition's operands do)."""
+    split = 4 + int(tokens[0]) % 2
+    return ((0, split), (split + 2, len(tokens) - 2))
+
+
+def test_every_arm_matches_each_dose_within_five_percent_at_every_length():
+    prompts = random_prompts(d=8, lengths=(13, 14, 16), n=10)
     curves = position_curves(prompts)
-    targets = dose_targets(curves, prompts, offsets=(1, 2))
-    assert targets[1] < targets[2]
-    for k, target in targets.items():
-        arms = [CurveArm("shift", k), CurveArm("shift", -k), CurveArm("rotate")]
-        arms += [CurveArm(a, draw=draw) for a in ("scatter", "random") for draw in range(3)]
-        arms += [CurveArm("remove")]
-        for arm in arms:
-            matched = match_arm(arm, target, curves, prompts)
-            assert matched.matched, (arm, matched)
-            assert abs(matched.size / target - 1) <= TOLERANCE
-            # the size is what the pooled states say, recomputed by hand per length
-            total = count = 0
-            for length, curve in curves.items():
-                states, changed = prompts[length][0], changed_positions(length)
-                new = arm.new_curve(curve, matched.parameter, changed, states)
-                after = apply_curve(states, curve, new, changed)
-                n = states.shape[0] * int(changed.sum())
-                total += float(change_size(states, after, changed)) * n
-                count += n
-            assert total / count == pytest.approx(matched.size)
-        # the smaller full shift is the dose itself, unblended
-        full = [match_arm(CurveArm("shift", s * k), target, curves, prompts) for s in (1, -1)]
-        assert max(m.parameter for m in full) == 1.0
+    for length, curve in curves.items():
+        layouts = _layouts(prompts[length], _runs_of)
+        assert len(layouts) == 2  # one length, two ways to split it
+        states = prompts[length][0]
+        targets = dose_targets(curve, layouts, offsets=(1, 2))
+        assert 0 < targets[1] < targets[2]
+        for k, target in targets.items():
+            arms = [CurveArm("shift", k), CurveArm("shift", -k), CurveArm("remove")]
+            arms += [CurveArm(a, draw=d) for a in ("random", "rotate") for d in (0, 1)]
+            # a run's interior scattered reaches the size of the shift by 1 (not more, on runs
+            # of a few positions: each point moves a few steps at most)
+            arms += [CurveArm("scatter", draw=d) for d in (0, 1) if k == 1]
+            for arm in arms:
+                matched = match_arm(arm, target, curve, layouts, states)
+                assert matched.matched, (length, arm, matched)
+                assert abs(matched.size / target - 1) <= TOLERANCE
+                # the size is what the states of each layout say, recomputed by hand
+                total = count = 0
+                for runs, group in layouts.items():
+                    changed = changed_positions(arm.kind, runs, length)
+                    new = arm.new_curve(curve, matched.parameter, runs, states)
+                    after = apply_curve(group, curve, new, changed)
+                    n = group.shape[0] * int(changed.sum())
+                    total += float(change_size(group, after, changed)) * n
+                    count += n
+                assert total / count == pytest.approx(matched.size)
+            # the smaller full shift is the dose itself, unblended
+            full = [match_arm(CurveArm("shift", s * k), target, curve, layouts) for s in (1, -1)]
+            assert max(m.parameter for m in full) == 1.0
 
 
 def test_an_arm_that_cannot_reach_a_size_says_so():
     prompts = random_prompts()
-    curves = position_curves(prompts)
-    full = pooled_size(CurveArm("shift", 1), 1.0, curves, prompts)
-    matched = match_arm(CurveArm("shift", 1), 3 * full, curves, prompts)
+    curve = position_curves(prompts)[7]
+    layouts = {prompt_run(7): prompts[7][0]}
+    full = length_size(CurveArm("shift", 1), 1.0, curve, layouts)
+    matched = match_arm(CurveArm("shift", 1), 3 * full, curve, layouts)
     assert not matched.matched and matched.parameter == 1.0
 
 
@@ -193,7 +267,7 @@ def test_match_parameter_inverts_an_increasing_size(target, slope, bounded):
     assert abs(size / target - 1) <= TOLERANCE / 10
 
 
-def test_bad_arms_and_parameters_are_refused():
+def test_bad_arms_parameters_and_runs_are_refused():
     with pytest.raises(UsageError, match="unknown curve arm"):
         CurveArm("twist")
     with pytest.raises(UsageError, match="offset"):
@@ -204,6 +278,9 @@ def test_bad_arms_and_parameters_are_refused():
         CurveArm("shift", 0)
     curve = random_curve(0, 5, 3)
     with pytest.raises(UsageError, match=r"scatter parameter must be in \[0, 1.0\]"):
-        CurveArm("scatter").new_curve(curve, 1.5, changed_positions(5))
+        CurveArm("scatter").new_curve(curve, 1.5, prompt_run(5))
     with pytest.raises(UsageError, match="target size"):
         match_parameter(lambda x: x, 0.0, 1.0)
+    for bad in [((3, 1),), ((0, 2), (2, 3)), ((1, 5),), "runs"]:
+        with pytest.raises(UsageError, match="runs"):
+            check_runs(bad, 5)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from adjpos.interventions.curve.arms import CurveArm
-from adjpos.interventions.curve.change import apply_curve, changed_positions
+from adjpos.interventions.curve.arms import CurveArm, prompt_run
+from adjpos.interventions.curve.change import apply_curve
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
     curve_distance_change,
@@ -38,11 +38,16 @@ def smooth_states(seed=0, batch=4, pos=9, d=6):
     return 3 * curve + noise + 1.0, curve
 
 
+def _changed(pos):
+    """The positions an arm changes on one run over the whole prompt before its read-out."""
+    return torch.arange(pos) < pos - 1
+
+
 def test_curve_distance_change_is_zero_for_a_rotation_and_not_for_a_scatter():
     _, curve = smooth_states()
-    changed = changed_positions(9)
-    rotated = CurveArm("rotate").new_curve(curve, 1.0, changed)
-    scattered = CurveArm("scatter").new_curve(curve, 1.0, changed)
+    changed = _changed(9)
+    rotated = CurveArm("rotate").new_curve(curve, 1.0, prompt_run(len(changed)))
+    scattered = CurveArm("scatter").new_curve(curve, 1.0, prompt_run(len(changed)))
     assert curve_distance_change(curve, rotated, changed) < 1e-12
     assert curve_distance_change(curve, scattered, changed) > 0.2
     # against the definition, pair by pair
@@ -58,7 +63,7 @@ def test_curve_distance_change_is_zero_for_a_rotation_and_not_for_a_scatter():
 def test_prompt_adjacency_matches_the_slow_rows(seed, pos):
     gen = torch.Generator().manual_seed(seed)
     states = torch.randn(3, pos, 4, generator=gen, dtype=torch.float64)
-    changed = changed_positions(pos)
+    changed = _changed(pos)
     got = prompt_adjacency(states, changed)
     for b in range(3):
         sim = slow_cosine(states[b].tolist())
@@ -73,10 +78,10 @@ def test_prompt_adjacency_matches_the_slow_rows(seed, pos):
 
 def test_a_scatter_lowers_the_prompt_adjacency_and_a_rotation_keeps_the_distances():
     states, curve = smooth_states(batch=8)
-    changed = changed_positions(9)
+    changed = _changed(9)
     before = float(prompt_adjacency(states, changed).mean())
     for arm, draw in (("scatter", 0), ("rotate", 0)):
-        new = CurveArm(arm, draw=draw).new_curve(curve * 3, 1.0, changed)
+        new = CurveArm(arm, draw=draw).new_curve(curve * 3, 1.0, prompt_run(len(changed)))
         after = apply_curve(states, curve * 3, new, changed, keep_norm=False)
         score = float(prompt_adjacency(after, changed).mean())
         checks = {
@@ -120,8 +125,8 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     pos = 8
     states = torch.arange(pos, dtype=torch.float64)[None, :, None].repeat(3, 1, 2)
     curve = states[0]
-    changed = changed_positions(pos)
-    new = CurveArm("shift", 2).new_curve(curve, 1.0, changed)
+    changed = _changed(pos)
+    new = CurveArm("shift", 2).new_curve(curve, 1.0, prompt_run(len(changed)))
     after = apply_curve(states, curve, new, changed, keep_norm=False)
     assert probe_accuracy(ShiftedProbe(), states, changed) == 1.0
     # positions 2..6 read 2 less; 0 and 1 are clamped to 0 (one right, one off by 1)
@@ -129,7 +134,8 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     assert probe_offset(ShiftedProbe(), after, changed) == pytest.approx(-(5 * 2 + 1) / 7)
     # the shift's check reads the changed curve itself: its points sit at t - k
     assert curve_offset(curve, new, changed) == pytest.approx(-(5 * 2 + 1) / 7)
-    half = CurveArm("shift", 2).new_curve(curve, 0.2, changed)  # blended down: stays put
+    # blended down: stays put
+    half = CurveArm("shift", 2).new_curve(curve, 0.2, prompt_run(len(changed)))
     assert curve_offset(curve, half, changed) == 0
     # judged on curve_moved = -sign(k) * curve_offset: above 0, moved the shift's way
     assert check_passed("shift+2", 0.0, 1.5, CRITERIA)
@@ -140,11 +146,11 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
 def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatter():
     line = torch.arange(10, dtype=torch.float64)[:, None] * torch.tensor([[1.0, 2.0, 0.5]])
     line = line - line.mean(dim=0)
-    changed = changed_positions(10)
+    changed = _changed(10)
     assert curve_adjacency(line, changed) == 1.0
-    rotated = CurveArm("rotate").new_curve(line, 2.0, changed)
+    rotated = CurveArm("rotate").new_curve(line, 2.0, prompt_run(len(changed)))
     assert curve_adjacency(rotated, changed) == pytest.approx(1.0)
-    scattered = CurveArm("scatter").new_curve(line, 1.0, changed)
+    scattered = CurveArm("scatter").new_curve(line, 1.0, prompt_run(len(changed)))
     assert curve_adjacency(scattered, changed) < 0.8
     # against the definition: row k, pairs i < j < k, |c_k - c_i| > |c_k - c_j| (a tie is not
     # ordered: the library's one tie rule)

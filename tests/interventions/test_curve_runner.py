@@ -25,7 +25,6 @@ from adjpos.interventions.curve.arms import TOLERANCE, CurveArm
 from adjpos.interventions.curve.change import (
     apply_curve,
     build_curve_change,
-    changed_positions,
     measured_curves,
 )
 from adjpos.interventions.curve.columns import ARM_TABLE
@@ -42,67 +41,96 @@ ARMS = [name for name, spec in SPECS.items() if spec.dosed]
 COUNTS = {6: 5, 7: 3, 9: 4}  # measured prompts per length: the matching's weights
 
 
-@pytest.mark.parametrize("readout", ["kept", "changed"])
+def _runs_of(tokens):
+    """Two runs whose split depends on the prompt (as addition's operands do)."""
+    split = 1 + int(tokens[0]) % 2
+    return ((0, split), (split + 2, len(tokens) - 2))
+
+
 @pytest.mark.parametrize("name", ARMS)
-def test_each_arm_changes_the_prompt_states_as_its_curve_says(name, readout):
-    """Handed a prompt as `intervene` hands it, an arm's intervention adds c' - c at its
-    positions (norms kept) and nothing elsewhere: with the read-out kept the positions before
-    it, with it changed the prompt's every position and no answer position."""
+def test_each_arm_changes_the_prompt_states_as_its_curve_says(name):
+    """Handed a prompt as `intervene` hands it (the positions before the read-out), an arm's
+    intervention for the prompt's runs adds c' - c at its positions (norms kept) and nothing
+    elsewhere; it needs the runs and the read-out kept."""
     prompts = random_prompts()
     spec = SPECS[name]
     dose = Dose(1, 1 if "offsets" in spec.params else None)
-    fitted = Fitted(8, prompts=prompts, counts=COUNTS)
-    change = spec.build(fitted, draw=1, dose=dose, readout=readout)
+    fitted = Fitted(8, prompts=prompts, counts=COUNTS, runs_of=_runs_of)
+    change = spec.build(fitted, draw=1, dose=dose)
     states = prompts[7][0]
-    curve, new = change.curves[7], change.new_curves[7]
-    if readout == "kept":
+    for runs in (((0, 1), (3, 5)), ((0, 4),)):
+        curve, new = change.curves[7], change.new_curve(7, runs)
+        changed = change.changed(7, runs)
+        assert not changed[-1]  # no run reaches the read-out
         before = states[:, :6]
-        got = change(before, readout=torch.zeros(6, dtype=torch.bool))
-        want = apply_curve(states, curve, new, changed_positions(7))[:, :6]
-    else:
-        answer = torch.randn(8, 3, 8, dtype=torch.float64)
-        before = torch.cat([states, answer], dim=1)
-        got = change(before, readout=torch.arange(10) >= 6)
-        want = torch.cat([apply_curve(states, curve, new, torch.ones(7, dtype=bool)), answer], 1)
-        assert torch.equal(got[:, 7:], answer)  # the answer positions pass untouched
-    torch.testing.assert_close(got, want)
-    torch.testing.assert_close(got.norm(dim=-1), before.norm(dim=-1))
-    assert not torch.allclose(got, before)
+        got = change.at(runs)(before, readout=torch.zeros(6, dtype=torch.bool))
+        want = apply_curve(states, curve, new, changed)[:, :6]
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got.norm(dim=-1), before.norm(dim=-1))
+        assert torch.equal(got[:, ~changed[:6]], before[:, ~changed[:6]])
+        # a scatter needs interiors of two positions or more (the fitting prompts' have none
+        # at this length: it is left as it is there)
+        assert torch.allclose(got, before) == change.matched[7].absent
+    with pytest.raises(ValueError, match=r"apply change.at\(runs\)"):
+        change(before, readout=torch.zeros(6, dtype=torch.bool))
+    with pytest.raises(ValueError, match="the read-out kept"):
+        change.at(runs)(states, readout=torch.arange(7) >= 6)
 
 
-def test_every_arm_is_built_at_the_dose_size_within_five_percent():
-    """Each arm's built intervention reaches the size of the full shift by m (pooled with the
-    measured prompts' counts as weights), and a shift is a shift by its own offset."""
-    prompts = random_prompts(d=8)
-    fitted = Fitted(8, prompts=prompts, counts=COUNTS)
+def test_every_arm_is_built_at_the_dose_size_within_five_percent_at_every_length():
+    """Each arm's built intervention reaches, at every prompt length, the size of the full
+    interior shift by m there (the edges arm whole, its control at the edges' size), and a
+    shift is a shift by its own offset."""
+    prompts = random_prompts(d=8, lengths=(13, 14, 16), n=10)
+    fitted = Fitted(8, prompts=prompts, counts={13: 5, 14: 3, 16: 4}, runs_of=_long_runs)
     for size in (1, 2):
         built = [
-            SPECS[n].build(fitted, draw=d, dose=Dose(size, k), readout="kept")
+            SPECS[n].build(fitted, draw=d, dose=Dose(size, k))
             for n in ARMS
+            if size == 1 or n != "position_scatter"  # an interior reaches the shift by 1
             for k in ((-size, size) if "offsets" in SPECS[n].params else (None,))
             for d in range(2)
         ]
-        targets = {b.matched.target for b in built}
-        assert len(targets) == 1
+        for length in (13, 14, 16):
+            dosed = {b.matched[length].target for b in built if not b.arm.kind.on == "edges"}
+            assert len(dosed) == 1 and dosed.pop() > 0
+            edges = {b.matched[length].target for b in built if b.arm.kind.on == "edges"}
+            assert len(edges) == 1
         for b in built:
-            assert b.matched.matched and abs(b.matched.size / b.matched.target - 1) <= TOLERANCE
-        shifts = [b.matched for b in built if b.matched.arm.arm == "shift"]
-        assert {m.arm.offset for m in shifts} == {-size, size}
-        assert max(m.parameter for m in shifts) == 1.0  # the smaller full shift, unblended
+            assert b.size_errors and max(b.size_errors) <= TOLERANCE, b.arm
+            assert b.absent_share == 0
+        shifts = [b for b in built if b.arm.arm == "shift"]
+        assert {b.arm.offset for b in shifts} == {-size, size}
+        for length in (13, 14, 16):  # the smaller full shift, unblended, at every length
+            assert max(b.matched[length].parameter for b in shifts) == 1.0
     # the counts weigh the lengths: the curves are those of the measured lengths only
-    assert sorted(measured_curves(prompts, {6: 1, 9: 1})) == [6, 9]
+    assert sorted(measured_curves(prompts, {13: 1, 16: 1})) == [13, 16]
     with pytest.raises(ValueError, match=r"no position curve fitted for prompt lengths \[5\]"):
-        build_curve_change(prompts, {5: 2}, CurveArm("rotate"), size=1, readout="kept")
+        build_curve_change(prompts, {5: 2}, CurveArm("rotate"), size=1, runs_of=_long_runs)
+
+
+def _long_runs(tokens):
+    split = 4 + int(tokens[0]) % 2
+    return ((0, split), (split + 2, len(tokens) - 2))
+
+
+def test_an_arm_that_can_change_nothing_at_a_length_leaves_it_and_says_how_many_prompts():
+    prompts = random_prompts()
+    fitted = Fitted(8, prompts=prompts, counts=COUNTS, runs_of=lambda t: ((1, 3),))
+    scatter = SPECS["position_scatter"].build(fitted, draw=0, dose=Dose(1))
+    # a run of three positions has an interior of one: nothing to scatter at any length
+    assert all(m.absent for m in scatter.matched.values())
+    assert scatter.absent_share == 1 and scatter.size_errors == []
 
 
 @pytest.fixture(scope="module")
 def reversal_arms(tmp_path_factory):
-    """Every arm on the shipped reversal model: 12 prompts, one size, two draws, both read-out
-    variants, kept in a run folder (whose rows still hold each draw's hits)."""
+    """Every arm on the shipped reversal model: 12 prompts, one size, two draws, the read-out
+    kept, kept in a run folder (whose rows still hold each draw's hits)."""
     model, task = load_pretrained("reversal")
     folder = RunFolder.open(tmp_path_factory.mktemp("arms") / "run", kind="test", spec={})
     options = dict(layers=[1], n_prompts=12, control_draws=2, doses=[1], seed=0, model_seed=0)
-    options |= dict(readouts=["kept", "changed"], interventions=ARMS)
+    options |= dict(readouts=["kept"], interventions=ARMS)
     table, differences = intervention_table(
         model, task, **options, folder=folder, return_differences=True
     )
@@ -113,39 +141,45 @@ def test_every_arm_row_carries_its_columns(reversal_arms):
     _, _, _, _, table, differences = reversal_arms
     assert list(table.columns) == INTERVENTION_TABLE.names
     assert list(differences.columns) == CURVE_DIFFERENCES.names
-    names = ["shift-1", "shift+1", "rotate", "scatter", "remove", "random"]
-    for readout in ("kept", "changed"):
-        rows = table[table["readout"] == readout].set_index("arm")
-        assert sorted(rows.index) == sorted(names)
-        apart = ("arm", "offset", "n_wrong", "curve_moved", "check_value")
-        must = [c for c in ARM_TABLE.names if c not in apart]
-        must = [c for c in must if not c.startswith("error_offset_share")]
-        assert rows[must].notna().all().all(), rows[must].isna().sum()
-        # a check number where the arm table gives the arm a check, the shift's own for shifts
-        checked = ["shift-1", "shift+1", "rotate", "scatter"]
-        assert rows.loc[checked, "check_value"].notna().all()
-        assert rows.loc[["remove", "random"], "check_value"].isna().all()
-        assert rows.loc[["shift-1", "shift+1"], "curve_moved"].notna().all()
-        assert rows.loc["shift+1", "offset"] == 1 and rows.loc["shift-1", "offset"] == -1
-        assert rows.loc[["rotate", "random"], "offset"].isna().all()
-        assert set(rows["control_draws"].dropna()) == {2}  # scatter and random
-        assert rows.loc[names[:-1], "percentile"].between(0, 100).all()  # among the draws
-        # one size: every arm matched to it, its size while decoding within 5% of it
-        assert rows["size_target"].nunique() == 1
-        assert ((rows["perturbation"] / rows["size_target"] - 1).abs() <= TOLERANCE).all()
-        assert rows.loc["rotate", "distance_change"] < 1e-6
-        assert (rows.loc[names[:-1], "difference"].notna()).all()
-        # the row's difference from its control is the differences table's
-        versus = differences[(differences["readout"] == readout) & (differences["b"] == "random")]
-        for r in versus.to_dict("records"):
+    tested = ["shift-1", "shift+1", "rotate", "scatter", "remove", "edges"]
+    names = [*tested, "random", "edges_random"]
+    assert set(table["readout"]) == {"kept"}  # no run reaches the read-out
+    rows = table.set_index("arm").loc[names]
+    apart = ("arm", "offset", "n_wrong", "check_value")
+    must = [c for c in ARM_TABLE.names if c not in apart]
+    must = [c for c in must if not c.startswith("error_offset_share")]
+    # the edges' locality: a curve's adjacency needs three changed positions, a run has two
+    local = ["curve_adjacency", "curve_adjacency_before", "locality_drop"]
+    assert rows.loc[["edges", "edges_random"], local].isna().all().all()
+    must = [c for c in must if c not in local]
+    assert rows[must].notna().all().all(), rows[must].isna().sum()
+    # a check number where the arm table gives the arm a check
+    checked = ["shift-1", "shift+1", "rotate", "scatter", "edges"]
+    assert rows.loc[checked, "check_value"].notna().all()
+    assert rows.loc[["remove", "random", "edges_random"], "check_value"].isna().all()
+    assert (rows.loc[checked, "curve_moved"] > 0).loc[["shift-1", "shift+1", "edges"]].all()
+    assert rows.loc["shift+1", "offset"] == 1 and rows.loc["shift-1", "offset"] == -1
+    assert rows.loc[["rotate", "random", "edges"], "offset"].isna().all()
+    drawn = ["rotate", "scatter", "random", "edges_random"]
+    assert set(rows.loc[drawn, "control_draws"]) == {2}
+    assert rows.loc[tested, "percentile"].between(0, 100).all()  # among the draws
+    assert rows.loc[tested, "control"].tolist() == [
+        *(["position_random"] * 5),
+        "position_edges_random",
+    ]
+    # one size: the run arms matched to it at every length, the edges' control to the edges
+    assert rows.loc[["shift-1", "rotate", "remove", "random"], "size_target"].nunique() == 1
+    assert (rows.loc[["shift-1", "shift+1", "rotate", "random"], "size_error"] <= TOLERANCE).all()
+    assert rows.loc["edges", "size_error"] == 0
+    assert rows.loc["rotate", "distance_change"] < 1e-6
+    # the row's difference from its control is the differences table's
+    for r in differences.to_dict("records"):
+        if r["b"] == rows.loc[r["a"], "control"].removeprefix("position_"):
             got = rows.loc[r["a"], ["difference", "difference_low", "difference_high"]]
             assert list(got) == pytest.approx([r["value"], r["low"], r["high"]])
-        for j in OFFSETS:
-            share = rows[f"error_offset_share_{j}"].dropna()
-            assert share.between(0, 1).all()
-    kept = table[table["readout"] == "kept"]
-    changed = table[table["readout"] == "changed"]
-    assert (changed["size_target"].iloc[0]) != kept["size_target"].iloc[0]
+    for j in OFFSETS:
+        share = rows[f"error_offset_share_{j}"].dropna()
+        assert share.between(0, 1).all()
 
 
 def _by_hand(folder, model, task, options, readout):
@@ -166,6 +200,7 @@ def _by_hand(folder, model, task, options, readout):
     hits["unchanged"] = np.array([[a == b for a, b in right]], float)
     shifts = ["shift+1", "shift-1"]
     pairs = [(a, "random") for a in [*shifts, "rotate", "scatter", "remove"]]
+    pairs += [("edges", "edges_random")]
     pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in shifts for a in ("rotate", "scatter")]
     differences = {(a, b): paired_draw_difference(hits[a], hits[b]) for a, b in pairs}
@@ -181,8 +216,8 @@ def _by_hand(folder, model, task, options, readout):
     return CellNumbers(("reversal", 1, 0), [size], direction=1)
 
 
-@pytest.mark.parametrize("readout", ["kept", "changed"])
-def test_the_saved_tables_give_the_rule_what_the_hits_give_it(reversal_arms, readout, tmp_path):
+def test_the_saved_tables_give_the_rule_what_the_hits_give_it(reversal_arms, tmp_path):
+    readout = "kept"
     model, task, options, folder, table, differences = reversal_arms
     INTERVENTION_TABLE.write(tmp_path / "t.csv", table)
     CURVE_DIFFERENCES.write(tmp_path / "d.csv", differences)

@@ -217,8 +217,8 @@ def addition64(addition):
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(addition64, name):
     """With the read-out kept the change is the prompt's alone: decoding it once with a KV
-    cache (`predict_cached`) gives the answers of re-running every step with the hook. So
-    does a position-curve arm with the read-out changed: it changes the prompt alone."""
+    cache (`predict_cached`) gives the answers of re-running every step with the hook (a
+    position-curve arm told the runs of the prompts at hand)."""
     model, task, held, (states, positions), prompts = addition64
     starts = [len(task.encode(p)) - 1 for p in held.test.prompts]
     counts = {n + 1: starts.count(n) for n in set(starts)}
@@ -229,20 +229,24 @@ def test_cached_decoding_with_the_readout_kept_equals_decoding_at_every_step(add
         positions=positions,
         prompts=prompts,
         counts=counts,
+        runs_of=lambda tokens: task.runs(task.decode(tokens)),
     )
     spec = SPECS[name]
-    for readout in ("kept", "changed") if spec.dosed else ("kept",):
-        dose = Dose(1, 1 if "offsets" in spec.params else None)
-        iv = spec.build(fitted, dose=dose, readout=readout)
-        for start in sorted(set(starts)):
-            prompts = [p for p, s in zip(held.test.prompts, starts, strict=True) if s == start]
+    iv = spec.build(fitted, dose=Dose(1, 1 if "offsets" in spec.params else None))
+    runs_of = task.runs if spec.dosed else lambda prompt: None  # grouped as measure_draws does
+    layouts = [(s, runs_of(p)) for p, s in zip(held.test.prompts, starts, strict=True)]
+    for start, runs in sorted(set(layouts), key=str):
+        prompts = [
+            p for p, key in zip(held.test.prompts, layouts, strict=True) if key == (start, runs)
+        ]
+        part = iv.at(runs) if spec.dosed else iv
 
-            def change(start=start, keep=readout == "kept", iv=iv):
-                return intervene(model, iv, layer=1, readout_from=start, keep_readout=keep)
+        def change(start=start, part=part):
+            return intervene(model, part, layer=1, readout_from=start, keep_readout=True)
 
-            with change():
-                slow = predict(model, task, prompts)
-            assert predict_cached(model, task, prompts, prompt_pass=change) == slow
+        with change():
+            slow = predict(model, task, prompts)
+        assert predict_cached(model, task, prompts, prompt_pass=change) == slow
 
 
 class _Scale:

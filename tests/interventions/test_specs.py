@@ -91,8 +91,24 @@ def _fitted(seed=0):
     states, positions = _positional_states()
     prompts = _prompt_states()
     return Fitted(
-        12, seed=seed, rank=2, states=states, positions=positions, prompts=prompts, counts={8: 6}
+        12,
+        seed=seed,
+        rank=2,
+        states=states,
+        positions=positions,
+        prompts=prompts,
+        counts={8: 6},
+        runs_of=lambda tokens: RUNS,
     )
+
+
+RUNS = ((0, 6),)  # the run of the prompts above: a position curve's arm acts on it
+
+
+def _act(built, resid):
+    """`built` on the positions before a read-out (a curve arm: told the prompts' runs)."""
+    built = built.at(RUNS) if hasattr(built, "at") else built
+    return built(resid, readout=torch.zeros(resid.shape[1], dtype=torch.bool))
 
 
 def _dose(name):
@@ -108,14 +124,14 @@ def test_every_spec_builds_an_intervention_at_its_site(name):
     assert built.site == spec.site
     if spec.site == "resid_pre" and spec.role != "baseline":
         resid = _prompt_states()[8][0][:, :7]  # the positions before a read-out at 7
-        changed = built(resid, readout=torch.zeros(7, dtype=torch.bool))
+        changed = _act(built, resid)
         assert changed.shape == resid.shape and not torch.allclose(changed, resid)
 
 
 def _seeded_change(name, seed, draw=0):
     resid = _prompt_states(seed=3)[8][0][:, :7]
     built = SPECS[name].build(_fitted(seed), draw=draw, **_dose(name))
-    return built(resid, readout=torch.zeros(7, dtype=torch.bool))
+    return _act(built, resid)
 
 
 @pytest.mark.parametrize("name", [n for n, s in SPECS.items() if s.drawn])

@@ -56,12 +56,13 @@ def test_each_arm_gives_a_row_with_its_checks_beside_the_random_curve(arms):
 
 
 def test_a_shift_moves_the_curve_by_k(arms):
-    """Context positions 0 .. L - 2 of the curve's length L = cut + 1 - skip_first change; at
-    its full size a shift by +1 moves each onto the curve of t - 1 (position 0 clamped to
-    itself), by -1 onto t + 1; a blended shift keeps the side."""
+    """The run is the context after its first position, 1 .. L - 2 of the curve's length
+    L = cut + 1 - skip_first; at its full size a shift by +1 moves each of its positions onto
+    the curve of t - 1, by -1 onto t + 1, each clamped to the run (its first, or its last,
+    keeps its point); a blended shift keeps the side."""
     table, _ = arms
-    changed = 14 // 2 - 1  # cut - skip_first
-    full = {"shift+1": -(changed - 1) / changed, "shift-1": 1.0}
+    changed = 14 // 2 - 1 - 1  # the run: cut - skip_first - 1 positions
+    full = {"shift+1": -(changed - 1) / changed, "shift-1": (changed - 1) / changed}
     rows = table[table["arm"].isin(list(full))]
     assert (rows["parameter"] == 1).any()  # the smaller full shift sets the size
     for r in rows.itertuples():

@@ -79,7 +79,7 @@ def test_position_and_causal_rows_and_their_numbers(measured):
     numbers = summarise(result)
     (cell,) = [c for c in numbers["causal"] if c["layout"] == "nope"]
     assert cell["seeds"] == [0, 1] and len(cell["rule"]) == 2
-    assert set(cell["arms"]) == {"shift-1", "shift+1", "rotate", "scatter"}
+    assert set(cell["arms"]) == {"shift-1", "shift+1", "rotate", "scatter", "edges"}
     rows = causal.query("layout == 'nope' and arm == 'shift+1'")
     columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
     assert [a[:4] for a in cell["arms"]["shift+1"]] == rows[columns].to_numpy().tolist()

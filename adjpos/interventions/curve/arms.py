@@ -1,43 +1,50 @@
-"""Changes of the position curve that each keep or break one property, matched in size.
+"""Changes of the position curve that each move one property, matched in size.
 
 The position curve c[t] of one prompt length (`position_curves`: the position part of the
 states after removing each token's mean state, fitted on other prompts of that length) is
 changed into c'[t], and every changed state takes the difference:
 
-    h'[b, t] = h[b, t] + c'[t] - c[t]    at the positions `changed` selects,
+    h'[b, t] = h[b, t] + c'[t] - c[t]    at the positions the arm changes,
 
-rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a carrier of its own). `changed` is a
-boolean mask over positions: the prompt without its read-out position (`change.changed_positions`
-with ``keep_readout=True``) or every position. The arms, each with one free parameter that
-sets its size (0 leaves the curve as it is):
+rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a carrier of its own). An arm acts on
+a prompt's *runs* (`adjpos.tasks.Task.runs`: the stretches that vary between prompts, each
+(first, last); on text the window after its first token): never on a fixed token of the
+format, and never across a run's edge unless it says so. The arms, each with one free
+parameter that sets its size (0 leaves the curve as it is):
 
-- ``shift`` (offset k, parameter: the blend, at most 1): c'[t] = c[t] + blend (c[t - k] - c[t]),
-  t - k clamped to 0 .. pos - 1. At blend 1 every changed state carries the curve of position
-  t - k: the distance between the curves of neighbours t, t + 1 is that of t - k, t - k + 1
-  (every neighbour relation kept, moved by k), except where t - k is clamped.
-- ``rotate`` (parameter: the angle, at most pi): c'[t] = Q c[t], Q turning a seeded pairing of
-  planes of the curve's top-r principal subspace (r covering `SHARE` of its sum of squares,
-  at least 2) by the angle and leaving the rest of d_model alone: every pairwise distance
-  and every norm of the curve is kept.
+- ``shift`` (offset k, parameter: the blend, at most 1): inside each run, c'[t] = c[t] +
+  blend (c[s] - c[t]) with s = t - k clamped to the run: every neighbour relation inside the
+  run kept, moved by k; the edge the shift leaves keeps its own point, and no position takes
+  a fixed token's point.
+- ``rotate`` (parameter: the angle, at most pi): c'[t] = Q c[t] on the runs, Q turning a
+  seeded pairing of planes of the curve's top-r principal subspace (r covering `SHARE` of its
+  sum of squares, at least 2) by the angle: every distance between the runs' points and
+  every norm kept (drawn: each draw another pairing).
 - ``scatter`` (parameter: the fraction, at most 1): c'[t] = c[t] + fraction (c[pi(t)] - c[t]),
-  pi a seeded permutation of the changed positions under which no two neighbours stay
-  neighbours and none stays put (where the count allows): locality broken, fully at 1.
-- ``remove`` (parameter: alpha, at most 1): c'[t] = (1 - alpha) c[t] + alpha m, m the mean
-  of the curve over the changed positions.
-- ``random`` (the control; parameter: the scale): c'[t] = c[t] + scale r[t], r a random curve
-  of the curve's norm profile (||r[t]|| = ||c[t]||) whose directions are drawn independently
-  per position from a Gaussian with the states' covariance (variance-matched): a change of
-  the same size that has nothing to do with the curve.
+  pi a seeded derangement of each run's interior (its first and last kept) under which no two
+  neighbours stay neighbours (where the run allows): locality broken, fully at 1.
+- ``remove`` (parameter: alpha, at most 1): c'[t] = (1 - alpha) c[t] + alpha m on the runs, m
+  the mean of the curve over them.
+- ``random`` (the control of the four above; parameter: the scale): c'[t] = c[t] + scale r[t]
+  on the runs, r a random curve of the curve's norm profile (||r[t]|| = ||c[t]||) whose
+  directions are drawn independently per position from a Gaussian with the states'
+  covariance: a change of the same size that has nothing to do with the curve.
+- ``edges`` (parameter: the blend, built whole): each run's first position takes the point
+  just before the run and its last the point just after it (a run at the prompt's start keeps
+  its first point; a one-position run takes the point before it); nothing else changes.
+- ``edges_random`` (its control): the random curve on the edges' positions alone, matched to
+  the edges' size.
 
-Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, its largest
-parameter, its manipulation check and what the rule compares it with); nothing else names an
-arm, so adding one is one row.
+Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, which positions
+it changes, its largest parameter, its manipulation check, its control and what else the rule
+compares it with); nothing else names an arm, so adding one is one row.
 
-The size of a change is the mean relative change ||h' - h|| / ||h|| of the changed states
-(`change_size`); `match_parameter` finds the parameter that gives a target size, pooled over
-the prompt lengths, within `TOLERANCE`. `dose_targets` proposes the sizes: those of the full
-shifts (the smaller of +k and -k for each magnitude k), so at each size a shift is exactly a
-shift (the other sign blended down to it) and every other arm is matched to it.
+The size of a change is the mean relative change ||h' - h|| / ||h|| of the states at the
+positions it changes (`change.change_size`); `change.match_parameter` finds the parameter that
+gives a target size at each prompt length, within `TOLERANCE`. The targets are those of the
+full interior shifts (the smaller of +m and -m at each length), so at each size m a shift is
+exactly a shift (the other sign blended down to it) and every other arm is matched to it; the
+edges arm is built whole and its control matched to it.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ from adjpos.validation import UsageError, is_int
 SHARE = 0.99  # the rotation's subspace covers this share of the curve's sum of squares
 TOLERANCE = 0.05  # the matching aims every size within this relative difference of its target
 DEFAULT_OFFSETS = (1, 2, 3)  # shift magnitudes whose full sizes set the dose
+# A prompt's runs: each varying stretch's (first, last) position (`adjpos.tasks.Task.runs`).
+Runs = tuple[tuple[int, int], ...]
 _TRIES = 500  # permutations drawn for a scatter, the first that keeps no neighbour taken
 
 
@@ -102,15 +111,55 @@ class CurveArm:
         self,
         curve: Float[Tensor, "pos d_model"],
         parameter: float,
-        changed: Bool[Tensor, " pos"],
+        runs: Runs,
         states: Float[Tensor, "n pos d_model"] | None = None,
     ) -> Float[Tensor, "pos d_model"]:
-        """c' of this arm at `parameter` (kept positions keep c; `states`: the fitting states
-        whose covariance the random control draws from, needed by it alone)."""
+        """c' of this arm at `parameter` on a prompt with `runs` (the positions it does not
+        change keep c; `states`: the fitting states whose covariance the random controls draw
+        from, needed by them alone)."""
         _check_parameter(self.arm, parameter)
-        changed = check_changed(changed, curve.shape[0])
-        moved = self.kind.build(self, curve, parameter, changed, states)
+        changed = changed_positions(self.kind, runs, curve.shape[0])
+        moved = self.kind.build(self, curve, parameter, check_runs(runs, curve.shape[0]), states)
         return torch.where(changed[:, None], moved, curve)
+
+
+def check_runs(runs: Any, pos: int) -> Runs:
+    """`runs` as a tuple of (first, last) int pairs, checked: in order, apart, inside
+    0 .. pos - 1.
+
+    Raises:
+        ValueError: they are not.
+    """
+    try:
+        runs = tuple((int(first), int(last)) for first, last in runs)
+    except (TypeError, ValueError):
+        raise UsageError(f"runs must be (first, last) position pairs, got {runs!r}") from None
+    ends = [x for run in runs for x in run]
+    if ends != sorted(ends) or any(f > l_ for f, l_ in runs) or (ends and not 0 <= ends[0]):
+        raise UsageError(f"runs must be (first, last) pairs in order and apart, got {runs!r}")
+    if ends and ends[-1] >= pos or len(set(ends)) < len(ends) - sum(f == l_ for f, l_ in runs):
+        raise UsageError(f"runs {runs!r} do not fit a prompt of {pos} positions apart")
+    return runs
+
+
+def prompt_run(length: int) -> Runs:
+    """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
+    if not is_int(length) or length < 2:
+        raise UsageError(f"length must be an int >= 2, got {length!r}")
+    return ((0, length - 2),)
+
+
+def changed_positions(kind: ArmKind, runs: Runs, pos: int) -> Bool[Tensor, " pos"]:
+    """[pos] the positions an arm of `kind` changes on a prompt with `runs`: every position of
+    a run, or (``kind.on == "edges"``) each run's first and last (the first of a run at
+    position 0 left out: there is no point before it)."""
+    changed = torch.zeros(pos, dtype=torch.bool)
+    for first, last in check_runs(runs, pos):
+        if kind.on == "edges":
+            changed[list(_edge_source(first, last, pos, None))] = True
+        else:
+            changed[first : last + 1] = True
+    return changed
 
 
 @functools.lru_cache(maxsize=1024)  # the matching asks for the same order many times
@@ -144,34 +193,53 @@ def subspace_rank(curve: Float[Tensor, "pos d_model"], share: float = SHARE) -> 
 def _blended(target: Callable[..., Tensor]) -> Callable[..., Tensor]:
     """A linear arm's builder: c + parameter (target - c), `target` the curve at parameter 1."""
 
-    def build(arm: CurveArm, curve: Tensor, parameter: float, changed: Tensor, states: Any):
-        return curve + parameter * (target(arm, curve, changed, states) - curve)
+    def build(arm: CurveArm, curve: Tensor, parameter: float, runs: Runs, states: Any):
+        return curve + parameter * (target(arm, curve, runs, states) - curve)
 
     return build
 
 
-def _shifted(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
-    pos = curve.shape[0]
-    return curve[(torch.arange(pos) - arm.offset).clamp(0, pos - 1)]
+def _sourced(source: Callable[[int, int, int], dict[int, int]]) -> Callable[..., Tensor]:
+    """An arm that moves points along the curve: each run (first, last) of a prompt of `pos`
+    positions maps some of its positions t to the position whose point they take."""
+
+    def target(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
+        index = torch.arange(curve.shape[0])
+        for first, last in runs:
+            for t, s in source(first, last, curve.shape[0], arm).items():
+                index[t] = s
+        return curve[index]
+
+    return target
 
 
-def _scattered(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
-    index = changed.nonzero().flatten()
-    order = scattering_order(len(index), seed=arm.seed, draw=arm.draw)
-    source = torch.arange(curve.shape[0])
-    source[index] = index[order]
-    return curve[source]
+def _shift_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, int]:
+    return {t: min(max(t - arm.offset, first), last) for t in range(first, last + 1)}
 
 
-def _removed(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
+def _scatter_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, int]:
+    inner = last - first - 1
+    if inner < 2:
+        return {}
+    order = scattering_order(inner, seed=arm.seed, draw=arm.draw)
+    return {first + 1 + i: first + 1 + int(j) for i, j in enumerate(order)}
+
+
+def _edge_source(first: int, last: int, pos: int, arm: Any) -> dict[int, int]:
+    moved = {last: last + 1} if last + 1 < pos else {}
+    return moved | ({first: first - 1} if first > 0 else {})
+
+
+def _removed(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
+    changed = changed_positions(arm.kind, runs, curve.shape[0])
     return curve[changed].mean(dim=0).expand_as(curve)
 
 
-def _randomised(arm: CurveArm, curve: Tensor, changed: Tensor, states: Any) -> Tensor:
+def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
     return curve + _random_curve(curve, states, arm.seed, arm.draw)
 
 
-def _rotated(arm: CurveArm, curve: Tensor, parameter: float, changed: Tensor, states: Any):
+def _rotated(arm: CurveArm, curve: Tensor, parameter: float, runs: Runs, states: Any):
     return curve @ _plane_rotation(curve, parameter, arm.seed, arm.draw).T
 
 
@@ -205,12 +273,6 @@ def _plane_rotation(curve: Tensor, angle: float, seed: int, draw: int) -> Tensor
         q = q + (cos - 1) * (torch.outer(u, u) + torch.outer(v, v))
         q = q + sin * (torch.outer(v, u) - torch.outer(u, v))
     return q
-
-
-def check_changed(changed: Any, pos: int) -> Tensor:
-    if not isinstance(changed, Tensor) or changed.dtype != torch.bool or changed.shape != (pos,):
-        raise UsageError(f"changed must be a boolean mask of shape ({pos},) over positions")
-    return changed.cpu()
 
 
 def _check_parameter(arm: str, parameter: Any) -> None:
@@ -250,16 +312,22 @@ class ArmKind:
     Args:
         name: the arm (``CurveArm.arm``).
         label: a few words for the report.
-        build: ``build(arm, curve, parameter, changed, states) -> c'`` before the unchanged
-            positions are put back.
+        build: ``build(arm, curve, parameter, runs, states) -> c'`` before the positions it
+            does not change are put back.
         upper: the largest parameter (None: unbounded, doubled until the size is reached).
         check: its manipulation check beyond the size (None: the size alone).
-        compared_with: what the rule compares it with besides the random curve of its size
-            (``"unchanged"``, another arm's name, or ``"shift"``: every shift of the size).
+        compared_with: what the rule compares it with besides its control (``"unchanged"``,
+            another arm's name, or ``"shift"``: every shift of the size).
         offsets: it takes an offset k (the shift).
-        control: it is the size-matched random control itself.
+        control: it is a size-matched random control itself.
         drawn: measured over the run's draws (a seeded random part).
         on_text: the study runs it on text too.
+        on: the positions it changes: ``"runs"`` (every position of a run) or ``"edges"``
+            (each run's first and last, `changed_positions`).
+        versus: its size-matched random control (an arm of the table).
+        whole: built at its largest parameter, not matched to the dose (its control is
+            matched to it instead).
+        sized_to: a control matched in size to this whole arm (None: to the dose).
     """
 
     name: str
@@ -272,6 +340,10 @@ class ArmKind:
     control: bool = False
     drawn: bool = False
     on_text: bool = True
+    on: str = "runs"
+    versus: str = "random"
+    whole: bool = False
+    sized_to: str | None = None
 
 
 # The arms (see the module doc). Adding one is one row here: its builder, bound, check and
@@ -281,8 +353,8 @@ ARMS: dict[str, ArmKind] = {
     for kind in (
         ArmKind(
             "shift",
-            "position curve shifted by k (neighbours kept)",
-            _blended(_shifted),
+            "position curve shifted by k inside each run (neighbours kept)",
+            _blended(_sourced(_shift_source)),
             1.0,
             Check("curve_moved", ">"),
             offsets=True,
@@ -294,11 +366,12 @@ ARMS: dict[str, ArmKind] = {
             math.pi,
             Check("distance_change", "<=", "curve_distance_kept"),
             compared_with=("unchanged", "shift"),
+            drawn=True,
         ),
         ArmKind(
             "scatter",
-            "position curve partly scattered (locality broken)",
-            _blended(_scattered),
+            "each run's interior scattered (locality broken)",
+            _blended(_sourced(_scatter_source)),
             1.0,
             Check("locality_drop", ">=", "curve_locality_drop"),
             compared_with=("rotate", "shift"),
@@ -318,6 +391,26 @@ ARMS: dict[str, ArmKind] = {
             None,
             control=True,
             drawn=True,
+        ),
+        ArmKind(
+            "edges",
+            "each run's first and last take the points just outside it",
+            _blended(_sourced(_edge_source)),
+            1.0,
+            Check("curve_moved", ">"),
+            on="edges",
+            versus="edges_random",
+            whole=True,
+        ),
+        ArmKind(
+            "edges_random",
+            "a random curve on the edges' positions, of their size",
+            _blended(_randomised),
+            None,
+            control=True,
+            drawn=True,
+            on="edges",
+            sized_to="edges",
         ),
     )
 }

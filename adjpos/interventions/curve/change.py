@@ -1,84 +1,152 @@
 """The position-curve arms (`arms`) as interventions of the runner, each set to one size.
 
 `build_curve_change` turns one arm (`arms.CurveArm`) into a `CurveChange` set to one size of
-the dose: the size of the full shift by m (`dose_targets`) on the fitting prompts' states, each
-prompt length weighing as many prompts as the measured prompts have of it, the arm's parameter
-matched to it (`match_arm`: bisection on `pooled_size`, within `arms.TOLERANCE`). The read-out
-variant decides which positions change (`arms.changed_positions`):
+the dose at every prompt length: at length L, the size of the full interior shift by m
+(`dose_targets`, the smaller of +m and -m) on the fitting prompts' states of that length, the
+arm's parameter matched to it there (`match_arm`: bisection on `length_size`, within
+`arms.TOLERANCE`). A whole arm (``edges``) is built at its largest parameter and its control
+matched to its size at each length instead. A size is the mean relative change of the states
+at the positions the arm changes, each fitting prompt with its own runs (`runs_of`): addition's
+operands, for one, split a prompt length differently from prompt to prompt.
 
-- ``kept``: every prompt position before the read-out (the last prompt position); the change
-  is the prompt's alone, so decoding runs the prompt once under the change and then reuses a
-  KV cache (`adjpos.training.decode.predict_cached`).
-- ``changed``: every prompt position, the read-out included. The answer positions (decoded
-  after the prompt) keep their states: the curve is fitted on prompts, and positions beyond
-  the prompt have none. So this variant too changes the prompt alone and decodes with a KV
-  cache, and it differs from ``kept`` by the read-out position's own state.
+The arms act on the prompt before its read-out position (the read-out kept, which no run
+reaches), so decoding runs the prompt once under the change and then reuses a KV cache
+(`adjpos.training.decode.predict_cached`). A `CurveChange` is told the runs of the prompts it
+changes (`CurveChange.at`): prompts are measured in groups that share their runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, no_type_check
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import DEFAULT_OFFSETS, TOLERANCE, CurveArm, check_changed
+from adjpos.interventions.curve.arms import (
+    DEFAULT_OFFSETS,
+    TOLERANCE,
+    CurveArm,
+    Runs,
+    changed_positions,
+)
 from adjpos.interventions.curve.position import position_curves
 from adjpos.metrics.norms import with_norms
 from adjpos.types import PromptStates
 from adjpos.validation import UsageError, is_int
 
+# Which runs a prompt has, from its tokens (a [L] row): `adjpos.tasks.Task.runs` on a task.
+RunsOf = Callable[[Tensor], Runs]
+
 
 @dataclass(frozen=True, eq=False)
 class CurveChange:
-    """One arm at one size, applied to the prompt states of every fitted length: each
-    changed state takes c'[t] - c[t] (`arms.apply_curve`, its norm kept).
+    """One arm at one size, for prompts of every fitted length: each changed state takes
+    c'[t] - c[t] (`apply_curve`, its norm kept), c' built for the runs of the prompts at hand
+    (`at`).
 
     Args:
-        curves, new_curves: {prompt length L: [L, d_model]} the curve and the arm's c'.
-        keep_readout: the variant it was built for (True: the read-out position is kept).
-        matched: the arm, its parameter and its size on the fitting prompts.
+        arm: the arm.
+        curves: {prompt length L: [L, d_model]} the curve.
+        matched: {L: `Matched`} the arm's parameter and size at each length.
+        states: {L: [n, L, d_model]} the fitting states (the random controls draw from their
+            covariance).
+        counts: {L: measured prompts}, the weights of the pooled numbers.
     """
 
+    arm: CurveArm
     curves: dict[int, Tensor]
-    new_curves: dict[int, Tensor]
-    keep_readout: bool
-    matched: Matched
+    matched: dict[int, Matched]
+    states: dict[int, Tensor] = field(repr=False)
+    counts: Mapping[int, int] = field(default_factory=dict, repr=False)
     site = "resid_pre"
     prompt_only = True  # the answer positions are never changed: decoding may use a KV cache
+    _built: dict[tuple[int, Runs], Tensor] = field(default_factory=dict, repr=False)
 
-    def __call__(
-        self, acts: Float[Tensor, "batch pos d_model"], readout: Any = None
-    ) -> Float[Tensor, "batch pos d_model"]:
-        """`acts` of a prompt (and, with the read-out changed, the answer after it, kept)."""
-        if readout is None:
-            raise UsageError("a position-curve arm needs the read-out position (readout_from)")
-        kept = not bool(readout.any())
-        if kept != self.keep_readout:
-            variant = "kept" if self.keep_readout else "changed"
-            raise UsageError(f"this position-curve arm was built for the read-out {variant}")
-        # kept: the positions before the read-out; changed: the read-out is the last prompt
-        # position, the first of `readout`
-        length = acts.shape[1] + 1 if kept else int(readout.nonzero()[0]) + 1
+    def new_curve(self, length: int, runs: Runs) -> Tensor:
+        """[length, d_model] the arm's c' for prompts of `length` with `runs`."""
         if length not in self.curves:
             raise UsageError(
                 f"no position curve for prompts of {length} tokens; fitted: {sorted(self.curves)}"
             )
-        n = min(acts.shape[1], length)
-        head = apply_curve(
-            acts[:, :n],
-            self.curves[length][:n],
-            self.new_curves[length][:n],
-            self.changed(length)[:n],
-        )
-        return torch.cat([head, acts[:, n:]], dim=1)
+        key = (length, tuple(runs))
+        if key not in self._built:
+            parameter = self.matched[length].parameter
+            curve, states = self.curves[length], self.states[length]
+            self._built[key] = self.arm.new_curve(curve, parameter, key[1], states)
+        return self._built[key]
 
-    def changed(self, length: int) -> Tensor:
+    def changed(self, length: int, runs: Runs) -> Tensor:
         """[length] the prompt positions it changes."""
-        return changed_positions(length, keep_readout=self.keep_readout)
+        return changed_positions(self.arm.kind, runs, length)
+
+    def at(self, runs: Runs) -> AtRuns:
+        """This change for prompts with `runs`, as an intervention."""
+        return AtRuns(self, tuple(runs))
+
+    @property
+    def target(self) -> float:
+        """The target size, pooled over the lengths (each weighing as its measured prompts)."""
+        return _pooled({n: m.target for n, m in self.matched.items()}, self.matched, self.counts)
+
+    @property
+    def size(self) -> float:
+        """The size reached on the fitting prompts, pooled as `target`."""
+        return _pooled({n: m.size for n, m in self.matched.items()}, self.matched, self.counts)
+
+    @property
+    def parameter(self) -> float:
+        """The parameter, pooled as `target`."""
+        return _pooled({n: m.parameter for n, m in self.matched.items()}, self.matched, self.counts)
+
+    @property
+    def size_errors(self) -> list[float]:
+        """|size / target - 1| at each length with something to change."""
+        return [
+            abs(m.size / m.target - 1)
+            for m in self.matched.values()
+            if m.target > 0 and not m.absent
+        ]
+
+    @property
+    def absent_share(self) -> float:
+        """The share of the measured prompts (`counts`) at lengths where the arm can change
+        nothing while its dose's shift can (`Matched.absent`): there it is the unchanged
+        model."""
+        total = sum(self.counts.get(n, 1) for n in self.matched)
+        absent = sum(self.counts.get(n, 1) for n, m in self.matched.items() if m.absent)
+        return absent / total if total else 0.0
+
+    def __call__(self, acts: Tensor, readout: Any = None) -> Tensor:
+        raise UsageError(
+            "a position-curve arm changes prompts of known runs: apply change.at(runs)"
+        )
+
+
+@dataclass(frozen=True)
+class AtRuns:
+    """A `CurveChange` on prompts that share their runs: called on the states of the positions
+    before the read-out (``intervene(..., keep_readout=True)``)."""
+
+    change: CurveChange
+    runs: Runs
+    site = "resid_pre"
+    prompt_only = True
+
+    def __call__(
+        self, acts: Float[Tensor, "batch pos d_model"], readout: Any = None
+    ) -> Float[Tensor, "batch pos d_model"]:
+        if readout is None or bool(readout.any()):
+            raise UsageError(
+                "a position-curve arm changes the prompt before its read-out, the read-out kept "
+                "(intervene(..., keep_readout=True))"
+            )
+        length = acts.shape[1] + 1
+        new = self.change.new_curve(length, self.runs)
+        changed = self.change.changed(length, self.runs)
+        return apply_curve(acts, self.change.curves[length][:-1], new[:-1], changed[:-1])
 
 
 def measured_curves(prompts: PromptStates, counts: Mapping[int, int]) -> dict[int, Tensor]:
@@ -96,48 +164,60 @@ def build_curve_change(
     arm: CurveArm,
     *,
     size: int,
-    readout: str,
+    runs_of: RunsOf,
     sizes_on: PromptStates | None = None,
 ) -> CurveChange:
-    """`arm` matched to the size of the full shift by `size` (see the module doc).
+    """`arm` matched at each length to the size of the full interior shift by `size` (a
+    whole arm at its largest parameter; its control to its size; see the module doc).
 
     Args:
-        prompts: the fitting prompts' states at the layer (`fit_prompt_states`).
+        prompts: the fitting prompts' states and tokens at the layer (`fit_prompt_states`).
         counts: {prompt length: measured prompts}: the lengths changed and their weights.
-        readout: "kept" or "changed" (which positions change).
+        runs_of: the runs of a prompt from its tokens.
         sizes_on: the states whose change sizes are matched (default: `prompts`; on text the
             measured windows' own, where a curve fitted on a few windows would change its
             own fitting states more than others).
     """
-    keep = readout == "kept"
     curves = measured_curves(prompts, counts)
-    options = {"keep_readout": keep, "counts": counts}
     sized = prompts if sizes_on is None else sizes_on
-    target = dose_targets(curves, sized, offsets=[size], **options)[size]
-    if not target > 0:
+    states = {n: prompts[n][0].double() for n in curves}
+    kind, matched = arm.kind, {}
+    for length, curve in curves.items():
+        layouts = _layouts(sized[length], runs_of)
+        if kind.whole:
+            target = length_size(arm, 1.0, curve, layouts, states[length])
+        elif kind.sized_to is not None:
+            whole = CurveArm(kind.sized_to, seed=arm.seed)
+            target = length_size(whole, 1.0, curve, layouts, states[length])
+        else:
+            target = dose_targets(curve, layouts, offsets=[size])[size]
+        if not target > 0:
+            matched[length] = Matched(arm, 0.0, 0.0, 0.0, True)
+            continue
+        if kind.whole:
+            matched[length] = Matched(arm, float(kind.upper), target, target, True)
+            continue
+        if kind.upper is not None and not length_size(arm, kind.upper, curve, layouts) > 0:
+            # nothing it can change here (a scatter of runs too short to have an interior)
+            matched[length] = Matched(arm, 0.0, 0.0, target, False, absent=True)
+            continue
+        matched[length] = match_arm(arm, target, curve, layouts, states[length])
+    if not any(m.target > 0 for m in matched.values()):
         raise UsageError(
             "the position curve is zero here (each fitting state is its token's mean state: too "
-            "few prompts or windows, or tokens that never repeat), so no arm can be sized"
+            "few prompts or windows, or tokens that never repeat), or no run has room for the "
+            "shift, so no arm can be sized"
         )
-    matched = match_arm(arm, target, curves, sized, **options)
-    new = {
-        length: arm.new_curve(
-            curve,
-            matched.parameter,
-            changed_positions(length, keep_readout=keep),
-            prompts[length][0].double(),
-        )
-        for length, curve in curves.items()
-    }
-    return CurveChange(curves, new, keep, matched)
+    return CurveChange(arm, curves, matched, states, counts)
 
 
-def changed_positions(length: int, *, keep_readout: bool = True) -> Bool[Tensor, " pos"]:
-    """The positions a change touches on a prompt of `length` tokens: all but the last (the
-    read-out position) with `keep_readout`, else all."""
-    if not is_int(length) or length < 1:
-        raise UsageError(f"length must be an int >= 1, got {length!r}")
-    return torch.arange(length) < length - 1 if keep_readout else torch.ones(length, dtype=bool)
+def _layouts(sized: tuple[Tensor, Tensor], runs_of: RunsOf) -> dict[Runs, Tensor]:
+    """{runs: [n, L, d_model]} the states of one length grouped by their prompts' runs."""
+    states, tokens = sized
+    rows: dict[Runs, list[int]] = {}
+    for i, row in enumerate(tokens):
+        rows.setdefault(tuple(runs_of(row)), []).append(i)
+    return {runs: states[index].double() for runs, index in rows.items()}
 
 
 def apply_curve(
@@ -150,7 +230,9 @@ def apply_curve(
 ) -> Float[Tensor, "*batch pos d_model"]:
     """The states with c'[t] - c[t] added at the changed positions (each rescaled to its own
     norm with `keep_norm`); the other positions pass unchanged."""
-    changed = check_changed(changed, curve.shape[0]).to(states.device)
+    if changed.dtype != torch.bool or changed.shape != (curve.shape[0],):
+        raise UsageError(f"changed must be a boolean mask of shape ({curve.shape[0]},)")
+    changed = changed.to(states.device)
     delta = (new_curve - curve).to(device=states.device, dtype=states.dtype)
     moved = states + delta
     if keep_norm:
@@ -168,44 +250,44 @@ def change_size(
     return sizes[..., changed.to(sizes.device)].mean()
 
 
-def pooled_size(
+def length_size(
     arm: CurveArm,
     parameter: float,
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
+    curve: Tensor,
+    layouts: Mapping[Runs, Tensor],
+    states: Tensor | None = None,
     *,
-    keep_readout: bool = True,
     keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
 ) -> float:
-    """`change_size` of `arm` at `parameter` over the prompt states of every length in
-    `curves`, each changed state weighing the same; with `counts` ({length: prompts}, e.g.
-    the measured prompts'), each length weighing as that many prompts instead of its own."""
+    """`change_size` of `arm` at `parameter` over the states of one prompt length, grouped by
+    their runs (`layouts`: {runs: [n, L, d_model]}), each changed state weighing the same
+    (`states`: the fitting states a random control draws from). 0 where nothing changes."""
     total, count = 0.0, 0
-    for length, curve in curves.items():
-        states = prompts[length][0].double()
-        changed = changed_positions(length, keep_readout=keep_readout)
-        new = arm.new_curve(curve.double(), parameter, changed, states)
-        after = apply_curve(states, curve.double(), new, changed, keep_norm=keep_norm)
-        n = (states.shape[0] if counts is None else counts[length]) * int(changed.sum())
-        total += float(change_size(states, after, changed)) * n
+    for runs, group in layouts.items():
+        changed = changed_positions(arm.kind, runs, curve.shape[0])
+        n = group.shape[0] * int(changed.sum())
+        if not n:
+            continue
+        new = arm.new_curve(curve.double(), parameter, runs, states)
+        after = apply_curve(group, curve.double(), new, changed, keep_norm=keep_norm)
+        total += float(change_size(group, after, changed)) * n
         count += n
-    if not count:
-        raise UsageError("no changed states: every length has no position to change")
-    return total / count
+    return total / count if count else 0.0
 
 
 @dataclass(frozen=True)
 class Matched:
-    """An arm set to a target size: its parameter, the size it reaches, and whether that is
-    within `TOLERANCE` of the target (False: the arm cannot reach it, e.g. a shift asked for
-    more than its full size)."""
+    """An arm set to a target size at one length: its parameter, the size it reaches, and
+    whether that is within `TOLERANCE` of the target (False: the arm cannot reach it, e.g. a
+    shift asked for more than its full size; `absent`: it can change nothing at this length,
+    left as it is)."""
 
     arm: CurveArm
     parameter: float
     size: float
     target: float
     matched: bool
+    absent: bool = False
 
 
 def match_parameter(
@@ -243,50 +325,49 @@ def match_parameter(
 def match_arm(
     arm: CurveArm,
     target: float,
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
+    curve: Tensor,
+    layouts: Mapping[Runs, Tensor],
+    states: Tensor | None = None,
     *,
-    keep_readout: bool = True,
     keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
     tolerance: float = TOLERANCE,
 ) -> Matched:
-    """`arm` with its parameter set so that its pooled size (`pooled_size`) is `target`."""
-    options = {"keep_readout": keep_readout, "keep_norm": keep_norm, "counts": counts}
+    """`arm` with its parameter set so that its size at one length (`length_size`) is
+    `target`."""
 
     @no_type_check  # made at every call: kept out of the tests' type checker
     def size_of(parameter: float) -> float:
-        return pooled_size(arm, parameter, curves, prompts, **options)
+        return length_size(arm, parameter, curve, layouts, states, keep_norm=keep_norm)
 
     parameter, size = match_parameter(size_of, target, arm.kind.upper, tolerance=tolerance)
     return Matched(arm, parameter, size, target, abs(size / target - 1) <= tolerance)
 
 
 def dose_targets(
-    curves: dict[int, Tensor],
-    prompts: PromptStates,
+    curve: Tensor,
+    layouts: Mapping[Runs, Tensor],
     *,
     offsets: Iterable[int] = DEFAULT_OFFSETS,
-    keep_readout: bool = True,
     keep_norm: bool = True,
-    counts: Mapping[int, int] | None = None,
 ) -> dict[int, float]:
-    """{k: size} for each shift magnitude k: the smaller pooled size of the full shifts by +k
-    and -k (the sizes of a dose, see the module doc)."""
+    """{m: size} at one prompt length for each shift magnitude m: the smaller size of the
+    full interior shifts by +m and -m (the sizes of a dose, see the module doc)."""
     targets = {}
-    for k in offsets:
-        if not is_int(k) or k < 1:
-            raise UsageError(f"shift magnitudes must be ints >= 1, got {k!r}")
-        targets[k] = min(
-            pooled_size(
-                CurveArm("shift", sign * k),
-                1.0,
-                curves,
-                prompts,
-                keep_readout=keep_readout,
-                keep_norm=keep_norm,
-                counts=counts,
-            )
+    for m in offsets:
+        if not is_int(m) or m < 1:
+            raise UsageError(f"shift magnitudes must be ints >= 1, got {m!r}")
+        targets[m] = min(
+            length_size(CurveArm("shift", sign * m), 1.0, curve, layouts, keep_norm=keep_norm)
             for sign in (1, -1)
         )
     return targets
+
+
+def _pooled(
+    values: Mapping[int, float], matched: Mapping[int, Matched], counts: Mapping[int, int]
+) -> float:
+    """The mean of `values` over the lengths with something to change, each weighing as its
+    measured prompts (`counts`; 1 each where none are given)."""
+    weights = {n: counts.get(n, 1) for n, m in matched.items() if m.target > 0 and not m.absent}
+    total = sum(weights.values())
+    return sum(values[n] * w for n, w in weights.items()) / total if total else 0.0

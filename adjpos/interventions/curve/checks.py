@@ -6,7 +6,7 @@ whose change did not do what its name says is reported and not counted.
 - `curve_distance_change`: how much the pairwise distances between the curves of the changed
   positions moved (0 for a rotation, by construction);
 - `curve_offset`: where the changed curve's points sit on the unchanged curve (-k after a
-  shift by k);
+  shift by k), and `curve_displacement`: how far they moved along it;
 - `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
   `varying_positions`: where it is measured (the positions whose token varies);
 - `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
@@ -64,6 +64,21 @@ def curve_offset(
         return float("nan")
     nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
     return float((nearest - index).double().mean())
+
+
+def curve_displacement(
+    curve: Float[Tensor, "pos d_model"],
+    new_curve: Float[Tensor, "pos d_model"],
+    changed: Bool[Tensor, " pos"],
+) -> float:
+    """The mean over the changed positions t of |s(t) - t|, s(t) as in `curve_offset`: how far
+    the changed points moved along the unchanged curve (0: each still nearest its own). NaN
+    without a changed position."""
+    index = changed.nonzero().flatten()
+    if not len(index):
+        return float("nan")
+    nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
+    return float((nearest - index).abs().double().mean())
 
 
 def curve_adjacency(curve: Float[Tensor, "pos d_model"], changed: Bool[Tensor, " pos"]) -> float:

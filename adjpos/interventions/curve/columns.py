@@ -20,9 +20,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from adjpos.interventions.curve.arms import Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
+    curve_displacement,
     curve_distance_change,
     curve_offset,
     probe_accuracy,
@@ -45,7 +47,8 @@ ARM_TABLE = Table(
     # (the change size measured while decoding is `perturbation`)
     distance_change="float64",  # relative change of the pairwise distances of the curve
     curve_offset="float64",  # nearest unchanged curve point's position minus t (-k: shift k)
-    curve_moved="float64",  # a shift's curve_offset times -sign(k): above 0, moved its way
+    curve_moved="float64",  # a shift's curve_offset times -sign(k) (> 0: moved its way); else
+    # the mean distance of each changed point's nearest unchanged point from its own position
     curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
     curve_adjacency_before="float64",  # the same of the unchanged curve
     locality_drop="float64",  # curve_adjacency_before - curve_adjacency
@@ -56,7 +59,8 @@ ARM_TABLE = Table(
     probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
     probe_accuracy_before="float64",  # the same probe on the unchanged measured states
     probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
-    size_error="float64",  # the largest |size / target - 1| of its draws (fit and decoding)
+    size_error="float64",  # the largest |size / target - 1| of its draws at any prompt length
+    absent_share="float64",  # prompts at lengths where it can change nothing (left unchanged)
     check_value="float64",  # its check number (`arms.Check`), the draw that passes least
     n_wrong="float64",  # wrong answer characters compared (all draws)
     # the share of wrong characters at each offset j, with its interval
@@ -89,10 +93,9 @@ def curve_columns(
     built: Sequence[CurveChange],
     decoded: Sequence[Sequence[str]] | None,
     *,
-    states: Mapping[int, Tensor],
+    states: Mapping[tuple[int, Runs], Tensor],
     tokens: Mapping[int, Tensor],
     probe: Any,
-    size: float,
     seed: int,
     prompts: Sequence[str] = (),
     answers: Sequence[str] = (),
@@ -104,26 +107,24 @@ def curve_columns(
         built: its draws (one `CurveChange` each).
         decoded: each draw's answers to `prompts` (whose right answers are `answers`); None
             with `task` None where nothing is decoded (text: no error-offset columns).
-        states: {prompt length: [n, L, d_model]} the measured prompts' states at the layer.
+        states: {(prompt length, runs): [n, L, d_model]} the measured prompts' states at the
+            layer, grouped by length and runs.
         tokens: {prompt length: [n, L]} the fitting prompts' tokens (where the format's
             fixed tokens sit).
         probe: the position probe (`fit_position_probe`).
         task: the task's name (`adjpos.tasks.offsets.TASK_OFFSETS`); None: no error-offset columns.
-        size: the change size measured while decoding (the row's ``perturbation``).
 
     Returns:
         the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`) with the numbers its
         manipulation check is judged on (`adjpos.study.rules.check_passed`): ``size_error``,
-        the largest relative distance from the target of the size measured while decoding
-        and of each draw's size on the fitting prompts, and ``check_value``, its arm's check
-        number (`arms.Check`) at the draw that passes least.
+        the largest relative distance of a draw's size from its target at any prompt length
+        (on the fitting prompts: the arms are matched length by length), and
+        ``check_value``, its arm's check number (`arms.Check`) at the draw that passes least.
     """
-    first = built[0].matched
-    memo: dict[int, dict[str, float]] = {}
+    first = built[0]
+    memo: dict[tuple[int, Runs, str], dict[str, float]] = {}
     numbers = [_checks(change, states, tokens, probe, memo) for change in built]
-    errors = [abs(size / first.target - 1)] + [
-        abs(c.matched.size / first.target - 1) for c in built
-    ]
+    errors = [e for change in built for e in change.size_errors]
     check = first.arm.kind.check
     shares = {}
     if task is not None:
@@ -137,9 +138,10 @@ def curve_columns(
         )
     return (
         {"arm": first.arm.name, "size_target": first.target}
-        | {"parameter": float(np.mean([c.matched.parameter for c in built]))}
+        | {"parameter": float(np.mean([c.parameter for c in built]))}
         | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
-        | {"size_error": max(errors)}
+        | {"size_error": max(errors, default=np.nan)}
+        | {"absent_share": float(np.mean([c.absent_share for c in built]))}
         | {"check_value": None if check is None else check.worst(n[check.number] for n in numbers)}
         | shares
     )
@@ -160,7 +162,7 @@ class ArmMeasurement:
         self.model, self.task, self.test, self.seed = model, task, test, seed
         lengths = [len(task.encode(p)) for p in test.prompts]
         self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
-        self.states: dict[int, dict[int, Tensor]] = {}
+        self.states: dict[int, dict[tuple[int, Runs], Tensor]] = {}
         self.probes: dict[int, Any] = {}
         self.hits: np.ndarray | None = None
 
@@ -186,24 +188,24 @@ class ArmMeasurement:
             prompts=self.test.prompts,
             answers=self.test.answers,
             task=self.task.name,
-            size=row["perturbation"],
             seed=self.seed,
         )
 
-    def states_at(self, layer: int) -> dict[int, Tensor]:
-        """{prompt length: [n, L, d_model]} the measured prompts' states entering `layer`."""
+    def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:
+        """{(prompt length, runs): [n, L, d_model]} the measured prompts' states entering
+        `layer`, grouped by length and runs."""
         from adjpos.capture import capture_residuals
 
         if layer not in self.states:
-            encoded = [self.task.encode(p) for p in self.test.prompts]
+            groups: dict[tuple[int, Runs], list[Tensor]] = defaultdict(list)
+            for prompt in self.test.prompts:
+                encoded = self.task.encode(prompt)
+                groups[len(encoded), self.task.runs(prompt)].append(encoded)
             self.states[layer] = {
-                n: capture_residuals(
-                    self.model,
-                    torch.stack([t for t in encoded if len(t) == n]),
-                    layers=[layer],
-                    progress=False,
+                key: capture_residuals(
+                    self.model, torch.stack(rows), layers=[layer], progress=False
                 )[0].cpu()
-                for n in self.counts
+                for key, rows in sorted(groups.items(), key=str)
             }
         return self.states[layer]
 
@@ -223,36 +225,43 @@ class ArmMeasurement:
 
 def _checks(
     change: CurveChange,
-    states: Mapping[int, Tensor],
+    states: Mapping[tuple[int, Runs], Tensor],
     tokens: Mapping[int, Tensor],
     probe: Any,
-    memo: dict[int, dict[str, float]],
+    memo: dict[tuple[int, Runs, str], dict[str, float]],
 ) -> dict[str, float]:
-    """One draw's check numbers, pooled over the lengths (weights: measured prompts) where
-    they are defined (a curve's locality needs three varying positions, a read-out's rank
-    correlation two earlier positions; NaN where no length has them). `memo` keeps each
-    length's numbers of the unchanged states, the same for every draw of a unit."""
+    """One draw's check numbers, pooled over the lengths and runs (weights: measured prompts)
+    where they are defined (a curve's locality needs three varying changed positions, a
+    read-out's rank correlation two earlier positions; NaN where none has them). `memo` keeps
+    the numbers of the unchanged states, the same for every draw of a unit."""
     sums: dict[str, float] = defaultdict(float)
     totals: dict[str, int] = defaultdict(int)
-    offset, nan = change.matched.arm.offset, float("nan")
-    for length, before in states.items():
-        curve, new = change.curves[length], change.new_curves[length]
-        changed = change.changed(length)
+    offset = change.arm.offset
+    for (length, runs), before in states.items():
+        curve, new = change.curves[length], change.new_curve(length, runs)
+        changed = change.changed(length, runs)
+        if not changed.any():
+            continue
         before = before.double()
         after = apply_curve(before, curve, new, changed)
         varying = changed & varying_positions(tokens[length])
-        if length not in memo:
-            memo[length] = _unchanged_checks(curve, before, changed, varying, probe)
-        found = memo[length] | {
+        key = (length, runs, change.arm.kind.on)
+        if key not in memo:
+            memo[key] = _unchanged_checks(curve, before, changed, varying, probe)
+        moved = curve_offset(curve, new, changed)
+        found = memo[key] | {
             "distance_change": curve_distance_change(curve, new, changed),
-            "curve_offset": curve_offset(curve, new, changed),
-            "curve_moved": -np.sign(offset) * curve_offset(curve, new, changed) if offset else nan,
+            "curve_offset": moved,
+            # a shift's points moved its way; another arm's moved at all
+            "curve_moved": -np.sign(offset) * moved
+            if offset
+            else curve_displacement(curve, new, changed),
             "curve_adjacency": curve_adjacency(new, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
             "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
             "probe_accuracy": probe_accuracy(probe, after, changed),
             # the change of the probe's reading (its own bias at the unchanged states removed)
-            "probe_offset": probe_offset(probe, after, changed) - memo[length]["probe_reading"],
+            "probe_offset": probe_offset(probe, after, changed) - memo[key]["probe_reading"],
         }
         found["locality_drop"] = found["curve_adjacency_before"] - found["curve_adjacency"]
         for name, value in found.items():

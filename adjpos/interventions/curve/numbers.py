@@ -5,8 +5,9 @@ outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers`
 from that table and the intervention table alone. Numbers only: the study judges them.
 
 The pairs of one (layer, read-out variant, size), in the rule's names (``shift+1``,
-``rotate``, ``scatter``, ``remove``, ``random``, ``unchanged``): every arm against
-``random`` and against what its row of the arm table compares it with
+``rotate``, ``scatter``, ``remove``, ``edges``, ``random``, ``unchanged``): every arm against
+its random control (`arms.ArmKind.versus`) and against what its row of the arm table compares
+it with
 (`arms.ArmKind.compared_with`: ``rotate`` against ``unchanged`` and each shift, ``scatter``
 against ``rotate`` and each shift); each `adjpos.stats.paired_draw_difference` (a - b, the
 bootstrap resampling prompts and both sides' draws together).
@@ -148,15 +149,16 @@ def curve_differences(
 
 
 def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """The (a, b) pairs of the arms of one size (rule names): each arm against ``random``, then
-    against what the arm table compares it with (``"shift"``: every shift among `arms`).
+    """The (a, b) pairs of the arms of one size (rule names): each arm against its random
+    control (``random``; the edges' ``edges_random``), then against what the arm table
+    compares it with (``"shift"``: every shift among `arms`).
 
     >>> arm_pairs(["shift+1", "rotate", "random"])
     [('shift+1', 'random'), ('rotate', 'random'), ('rotate', 'unchanged'), ('rotate', 'shift+1')]
     """
     kinds = {a: arm_kind(a) for a in arms}
     shifts = [a for a in arms if kinds[a].offsets]
-    pairs = [(a, RANDOM) for a in arms if not kinds[a].control]
+    pairs = [(a, kinds[a].versus) for a in arms if not kinds[a].control]
     for a in arms:
         for b in kinds[a].compared_with:
             pairs += [(a, s) for s in shifts] if b == "shift" else [(a, b)]
