@@ -1,10 +1,7 @@
 """Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
-against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`; over seeds,
-`every_seed`) and a claim's `Status` from its counts (`Status.of`, the one rule); the Wilson
-interval of a proportion, the percentile bootstrap interval of a mean over independent units
-(prompts, sequences, seeds), the paired difference of two measurements of the same units, the
-interval of a mean over a few seeds, the variance ratio of a profile and its Spearman
-correlation with position, with intervals over sequences."""
+against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`) and a claim's
+`Status` from its counts (`Status.of`, the one rule); intervals of proportions, of means over
+units and seeds, and of paired differences; the variance ratio and its Spearman correlation."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from enum import Enum
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adjpos.validation import UsageError, is_int
+from adjpos.validation import UsageError, check_positive_int, is_int
 
 __all__ = [
     "OUTCOMES",
@@ -42,12 +39,7 @@ __all__ = [
 N_BOOT = 2000
 # The columns `variance_summary` returns, with their pandas dtypes (for `adjpos.tables.Table`).
 VARIANCE_SUMMARY = {
-    "ratio": "float64",
-    "ratio_low": "float64",
-    "ratio_high": "float64",
-    "spearman": "float64",
-    "spearman_low": "float64",
-    "spearman_high": "float64",
+    **{f"{n}{end}": "float64" for n in ("ratio", "spearman") for end in ("", "_low", "_high")},
     "n_sequences": "int64",
 }
 LEVEL = 0.95
@@ -171,12 +163,10 @@ def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[fl
     """
     from scipy.stats import norm
 
-    if not is_int(n) or n < 1:
-        raise UsageError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n", n)
     if not is_int(successes) or not 0 <= successes <= n:
         raise UsageError(f"successes must be an int in 0..{n}, got {successes!r}")
-    if not 0 < level < 1:
-        raise UsageError(f"level must be in (0, 1), got {level!r}")
+    _check_boot(level)
     z = float(norm.ppf(0.5 + level / 2))
     p, z2 = successes / n, z * z / n
     centre = (p + z2 / 2) / (1 + z2)
@@ -223,11 +213,10 @@ def bootstrap_interval(
     return _percentiles(means, level)
 
 
-def _check_boot(level: float, n_boot: int) -> None:
+def _check_boot(level: float, n_boot: int = 1) -> None:
     if not 0 < level < 1:
         raise UsageError(f"level must be in (0, 1), got {level!r}")
-    if not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+    check_positive_int("n_boot", n_boot)
 
 
 def _percentiles(boots: np.ndarray, level: float) -> tuple[float, float]:
