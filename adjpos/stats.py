@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -166,7 +167,7 @@ def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[fl
     check_positive_int("n", n)
     if not is_int(successes) or not 0 <= successes <= n:
         raise UsageError(f"successes must be an int in 0..{n}, got {successes!r}")
-    _check_boot(level)
+    check_bootstrap(level)
     z = float(norm.ppf(0.5 + level / 2))
     p, z2 = successes / n, z * z / n
     centre = (p + z2 / 2) / (1 + z2)
@@ -205,7 +206,7 @@ def bootstrap_interval(
         raise UsageError(f"values and weights differ in length: {x.size} and {w.size}")
     if not (np.isfinite(x).all() and np.isfinite(w).all()):
         raise UsageError("bootstrap_interval needs finite values and weights")
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, x.size, size=(n_boot, x.size))
     totals = w[picks].sum(axis=1)
@@ -213,8 +214,9 @@ def bootstrap_interval(
     return _percentiles(means, level)
 
 
-def _check_boot(level: float, n_boot: int = 1) -> None:
-    if not 0 < level < 1:
+def check_bootstrap(level: Any, n_boot: Any = 1) -> None:
+    """Raise `UsageError` unless `level` is in (0, 1) and `n_boot` a positive int."""
+    if not isinstance(level, float | int) or not 0 < level < 1:
         raise UsageError(f"level must be in (0, 1), got {level!r}")
     check_positive_int("n_boot", n_boot)
 
@@ -262,7 +264,7 @@ def paired_difference(
     x, y = x[kept], y[kept]
     if not len(x):
         raise UsageError("paired_difference needs at least one unit measured on both sides")
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     n = len(x)
     counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     if summary is None:  # the mean of the per-unit differences, resampled as one
@@ -314,7 +316,7 @@ def paired_draw_difference(
         raise UsageError(
             f"a and b must be [draws, prompts] over the same prompts, got {x.shape}, {y.shape}"
         )
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     rng = np.random.default_rng(seed)
     prompts = rng.integers(0, x.shape[1], size=(n_boot, x.shape[1]))
     draws_a = rng.integers(0, len(x), size=(n_boot, len(x)))
