@@ -192,41 +192,30 @@ def _run_one_pass(model: Any, chunk: Tensor, names: list, window: int, totals: d
     cosines: dict[int, Tensor] = {}
     fired = {layer: [0, 0, 0] for layer in range(len(names))}
 
-    def on_states(layer: int):
+    def on(layer: int, kind: int):  # kind: 0 states, 1 scores, 2 pattern
         @no_type_check  # made at every call: kept out of the tests' type checker
         def hook(acts: Tensor, hook: Any) -> None:
             # A HookedTransformer normalizes the same input three times (for the queries, keys
-            # and values), so this hook fires three times with one tensor: measure it once.
-            if not fired[layer][0]:
+            # and values), so the states hook fires three times with one tensor: measure once.
+            if kind == 0 and not fired[layer][0]:
                 cosines[layer] = cosine_matrix(acts.detach().double())
-            fired[layer][0] += 1
+            elif kind == 1:
+                if layer not in cosines:
+                    raise RuntimeError(f"block {layer}'s scores came before its input states")
+                _check_masked(acts, hook.name)
+                sums = score_similarity(acts.detach().double(), cosines.pop(layer), chunk)
+                _add(totals, layer, sums)
+            elif kind == 2:
+                _add(totals, layer, window_mass(acts.detach().double(), window))
+            fired[layer][kind] += 1
 
         return hook
 
-    def on_scores(layer: int):
-        @no_type_check
-        def hook(scores: Tensor, hook: Any) -> None:
-            if layer not in cosines:
-                raise RuntimeError(f"block {layer}'s scores came before its input states")
-            _check_masked(scores, hook.name)
-            sums = score_similarity(scores.detach().double(), cosines.pop(layer), chunk)
-            _add(totals, layer, sums)
-            fired[layer][1] += 1
-
-        return hook
-
-    def on_pattern(layer: int):
-        @no_type_check
-        def hook(pattern: Tensor, hook: Any) -> None:
-            _add(totals, layer, window_mass(pattern.detach().double(), window))
-            fired[layer][2] += 1
-
-        return hook
-
-    hooks = []
-    for layer, (states, scores, pattern) in enumerate(names):
-        hooks += [(states, on_states(layer)), (scores, on_scores(layer))]
-        hooks.append((pattern, on_pattern(layer)))
+    hooks = [
+        (name, on(layer, kind))
+        for layer, group in enumerate(names)
+        for kind, name in enumerate(group)
+    ]
     with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
         model(chunk, stop_at_layer=model.cfg.n_layers)  # the unembedding is not needed
     wrong = {

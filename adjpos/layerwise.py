@@ -1,13 +1,10 @@
 """Every residual layer of a model measured once and labelled with its kind (NoPE, RoPE, ...).
 
 `measure_layers` gives one row per layer: its kind (`adjpos.layer_kinds`), the adjacency score
-with a bootstrap interval over sequences, the change from the layer before (paired over the
-same sequences, so a NoPE layer after RoPE layers can be seen to keep, sharpen or wash out
-the pattern), the variance ratio and its Spearman correlation with position (intervals over
-sequences), and optionally the linear probes' R^2 for position. It works on any
-TransformerLens model (a bridged Hugging Face model too); every layer is measured inside its
-hook during one forward pass (`adjpos.capture.reduce_residuals`), so it costs one forward pass
-and holds one layer's states at a time.
+and its change from the layer before (paired over the same sequences, so a NoPE layer after
+RoPE layers can be seen to keep, sharpen or wash out the pattern), the variance ratio and its
+Spearman correlation with position, each with an interval over sequences, and optionally the
+probes' R^2 for position; in one forward pass (`adjpos.capture.reduce_residuals`).
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ from adjpos.metrics.checks import check_ties
 from adjpos.models import capture_kinds
 from adjpos.scoring import check_rows, check_skip_first, sequence_scores
 from adjpos.stats import VARIANCE_SUMMARY, bootstrap_interval, variance_summary
-from adjpos.tables import Table
+from adjpos.tables import Table, with_interval
 from adjpos.validation import UsageError, check_model
 
 if TYPE_CHECKING:
@@ -34,15 +31,7 @@ if TYPE_CHECKING:
 
 N_BOOT = 1000
 LAYERS = Table(
-    layer="int64",
-    kind="string",
-    adjacency="float64",
-    adjacency_low="float64",
-    adjacency_high="float64",
-    change="float64",
-    change_low="float64",
-    change_high="float64",
-    **VARIANCE_SUMMARY,
+    layer="int64", kind="string", **with_interval("adjacency", "change"), **VARIANCE_SUMMARY
 )
 
 
@@ -74,28 +63,13 @@ def measure_layers(
         model: any TransformerLens model (adjpos's, a HookedTransformer, `adjpos.load_hf`).
         tokens: token ids [batch, pos], all sequences of one length (at least 3 tokens and
             2 sequences).
-        rows: None (every row k >= 2) or a [batch, pos] boolean mask of the rows k to score,
-            e.g. a task's answer rows (`TaskBatch.answer_rows`); each row still looks at every
-            earlier position. A sequence with no selected row k >= 2 is left out of the
-            adjacency columns (at least 2 must remain).
-        center: subtract each sequence's mean state before the cosine
-            (`adjpos.metrics.center_states`), so a direction every state shares does not
-            enter the similarities.
-        ties: how the adjacency score counts tied pairs: "strict" (`adjpos.metrics.DEFAULT_TIES`,
-            the default of `adjpos.adjacency_score` and ``adjpos score --ties`` too: a tied
-            pair is not ordered, so chance is below 0.5 where states tie, as token embeddings
-            of repeated tokens do) or "half" (one half ordered: chance 0.5 on any data).
-        skip_first: leave the first K positions out of every measure (an attention sink:
-            position 0 of a language model can carry a massive activation that dominates the
-            variance ratio); the adjacency and variance columns then read positions K .. n-1
-            only, as if each sequence began at K (see `adjpos.adjacency_score`).
+        rows, center, ties, skip_first: as in `adjpos.adjacency_score`; a sequence with no
+            selected row k >= 2 is left out of the adjacency columns (at least 2 must remain).
         probe_features: feature sets to probe with ridge regression (e.g. ``("variance",
             "resid")``, see `adjpos.probe_positions`); each adds a column ``r2_<name>``
             (cross-validated R^2 of position, 1 = read exactly).
-        batch_size: sequences per forward pass.
-        n_boot: bootstrap resamples of the sequences.
-        seed: seed of the bootstrap.
-        progress: show progress bars.
+        batch_size, progress: as in `adjpos.capture_residuals`.
+        n_boot, seed: bootstrap resamples of the sequences, and their seed.
 
     Returns:
         A frame with the columns of `LAYERS` (``change`` is NaN at layer 0), plus the probes'.

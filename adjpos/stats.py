@@ -1,10 +1,7 @@
 """Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
-against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`; over seeds,
-`every_seed`) and a claim's `Status` from its counts (`Status.of`, the one rule); the Wilson
-interval of a proportion, the percentile bootstrap interval of a mean over independent units
-(prompts, sequences, seeds), the paired difference of two measurements of the same units, the
-interval of a mean over a few seeds, the variance ratio of a profile and its Spearman
-correlation with position, with intervals over sequences."""
+against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`) and a claim's
+`Status` from its counts (`Status.of`, the one rule); intervals of proportions, of means over
+units and seeds, and of paired differences; the variance ratio and its Spearman correlation."""
 
 from __future__ import annotations
 
@@ -12,11 +9,12 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adjpos.validation import UsageError, is_int
+from adjpos.validation import UsageError, check_positive_int, is_int
 
 __all__ = [
     "OUTCOMES",
@@ -42,12 +40,7 @@ __all__ = [
 N_BOOT = 2000
 # The columns `variance_summary` returns, with their pandas dtypes (for `adjpos.tables.Table`).
 VARIANCE_SUMMARY = {
-    "ratio": "float64",
-    "ratio_low": "float64",
-    "ratio_high": "float64",
-    "spearman": "float64",
-    "spearman_low": "float64",
-    "spearman_high": "float64",
+    **{f"{n}{end}": "float64" for n in ("ratio", "spearman") for end in ("", "_low", "_high")},
     "n_sequences": "int64",
 }
 LEVEL = 0.95
@@ -171,12 +164,10 @@ def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[fl
     """
     from scipy.stats import norm
 
-    if not is_int(n) or n < 1:
-        raise UsageError(f"n must be a positive int, got {n!r}")
+    check_positive_int("n", n)
     if not is_int(successes) or not 0 <= successes <= n:
         raise UsageError(f"successes must be an int in 0..{n}, got {successes!r}")
-    if not 0 < level < 1:
-        raise UsageError(f"level must be in (0, 1), got {level!r}")
+    check_bootstrap(level)
     z = float(norm.ppf(0.5 + level / 2))
     p, z2 = successes / n, z * z / n
     centre = (p + z2 / 2) / (1 + z2)
@@ -215,7 +206,7 @@ def bootstrap_interval(
         raise UsageError(f"values and weights differ in length: {x.size} and {w.size}")
     if not (np.isfinite(x).all() and np.isfinite(w).all()):
         raise UsageError("bootstrap_interval needs finite values and weights")
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, x.size, size=(n_boot, x.size))
     totals = w[picks].sum(axis=1)
@@ -223,11 +214,11 @@ def bootstrap_interval(
     return _percentiles(means, level)
 
 
-def _check_boot(level: float, n_boot: int) -> None:
-    if not 0 < level < 1:
+def check_bootstrap(level: Any, n_boot: Any = 1) -> None:
+    """Raise `UsageError` unless `level` is in (0, 1) and `n_boot` a positive int."""
+    if not isinstance(level, float | int) or not 0 < level < 1:
         raise UsageError(f"level must be in (0, 1), got {level!r}")
-    if not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
+    check_positive_int("n_boot", n_boot)
 
 
 def _percentiles(boots: np.ndarray, level: float) -> tuple[float, float]:
@@ -273,7 +264,7 @@ def paired_difference(
     x, y = x[kept], y[kept]
     if not len(x):
         raise UsageError("paired_difference needs at least one unit measured on both sides")
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     n = len(x)
     counts = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     if summary is None:  # the mean of the per-unit differences, resampled as one
@@ -325,7 +316,7 @@ def paired_draw_difference(
         raise UsageError(
             f"a and b must be [draws, prompts] over the same prompts, got {x.shape}, {y.shape}"
         )
-    _check_boot(level, n_boot)
+    check_bootstrap(level, n_boot)
     rng = np.random.default_rng(seed)
     prompts = rng.integers(0, x.shape[1], size=(n_boot, x.shape[1]))
     draws_a = rng.integers(0, len(x), size=(n_boot, len(x)))

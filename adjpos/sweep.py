@@ -1,11 +1,9 @@
 """Random-initialisation sweeps: the adjacency score over a grid of model hyperparameters.
 
 A grid maps `ModelConfig` field names to lists of values; every combination is a cell (a list
-of such dicts is the union of their products). Each cell x seed builds a random-init model,
-scores random tokens at every layer, and records the variance slope. Cells run in worker
-processes; each finished cell x seed is one unit of an `adjpos.runs.RunFolder`, so an
-interrupted sweep resumes where it stopped and gives the same rows. ``DIR/sweep.csv`` is
-written once, at the end, from the units.
+of such dicts is the union of their products). Each cell x seed (a random-init model scored on
+random tokens at every layer) is one unit of an `adjpos.runs.RunFolder`, so an interrupted
+sweep resumes where it stopped and gives the same rows.
 """
 
 from __future__ import annotations
@@ -84,15 +82,11 @@ def sweep(
         n_sequences: random sequences per cell.
         seq_len: tokens per sequence.
         out_dir: results folder (``sweep.csv``, ``run.json``, ``done/``).
-        workers: worker processes, or CPUs of a local Ray (default: the number of CPU cores;
-            0 runs in-process).
         base: the config every cell starts from (default `ModelConfig()`).
         device: where the models run ("cpu", "cuda", or "auto"/None: CUDA when present).
         progress: show a progress bar (default: only on a terminal).
-        engine: "process" (a local process pool) or "ray" (Ray tasks; see `adjpos.engines`).
-            The rows do not depend on it, so a run started on one engine can be finished on
-            the other.
-        address: an existing Ray cluster (engine "ray"; default: a local Ray).
+        engine, workers, address: as in `adjpos.engines.run_units`. The rows do not depend on
+            them, so a run started on one engine can be finished on another.
 
     Raises:
         ValueError: an unknown parameter, a bad value or combination, an empty grid, an
@@ -113,23 +107,13 @@ def sweep(
                 f"seq_len={seq_len} exceeds n_ctx={cell['config'].n_ctx} of cell "
                 f"{cell['params']}; raise n_ctx in the grid or base"
             )
-    spec = {
-        "grid": [dict(g) for g in subgrids],
-        "params": params,
-        "seeds": seeds,
-        "n_sequences": n_sequences,
-        "seq_len": seq_len,
-        "base": base.to_dict(),
-    }
+    spec = {"grid": [dict(g) for g in subgrids], "params": params, "seeds": seeds}
+    spec |= {"n_sequences": n_sequences, "seq_len": seq_len, "base": base.to_dict()}
     folder = RunFolder.open(out_dir, kind="sweep", spec=spec, seed=seeds[0], device=device)
     jobs = [(cell, seed) for cell in cells for seed in seeds]
     todo = [job for job in jobs if not folder.is_done(_unit(*job))]
-    bar = tqdm(
-        total=len(jobs),
-        initial=len(jobs) - len(todo),
-        desc="sweep",
-        disable=None if progress is None else not progress,
-    )
+    disable = None if progress is None else not progress
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="sweep", disable=disable)
     units = run_units(
         _rows,
         [(cell, seed, n_sequences, seq_len, device) for cell, seed in todo],
@@ -222,9 +206,7 @@ def rows_of_subgrid(
 def last_layer_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Each model's (cell x seed) row at its own deepest layer, so grids that vary depth
     compare like with like."""
-    models = [
-        c for c in table.columns if c not in ("layer", "adjacency", "variance_slope", "seconds")
-    ]
+    models = [c for c in table.columns if c not in MEASURED.columns or c == "seed"]
     deepest = table.groupby(models, dropna=False)["layer"].transform("max")
     return table[table["layer"] == deepest].reset_index(drop=True)
 

@@ -10,6 +10,7 @@ other exception, a bug, show its traceback.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +32,15 @@ class UsageError(ValueError):
 def help_field(text: str, default: Any = dataclasses.MISSING) -> Any:
     """A dataclass field whose ``help`` metadata doubles as the command line's ``--help``."""
     return dataclasses.field(default=default, metadata={"help": text})
+
+
+def known_fields(cls: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """The items of `data` that are fields of dataclass `cls`; unknown keys (from newer or older
+    files) are warned about, not fatal."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(data) - known):
+        warnings.warn(f"ignoring unknown {cls.__name__} keys: {unknown}", stacklevel=3)
+    return {k: v for k, v in data.items() if k in known}
 
 
 def is_int(value: Any) -> bool:

@@ -1,7 +1,7 @@
 """What the commands share: one help style, one option per config field, one helper per shared
-option (``--model``, ``--task``, ``--task-param``, ``--out``, ``--device``, ``--workers``,
-``--engine``) with the resolvers behind them, small parsers and output-path checks. An option
-that two commands share is declared here, so it has one name, one help text and one check."""
+option (``--model``, ``--task``, ``--out``, ``--device``, ``--batch-size`` ...) with the
+resolvers behind them, small parsers and output-path checks. An option that two commands share
+is declared here, so it has one name, one help text and one check."""
 
 from __future__ import annotations
 
@@ -202,6 +202,23 @@ def check_output_folder(path: Path, option: str = "--out") -> Path:
                 )
             break
     return path
+
+
+def add_batch_size_arg(parser: argparse.ArgumentParser) -> None:
+    """``--batch-size N``: sequences per forward pass."""
+    parser.add_argument(
+        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
+    )
+
+
+def random_tokens(args: argparse.Namespace, model: Any) -> Any:
+    """``--n-sequences`` x ``--seq-len`` uniformly random token ids of `model`'s vocabulary,
+    drawn with ``--data-seed``; ``--seq-len`` defaults to 32, or n_ctx when that is shorter."""
+    import torch
+
+    seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
+    gen = torch.Generator().manual_seed(args.data_seed)
+    return torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:

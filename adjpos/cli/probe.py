@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from adjpos.cli._options import (
+    add_batch_size_arg,
     add_config_args,
     add_device_arg,
     add_model_arg,
@@ -21,6 +22,7 @@ from adjpos.cli._options import (
     non_negative_int,
     open_run_folder,
     positive_int,
+    random_tokens,
     resolve_model,
     task_from_args,
 )
@@ -96,9 +98,7 @@ def add_probe_parser(commands: Any) -> None:
         "'random-init (seed X)' in the model column; each gets DIR/probes_control_seedX.json "
         "and a figure.",
     )
-    probe.add_argument(
-        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
-    )
+    add_batch_size_arg(probe)
     add_device_arg(probe)
     add_config_args(probe, overrides={"d_vocab": None, "n_ctx": None})
     probe.set_defaults(run=_run_probe)
@@ -205,13 +205,11 @@ def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
 
     from adjpos.probes import sequences_of_length
 
+    if task is None:
+        return random_tokens(args, model)
     gen = torch.Generator().manual_seed(args.data_seed)
-    if task is not None:
-        n, length = args.n_sequences, args.seq_len
-        return sequences_of_length(task, n, length=length, generator=gen, split="test")
-    seq_len = args.seq_len if args.seq_len is not None else min(32, model.cfg.n_ctx)
-    shape = (args.n_sequences, seq_len)
-    return torch.randint(0, model.cfg.d_vocab, shape, generator=gen)
+    n, length = args.n_sequences, args.seq_len
+    return sequences_of_length(task, n, length=length, generator=gen, split="test")
 
 
 def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from adjpos.cli._inputs import check_hf_gguf
 from adjpos.cli._options import (
+    add_batch_size_arg,
     add_config_args,
     add_device_arg,
     add_model_arg,
@@ -19,6 +20,7 @@ from adjpos.cli._options import (
     model_tokenizer,
     nope_layers_arg,
     positive_int,
+    random_tokens,
     read_text_file,
     resolve_model,
     sequence_length,
@@ -118,9 +120,7 @@ def add_score_parser(commands: Any) -> None:
         help="hook site to score: resid_post is the residual stream, n_layers + 1 values "
         "(0 = embeddings); the others give one value per block",
     )
-    score.add_argument(
-        "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
-    )
+    add_batch_size_arg(score)
     add_device_arg(score)
     score.add_argument("--csv", type=Path, help="also write the table to this CSV file")
     add_config_args(score, exclude=("dtype",))
@@ -135,8 +135,6 @@ def add_score_parser(commands: Any) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    import torch
-
     from adjpos import adjacency_score
     from adjpos.engines import small_work_threads
     from adjpos.hf import capture_kinds, load_hf, load_tokenizer, text_tokens
@@ -190,8 +188,7 @@ def _run_score(args: argparse.Namespace) -> int:
     else:
         if args.bos:
             raise UsageError("--bos goes with --text (random tokens have no BOS token)")
-        gen = torch.Generator().manual_seed(args.data_seed)
-        tokens = torch.randint(0, model.cfg.d_vocab, (args.n_sequences, seq_len), generator=gen)
+        tokens = random_tokens(args, model)
         what = f"{args.n_sequences} x {seq_len} random tokens"
     options = {"ties": args.ties, "center": args.center, "skip_first": args.skip_first}
     run = {"site": args.site, "batch_size": args.batch_size}

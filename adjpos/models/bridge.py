@@ -61,15 +61,11 @@ def load_hf(
         offline: never reach the hub (default: the ``HF_HUB_OFFLINE`` environment variable).
         seed: with a config, the seed of the random weights (the global torch RNG is left as
             it was); ignored for a checkpoint.
-        nope_layers: the layers whose RoPE to remove (`adjpos.models.nope_layers`): None
-            (default: the checkpoint as it is), ``"all"``, ``"none"`` (none removed, but built
-            as the NoPE variants are: their matched control), ``"released"`` (SmolLM3's
-            layout), an int k (every k-th layer: layer i is NoPE when ``(i + 1) % k == 0``,
-            SmolLM3's convention) or a list of layer indices. Every other layer keeps the
-            checkpoint's RoPE (its theta and scaling). For Llama (SmolLM2 too), Qwen2, Qwen3
-            and SmolLM3 checkpoints; a Llama or Qwen2 comes back as a SmolLM3 with the same
-            weights (the same logits with ``"none"``), a Qwen3 with NoPE layers cannot be
-            saved.
+        nope_layers: the layers whose RoPE to remove: None (default: the checkpoint as it
+            is), ``"all"``, ``"none"`` (the matched control), ``"released"``, an int k (every
+            k-th layer) or a list of layer indices, for Llama, Qwen2, Qwen3 and SmolLM3
+            checkpoints; see `adjpos.models.nope_layers` for the forms and what each
+            architecture becomes.
 
     Example:
         >>> import adjpos, torch
@@ -80,12 +76,11 @@ def load_hf(
         torch.Size([9])
 
     Raises:
-        ValueError: an architecture the bridge does not support (the message lists those it
-            does), a folder without weights or config, a hub name that cannot be fetched
-            (offline or unknown), a token id outside the vocabulary, a Cohere2 config
-            without a sliding window, a GGUF file without the ``gguf`` package installed
-            (the message names the extra), `nope_layers` not allowed for the model (the
-            message says what is), or a weight file that cannot be read.
+        ValueError: an architecture the bridge does not support, a folder without weights
+            or config, a hub name that cannot be fetched (offline or unknown), a token id
+            outside the vocabulary, a Cohere2 config without a sliding window, a GGUF file
+            without the ``gguf`` package, `nope_layers` not allowed for the model, or a weight
+            file that cannot be read (each message says what is allowed).
     """
     import transformers
     from safetensors import SafetensorError  # a damaged or truncated weight file

@@ -6,11 +6,10 @@ Field docstrings (the ``help`` metadata) double as the command line's ``--help``
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import UsageError, check_choice, check_positive_int, is_int
+from adjpos.validation import UsageError, check_choice, check_positive_int, is_int, known_fields
 from adjpos.validation import help_field as _help
 
 POSITIONAL = ("none", "learned", "rotary", "alibi")
@@ -132,12 +131,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """Build from a dict; unknown keys (from newer or older files) are warned about."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            warnings.warn(f"ignoring unknown ModelConfig keys: {unknown}", stacklevel=2)
-        kept = {k: v for k, v in data.items() if k in known}
+        """Build from a dict; unknown keys are warned about (`adjpos.validation.known_fields`)."""
+        kept = known_fields(cls, data)
         if isinstance(kept.get("nope_layers"), list):  # JSON has no tuples
             kept["nope_layers"] = tuple(kept["nope_layers"])
         return cls(**kept)

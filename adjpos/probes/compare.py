@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -45,10 +46,10 @@ from adjpos.probes.features import ONE_NUMBER_SETS, base_name, check_feature_set
 from adjpos.probes.fit import METRICS, check_probes, predict_out_of_fold
 from adjpos.probes.positions import _check_counts, _check_lengths_fit, _Data
 from adjpos.probes.result import LOWER_IS_BETTER
-from adjpos.stats import LEVEL, N_BOOT, paired_difference
+from adjpos.stats import LEVEL, N_BOOT, check_bootstrap, paired_difference
 from adjpos.tables import Table
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, is_int
+from adjpos.validation import UsageError
 
 # The sums each sequence keeps of a probe's out-of-fold predictions (y: the true position).
 STATISTICS = ("count", "sum_y", "sum_y2", "squared_error", "absolute_error", "correct")
@@ -138,27 +139,21 @@ def compare_feature_sets(
     bootstrap interval over sequences of the difference a - b (see this module's docstring).
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos], right-padded when `lengths` is given.
         pairs: (a, b) feature-set names (`adjpos.probes.FEATURE_SETS`); a == b gives 0.
         probe: "ridge", "logistic" or "spline" (spline: one-number sets only).
-        lengths: true length of each sequence (mixed lengths only for the sets that allow
-            them, as in `probe_positions`).
-        layers: residual-stream layers (default: all; 0 = token embeddings).
+        model, tokens, lengths, layers, batch_size: as in `adjpos.probe_positions`.
         best_layer: one row per pair, each side at its best layer among `layers`, chosen
             again in every bootstrap draw; otherwise one row per layer.
         cv: folds grouped by sequence (the same for both sets).
         seed: seed of the folds, of the shuffles of ``shuffled:`` sets and of the bootstrap.
         n_boot: bootstrap draws.
         level: confidence level of the percentile interval.
-        batch_size: sequences per forward pass (default: all at once).
 
     Returns:
-        pandas DataFrame with the columns of `COMPARISON_TABLE`: per pair (and layer) and
-        metric of the probe, ``layer`` (a's layer), ``layer_b`` (b's; the same unless
-        `best_layer`), a, b, probe, metric, ``value_a``, ``value_b`` (pooled out-of-fold
-        scores), ``difference`` = value_a - value_b, its interval ``low``, ``high``,
-        ``positions`` (the positions scored, "first..last") and ``n_sequences``.
+        pandas DataFrame with the columns of `COMPARISON_TABLE`, a row per pair (and layer) and
+        metric: ``layer_b`` is b's layer (a's unless `best_layer`), ``value_a``, ``value_b``
+        the pooled out-of-fold scores, ``difference`` = value_a - value_b, ``low``, ``high``
+        its interval, ``positions`` those scored ("first..last").
 
     Raises:
         UsageError: no pairs, a pair that is not two known sets, a set the probe cannot read,
@@ -176,7 +171,7 @@ def compare_feature_sets(
         ([0, 1], ['1..9', '1..9'], [12, 12])
     """
     pairs = _check_pairs(pairs)
-    _check_bootstrap(n_boot, level)
+    check_bootstrap(level, n_boot)
     scores = score_sequences(
         model, tokens, pairs, probe=probe, lengths=lengths, layers=layers, cv=cv, seed=seed,
         batch_size=batch_size,
@@ -282,19 +277,15 @@ def compare_scores(
     Raises:
         UsageError: the two were not scored on the same sequences, positions and layers.
     """
-    if (a.sums.shape, a.statistics, a.positions, a.layers) != (
-        b.sums.shape,
-        b.statistics,
-        b.positions,
-        b.layers,
-    ):
+    alike = [(s.sums.shape, s.statistics, s.positions, s.layers) for s in (a, b)]
+    if alike[0] != alike[1]:
         raise UsageError(
             f"{a.features} and {b.features} were not scored alike ({a.n_sequences} and "
             f"{b.n_sequences} sequences, positions {a.positions} and {b.positions}, layers "
             f"{list(a.layers)} and {list(b.layers)}); score them together (one group of "
             "score_sequences) or on the same tokens with the same settings"
         )
-    _check_bootstrap(n_boot, level)
+    check_bootstrap(level, n_boot)
     sign = -1.0 if metric in LOWER_IS_BETTER else 1.0
     values_a, values_b = a.values(metric), b.values(metric)
     common = {"a": a.features, "b": b.features, "probe": a.probe, "metric": metric}
@@ -308,24 +299,20 @@ def compare_scores(
             return sign * np.max(sign * values, axis=1)
 
         x, y = a.sums.reshape(n_seq, -1), b.sums.reshape(n_seq, -1)
-        difference, low, high = paired_difference(x, y, best, **draws)
-        la, lb = int(np.argmax(sign * values_a)), int(np.argmax(sign * values_b))
-        return [
-            {"layer": a.layers[la], "layer_b": b.layers[lb], **common}
-            | {"value_a": float(values_a[la]), "value_b": float(values_b[lb])}
-            | {"difference": difference, "low": low, "high": high}
+        best_a, best_b = int(np.argmax(sign * values_a)), int(np.argmax(sign * values_b))
+        found = [(best_a, best_b, paired_difference(x, y, best, **draws))]
+    else:
+        per_layer = partial(a.values, metric)
+        found = [
+            (i, i, paired_difference(a.sums[:, i], b.sums[:, i], per_layer, **draws))
+            for i in range(len(a.layers))
         ]
-    rows = []
-    for i, layer in enumerate(a.layers):
-        difference, low, high = paired_difference(
-            a.sums[:, i], b.sums[:, i], lambda sums: a.values(metric, sums), **draws
-        )
-        rows.append(
-            {"layer": layer, "layer_b": layer, **common}
-            | {"value_a": float(values_a[i]), "value_b": float(values_b[i])}
-            | {"difference": difference, "low": low, "high": high}
-        )
-    return rows
+    return [
+        {"layer": a.layers[la], "layer_b": b.layers[lb], **common}
+        | {"value_a": float(values_a[la]), "value_b": float(values_b[lb])}
+        | dict(zip(("difference", "low", "high"), interval, strict=True))
+        for la, lb, interval in found
+    ]
 
 
 def _fit_sums(samples, *, probe: str, cv: int, seed: int, n_seq: int) -> tuple[np.ndarray, str]:
@@ -379,10 +366,3 @@ def _check_pairs(pairs: Any) -> list[tuple[str, str]]:
             raise UsageError(f"each pair must be two feature-set names (a, b), got {pair!r}")
         check_feature_sets(list(pair))
     return [(a, b) for a, b in pairs]
-
-
-def _check_bootstrap(n_boot: Any, level: Any) -> None:
-    if not is_int(n_boot) or n_boot < 1:
-        raise UsageError(f"n_boot must be a positive int, got {n_boot!r}")
-    if not isinstance(level, float | int) or not 0 < level < 1:
-        raise UsageError(f"level must be in (0, 1), got {level!r}")

@@ -37,8 +37,7 @@ near-equal off-diagonal values, sum_j w_j C[k, j] is linear in w_k). With the di
 deleted, hidden states that do not depend on position give every position the same
 distribution of features. Position 0 has no ``cosine_first`` or ``cosine_previous`` feature
 (for ``cosine_first`` it would be its own diagonal): its row is NaN and it is left out of those
-sets' samples, so their probes are asked about positions 1..n-1 only. These two look only
-backwards, as the model itself can; the other cosine sets also use later tokens.
+sets' samples, so their probes are asked about positions 1..n-1 only.
 
 ``shuffled:NAME`` is the control for any set: each sequence's hidden states are permuted across
 positions (one random permutation per sequence) before the features are computed, and the probe

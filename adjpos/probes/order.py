@@ -124,13 +124,9 @@ def reconstruct_order(
     """|Kendall's tau| of the order recovered from shuffled hidden states, per layer.
 
     Args:
-        model: a TransformerLens model.
         tokens: token ids [batch, pos]: sequences of one length, at least 3 tokens.
-        layers: residual-stream layers (default: all; 0 = token embeddings).
         seed: seed of the per-sequence shuffles.
-        model_name: the result's `model` label.
-        batch_size: sequences per forward pass (default: all at once).
-        progress: show a progress bar (default: only on a terminal).
+        model, layers, model_name, batch_size, progress: as in `adjpos.probe_positions`.
 
     Returns:
         A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation"),

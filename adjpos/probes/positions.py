@@ -56,14 +56,11 @@ def probe_positions(
 ) -> ProbeResult:
     """How well probes read each token's position from each layer's hidden states.
 
-    For every layer and feature set (see `adjpos.probes.features`: ``variance``, ``norm``,
-    ``cosine_profile``, ``cosine_sorted``, ``cosine_mean``, ``cosine_first``,
-    ``cosine_previous``, ``resid``, ``token_identity`` and their ``shuffled:`` controls), each
-    probe is cross-validated with the sequences as groups, once per repeat r = 0 .. repeats - 1
-    with the seed ``adjpos.seeds.derive_seed(seed, "probe repeat", r, bits=32)`` (it picks the
-    folds and the shuffles). The ``spline`` probe reads only the one-number sets and skips the
-    others; ``token_identity`` does not depend on the layer and is probed once, reported at
-    layer 0.
+    For every layer and feature set (`adjpos.probes.features`), each probe is cross-validated
+    with the sequences as groups, once per repeat r = 0 .. repeats - 1 with the seed
+    ``adjpos.seeds.derive_seed(seed, "probe repeat", r, bits=32)`` (it picks the folds and the
+    shuffles). The ``spline`` probe reads only the one-number sets and skips the others;
+    ``token_identity`` does not depend on the layer and is probed once, reported at layer 0.
 
     Args:
         model: a TransformerLens model.

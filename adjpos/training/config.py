@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from adjpos.validation import DEVICES, UsageError, check_choice, check_positive_int
+from adjpos.validation import DEVICES, UsageError, check_choice, check_positive_int, known_fields
 from adjpos.validation import help_field as _help
 
 LOSSES = ("answer", "sequence")
@@ -112,11 +111,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Build from a dict; unknown keys are warned about."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        if unknown := sorted(set(data) - known):
-            warnings.warn(f"ignoring unknown TrainConfig keys: {unknown}", stacklevel=2)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Build from a dict; unknown keys are warned about (`adjpos.validation.known_fields`)."""
+        return cls(**known_fields(cls, data))
 
 
 @dataclass(frozen=True)
