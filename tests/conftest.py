@@ -56,31 +56,39 @@ SLOW_FILES = (
 )
 
 
-# The test files that run units on the session's local Ray (`local_ray`): one worker takes
-# them all, so that Ray starts, and its workers import TransformerLens, once per test run.
-RAY_FILES = ("tests/study/test_reproduce_ray.py", "tests/test_engines.py")
+# The test files that run units on the session's local Ray (`local_ray`) or on the process
+# engine, whose fork server imports TransformerLens (about 5 s of a core) once per process
+# (the benchmarks' fresh processes come from it too, and howto-scale.md's pool): one worker
+# takes them all, so that Ray starts, and its workers and the fork server import
+# TransformerLens, once per test run.
+ENGINE_FILES = (
+    "tests/study/test_reproduce_ray.py",
+    "tests/test_engines.py",
+    "tests/test_benchmarks.py",
+    "tests/test_docs.py",
+)
 
 
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with `SLOW_FILES` handed out before the other files, and every one
-    of `RAY_FILES` to the worker that took the first of them."""
+    of `ENGINE_FILES` to the worker that took the first of them."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
     class SlowFilesFirst(LoadFileScheduling):
-        ray_node = None
+        engine_node = None
 
         def _assign_work_unit(self, node):
             for path in reversed(SLOW_FILES):
                 if path in self.workqueue:
                     self.workqueue.move_to_end(path, last=False)
-            if self.ray_node not in (None, node):  # Ray runs elsewhere: take another file
-                others = [path for path in self.workqueue if path not in RAY_FILES]
+            if self.engine_node not in (None, node):  # the engines run elsewhere: another file
+                others = [path for path in self.workqueue if path not in ENGINE_FILES]
                 if others:
                     self.workqueue.move_to_end(others[0], last=False)
-            elif next(iter(self.workqueue)) in RAY_FILES:
-                self.ray_node = node
+            elif next(iter(self.workqueue)) in ENGINE_FILES:
+                self.engine_node = node
             super()._assign_work_unit(node)
 
     return SlowFilesFirst(config, log)

@@ -76,15 +76,41 @@ def _saved(tmp_path, family, **fields):
     return folder
 
 
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """`_saved(family)` with the family's own fields, saved once for the file: the tests only
+    read these folders."""
+    root, folders = tmp_path_factory.mktemp("checkpoints"), {}
+
+    def saved(family):
+        if family not in folders:
+            folders[family] = _saved(root, family)
+        return folders[family]
+
+    return saved
+
+
+@pytest.fixture(scope="module")
+def original(checkpoint):
+    """`load_hf` of the family's checkpoint as saved, loaded once for the file (read only)."""
+    models = {}
+
+    def loaded(family):
+        if family not in models:
+            models[family] = load_hf(checkpoint(family))
+        return models[family]
+
+    return loaded
+
+
 def _logits(model, tokens=TOKENS):
     with torch.no_grad():
         return model(tokens)
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
-def test_no_layer_made_nope_gives_the_original_logits_exactly(family, tmp_path):
-    folder = _saved(tmp_path, family)
-    original = load_hf(folder)
+def test_no_layer_made_nope_gives_the_original_logits_exactly(family, checkpoint, original):
+    folder, original = checkpoint(family), original(family)
     control = load_hf(folder, nope_layers="none")
     assert torch.equal(_logits(control), _logits(original))
     assert torch.equal(_logits(load_hf(folder, nope_layers=[])), _logits(original))
@@ -97,9 +123,9 @@ def test_no_layer_made_nope_gives_the_original_logits_exactly(family, tmp_path):
 
 
 @pytest.mark.parametrize("theta", [10000.0, 2e6])  # Llama's default, and SmolLM3's
-def test_the_theta_matters_here(theta, tmp_path):
+def test_the_theta_matters_here(theta, tmp_path, original):
     """The check above has teeth: the same weights under a default theta give other logits."""
-    original = load_hf(_saved(tmp_path, "llama"))
+    original = original("llama")
     default = load_hf(_saved(tmp_path / "default", "llama", rope_theta=theta))
     assert not torch.allclose(_logits(default), _logits(original), atol=1e-2)
 
@@ -116,10 +142,9 @@ def test_the_theta_matters_here(theta, tmp_path):
         ("all", [0, 1, 2, 3]),
     ],
 )
-def test_exactly_the_chosen_layers_lose_rope(family, nope_layers, expected, tmp_path):
-    folder = _saved(tmp_path, family)
-    original = load_hf(folder)
-    model = load_hf(folder, nope_layers=nope_layers)
+def test_exactly_the_chosen_layers_lose_rope(family, nope_layers, expected, checkpoint, original):
+    original = original(family)
+    model = load_hf(checkpoint(family), nope_layers=nope_layers)
     assert layer_kinds(model) == ["nope" if i in expected else "rope" for i in range(4)]
     # The layers before the first NoPE one are untouched: their outputs are the original's;
     # the first NoPE layer changes its output, and so the logits.
@@ -158,13 +183,13 @@ def test_a_config_source_keeps_its_random_weights(tmp_path):
     assert config.model_type == "llama"
 
 
-def test_tied_weights_stay_tied(tmp_path):
-    hf = load_hf(_saved(tmp_path, "llama-tied"), nope_layers=[1]).original_model
+def test_tied_weights_stay_tied(checkpoint):
+    hf = load_hf(checkpoint("llama-tied"), nope_layers=[1]).original_model
     assert hf.lm_head.weight is hf.model.embed_tokens.weight
 
 
-def test_a_rebuilt_model_saves_as_smollm3_and_loads_back(tmp_path):
-    model = load_hf(_saved(tmp_path, "qwen2"), nope_layers=[1])
+def test_a_rebuilt_model_saves_as_smollm3_and_loads_back(tmp_path, checkpoint):
+    model = load_hf(checkpoint("qwen2"), nope_layers=[1])
     folder = save_hf(model, tmp_path / "saved")
     again = load_hf(folder)
     assert layer_kinds(again) == ["rope", "nope", "rope", "rope"]
@@ -176,11 +201,11 @@ def test_a_rebuilt_model_saves_as_smollm3_and_loads_back(tmp_path):
     )
 
 
-def test_a_qwen3_with_nope_layers_refuses_to_be_saved(tmp_path):
-    model = load_hf(_saved(tmp_path, "qwen3"), nope_layers=[1])
+def test_a_qwen3_with_nope_layers_refuses_to_be_saved(tmp_path, checkpoint):
+    model = load_hf(checkpoint("qwen3"), nope_layers=[1])
     with pytest.raises(UsageError, match=r"NoPE layers \[1\].*cannot record"):
         save_hf(model, tmp_path / "saved")
-    save_hf(load_hf(_saved(tmp_path, "qwen3"), nope_layers="none"), tmp_path / "control")
+    save_hf(load_hf(checkpoint("qwen3"), nope_layers="none"), tmp_path / "control")
 
 
 def test_a_gguf_file_takes_the_option(tmp_path):
@@ -222,8 +247,8 @@ def test_other_families_are_refused(family):
         load_hf(hf_config(family, {"num_hidden_layers": 2}), nope_layers="all")
 
 
-def test_score_takes_nope_layers(tmp_path, capsys):
-    folder = _saved(tmp_path, "llama")
+def test_score_takes_nope_layers(checkpoint, capsys):
+    folder = checkpoint("llama")
     args = ["score", "--hf", str(folder), "--random-tokens", "--n-sequences", "2"]
     assert main([*args, "--nope-layers", "every:2"]) == 0
     lines = capsys.readouterr().out.splitlines()
