@@ -44,6 +44,11 @@ class Criteria:
         "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
     )
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
+    curve_measurable: float = help_field(
+        "position-curve rule: a size whose random control leaves less exact match is not "
+        "measurable",
+        0.25,
+    )
     curve_size_tolerance: float = help_field(
         "position-curve checks: an arm's size lies within this relative distance of its target",
         0.05,
@@ -96,6 +101,13 @@ class Verdict:
     seeds: str
     unit: str
     evidence: str
+    at_half: str = ""  # the status at half the claim's tolerance ("": not tested)
+    at_double: str = ""  # the status at double it
+
+    @property
+    def sensitive(self) -> bool:
+        """The status moves at half or double the tolerance."""
+        return any(s and s != self.status.value for s in (self.at_half, self.at_double))
 
     @classmethod
     def tally(

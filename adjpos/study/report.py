@@ -27,12 +27,13 @@ TITLE = "adjpos reproduce: report"
 # results/claims.csv: one row per verdict.
 VERDICTS = Table(claim="string", status="string", n_for="int64", n_against="int64")
 VERDICTS += Table(n_within="int64", n_cells="int64", seeds="string", unit="string")
-VERDICTS += Table(evidence="string")
+VERDICTS += Table(evidence="string", at_half="string", at_double="string")
 STATUS_TEXT = (
     "A verdict's status follows from its counts by one rule: "
     + "; ".join(f'"{status}": {rule}' for status, rule in STATUS_RULE.items())
     + ". Each cell is decided by interval comparisons (adjpos.stats.compare_intervals) under "
-    "the criteria listed at the end; results/claims.csv holds every count."
+    "the criteria listed at the end; results/claims.csv holds every count. A status marked "
+    '"sensitive" moves at half or at double its tolerance (claims.csv: at_half, at_double).'
 )
 
 
@@ -103,7 +104,11 @@ def render(
 
 def claims_table(found: list[Verdict]) -> str:
     """One row per verdict: the claim, its status, its counts, the seeds, the evidence."""
-    rows = [[v.claim, v.status.value, v.counts, _seeds(v.seeds), v.evidence] for v in found]
+    rows = [
+        [v.claim, v.status.value + (" (sensitive)" if v.sensitive else "")]
+        + [v.counts, _seeds(v.seeds), v.evidence]
+        for v in found
+    ]
     return fmt.table(["claim", "status", "cells for, against, within", "seeds", "evidence"], rows)
 
 

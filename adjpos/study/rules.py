@@ -10,10 +10,13 @@ is set against the tolerance t (`Criteria.curve_tolerance`, 0.05; on text `Crite
 - a *breaks* beyond b: high < -t;  a *holds* against b: low > -t (it cannot be t worse);
 - a is *as bad as* b: high < t (a is not t better than b).
 
-The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``; ``random``
-is the size-matched random control, ``unchanged`` the unchanged model. An arm whose manipulation
-check failed (`check_passed`) is left out of every comparison and listed in
-``not_counted``. At one size:
+The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``, ``edges``;
+``random`` is the size-matched random control of the run arms, ``edges_random`` that of the
+edges, ``unchanged`` the unchanged model. An arm whose manipulation check failed
+(`check_passed`) is left out of every comparison and listed in ``not_counted``. A size where
+an arm's random control leaves less than `Criteria.curve_measurable` exact match (0.25) is
+*not measurable* for the claims read against that control: counted neither way, and the
+cell says how many sizes were. At one size:
 
 - **address**, per shift by k: *for* when it breaks beyond ``random`` and its wrong answers
   follow it (the share of wrong characters at offset direction * k, `TASK_OFFSETS`, has its
@@ -21,10 +24,12 @@ check failed (`check_passed`) is left out of every comparison and listed in
   ``random``, or breaks but the share's upper bound is below `offset_share` (it breaks the
   task some other way). The size is *for* (*against*) when every counted shift is.
 - **relational** (positions matched by similarity): needs every counted shift to break
-  beyond ``random``. *for* when ``rotate`` holds against ``unchanged`` (the task kept within t);
+  beyond ``random``. *for* when ``rotate`` holds against ``random`` (its control);
   *against* ("absolute") when ``rotate`` is as bad as every shift.
 - **locality**: *for* when ``scatter`` breaks beyond every shift and beyond ``rotate``;
   *against* when it holds against ``rotate`` or against some shift.
+- **boundary**: *for* when ``edges`` breaks beyond ``edges_random``; *against* when it holds
+  against it.
 
 On text (`CurveRule.of` with ``on_text``) the harm is a loss rise, t is `Criteria.text_gap`
 nats and one size is enough for locality; nothing is decoded, so there are no error offsets
@@ -39,13 +44,14 @@ arm's check (`adjpos.interventions.curve.arms.Check`: ``check_value`` against th
 threshold of `Criteria`; the shift's curve moved its way, the rotation's distances kept within
 `Criteria.curve_distance_kept`, the scatter's locality dropped by `Criteria.curve_locality_drop`).
 
-Otherwise a size is *within* (undecided). Over the sizes, address and relational are *for*
+Otherwise a size is *within* (undecided). Over the sizes, address, relational and boundary are
+*for*
 (*against*) when some size is and none is the other way; locality is *for* at
 `Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than
 that many sizes are left that are not against (a cell measured at fewer sizes than that, none
 against, stays *within*: too few sizes to decide is not evidence against). The cell's
-reading: "not read" when every counted arm at every size holds against ``random``; else the
-claims found (address, relational or absolute, locality), or "undecided".
+reading: "not read" when every counted arm at every size holds against its control; else the
+claims found (address, relational or absolute, locality, boundary), or "undecided".
 
 So a model that ignores the curve comes out address *against* (no shift breaks), relational
 *within* (there is no broken shift to set rotation against), locality *against*, "not
@@ -66,20 +72,22 @@ from adjpos.stats import Interval, Outcome
 from adjpos.study.claim import CRITERIA, Criteria
 from adjpos.validation import UsageError
 
-CLAIMS = ("address", "relational", "locality")
+CLAIMS = ("address", "relational", "locality", "boundary")
 
 
 @dataclass(frozen=True)
 class CurveRule:
     """The rule's thresholds where it runs, all read from one `Criteria` (`of`): the tolerance
-    t, the error-offset share (None: nothing decoded), the sizes locality needs and the draws'
-    percentile (None: not read)."""
+    t, the error-offset share (None: nothing decoded), the sizes locality needs, the draws'
+    percentile (None: not read) and the control's exact match a size needs to be measurable
+    (None: every size is)."""
 
     criteria: Criteria
     tolerance: float
     offset_share: float | None
     min_sizes: int
     percentile: float | None
+    measurable: float | None = None
 
     @classmethod
     def of(cls, criteria: Criteria, *, on_text: bool = False) -> CurveRule:
@@ -88,20 +96,23 @@ class CurveRule:
         if on_text:
             return cls(criteria, criteria.text_gap, None, 1, criteria.percentile)
         c = criteria
-        return cls(c, c.curve_tolerance, c.offset_share, c.min_sizes, None)
+        return cls(c, c.curve_tolerance, c.offset_share, c.min_sizes, None, c.curve_measurable)
 
 
 @dataclass(frozen=True)
 class CellOutcome:
     """The rule's answer for one cell: each claim's outcome over the sizes, each size's, the
-    reading, and the (size, arm) pairs left out for a failed check."""
+    reading, the (size, arm) pairs left out for a failed check, and the sizes not measurable
+    (their random control too low to tell a break)."""
 
     address: Outcome
     relational: Outcome
     locality: Outcome
+    boundary: Outcome
     reading: str
     per_size: tuple[dict[str, Any], ...]
     not_counted: tuple[tuple[float, str], ...]
+    not_measurable: int = 0
 
 
 def hypothesis_outcomes(
@@ -134,6 +145,7 @@ def cell_outcome(
     outcome = {
         "address": _combine([s["address"] for s in per_size]),
         "relational": _combine([s["relational"] for s in per_size]),
+        "boundary": _combine([s["boundary"] for s in per_size]),
         "locality": Outcome.FOR
         if n_for >= min_sizes
         else Outcome.AGAINST
@@ -144,6 +156,7 @@ def cell_outcome(
     relational = {Outcome.FOR: ["relational"], Outcome.AGAINST: ["absolute"]}
     found += relational.get(outcome["relational"], [])
     found += ["locality"] if outcome["locality"] == Outcome.FOR else []
+    found += ["boundary"] if outcome["boundary"] == Outcome.FOR else []
     if all(s["not_read"] == "yes" for s in per_size):
         reading = "not read"
     else:
@@ -154,7 +167,14 @@ def cell_outcome(
         for arm in _arms(s, rule, counted=False)
         if not _ok(s, arm, rule)
     )
-    return CellOutcome(**outcome, reading=reading, per_size=tuple(per_size), not_counted=skipped)
+    unmeasured = sum(s["measurable"] == "no" for s in per_size)
+    return CellOutcome(
+        **outcome,
+        reading=reading,
+        per_size=tuple(per_size),
+        not_counted=skipped,
+        not_measurable=unmeasured,
+    )
 
 
 def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> dict:
@@ -175,6 +195,12 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         for a in counted
     }
     holds = {a: _holds(get(a, versus[a]), t) for a in counted}
+    level = numbers.controls.get
+
+    @no_type_check
+    def measurable(control: str) -> bool:
+        return criteria.measurable is None or level(control, math.inf) >= criteria.measurable
+
     address = []
     for name in shifts:
         k = int(name[len("shift") :])
@@ -194,22 +220,33 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
     all_break = bool(shifts) and all(breaks[s] for s in shifts)
     relational = Outcome.WITHIN
     if all_break and _ok(numbers, "rotate", criteria):
-        if _holds(get("rotate", "unchanged"), t):
+        if holds["rotate"]:
             relational = Outcome.FOR
         elif all(_as_bad(get("rotate", s), t) for s in shifts):
             relational = Outcome.AGAINST
     locality = Outcome.WITHIN
     if shifts and _ok(numbers, "scatter", criteria) and _ok(numbers, "rotate", criteria):
-        versus = [get("scatter", s) for s in shifts] + [get("scatter", "rotate")]
-        if all(_breaks(d, t) for d in versus):
+        versus_scatter = [get("scatter", s) for s in shifts] + [get("scatter", "rotate")]
+        if all(_breaks(d, t) for d in versus_scatter):
             locality = Outcome.FOR
-        elif any(_holds(d, t) for d in versus):
+        elif any(_holds(d, t) for d in versus_scatter):
             locality = Outcome.AGAINST
+    boundary = Outcome.WITHIN
+    if "edges" in counted:
+        edges = {True: Outcome.FOR, False: Outcome.AGAINST}
+        boundary = edges[breaks["edges"]] if breaks["edges"] or holds["edges"] else boundary
+        if not measurable(versus["edges"]):
+            boundary = Outcome.WITHIN
+    runs_measurable = measurable("random")
+    if not runs_measurable:  # the random curve breaks the task by itself: nothing to tell
+        address, relational, locality = [], Outcome.WITHIN, Outcome.WITHIN
     return {
         "size": numbers.size,
         "address": _combine(address, strict=True),
         "relational": relational,
         "locality": locality,
+        "boundary": boundary,
+        "measurable": "yes" if runs_measurable else "no",
         "not_read": "yes" if counted and all(holds[a] for a in counted) else "no",
     }
 

@@ -130,11 +130,12 @@ def _causal(outcomes):
 # The position-curve arms of `_hypothesis`: exact match per arm, every claim at once for,
 # against (wrong answers that do not follow the shifts, a rotation and a scatter as bad as
 # them) or within (intervals too wide to say).
-ARMS = ("shift+1", "shift-1", "rotate", "scatter", "remove", "random", "unchanged")
+ARMS = ("shift+1", "shift-1", "rotate", "scatter", "remove", "edges", "random")
+ARMS += ("edges_random", "unchanged")
 CURVE = {
-    FOR: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.9, 0.95), strict=True)),
-    AGAINST: dict(zip(ARMS, (0.05, 0.05, 0.05, 0.05, 0.5, 0.9, 0.95), strict=True)),
-    WITHIN: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.9, 0.95), strict=True)),
+    FOR: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.3, 0.9, 0.9, 0.95), strict=True)),
+    AGAINST: dict(zip(ARMS, (0.05, 0.05, 0.05, 0.05, 0.5, 0.9, 0.9, 0.9, 0.95), strict=True)),
+    WITHIN: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.3, 0.9, 0.9, 0.95), strict=True)),
 }
 IGNORES = dict.fromkeys(ARMS, 0.95)  # no change of the curve matters
 
@@ -143,7 +144,8 @@ def _curve_cell(task, seed, em, *, width=0.02, follow=0.9, layer=1, readout="kep
     """One cell's numbers as the hypothesis claim writes them, three sizes alike: every pair
     the rule reads as a - b +- `width`, the shifts' wrong answers at offset k with share
     `follow` (none at offset 0: those are right), every check passed."""
-    pairs = [(a, "random") for a in ARMS[:5]] + [("rotate", "unchanged"), ("scatter", "rotate")]
+    pairs = [(a, "random") for a in ARMS[:5]] + [("edges", "edges_random")]
+    pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in ARMS[:2] for a in ("rotate", "scatter")]
     d = [[a, b, em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width] for a, b in pairs]
     offsets = {
@@ -152,9 +154,10 @@ def _curve_cell(task, seed, em, *, width=0.02, follow=0.9, layer=1, readout="kep
     }
     # every arm's size on target and its check number passing (the curve moved, distances
     # kept, locality dropped; none to read for the removal)
-    passing = dict(zip(ARMS[:5], (1.0, 1.0, 0.0, 0.3, None), strict=True))
+    passing = dict(zip(ARMS[:6], (1.0, 1.0, 0.0, 0.3, None, 1.0), strict=True))
     checks = {a: [0.0, v] for a, v in passing.items()}
-    size = {"differences": d, "checks": checks, "offsets": offsets}
+    controls = {c: em[c] for c in ("random", "edges_random")}
+    size = {"differences": d, "checks": checks, "offsets": offsets, "controls": controls}
     key = {"task": task, "seed": seed, "layer": layer, "readout": readout, "direction": 1}
     return key | {"sizes": [size | {"size": x} for x in (0.1, 0.2, 0.3)]}
 
@@ -347,7 +350,8 @@ def test_a_model_that_ignores_the_curve_is_against_address_and_locality():
     against its random control, the scatter against the shifts), relational within (there
     is no broken shift to set the rotation against)."""
     found = _hypothesis_verdicts([_curve_cell("reversal", s, IGNORES) for s in SEEDS])
-    address, relational, locality = found.values()
+    address, relational, locality, boundary = found.values()
+    assert boundary.status == Status.NOT_SUPPORTED
     assert address.status == locality.status == Status.NOT_SUPPORTED
     assert (address.n_against, locality.n_against, address.n_cells) == (3, 3, 3)
     assert relational.status == Status.NOT_SHOWN and relational.n_within == 3
@@ -372,3 +376,17 @@ def test_the_curve_claims_count_the_kept_readout_and_layers_from_the_first():
     (address, *_) = _hypothesis_verdicts(cells).values()
     assert (address.n_for, address.n_cells) == (2, 2)
     assert "at layer 1 in 1 of 1 seeds, layer 2 in 1 of 1 seeds" in address.evidence
+
+
+def test_a_verdict_that_moves_with_the_tolerance_is_marked_sensitive():
+    """Shifts 0.07 below the random curve (+- 0.005): they break beyond t = 0.05 and at half
+    of it, and hold at double it (their lower bound above -0.1): address is supported at t,
+    not supported at 2t, so its verdict is sensitive; the others do not move."""
+    near = CURVE[FOR] | {"shift+1": 0.83, "shift-1": 0.83}
+    found = _hypothesis_verdicts([_curve_cell("reversal", s, near, width=0.005) for s in SEEDS])
+    address = found["The model reads the position curve as an address"]
+    assert address.status == Status.SUPPORTED
+    assert (address.at_half, address.at_double) == ("supported", "not supported")
+    assert address.sensitive and address.row()["at_double"] == "not supported"
+    boundary = found["The model reads where each run of digits begins and ends"]
+    assert not boundary.sensitive and boundary.at_half == boundary.status.value

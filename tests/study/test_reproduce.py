@@ -84,10 +84,14 @@ def test_the_claims_table_opens_the_report_and_follows_the_numbers(tiny_run):
     claims = report.split("## The claims at a glance")[1].split("##")[0]
     rows = [line for line in claims.splitlines() if line.startswith("| ") and "status" not in line]
     verdicts = VERDICTS.read(out / "results" / "claims.csv")
-    assert len(rows) == len(verdicts) == 26
+    assert len(rows) == len(verdicts) == 27
     for row, (_, v) in zip(rows, verdicts.iterrows(), strict=True):
         counts = f"{v['n_for']} for, {v['n_against']} against, {v['n_within']} within of "
-        assert row.startswith(f"| {v['claim']} | {v['status']} | {counts}{v['n_cells']} ")
+        moved = [
+            x for x in (v["at_half"], v["at_double"]) if isinstance(x, str) and x != v["status"]
+        ]
+        status = v["status"] + (" (sensitive)" if moved else "")
+        assert row.startswith(f"| {v['claim']} | {status} | {counts}{v['n_cells']} ")
         assert v["n_for"] + v["n_against"] + v["n_within"] == v["n_cells"]
         assert v["status"] == Status.of(v["n_for"], v["n_against"], v["n_cells"])
     assert "np.float64" not in report and "Outcome." not in report  # no Python reprs

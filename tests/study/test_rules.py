@@ -1,7 +1,8 @@
 """The rule over the position-curve arms, fed synthetic numbers of model kinds whose answer is
 known (a model that ignores the curve, one that reads its absolute directions, an address
-reader that matches positions by similarity, a locality reader, noise), reaching every
-outcome of every claim; and the bootstrap over prompts and draws against a loop."""
+reader that matches positions by similarity, a locality reader, an edge reader, noise),
+reaching every outcome of every claim, sizes whose random control breaks the task left
+unmeasured; and the bootstrap over prompts and draws against a loop."""
 
 import dataclasses
 import math
@@ -17,16 +18,19 @@ from adjpos.study.claim import CRITERIA
 from adjpos.study.rules import CLAIMS, check_passed, hypothesis_outcomes
 
 SHIFTS = ("shift+1", "shift-1")
-NAMES = (*SHIFTS, "rotate", "scatter", "remove", "random", "unchanged")
+TESTED = (*SHIFTS, "rotate", "scatter", "remove", "edges")
+NAMES = (*TESTED, "random", "edges_random", "unchanged")
+CONTROL = {"edges": "edges_random"}  # each tested arm's random control ("random" if not here)
 # A check number that passes each arm's check (the arm table's `Check`; NaN: none to pass).
-PASSING = {"shift+1": 0.9, "shift-1": 0.9, "rotate": 0.0, "scatter": 0.3}
+PASSING = {"shift+1": 0.9, "shift-1": 0.9, "rotate": 0.0, "scatter": 0.3, "edges": 1.0}
 
 
 def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
     """One size from each arm's exact match: every difference the rule reads as
     a - b +- width, every check passed but `failed`, the shifts' wrong answers at offset
     k with share `follow` (+- 0.05)."""
-    pairs = [(a, "random") for a in NAMES[:5]] + [("rotate", "unchanged"), ("scatter", "rotate")]
+    pairs = [(a, CONTROL.get(a, "random")) for a in TESTED]
+    pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in SHIFTS for a in ("rotate", "scatter")]
     differences = {
         (a, b): Interval(em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width)
@@ -36,8 +40,9 @@ def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
         s: {j: Interval(v, v - 0.05, v + 0.05) for j, v in ((k, follow), (-k, 0.02), (0, 0.0))}
         for s, k in zip(SHIFTS, (1, -1), strict=True)
     }
-    checks = {a: (1.0 if a in failed else 0.0, PASSING.get(a, math.nan)) for a in NAMES[:5]}
-    return SizeNumbers(size, differences, checks, offsets)
+    checks = {a: (1.0 if a in failed else 0.0, PASSING.get(a, math.nan)) for a in TESTED}
+    controls = {c: em[c] for c in ("random", "edges_random")}
+    return SizeNumbers(size, differences, checks, offsets, controls=controls)
 
 
 def cell(em_by_size, **options):
@@ -48,12 +53,12 @@ def outcome(em_by_size, **options):
     return hypothesis_outcomes([cell(em_by_size, **options)])["cells"][("reversal", 1, 0)]
 
 
-BASE = {"unchanged": 0.95, "random": 0.9}
+BASE = {"unchanged": 0.95, "random": 0.9, "edges_random": 0.9, "edges": 0.9}
 IGNORES = dict.fromkeys(NAMES, 0.95)
 ABSOLUTE = BASE | {"shift+1": 0.05, "shift-1": 0.0, "rotate": 0.02, "scatter": 0.05}
 ABSOLUTE |= {"remove": 0.1}
 ADDRESS = BASE | {"shift+1": 0.055, "shift-1": 0.0, "rotate": 0.92, "scatter": 0.23}
-ADDRESS |= {"remove": 0.5}
+ADDRESS |= {"remove": 0.5, "edges": 0.2}
 LOCALITY = dict.fromkeys(NAMES, 0.9) | {"unchanged": 0.95, "scatter": 0.1, "remove": 0.6}
 
 
@@ -72,7 +77,29 @@ def test_an_absolute_direction_reader_is_against_relational():
 def test_an_address_matched_by_similarity_is_address_and_relational():
     got = outcome([ADDRESS] * 3)
     assert (got.address, got.relational, got.locality) == ("for", "for", "against")
-    assert got.reading == "address+relational"
+    assert got.boundary == "for"  # this kind reads its runs' edges too
+    assert got.reading == "address+relational+boundary"
+
+
+def test_an_edge_reader_is_boundary_and_nothing_else():
+    got = outcome([IGNORES | {"edges": 0.3}] * 2)
+    assert (got.address, got.locality, got.boundary) == ("against", "against", "for")
+    assert got.reading == "boundary"
+    assert outcome([IGNORES] * 2).boundary == "against"
+
+
+def test_a_size_whose_random_control_breaks_the_task_is_not_measurable():
+    """Below 0.25 exact match under the random curve, nothing the run arms do can be told
+    apart: their claims are left within and counted; the edges, against their own control,
+    are still read."""
+    broken = ADDRESS | {"random": 0.2}
+    got = outcome([broken] * 3)
+    assert (got.address, got.relational, got.locality) == ("within",) * 3
+    assert got.not_measurable == 3 and got.boundary == "for"
+    assert outcome([broken, ADDRESS, ADDRESS]).not_measurable == 1
+    looser = dataclasses.replace(CRITERIA, curve_measurable=0.1)
+    judged = hypothesis_outcomes([cell([broken] * 3)], looser)["cells"][("reversal", 1, 0)]
+    assert judged.not_measurable == 0 and judged.address == "for"
 
 
 def test_a_locality_reader_needs_two_sizes():
@@ -128,6 +155,7 @@ def test_every_outcome_of_every_claim_is_reached_and_tallied():
         assert sorted(sum(tally.values(), [])) == sorted(c.key for c in cells)
     readings = {c.reading for c in result["cells"].values()}
     assert {"not read", "undecided", "locality", "address+absolute"} <= readings
+    assert "address+relational+boundary" in readings
 
 
 def test_the_tolerance_is_read_from_the_interval_bound():

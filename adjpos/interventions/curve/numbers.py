@@ -62,6 +62,8 @@ class SizeNumbers:
             judged on (`adjpos.study.rules.check_passed`); an arm not listed is not counted.
         offsets: {shift name: {j: share of wrong characters at offset j}}.
         percentiles: {arm: % of the random control's draws that harm more than it}.
+        controls: {random control: its mean outcome} (on a task, exact match: where it is
+            low, the size is not measurable).
     """
 
     size: float
@@ -69,6 +71,7 @@ class SizeNumbers:
     checks: Mapping[str, tuple[float, float]]
     offsets: Mapping[str, Mapping[int, Interval]] = field(default_factory=dict)
     percentiles: Mapping[str, float] = field(default_factory=dict)
+    controls: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class CellNumbers:
                 }
             }
             | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
+            | ({"controls": dict(s.controls)} if s.controls else {})
             for s in self.sizes
         ]
         return {"direction": int(self.direction), "sizes": sizes}
@@ -108,6 +112,7 @@ class CellNumbers:
                 {a: tuple(math.nan if v is None else v for v in c) for a, c in s["checks"].items()},
                 {n: {int(j): Interval.of(r) for j, *r in by} for n, by in s["offsets"].items()},
                 s.get("percentiles", {}),
+                s.get("controls", {}),
             )
             for s in plain["sizes"]
         ]
@@ -178,8 +183,9 @@ def cell_numbers(
     records, in the read-out variant `readout`: ready for `adjpos.study.rules`.
 
     A size keeps each arm's check numbers (``size_error``, ``check_value``), its draws'
-    ``percentile`` and, on a task (a ``task`` key with `TASK_OFFSETS`), each shift's
-    ``error_offset_share_{j}`` with its interval, the cell taking the task's direction.
+    ``percentile``, each random control's mean exact match (with `harm` +1) and, on a task (a
+    ``task`` key with `TASK_OFFSETS`), each shift's ``error_offset_share_{j}`` with its
+    interval, the cell taking the task's direction.
     `harm` -1 (text: a loss rise is the harm) negates each difference a - b (the interval's
     ends swapped), so the rule's *breaks* (upper bound below -t) is a rise above t.
     """
@@ -210,7 +216,12 @@ def cell_numbers(
                 else {a: _shares(r) for a, r in arms.items() if arm_kind(a).offsets}
             )
             size = float(next(iter(arms.values()))["size_target"])
-            numbers.append(SizeNumbers(size, found, checks, offsets, rare))
+            controls = {
+                a: float(r["exact_match"])
+                for a, r in arms.items()
+                if harm > 0 and arm_kind(a).control and _present(r.get("exact_match"))
+            }
+            numbers.append(SizeNumbers(size, found, checks, offsets, rare, controls))
         direction = 1 if task is None else TASK_OFFSETS[task].direction
         cells.append(CellNumbers(key, numbers, direction))
     return cells

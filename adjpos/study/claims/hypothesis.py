@@ -2,12 +2,14 @@
 the causal stage's position-curve arms (`adjpos.interventions.curve`) at matched sizes,
 judged per task x layer x seed cell, the read-out kept, by the rule stated before the numbers
 (`adjpos.study.rules`, docs/causal.md) under `Criteria.curve_tolerance`, `offset_share`,
-`min_sizes` and the manipulation checks' thresholds. `measure` writes numbers, `verdicts`
-decides.
+`min_sizes`, `curve_measurable` and the manipulation checks' thresholds, and again at half
+and at double the tolerance (a verdict that moves there is marked sensitive). `measure` writes
+numbers, `verdicts` decides.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pandas as pd
@@ -24,17 +26,24 @@ STATEMENTS = {
     "address": "The model reads the position curve as an address: a shift of the curve by k "
     "breaks the task beyond a random change of its size and moves the wrong answers by k",
     "relational": "The model matches positions by similarity: rotating the curve (every "
-    "distance kept) leaves the task intact while a shift of its size breaks it (against: the "
-    "curve's absolute directions are read)",
+    "distance kept) holds against a random change of its size while a shift of its size "
+    "breaks beyond one (against: the rotation breaks the task as the shifts do, the curve's "
+    "absolute directions are read)",
     "locality": "The model reads the curve's locality: scattering it breaks the task beyond "
     "a shift and a rotation of its size, at two sizes or more",
+    "boundary": "The model reads where each run of digits begins and ends: moving the run's "
+    "first and last positions to the points just outside it breaks the task beyond a random "
+    "change of those positions of its size",
 }
 # Each claim's answer in words, for and against.
 ANSWERS = {
     "address": ("the curve is read as an address", "no address"),
     "relational": ("positions are matched by similarity", "absolute directions are read"),
     "locality": ("locality is read", "locality is not read"),
+    "boundary": ("the runs' edges are read", "the runs' edges are not read"),
 }
+# The tolerance t is varied by these factors; a verdict that moves is marked sensitive.
+SENSITIVITY = {"at_half": 0.5, "at_double": 2.0}
 
 
 def measure(context: Context) -> dict[str, Any]:
@@ -73,20 +82,39 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     readout, found = outcomes(numbers, criteria)
+    moved = {
+        name: outcomes(numbers, _scaled(criteria, factor))[1]
+        for name, factor in SENSITIVITY.items()
+    }
+    unmeasured = sum(o.not_measurable for o in found.values())
     evidence = (
         f"the rule stated in causal.md: interval bounds against {fmt.n(criteria.curve_tolerance)}"
-        f", layers >= {criteria.first_layer}, read-out positions {readout}; per task: "
+        f", layers >= {criteria.first_layer}, read-out positions {readout}; "
+        f"{unmeasured} cell sizes not measurable (their random control below "
+        f"{fmt.n(criteria.curve_measurable)} exact match); per task: "
     )
-    return [
-        Verdict.tally(
+    out = []
+    for claim in CLAIMS:
+        verdict = Verdict.tally(
             STATEMENTS[claim] + " (causal test)",
             [getattr(o, claim) for o in found.values()],
             seeds=seeds_text(numbers["seeds"]),
             unit="task x layer x seed cell",
             evidence=evidence + (answers(found, claim) or "no cell tested"),
         )
-        for claim in CLAIMS
-    ]
+        at = {
+            name: Verdict.tally(
+                claim, [getattr(o, claim) for o in cells.values()], seeds="", unit="", evidence=""
+            ).status.value
+            for name, cells in moved.items()
+        }
+        out.append(dataclasses.replace(verdict, **at))
+    return out
+
+
+def _scaled(criteria: Criteria, factor: float) -> Criteria:
+    """`criteria` with the curve rule's tolerance t times `factor`."""
+    return dataclasses.replace(criteria, curve_tolerance=criteria.curve_tolerance * factor)
 
 
 def answers(found: dict[tuple, Any], claim: str) -> str:
@@ -113,9 +141,11 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     if not found:
         return "Not measured: this run's sizes leave the position-curve arms out."
     header = ["task", "layer", "seed", *CLAIMS, "reading", "not counted (check failed)"]
+    header += ["sizes not measurable"]
     body = [
         [*key, *(getattr(o, c) for c in CLAIMS), o.reading]
         + [", ".join(f"{arm} at {size:.2f}" for size, arm in o.not_counted)]
+        + [o.not_measurable]
         for key, o in found.items()
     ]
     shares: dict[tuple, dict[int, list[float]]] = {}  # (task, layer, shift) -> j -> values
