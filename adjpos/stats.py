@@ -291,6 +291,10 @@ class Interval:
     def of(cls, values: Sequence[float | None]) -> Interval:
         return cls(*(math.nan if v is None else v for v in values))
 
+    def record(self) -> dict[str, float]:
+        """{"value", "low", "high"}: a table's columns."""
+        return {"value": self.value, "low": self.low, "high": self.high}
+
 
 def paired_draw_difference(
     a: ArrayLike,
@@ -325,6 +329,43 @@ def paired_draw_difference(
     boots = ((_counts(draws_a, len(x)) @ x) * p).sum(1) / (len(x) * x.shape[1])
     boots -= ((_counts(draws_b, len(y)) @ y) * p).sum(1) / (len(y) * y.shape[1])
     return Interval(float(x.mean() - y.mean()), *_percentiles(boots, level))
+
+
+def paired_share_difference(
+    hits_a: ArrayLike,
+    totals_a: ArrayLike,
+    hits_b: ArrayLike,
+    totals_b: ArrayLike,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> Interval:
+    """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b) over the
+    same prompts, with a percentile bootstrap interval that resamples the prompts (the same
+    resample on both sides). NaN where a side has no total (in the point, or a resample).
+
+    Args:
+        hits_a, totals_a, hits_b, totals_b: [prompts] counts per prompt (e.g. wrong characters
+            at an offset, and wrong characters compared), each side's draws summed.
+
+    Raises:
+        ValueError: the four are not 1-d over the same prompts, or a bad level or n_boot.
+    """
+    arrays = [np.asarray(x, float) for x in (hits_a, totals_a, hits_b, totals_b)]
+    if any(x.ndim != 1 or x.shape != arrays[0].shape for x in arrays) or not arrays[0].size:
+        raise UsageError(f"the counts must be 1-d over the same prompts, got {arrays[0].shape}")
+    check_bootstrap(level, n_boot)
+    rng = np.random.default_rng(seed)
+    p = _counts(rng.integers(0, len(arrays[0]), size=(n_boot, len(arrays[0]))), len(arrays[0]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a_hits, a_total, b_hits, b_total = (p @ x for x in arrays)
+        boots = a_hits / a_total - b_hits / b_total
+        point = arrays[0].sum() / arrays[1].sum() - arrays[2].sum() / arrays[3].sum()
+    if np.isnan(point):
+        return Interval(math.nan, math.nan, math.nan)
+    boots = boots[~np.isnan(boots)]
+    return Interval(float(point), *_percentiles(boots, level))
 
 
 def _counts(picks: np.ndarray, n: int) -> np.ndarray:

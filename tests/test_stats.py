@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adjpos.stats import bootstrap_interval
+from adjpos.stats import bootstrap_interval, paired_share_difference
 
 
 def test_constant_values_give_a_point():
@@ -210,3 +210,31 @@ def test_wilson_bad_input_is_named(args, message):
 
     with pytest.raises(ValueError, match=message):
         wilson_interval(*args)
+
+
+def slow_share_difference(hits_a, totals_a, hits_b, totals_b, n_boot, seed):
+    """`paired_share_difference`'s resamples, by loops over prompts."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(hits_a), size=(n_boot, len(hits_a)))
+    boots = []
+    for row in picks:
+        a = sum(hits_a[i] for i in row) / sum(totals_a[i] for i in row)
+        b = sum(hits_b[i] for i in row) / sum(totals_b[i] for i in row)
+        boots.append(a - b)
+    return np.quantile(boots, [0.025, 0.975])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(2, 15))
+def test_the_paired_share_difference_matches_a_loop(seed, n):
+    rng = np.random.default_rng(seed)
+    totals_a, totals_b = rng.integers(1, 5, size=n), rng.integers(1, 5, size=n)
+    hits_a, hits_b = rng.binomial(totals_a, 0.6), rng.binomial(totals_b, 0.3)
+    got = paired_share_difference(hits_a, totals_a, hits_b, totals_b, n_boot=60, seed=seed)
+    assert got.value == pytest.approx(hits_a.sum() / totals_a.sum() - hits_b.sum() / totals_b.sum())
+    want = slow_share_difference(hits_a, totals_a, hits_b, totals_b, 60, seed)
+    assert (got.low, got.high) == pytest.approx(tuple(want))
+    empty = paired_share_difference([0, 0], [0, 0], [1, 0], [1, 1])
+    assert np.isnan(empty.value) and np.isnan(empty.low)
+    with pytest.raises(ValueError, match="1-d over the same prompts"):
+        paired_share_difference([1, 2], [2, 2], [1], [1])

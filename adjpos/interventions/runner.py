@@ -47,6 +47,9 @@ class OutcomeColumns:
             the table).
         per_draw_item: the key of each draw's outcome per prompt, [draws][prompts] (the
             dosed specs' rows; kept in a run folder, dropped from the table).
+        per_item_counts: the key of per-prompt counts the paired differences also read (the
+            dosed specs' rows on a task: wrong characters at each offset; kept in a run
+            folder, dropped from the table).
     """
 
     mean: str
@@ -55,11 +58,13 @@ class OutcomeColumns:
     per_item: str
     per_draw: str
     per_draw_item: str | None = None
+    per_item_counts: str | None = None
 
     @property
     def hidden(self) -> tuple[str, ...]:
         """The keys a run folder keeps and the table drops."""
-        return tuple(k for k in (self.per_item, self.per_draw, self.per_draw_item) if k)
+        keys = (self.per_item, self.per_draw, self.per_draw_item, self.per_item_counts)
+        return tuple(k for k in keys if k)
 
 
 @runtime_checkable
@@ -112,10 +117,16 @@ def run_table(
     if not return_differences:
         return frame
     dosed = [r for r in rows if r.get("arm") is not None]
-    per_draw = measurement.outcome.per_draw_item
+    outcome = measurement.outcome
     found = []
     if dosed:
-        found = curve_differences(dosed, measurement.unchanged(), seed=seed, per_draw=per_draw)
+        found = curve_differences(
+            dosed,
+            measurement.unchanged(),
+            seed=seed,
+            per_draw=outcome.per_draw_item,
+            counts=outcome.per_item_counts,
+        )
     return frame, CURVE_DIFFERENCES.frame(found)
 
 

@@ -62,7 +62,7 @@ INTERVENTION_TABLE = Table(
 )
 INTERVENTION_TABLE = INTERVENTION_TABLE + ARM_TABLE
 EXACT_MATCH = OutcomeColumns(
-    "exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits"
+    "exact_match", "difference", +1, "hits", "draw_exact_match", "draw_hits", "offset_counts"
 )
 
 

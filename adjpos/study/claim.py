@@ -40,9 +40,6 @@ class Criteria:
     curve_tolerance: float = help_field(
         "position-curve rule: t; an arm breaks (holds) when its bound lies below (above) -t", 0.05
     )
-    offset_share: float = help_field(
-        "position-curve rule: the share of a shift's wrong answers at its offset that follows", 0.5
-    )
     min_sizes: int = help_field("position-curve rule: the sizes locality needs", 2)
     curve_measurable: float = help_field(
         "position-curve rule: a size whose random control leaves less exact match is not "

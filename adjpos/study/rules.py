@@ -19,10 +19,10 @@ an arm's random control leaves less than `Criteria.curve_measurable` exact match
 cell says how many sizes were. At one size:
 
 - **address**, per shift by k: *for* when it breaks beyond ``random`` and its wrong answers
-  follow it (the share of wrong characters at offset direction * k, `TASK_OFFSETS`, has its
-  lower bound above `Criteria.offset_share`); *against* when it holds against
-  ``random``, or breaks but the share's upper bound is below `offset_share` (it breaks the
-  task some other way). The size is *for* (*against*) when every counted shift is.
+  follow it: their share at offset direction * k (`TASK_OFFSETS`) exceeds the random
+  control's, the paired share difference's lower bound above 0 (`SizeNumbers.follows`);
+  *against* when it holds against ``random``. The size is *for* (*against*) when every
+  counted shift is.
 - **relational** (positions matched by similarity): needs every counted shift to break
   beyond ``random``. *for* when ``rotate`` holds against ``random`` (its control);
   *against* ("absolute") when ``rotate`` is as bad as every shift.
@@ -78,25 +78,25 @@ CLAIMS = ("address", "relational", "locality", "boundary")
 @dataclass(frozen=True)
 class CurveRule:
     """The rule's thresholds where it runs, all read from one `Criteria` (`of`): the tolerance
-    t, the error-offset share (None: nothing decoded), the sizes locality needs, the draws'
-    percentile (None: not read) and the control's exact match a size needs to be measurable
-    (None: every size is)."""
+    t, whether answers are decoded (their error offsets read), the sizes locality needs, the
+    draws' percentile (None: not read) and the control's exact match a size needs to be
+    measurable (None: every size is)."""
 
     criteria: Criteria
     tolerance: float
-    offset_share: float | None
+    decoded: bool
     min_sizes: int
     percentile: float | None
     measurable: float | None = None
 
     @classmethod
     def of(cls, criteria: Criteria, *, on_text: bool = False) -> CurveRule:
-        """On a task: `curve_tolerance`, `offset_share`, `min_sizes`, no percentile; on text:
-        `text_gap` nats, no offsets, one size, `percentile`."""
+        """On a task: `curve_tolerance`, error offsets, `min_sizes`, no percentile,
+        `curve_measurable`; on text: `text_gap` nats, no offsets, one size, `percentile`."""
         if on_text:
-            return cls(criteria, criteria.text_gap, None, 1, criteria.percentile)
+            return cls(criteria, criteria.text_gap, False, 1, criteria.percentile)
         c = criteria
-        return cls(c, c.curve_tolerance, c.offset_share, c.min_sizes, None, c.curve_measurable)
+        return cls(c, c.curve_tolerance, True, c.min_sizes, None, c.curve_measurable)
 
 
 @dataclass(frozen=True)
@@ -203,18 +203,14 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
 
     address = []
     for name in shifts:
-        k = int(name[len("shift") :])
-        share = numbers.offsets.get(name, {}).get(direction * k)
-        if criteria.offset_share is None:  # nothing decoded: the shift's breaking is enough
-            follows, strays = True, False
-        else:
-            follows = share is not None and share.low > criteria.offset_share
-            strays = share is not None and share.high < criteria.offset_share
+        # nothing decoded (text): the shift's breaking is enough (its check: the curve moved)
+        share = numbers.follows.get(name)
+        follows = not criteria.decoded or (share is not None and share.low > 0)
         address.append(
             Outcome.FOR
             if breaks[name] and follows
             else Outcome.AGAINST
-            if holds[name] or (breaks[name] and strays)
+            if holds[name]
             else Outcome.WITHIN
         )
     all_break = bool(shifts) and all(breaks[s] for s in shifts)

@@ -31,7 +31,7 @@ from adjpos.interventions.curve.columns import ARM_TABLE
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.interventions.specs import plan_units
 from adjpos.runs import RunFolder
-from adjpos.stats import Interval, paired_draw_difference
+from adjpos.stats import Interval, paired_draw_difference, paired_share_difference
 from adjpos.study.rules import hypothesis_outcomes
 from adjpos.tasks.offsets import OFFSETS
 from adjpos.training.decode import predict_cached
@@ -173,7 +173,12 @@ def test_every_arm_row_carries_its_columns(reversal_arms):
     assert rows.loc["edges", "size_error"] == 0
     assert rows.loc["rotate", "distance_change"] < 1e-6
     # the row's difference from its control is the differences table's
-    for r in differences.to_dict("records"):
+    shares = differences[differences["measure"] == "offset_share"]
+    assert sorted(zip(shares["a"], shares["b"], strict=True)) == [
+        ("shift+1", "random"),
+        ("shift-1", "random"),
+    ]
+    for r in differences[differences["measure"] == "outcome"].to_dict("records"):
         if r["b"] == rows.loc[r["a"], "control"].removeprefix("position_"):
             got = rows.loc[r["a"], ["difference", "difference_low", "difference_high"]]
             assert list(got) == pytest.approx([r["value"], r["low"], r["high"]])
@@ -212,7 +217,15 @@ def _by_hand(folder, model, task, options, readout):
         }
         for s in shifts
     }
-    size = SizeNumbers(raw["rotate"]["size_target"], differences, checks, offsets)
+    # each shift's share of wrong characters at its offset (reversal: +k) against the random
+    # curve's, from each prompt's counts (the draws summed)
+    follows = {}
+    for s, k in (("shift+1", 1), ("shift-1", -1)):
+        col = raw[s]["offset_counts"]["offsets"].index(k)
+        pick = [np.asarray(raw[a]["offset_counts"][c])[:, col] for a in (s, "random")
+                for c in ("hits", "totals")]  # fmt: skip
+        follows[s] = paired_share_difference(*pick)
+    size = SizeNumbers(raw["rotate"]["size_target"], differences, checks, offsets, follows=follows)
     return CellNumbers(("reversal", 1, 0), [size], direction=1)
 
 
@@ -231,6 +244,12 @@ def test_the_saved_tables_give_the_rule_what_the_hits_give_it(reversal_arms, tmp
     for arm, numbers in want.checks.items():
         assert size.checks[arm] == pytest.approx(numbers, nan_ok=True), arm
     assert set(size.differences) == set(want.differences)
+    assert set(size.follows) == set(want.follows) == {"shift+1", "shift-1"}
+    for arm, interval in want.follows.items():
+        got = size.follows[arm]
+        assert [got.value, got.low, got.high] == pytest.approx(
+            [interval.value, interval.low, interval.high], nan_ok=True
+        ), arm
     for pair, interval in want.differences.items():
         got = size.differences[pair]
         assert [got.value, got.low, got.high] == pytest.approx(

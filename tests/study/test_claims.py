@@ -127,44 +127,52 @@ def _causal(outcomes):
     return {"rows": rows, "seeds": list(SEEDS)}
 
 
-# The position-curve arms of `_hypothesis`: exact match per arm, every claim at once for,
-# against (wrong answers that do not follow the shifts, a rotation and a scatter as bad as
-# them) or within (intervals too wide to say).
+# The position-curve arms of `_hypothesis`: exact match per arm at each of three sizes, every
+# claim at once for, against (the shifts holding at one size; breaking at the others, with a
+# rotation and a scatter as bad as them and wrong answers that do not follow) or within
+# (intervals too wide to say).
 ARMS = ("shift+1", "shift-1", "rotate", "scatter", "remove", "edges", "random")
 ARMS += ("edges_random", "unchanged")
-CURVE = {
-    FOR: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.3, 0.9, 0.9, 0.95), strict=True)),
-    AGAINST: dict(zip(ARMS, (0.05, 0.05, 0.05, 0.05, 0.5, 0.9, 0.9, 0.9, 0.95), strict=True)),
-    WITHIN: dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.3, 0.9, 0.9, 0.95), strict=True)),
-}
+READS = dict(zip(ARMS, (0.5, 0.5, 0.94, 0.1, 0.6, 0.3, 0.9, 0.9, 0.95), strict=True))
+HOLDS = dict(zip(ARMS, (0.9, 0.9, 0.9, 0.9, 0.5, 0.9, 0.9, 0.9, 0.95), strict=True))
+BREAKS = dict(zip(ARMS, (0.05, 0.05, 0.05, 0.05, 0.5, 0.9, 0.9, 0.9, 0.95), strict=True))
+CURVE = {FOR: [READS] * 3, AGAINST: [HOLDS, BREAKS, BREAKS], WITHIN: [READS] * 3}
 IGNORES = dict.fromkeys(ARMS, 0.95)  # no change of the curve matters
 
 
-def _curve_cell(task, seed, em, *, width=0.02, follow=0.9, layer=1, readout="kept"):
-    """One cell's numbers as the hypothesis claim writes them, three sizes alike: every pair
-    the rule reads as a - b +- `width`, the shifts' wrong answers at offset k with share
-    `follow` (none at offset 0: those are right), every check passed."""
+def _curve_cell(task, seed, em, *, width=0.02, follow=0.5, layer=1, readout="kept"):
+    """One cell's numbers as the hypothesis claim writes them, at three sizes (`em` one
+    exact match per arm, or a list of three): every pair the rule reads as a - b +- `width`,
+    the shifts' share of wrong answers at their offset `follow` above the random curve's
+    (+- 0.05), every check passed."""
+    ems = em if isinstance(em, list) else [em] * 3
     pairs = [(a, "random") for a in ARMS[:5]] + [("edges", "edges_random")]
     pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in ARMS[:2] for a in ("rotate", "scatter")]
-    d = [[a, b, em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width] for a, b in pairs]
     offsets = {
-        s: [[k, follow, follow - 0.05, follow + 0.05], [-k, 0.02, 0.0, 0.05], [0, None, None, None]]
+        s: [[k, 0.6, 0.55, 0.65], [-k, 0.02, 0.0, 0.05], [0, None, None, None]]
         for s, k in (("shift+1", 1), ("shift-1", -1))
     }
+    follows = dict.fromkeys(ARMS[:2], [follow, follow - 0.05, follow + 0.05])
     # every arm's size on target and its check number passing (the curve moved, distances
     # kept, locality dropped; none to read for the removal)
     passing = dict(zip(ARMS[:6], (1.0, 1.0, 0.0, 0.3, None, 1.0), strict=True))
     checks = {a: [0.0, v] for a, v in passing.items()}
-    controls = {c: em[c] for c in ("random", "edges_random")}
-    size = {"differences": d, "checks": checks, "offsets": offsets, "controls": controls}
+    sizes = []
+    for x, em in zip((0.1, 0.2, 0.3), ems, strict=True):
+        d = [[a, b, em[a] - em[b], em[a] - em[b] - width, em[a] - em[b] + width] for a, b in pairs]
+        controls = {c: em[c] for c in ("random", "edges_random")}
+        sizes.append(
+            {"size": x, "differences": d, "checks": checks, "offsets": offsets}
+            | {"controls": controls, "follows": follows}
+        )
     key = {"task": task, "seed": seed, "layer": layer, "readout": readout, "direction": 1}
-    return key | {"sizes": [size | {"size": x} for x in (0.1, 0.2, 0.3)]}
+    return key | {"sizes": sizes}
 
 
 def _hypothesis(outcomes):
-    """One task x layer x seed cell per outcome (a shift's wrong answers elsewhere: against)."""
-    options = {FOR: {}, AGAINST: {"follow": 0.1}, WITHIN: {"width": 1.0}}
+    """One task x layer x seed cell per outcome (against: wrong answers that follow no shift)."""
+    options = {FOR: {}, AGAINST: {"follow": -0.3}, WITHIN: {"width": 1.0}}
     cells = [
         _curve_cell(f"t{i}", SEEDS[i % 3], CURVE[o], **options[o]) for i, o in enumerate(outcomes)
     ]
@@ -360,7 +368,7 @@ def test_a_model_that_ignores_the_curve_is_against_address_and_locality():
 
 def test_a_model_that_reads_absolute_directions_is_against_relational():
     """The rotation (every curve distance kept) breaks the task as much as the shifts."""
-    absolute = CURVE[FOR] | {"rotate": 0.5}
+    absolute = READS | {"rotate": 0.5}
     found = _hypothesis_verdicts([_curve_cell("indexing", s, absolute) for s in SEEDS])
     assert found["The model matches positions by similarity"].status == Status.NOT_SUPPORTED
     address = found["The model reads the position curve as an address"]
@@ -371,7 +379,7 @@ def test_a_model_that_reads_absolute_directions_is_against_relational():
 
 
 def test_the_curve_claims_count_the_kept_readout_and_layers_from_the_first():
-    cells = [_curve_cell("reversal", 0, CURVE[FOR], layer=x) for x in (0, 1, 2)]
+    cells = [_curve_cell("reversal", 0, READS, layer=x) for x in (0, 1, 2)]
     cells += [_curve_cell("reversal", 0, IGNORES, layer=1, readout="changed")]
     (address, *_) = _hypothesis_verdicts(cells).values()
     assert (address.n_for, address.n_cells) == (2, 2)
@@ -382,7 +390,7 @@ def test_a_verdict_that_moves_with_the_tolerance_is_marked_sensitive():
     """Shifts 0.07 below the random curve (+- 0.005): they break beyond t = 0.05 and at half
     of it, and hold at double it (their lower bound above -0.1): address is supported at t,
     not supported at 2t, so its verdict is sensitive; the others do not move."""
-    near = CURVE[FOR] | {"shift+1": 0.83, "shift-1": 0.83}
+    near = READS | {"shift+1": 0.83, "shift-1": 0.83}
     found = _hypothesis_verdicts([_curve_cell("reversal", s, near, width=0.005) for s in SEEDS])
     address = found["The model reads the position curve as an address"]
     assert address.status == Status.SUPPORTED

@@ -24,7 +24,10 @@ def _size(size, shift_em):
         ("rotate", "unchanged"): Interval(-0.01, -0.03, 0.01),
     }
     offsets = {"shift+1": {1: Interval(0.9, 0.85, 0.95), 0: Interval(math.nan, math.nan, math.nan)}}
-    return SizeNumbers(size, differences, {"shift+1": (0.0, 1.0), "rotate": (0.0, 0.0)}, offsets)
+    checks = {"shift+1": (0.0, 1.0), "rotate": (0.0, 0.0)}
+    follows = {"shift+1": Interval(0.6, 0.5, 0.7)}
+    controls = {"random": 0.9}
+    return SizeNumbers(size, differences, checks, offsets, controls=controls, follows=follows)
 
 
 def test_the_cells_come_back_from_json_with_the_same_outcomes(monkeypatch):

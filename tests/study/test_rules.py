@@ -25,10 +25,10 @@ CONTROL = {"edges": "edges_random"}  # each tested arm's random control ("random
 PASSING = {"shift+1": 0.9, "shift-1": 0.9, "rotate": 0.0, "scatter": 0.3, "edges": 1.0}
 
 
-def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
+def size_numbers(em, *, width=0.02, follow=0.5, failed=(), size=0.1):
     """One size from each arm's exact match: every difference the rule reads as
-    a - b +- width, every check passed but `failed`, the shifts' wrong answers at offset
-    k with share `follow` (+- 0.05)."""
+    a - b +- width, every check passed but `failed`, the shifts' share of wrong answers at
+    offset k `follow` above the random control's (+- 0.05)."""
     pairs = [(a, CONTROL.get(a, "random")) for a in TESTED]
     pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in SHIFTS for a in ("rotate", "scatter")]
@@ -37,12 +37,13 @@ def size_numbers(em, *, width=0.02, follow=0.9, failed=(), size=0.1):
         for a, b in pairs
     }
     offsets = {
-        s: {j: Interval(v, v - 0.05, v + 0.05) for j, v in ((k, follow), (-k, 0.02), (0, 0.0))}
+        s: {j: Interval(v, v - 0.05, v + 0.05) for j, v in ((k, 0.6), (-k, 0.02), (0, 0.0))}
         for s, k in zip(SHIFTS, (1, -1), strict=True)
     }
+    follows = dict.fromkeys(SHIFTS, Interval(follow, follow - 0.05, follow + 0.05))
     checks = {a: (1.0 if a in failed else 0.0, PASSING.get(a, math.nan)) for a in TESTED}
     controls = {c: em[c] for c in ("random", "edges_random")}
-    return SizeNumbers(size, differences, checks, offsets, controls=controls)
+    return SizeNumbers(size, differences, checks, offsets, controls=controls, follows=follows)
 
 
 def cell(em_by_size, **options):
@@ -115,10 +116,12 @@ def test_a_locality_reader_needs_two_sizes():
     assert outcome([IGNORES]).locality == "against"  # one size, and it is against
 
 
-def test_wrong_answers_that_do_not_follow_the_shift_are_against_address():
-    got = outcome([ABSOLUTE] * 3, follow=0.1)
-    assert got.address == "against"
-    assert outcome([ABSOLUTE] * 3, follow=0.5).address == "within"  # share's interval spans 0.5
+def test_wrong_answers_that_do_not_follow_the_shift_leave_address_within():
+    """A shift that breaks the task while its wrong answers sit at its offset no more often
+    than the random curve's is not an address (within): against needs the shift to hold."""
+    assert outcome([ABSOLUTE] * 3, follow=-0.3).address == "within"
+    assert outcome([ABSOLUTE] * 3, follow=0.03).address == "within"  # the interval spans 0
+    assert outcome([ABSOLUTE] * 3, follow=0.1).address == "for"
 
 
 def test_noise_is_undecided():

@@ -34,7 +34,7 @@ from adjpos.interventions.curve.checks import (
     varying_positions,
 )
 from adjpos.tables import Table, with_interval
-from adjpos.tasks.offsets import OFFSETS, error_offset_shares
+from adjpos.tasks.offsets import OFFSETS, error_offset_counts, error_offset_shares
 from adjpos.types import PromptStates
 
 # The columns of the position curve's arms; missing on the other rows.
@@ -136,6 +136,13 @@ def curve_columns(
             offsets=OFFSETS,
             seed=seed,
         )
+        # per prompt, the draws summed: what the paired share difference resamples
+        counts = [
+            error_offset_counts(said, answers, prompts, task, offsets=OFFSETS)
+            for said in decoded or ()
+        ]
+        hits, totals = (np.sum([c[i] for c in counts], axis=0).tolist() for i in (0, 1))
+        shares["offset_counts"] = {"hits": hits, "totals": totals, "offsets": list(OFFSETS)}
     return (
         {"arm": first.arm.name, "size_target": first.target}
         | {"parameter": float(np.mean([c.parameter for c in built]))}

@@ -26,7 +26,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from adjpos.interventions.curve.arms import arm_kind
-from adjpos.stats import Interval, paired_draw_difference
+from adjpos.stats import Interval, paired_draw_difference, paired_share_difference
 from adjpos.tables import Table
 from adjpos.tasks.offsets import OFFSETS, TASK_OFFSETS
 from adjpos.validation import UsageError
@@ -45,7 +45,10 @@ CURVE_DIFFERENCES = Table(
     size_target="float64",  # that size: mean ||h' - h|| / ||h|| of the changed states
     a="string",  # the arm compared, in the rule's names ("shift+1", "rotate", ...)
     b="string",  # what it is compared with ("random", "unchanged", "rotate", "shift-1", ...)
-    value="float64",  # exact match of a minus exact match of b, on the same prompts
+    # "outcome" (exact match, or loss on text), or for a shift against its control on a task
+    # "offset_share": the share of wrong characters at the shift's offset
+    measure="string",
+    value="float64",  # a minus b, on the same prompts
     low="float64",  # the 95% interval's lower bound (prompts and draws resampled)
     high="float64",  # its upper bound
 )
@@ -64,6 +67,8 @@ class SizeNumbers:
         percentiles: {arm: % of the random control's draws that harm more than it}.
         controls: {random control: its mean outcome} (on a task, exact match: where it is
             low, the size is not measurable).
+        follows: {shift: its share of wrong characters at its offset minus its control's},
+            paired over prompts (on a task).
     """
 
     size: float
@@ -72,6 +77,7 @@ class SizeNumbers:
     offsets: Mapping[str, Mapping[int, Interval]] = field(default_factory=dict)
     percentiles: Mapping[str, float] = field(default_factory=dict)
     controls: Mapping[str, float] = field(default_factory=dict)
+    follows: Mapping[str, Interval] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,7 @@ class CellNumbers:
             }
             | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
             | ({"controls": dict(s.controls)} if s.controls else {})
+            | ({"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {})
             for s in self.sizes
         ]
         return {"direction": int(self.direction), "sizes": sizes}
@@ -113,6 +120,7 @@ class CellNumbers:
                 {n: {int(j): Interval.of(r) for j, *r in by} for n, by in s["offsets"].items()},
                 s.get("percentiles", {}),
                 s.get("controls", {}),
+                {a: Interval.of(d) for a, d in s.get("follows", {}).items()},
             )
             for s in plain["sizes"]
         ]
@@ -129,10 +137,14 @@ def curve_differences(
     *,
     seed: int = 0,
     per_draw: str = "draw_hits",
+    counts: str | None = None,
 ) -> list[dict[str, Any]]:
     """The `CURVE_DIFFERENCES` records of the arm rows in `rows` (rows that still hold
     `per_draw`, each draw's per-prompt outcome: exact match, or on text each window's loss),
-    `unchanged` the unchanged model's per-prompt outcome on the same prompts."""
+    `unchanged` the unchanged model's per-prompt outcome on the same prompts; with `counts`
+    (the rows' key of per-prompt wrong-character counts at each offset, on a task), also
+    each shift's share of wrong characters at its offset (direction * k, `TASK_OFFSETS`)
+    minus its control's (`adjpos.stats.paired_share_difference`)."""
     groups: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         if r.get("arm") is not None:
@@ -142,15 +154,35 @@ def curve_differences(
         hits = {name: np.asarray(r[per_draw], float) for name, r in arms.items()}
         hits[UNCHANGED] = np.asarray(unchanged, float)[None]
         first = next(iter(arms.values()))
+        key = {k: first.get(k) for k in ("model", "task", "seed", "size_target")}
+        key |= {"layer": layer, "readout": readout, "dose": dose}
         for a, b in arm_pairs(list(arms)):
             if a in hits and b in hits:
                 found = paired_draw_difference(hits[a], hits[b], seed=seed)
-                out.append(
-                    {k: first.get(k) for k in ("model", "task", "seed", "size_target")}
-                    | {"layer": layer, "readout": readout, "dose": dose, "a": a, "b": b}
-                    | {"value": found.value, "low": found.low, "high": found.high}
-                )
+                out.append(key | {"a": a, "b": b, "measure": "outcome"} | found.record())
+            shares = counts and _offset_difference(arms.get(a), arms.get(b), counts, seed)
+            if shares:
+                out.append(key | {"a": a, "b": b, "measure": "offset_share"} | shares.record())
     return out
+
+
+def _offset_difference(
+    arm: Mapping[str, Any] | None, control: Mapping[str, Any] | None, counts: str, seed: int
+) -> Interval | None:
+    """A shift's share of wrong characters at its offset minus its control's, paired over
+    prompts (None: not a shift against its control, or no counts)."""
+    if arm is None or control is None or not arm.get(counts) or not control.get(counts):
+        return None
+    kind = arm_kind(arm["arm"])
+    if not kind.offsets or control["arm"] != kind.versus or arm.get("task") not in TASK_OFFSETS:
+        return None
+    j = TASK_OFFSETS[arm["task"]].direction * int(arm["offset"])
+    mine, theirs = arm[counts], control[counts]
+    if j not in mine["offsets"]:
+        return None
+    col = mine["offsets"].index(j)
+    pick = [np.asarray(c[key], float)[:, col] for c in (mine, theirs) for key in ("hits", "totals")]
+    return paired_share_difference(*pick, seed=seed)
 
 
 def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
@@ -201,11 +233,9 @@ def cell_numbers(
             raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
         numbers = []
         for dose, arms in sorted(by_dose.items()):
-            found = {
-                (d["a"], d["b"]): _oriented(d, harm)
-                for d in diffs
-                if (*_key(d, keys), int(d["dose"])) == (*key, dose)
-            }
+            here = [d for d in diffs if (*_key(d, keys), int(d["dose"])) == (*key, dose)]
+            found = {(d["a"], d["b"]): _oriented(d, harm) for d in here if _outcome(d)}
+            follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
             checks = {a: _check_numbers(r) for a, r in arms.items()}
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
@@ -221,7 +251,7 @@ def cell_numbers(
                 for a, r in arms.items()
                 if harm > 0 and arm_kind(a).control and _present(r.get("exact_match"))
             }
-            numbers.append(SizeNumbers(size, found, checks, offsets, rare, controls))
+            numbers.append(SizeNumbers(size, found, checks, offsets, rare, controls, follows))
         direction = 1 if task is None else TASK_OFFSETS[task].direction
         cells.append(CellNumbers(key, numbers, direction))
     return cells
@@ -229,6 +259,11 @@ def cell_numbers(
 
 def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
     return tuple(_seed(row[k]) if k == "seed" else _plain(row[k]) for k in keys)
+
+
+def _outcome(d: Mapping[str, Any]) -> bool:
+    """A difference of the outcome (a table without a ``measure`` column has only those)."""
+    return not _present(d.get("measure")) or d["measure"] == "outcome"
 
 
 def _oriented(d: Mapping[str, Any], harm: int) -> Interval:

@@ -1,7 +1,7 @@
 """How do the models read the position curve? The paper's hypothesis, tested so it can fail:
 the causal stage's position-curve arms (`adjpos.interventions.curve`) at matched sizes,
 judged per task x layer x seed cell, the read-out kept, by the rule stated before the numbers
-(`adjpos.study.rules`, docs/causal.md) under `Criteria.curve_tolerance`, `offset_share`,
+(`adjpos.study.rules`, docs/causal.md) under `Criteria.curve_tolerance`,
 `min_sizes`, `curve_measurable` and the manipulation checks' thresholds, and again at half
 and at double the tolerance (a verdict that moves there is marked sensitive). `measure` writes
 numbers, `verdicts` decides.
@@ -24,7 +24,8 @@ from adjpos.study.rules import CLAIMS, hypothesis_outcomes
 TITLE = "How is the position curve read? (the hypothesis, causal tests)"
 STATEMENTS = {
     "address": "The model reads the position curve as an address: a shift of the curve by k "
-    "breaks the task beyond a random change of its size and moves the wrong answers by k",
+    "inside each run breaks the task beyond a random change of its size, and its wrong "
+    "answers sit at offset k more often than the random change's",
     "relational": "The model matches positions by similarity: rotating the curve (every "
     "distance kept) holds against a random change of its size while a shift of its size "
     "breaks beyond one (against: the rotation breaks the task as the shifts do, the curve's "
