@@ -86,8 +86,9 @@ TEXT_TABLE = Table(
     n_sequences="int64",
 )
 # The arm columns on text: a task's less the error offsets (nothing is decoded).
+_DECODED = ("n_wrong", "answers_shorter", "answers_longer")
 TEXT_ARM_TABLE = Table(
-    **{k: v for k, v in ARM_TABLE.columns.items() if k != "n_wrong" and "error_offset" not in k}
+    **{k: v for k, v in ARM_TABLE.columns.items() if k not in _DECODED and "error_offset" not in k}
 )
 TEXT_TABLE = TEXT_TABLE + TEXT_ARM_TABLE
 _LOGITS_BUDGET = 50_000_000  # logits entries per forward pass (draws are chunked to fit)

@@ -111,9 +111,11 @@ def error_offset_counts(
     characters equal the character at offset j (`TASK_OFFSETS`), and how many wrong
     characters have one there.
 
-    A wrong character is a position i < min(len(predicted), len(answer)) where they differ
-    (a missing or extra character is not compared). One character can match several
-    offsets (a digit repeated in the prompt), so the shares need not sum to 1.
+    A wrong character is a position i where an answer of the right length differs from it;
+    an answer one or more characters shorter or longer is not compared character by
+    character (its characters no longer line up: `error_offset_shares` counts such answers
+    apart). One character can match several offsets (a digit repeated in the prompt), so the
+    shares need not sum to 1.
 
     Returns:
         (matches, counted): two int arrays [prompt, len(offsets)].
@@ -126,7 +128,9 @@ def error_offset_counts(
     matches = np.zeros((len(prompts), len(offsets)), dtype=int)
     counted = np.zeros_like(matches)
     for row, (got, right, prompt) in enumerate(zip(predicted, answers, prompts, strict=True)):
-        for i in range(min(len(got), len(right))):
+        if len(got) != len(right):
+            continue
+        for i in range(len(right)):
             if got[i] == right[i]:
                 continue
             for col, j in enumerate(offsets):
@@ -149,11 +153,15 @@ def error_offset_shares(
     """``error_offset_share_{j}`` (j in `offsets`, default -2..2, e.g.
     ``error_offset_share_-1``; a shift by k needs j = +-k among them): the pooled
     share of wrong answer characters equal to the character at offset j, with its 95%
-    bootstrap interval over prompts (``_low``, ``_high``), and ``n_wrong`` (NaN shares
-    without a wrong character)."""
+    bootstrap interval over prompts (``_low``, ``_high``), ``n_wrong`` (NaN shares without a
+    wrong character), and ``answers_shorter`` / ``answers_longer``: the shares of the answers
+    that are shorter or longer than the right one (not compared character by character)."""
     offsets = sorted(set(offsets) | {0})
     matches, counted = error_offset_counts(predicted, answers, prompts, task, offsets=offsets)
     out: dict[str, float] = {"n_wrong": float(counted[:, offsets.index(0)].sum())}
+    gaps = np.array([len(got) - len(right) for got, right in zip(predicted, answers, strict=True)])
+    out["answers_shorter"] = float((gaps < 0).mean()) if len(gaps) else np.nan
+    out["answers_longer"] = float((gaps > 0).mean()) if len(gaps) else np.nan
     for col, j in enumerate(offsets):
         name = f"error_offset_share_{j}"
         weights = counted[:, col]

@@ -59,7 +59,9 @@ def slow_shares(predicted, answers, prompts):
     for got, right, prompt in zip(predicted, answers, prompts, strict=True):
         digits = prompt[4:-2]
         n = len(digits)
-        for i in range(min(len(got), len(right))):
+        if len(got) != len(right):  # counted apart
+            continue
+        for i in range(len(right)):
             if got[i] != right[i]:
                 for j in OFFSETS:
                     at = 4 + (n - 1 - i) + j
@@ -110,7 +112,18 @@ def test_error_offset_counts_refuse_bad_input():
 def test_wider_offsets_cover_a_longer_shift():
     prompts = ["rev(1234567)="]
     answers = ["7654321"]
-    predicted = ["4321"]  # each digit the prompt digit 3 before the one asked for
+    # the first four digits the prompt digit 3 before the one asked for, the rest wrong too
+    predicted = ["4321765"]
     shares = error_offset_shares(predicted, answers, prompts, "reversal", offsets=range(-3, 4))
-    assert shares["error_offset_share_-3"] == 1.0
-    assert shares["error_offset_share_3"] == 0.0 and shares["n_wrong"] == 4
+    assert shares["error_offset_share_-3"] == pytest.approx(4 / 7)
+    assert shares["error_offset_share_3"] == 0.0 and shares["n_wrong"] == 7
+
+
+def test_answers_of_another_length_are_counted_apart():
+    prompts = ["rev(1234)=", "rev(1234)=", "rev(1234)=", "rev(1234)="]
+    answers = ["4321"] * 4
+    predicted = ["432", "43210", "4321", "3321"]  # one short, one long, right, one digit off
+    shares = error_offset_shares(predicted, answers, prompts, "reversal")
+    assert (shares["answers_shorter"], shares["answers_longer"]) == (0.25, 0.25)
+    assert shares["n_wrong"] == 1  # only the right-length wrong answer is compared
+    assert shares["error_offset_share_-1"] == 1.0  # "3": the prompt digit before the "4"

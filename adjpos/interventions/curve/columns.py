@@ -62,7 +62,9 @@ ARM_TABLE = Table(
     size_error="float64",  # the largest |size / target - 1| of its draws at any prompt length
     absent_share="float64",  # prompts at lengths where it can change nothing (left unchanged)
     check_value="float64",  # its check number (`arms.Check`), the draw that passes least
-    n_wrong="float64",  # wrong answer characters compared (all draws)
+    n_wrong="float64",  # wrong answer characters compared (all draws; right-length answers)
+    answers_shorter="float64",  # answers shorter than the right one (not compared by character)
+    answers_longer="float64",  # answers longer than the right one
     # the share of wrong characters at each offset j, with its interval
     **with_interval(*(f"error_offset_share_{j}" for j in OFFSETS)),
 )
