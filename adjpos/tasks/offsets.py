@@ -23,15 +23,15 @@ class OffsetMap:
     """What "the character at offset j of the one asked for" is on one task.
 
     Attributes:
-        candidate: ``(prompt, answer, i, j) -> str | None``, the character answer position i
-            would hold if the model read the prompt j places off (None: no such character);
-            at j = 0 it is the right answer.
+        candidate: ``(prompt, answer, i, j) -> tuple[str, ...]``, the characters answer
+            position i would hold if the model read the prompt j places off (none: no such
+            character; a task read two ways has two); at j = 0 the right answer.
         direction: +1 when a shift of the curve by k (every state carrying the curve of
             t - k) makes an address reader answer with offset +k, -1 when with offset -k.
         meaning: the definition, in words.
     """
 
-    candidate: Callable[[str, str, int, int], str | None]
+    candidate: Callable[[str, str, int, int], tuple[str, ...]]
     direction: int
     meaning: str
 
@@ -45,30 +45,32 @@ def reversal_source(prompt: str, i: int) -> int:
     return len("rev(") + n - 1 - i
 
 
-def _reversal(prompt: str, answer: str, i: int, j: int) -> str | None:
+def _reversal(prompt: str, answer: str, i: int, j: int) -> tuple[str, ...]:
     at = reversal_source(prompt, i) + j
-    return prompt[at] if 0 <= at < len(prompt) else None
+    return (prompt[at],) if 0 <= at < len(prompt) else ()
 
 
-def _addition(prompt: str, answer: str, i: int, j: int) -> str | None:
+def _addition(prompt: str, answer: str, i: int, j: int) -> tuple[str, ...]:
     at = i + j
-    return answer[at] if 0 <= at < len(answer) else None
+    return (answer[at],) if 0 <= at < len(answer) else ()
 
 
-def _index_value(prompt: str, answer: str, i: int, j: int, count: int) -> str | None:
+def _index_value(prompt: str, answer: str, i: int, j: int, count: int) -> tuple[str, ...]:
     value = int(answer) + j
     text = str(value)
-    return text[i] if 0 <= value < count and len(text) == len(answer) else None
+    return (text[i],) if 0 <= value < count and len(text) == len(answer) else ()
 
 
-def _indexing(prompt: str, answer: str, i: int, j: int) -> str | None:
+def _indexing(prompt: str, answer: str, i: int, j: int) -> tuple[str, ...]:
     digits = prompt[len("wherex(") : prompt.index(",")]
     return _index_value(prompt, answer, i, j, len(digits))
 
 
-def _ordering(prompt: str, answer: str, i: int, j: int) -> str | None:
+def _ordering(prompt: str, answer: str, i: int, j: int) -> tuple[str, ...]:
     original = prompt[len("ord(") : prompt.index(",")]
-    return _index_value(prompt, answer[i], 0, j, len(original))
+    # the index read j places along in o, or the answer of r's digit j places along
+    neighbour = (answer[i + j],) if j and 0 <= i + j < len(answer) else ()
+    return tuple(dict.fromkeys(_index_value(prompt, answer[i], 0, j, len(original)) + neighbour))
 
 
 TASK_OFFSETS = {
@@ -94,7 +96,8 @@ TASK_OFFSETS = {
         _ordering,
         -1,
         "answer i is the index x in o of r's digit i; offset j: the index x + j (reading the "
-        "position of o's digit j places after it)",
+        "position of o's digit j places after it), or answer i + j (the index of r's digit j "
+        "places after it)",
     ),
 }
 
@@ -135,9 +138,9 @@ def error_offset_counts(
                 continue
             for col, j in enumerate(offsets):
                 expected = candidate(prompt, right, i, j)
-                if expected is not None:
+                if expected:
                     counted[row, col] += 1
-                    matches[row, col] += got[i] == expected
+                    matches[row, col] += got[i] in expected
     return matches, counted
 
 

@@ -25,7 +25,7 @@ def test_the_reversal_source_is_prompt_digit_n_minus_1_minus_i():
     assert [reversal_source(prompt, i) for i in range(5)] == [8, 7, 6, 5, 4]
     candidate = TASK_OFFSETS["reversal"].candidate
     # answer digit 1 ("4", prompt digit 3): offset +1 is prompt digit 4 ("5"), -2 digit 1
-    assert [candidate(prompt, "54321", 1, j) for j in OFFSETS] == list("23455")[:3] + ["5", ")"]
+    assert [candidate(prompt, "54321", 1, j) for j in OFFSETS] == [(c,) for c in "2345)"]
     with pytest.raises(ValueError, match="outside the 5 digits"):
         reversal_source(prompt, 5)
 
@@ -38,17 +38,20 @@ def test_offset_zero_is_the_right_answer_on_every_task(name):
     for prompt in prompts:
         answer = task.solve(prompt)
         for i, char in enumerate(answer):
-            assert candidate(prompt, answer, i, 0) == char
+            assert candidate(prompt, answer, i, 0) == (char,)
 
 
 def test_offset_candidates_of_the_other_tasks():
-    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 0, 1) == "7"
-    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 2, 1) is None
-    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -1) == "1"
-    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -2) == "0"
-    assert TASK_OFFSETS["indexing"].candidate("wherex(1345,1)=", "0", 0, -1) is None
-    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 0, 1) == "3"
-    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 3, 1) is None
+    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 0, 1) == ("7",)
+    assert TASK_OFFSETS["addition"].candidate("123+456=", "579", 2, 1) == ()
+    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -1) == ("1",)
+    assert TASK_OFFSETS["indexing"].candidate("wherex(134504392,4)=", "2", 0, -2) == ("0",)
+    assert TASK_OFFSETS["indexing"].candidate("wherex(1345,1)=", "0", 0, -1) == ()
+    # ordering, read two ways: the index one place along in o ("3"), or the answer of r's
+    # next digit ("1"); past the end, neither
+    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 0, 1) == ("3", "1")
+    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 2, -1) == ("1",)
+    assert TASK_OFFSETS["ordering"].candidate("ord(5831,3851)=", "2103", 3, 1) == ()
 
 
 def slow_shares(predicted, answers, prompts):
