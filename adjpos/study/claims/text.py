@@ -10,7 +10,7 @@ from typing import Any
 
 import adjpos.text_layers as text
 from adjpos.interventions.curve.arms import arm_kind
-from adjpos.interventions.curve.numbers import CellNumbers
+from adjpos.interventions.curve.numbers import CellNumbers, cell_numbers
 from adjpos.stats import Outcome, every_seed, judge
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
@@ -116,8 +116,25 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
 
     if not (results / "text_adjacency.csv").is_file():
         return {}
-    tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
-    return fmt.captioned(fmt.texts("text.captions"), **plot_text_layers(*tables))
+    tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS]
+    drawn = plot_text_layers(*tables[:2])
+    if tables[3]["arm"].notna().any():  # the arms on text, the loss rise as the harm
+        drawn["text_curve_arms"] = text_arms_figure(tables[3], tables[4], results)
+    return fmt.captioned(fmt.texts("text.captions"), **drawn)
+
+
+def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:
+    """The arms' loss against their size per layout (`plot_curve_arms`), with the rule's
+    per-size outcomes on text under each panel."""
+    from adjpos.figures.curve import plot_curve_arms
+    from adjpos.study.claims.hypothesis import readings
+    from adjpos.study.report import _criteria
+
+    criteria, keys = _criteria(results.parent), ("layout", "layer", "seed")
+    cells = cell_numbers(causal, differences, keys=keys, harm=-1)
+    found = {c.key: cell_outcome(c, criteria, on_text=True) for c in cells}
+    rows = causal[causal["readout"] == "kept"].assign(task=causal["layout"])
+    return plot_curve_arms(rows, value="loss", readings=readings(found))
 
 
 def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
