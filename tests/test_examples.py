@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import safetensors.torch
 import torch
 from scipy.stats import kendalltau, pearsonr
 
@@ -573,6 +574,17 @@ def test_train_text(run_example, tmp_path):
     info = json.loads((target / "train.json").read_text())
     assert info["layer_kinds"] == ["rope", "rope", "rope", "nope"] and not info["position_free"]
     assert (target / "tokenizer.json").is_file()
+    # the final weights in float16, read back as the run's rounded to float16
+    shipped, trained = (
+        adjpos.load_model(f, device="cpu") for f in (target, runs / "hybrid-seed-2")
+    )
+    assert (
+        safetensors.torch.load_file(target / "model.safetensors")["embed.W_E"].dtype
+        == torch.float16
+    )
+    for name, value in trained.state_dict().items():
+        rounded = value.half().float() if value.is_floating_point() else value
+        assert torch.equal(shipped.state_dict()[name], rounded), name
 
 
 def test_text_losses(run_example, tmp_path):

@@ -153,13 +153,13 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     if not path.is_file():
         return {}
     from adjpos.figures.curve import plot_curve_arms
-    from adjpos.study.report import _criteria
+    from adjpos.study.report import run_criteria
 
     numbers = read_numbers(results)
     readout, _ = judged(numbers["cells"]) if numbers["cells"] else ("kept", None)
     rows = INTERVENTION_TABLE.read(path)
     rows = rows[rows["readout"] == readout]
-    found = readings(outcomes(numbers, _criteria(results.parent))[1])
+    found = readings(outcomes(numbers, run_criteria(results.parent))[1])
     return {"curve_arms": (plot_curve_arms(rows, readings=found), fmt.text("hypothesis.caption"))}
 
 

@@ -23,12 +23,15 @@ PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    models, tokenizer, missing = text.shipped_text_models(context.sizes.text_seeds)
+    sizes = context.sizes
+    models, tokenizer, missing = text.shipped_text_models(
+        sizes.text_seeds, widths=sizes.text_widths
+    )
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
     if models:
         cfg = next(iter(models.values())).cfg
         tokens = text.held_out_windows(tokenizer, context.sizes.text_sequences, cfg.n_ctx)
-        blocks, sizes = hybrid_nope_layers(cfg.n_layers), context.sizes
+        blocks = hybrid_nope_layers(cfg.n_layers)
         options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
         result = text.measure_text_models(models, tokens, causal_layers=blocks, **options)
         for part in PARTS:
@@ -51,7 +54,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
          f"every seed's interval above {chance}, sink left out",
          [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
-        for layout in LAYOUTS
+        for layout in dict.fromkeys([*LAYOUTS, *(c["layout"] for c in view)])  # d128 too
     ]  # fmt: skip
     found += [
         ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
@@ -62,7 +65,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"every seed: each shift by 1 (curve moved, size matched) raises the loss beyond the "
          f"random curve of its size by over {gap} nats (interval bound), fewer than {pct}% of "
          f"its draws raising it more; against when no shift's upper bound reaches {gap}",
-         [c for c in numbers["causal"] if c["layout"] != "rope"]),
+         [c for c in numbers["causal"] if not c["layout"].startswith("rope")]),
     ]  # fmt: skip
     out = []
     for claim, unit, evidence, cells in found:
@@ -128,9 +131,9 @@ def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:
     per-size outcomes on text under each panel."""
     from adjpos.figures.curve import plot_curve_arms
     from adjpos.study.claims.hypothesis import readings
-    from adjpos.study.report import _criteria
+    from adjpos.study.report import run_criteria
 
-    criteria, keys = _criteria(results.parent), ("layout", "layer", "seed")
+    criteria, keys = run_criteria(results.parent), ("layout", "layer", "seed")
     cells = cell_numbers(causal, differences, keys=keys, harm=-1)
     found = {c.key: cell_outcome(c, criteria, on_text=True) for c in cells}
     rows = causal[causal["readout"] == "kept"].assign(task=causal["layout"])
