@@ -613,6 +613,21 @@ def test_text_losses(run_example, tmp_path):
     assert {"nope", "rope", "hybrid"} <= set(differences["a_layout"])
 
 
+def test_text_baselines(run_example):
+    # The printed loss of a unigram fitted on the docstrings themselves, counted by hand on the
+    # chunks of 32 tokens spread over them: every token but the first of a window of 8.
+    from collections import Counter
+
+    out, script = run_example("text_baselines.py")
+    _, tokenizer, texts = script["quick_inputs"]()
+    ids = adjpos.text.encode_text(tokenizer, texts["docstrings"])
+    counts, starts = Counter(ids), np.linspace(0, len(ids) // 32 - 1, 6).round().astype(int) * 32
+    nll = [-math.log(counts[ids[s + p]] / len(ids)) for s in starts for p in range(32) if p % 8]
+    row = next(x for x in out.splitlines() if x.startswith("| unigram of the scored text"))
+    assert float(row.split("|")[3]) == pytest.approx(np.mean(nll), abs=ROUNDING[3])
+    assert out.count("| tiny-") == 3
+
+
 def test_text_layers(run_example):
     # The printed adjacency (sink left out) of a tiny model's layer 2, its mean over the two
     # seeds recomputed by the slow pair-counting reference from TransformerLens's states.
