@@ -647,3 +647,24 @@ def test_text_layers(run_example):
             scores.append(slow_adjacency(residual(model, tokens, 2)[:, 1:]))
         assert printed == pytest.approx(np.mean(scores), abs=ROUNDING[3])
     assert "NoPE layers read the position curve as an address on text (causal):" in out
+
+
+def test_text_curve_doses(run_example):
+    # The printed unchanged loss recomputed from the model's own logits on the measured half
+    # (positions cut .. n - 2 predict the next token); each arm's rise is measured beside it.
+    from adjpos.text.corpus import HELD_OUT
+    from adjpos.text.recipe import layout_config
+    from adjpos.text_layers import held_out_windows
+
+    out, script = run_example("text_curve_doses.py")
+    tokenizer = adjpos.text.train_tokenizer(HELD_OUT.read_text()[:20_000], 600)
+    tokens = held_out_windows(tokenizer, 8, 32)
+    model = adjpos.build_model(layout_config("nope", **script["TINY"], seed=0))
+    half, cut = tokens[4:], tokens.shape[1] // 2
+    with torch.no_grad():
+        logits = model(half)[:, cut:-1].log_softmax(-1)
+    nll = -logits.gather(-1, half[:, cut + 1 :, None]).squeeze(-1)
+    header, row = (line.split() for line in out.splitlines()[:2])
+    printed = dict(zip(header, row, strict=True))
+    assert float(printed["unchanged"]) == pytest.approx(nll.mean().item(), abs=ROUNDING[4])
+    assert float(printed["size"]) > 0 and {"random", "remove", "shift+1", "shift-1"} <= set(printed)
