@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows
-from adjpos.figures.style import COLORS, apply_style
+from adjpos.figures.style import OTHER_COLORS, apply_style
 from adjpos.validation import UsageError
 
 NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
@@ -15,8 +15,8 @@ BASELINE = dict(color="#000000", width=2.5)
 # With a single layer the x axis names the interventions, slanted: rows of panels stand this
 # far apart (a share of the plot's height, over the rows) so names and titles never meet.
 NAMES_SPACING = 0.5
-# The palette without the baseline's black, so no line can be mistaken for the baseline.
-PALETTE = tuple(c for c in COLORS if c != BASELINE["color"])
+# The colours no model kind owns, less the baseline's black: no line passes for the baseline.
+PALETTE = tuple(c for c in OTHER_COLORS if c != BASELINE["color"])
 
 
 def plot_interventions(

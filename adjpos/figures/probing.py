@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import CHANCE, CONTROL_DASH, apply_style, color
+from adjpos.figures.style import CHANCE, CONTROL_DASH, apply_style, color, label
 from adjpos.validation import UsageError
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Sca
         y=values,
         error_y=dict(type="data", array=spread, thickness=1, width=3),
         mode="lines+markers",
-        name=name,
+        name=label(name),
         legendgroup=name,
         showlegend=name not in shown,
         line=dict(color=colour, dash=dash),
@@ -123,7 +123,7 @@ def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Sca
         x=x,
         y=baselines,
         mode="lines",
-        name=f"chance: {name}",
+        name=f"chance: {label(name)}",
         legendgroup=name,
         showlegend=name not in shown,
         hoverinfo="name+y",

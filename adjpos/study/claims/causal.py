@@ -242,6 +242,7 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     from adjpos.figures import plot_interventions
 
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
+    table = table.replace({"intervention": WORDS, "control": WORDS})  # their names in words
     return {"interventions": (plot_interventions(table), fmt.text("causal.caption"))}
 
 

@@ -187,7 +187,7 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     first = table.groupby("task")["seed"].transform("min")
     shown = table[table["seed"] == first].assign(
         step=lambda t: t["step"].clip(lower=1),
-        layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "model" for x in t["layer"]],
+        layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "whole model" for x in t["layer"]],
     )
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
     axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}

@@ -133,11 +133,12 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 def theory_figures(table: pd.DataFrame, matrices: list[dict[str, Any]], scale: float) -> dict:
     """Measured against predicted first-layer adjacency by init scale, and the heatmaps."""
     from adjpos.figures import plot_cosine_heatmaps, plot_first_layer_theory
+    from adjpos.figures.style import label
 
     heatmaps = plot_cosine_heatmaps(
         [m["matrix"] for m in matrices],
-        titles=[f"{m['site']} {m['kind']}" for m in matrices],
-        title=f"First layer at init_range {scale}: measured and predicted self-cosine",
+        titles=[f"{label(m['site'])}, {m['kind']}" for m in matrices],
+        title=f"First layer at initial weight scale {scale}: measured and predicted self-cosine",
         columns=2,
     )
     return {"theory_first_layer": plot_first_layer_theory(table), "theory_cosine": heatmaps}
