@@ -60,7 +60,7 @@ def test_panels_split_by_probe_metric_and_group():
     assert len(lines) == 4 and len({t.line.color for t in lines}) == 1  # one colour everywhere
     assert all(t.line.dash == "dot" for t in fig.data if t.name == "shuffled: residual stream")
     profile = [t for t in fig.data if t.name == "cosines to every earlier position"]
-    assert profile and all(t.line.dash == "longdash" for t in profile)
+    assert profile and all(t.line.dash == "dashdot" for t in profile)
     chance = [t for t in fig.data if t.name == "chance: cosine matrix (all pairs)"]
     assert list(chance[0].y) == [0.1, 0.1, 0.1]
     assert "demo: 8 sequences x 16 tokens" in fig.layout.title.text

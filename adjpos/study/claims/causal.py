@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
+from adjpos.interventions import FAMILIES, INTERVENTION_TABLE, SPECS, intervention_table
 from adjpos.stats import every_seed, judge, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
@@ -242,8 +242,8 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     from adjpos.figures import plot_interventions
 
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
-    table = table.replace({"intervention": WORDS, "control": WORDS})  # their names in words
-    return {"interventions": (plot_interventions(table), fmt.text("causal.caption"))}
+    drawn = plot_interventions(table, families=FAMILIES, labels=WORDS)
+    return {"interventions": (drawn, fmt.text("causal.caption"))}
 
 
 def _float(value: Any) -> float | None:
