@@ -31,7 +31,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     for word in dict.fromkeys(cells[0][i] for i in empty):
         names = [header[i] for i in empty if cells[0][i] == word]
         why = f"{word} in every row" if word else "no value in any row"
-        lines.append(f"\n*Not shown: {join(names)} ({why}).*")
+        lines.append(f"\n*Not shown: {'; '.join(names)} ({why}).*")
     return "\n".join(lines)
 
 

@@ -173,7 +173,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         if t["metric"] in SHOWN and t["layer"] >= criteria.first_layer:
             layers = found.setdefault((t["task"], t["seed"], label(t["metric"])), {})
             layers.setdefault(end_vs_start(t), []).append(t["layer"])
-    header = ["task", "seed", "metric", *(f"layers, end {side} start" for side in SIDES)]
+    header = ["task", "seed", "metric", "end above start, at layers", "end below start, at layers"]
+    header += ["intervals overlap, at layers"]
     rows = [
         [*key, *(fmt.join(at.get(side, [])) or "none" for side in SIDES)]
         for key, at in found.items()

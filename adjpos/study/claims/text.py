@@ -117,7 +117,11 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     if not (results / "text_adjacency.csv").is_file():
         return {}
     tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
-    return fmt.captioned(fmt.texts("text.captions"), **plot_text_layers(*tables))
+    words = {"bars": "one seed; bars: its 95% intervals", "range": "one seed"}
+    if tables[0]["seed"].nunique() > 1:  # one seed has no span over seeds to show
+        words = {"bars": "mean over seeds; bars: seed spans of 95% intervals"}
+        words["range"] = "mean over seeds; bars: the seeds' range"
+    return fmt.captioned(fmt.texts("text.captions", **words), **plot_text_layers(*tables))
 
 
 def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
