@@ -70,15 +70,15 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
         return kind or f"{label(by)}: {value}"
 
     means[by] = [name(v) for v in means[by]]
-    order = [name(v) for v in _sorted(table[by].dropna().unique())]
+    colours = line_colors(name(v) for v in _sorted(table[by].dropna().unique()))  # kinds first
     fig = px.line(
         means,
         x="layer",
         y="adjacency",
         color=by,
         markers=True,
-        category_orders={by: order},
-        color_discrete_map=line_colors(order),
+        category_orders={by: list(colours)},
+        color_discrete_map=colours,
     )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(
