@@ -63,7 +63,7 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
     assert "| hybrid - rope | 4 | raw, sink out |" in text and "| nope | 3 | shift+1 |" in text
     figures = STAGE.figures(shipped, {})
     assert set(figures) == {"text_adjacency", "text_position"}
-    assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
+    assert {t.name for t in figures["text_adjacency"][0].data} == {"NoPE", "RoPE", "hybrid"}
 
 
 def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monkeypatch):
