@@ -13,6 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+# The most rows a table of the report shows: a longer one is summed up there and kept whole in
+# the run's results/.
+LONG = 50
+
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A markdown table: a column is right-aligned when every value in it is a number (or

@@ -81,3 +81,7 @@ def test_long_tables_are_summed_up_and_kept_whole_in_results(tiny_run, tables):
     assert max(len(rows) for _, rows in tables) <= 50
     whole = pd.read_csv(tiny_run[0] / "results" / "dynamics_trajectories.csv")
     assert len(whole) > 50 and {"start", "peak", "end", "peak_step"} <= set(whole.columns)
+    findings = pd.read_csv(tiny_run[0] / "results" / "causal_findings.csv")  # the causal rows
+    causal = next(rows for header, rows in tables if "finding, read-out kept" in header)
+    assert len(findings[findings["readout"] == "kept"]) == len(causal)
+    assert findings["finding"].notna().all()
