@@ -45,6 +45,7 @@ from adjpos.stats import bootstrap_interval, paired_difference
 from adjpos.tables import Table
 from adjpos.text.corpus import held_out_text
 from adjpos.text.evaluate import held_out_chunks
+from adjpos.text.recipe import LAYOUTS, WIDTHS, sized
 from adjpos.text.tokenizer import encode_text
 from adjpos.validation import UsageError
 
@@ -105,7 +106,9 @@ def measure_text_models(
     folds: int = 4,
     n_boot: int = 1000,
     level: float = 0.95,
-    pairs: Sequence[tuple[str, str]] = (("hybrid", "rope"),),
+    pairs: Sequence[tuple[str, str]] = tuple(
+        (sized("hybrid", d), sized("rope", d)) for d in WIDTHS
+    ),
 ) -> TextLayers:
     """Every measure of the module doc for each model of `models` ((layout, seed) -> model),
     all on the same `tokens`, and each layout pair (a, b) of `pairs` paired by seed (the
@@ -165,11 +168,15 @@ def _layers(model: Any, tokens: Tensor, seed: int, folds: int, draws: dict) -> t
 
 
 def shipped_text_models(
-    seeds: Sequence[int] | None = None, *, n_ctx: int | None = None
+    seeds: Sequence[int] | None = None,
+    *,
+    n_ctx: int | None = None,
+    widths: Sequence[int] = WIDTHS[:1],
 ) -> tuple[dict[tuple[str, int], Any], Any, list[str]]:
-    """The shipped text models of every layout (`adjpos.pretrained`), of `seeds` (None: every
-    shipped seed), their one tokenizer (a `tokenizers.Tokenizer`, None when no model is
-    shipped), and the (layout, seed) asked for but not shipped, as ``"text-LAYOUT:SEED"``.
+    """The shipped text models of every layout at each of `widths` (`adjpos.pretrained`;
+    named `sized`: ``nope``, ``nope-d128``), of `seeds` (None: every shipped seed), their one
+    tokenizer (a `tokenizers.Tokenizer`, None when no model is shipped), and the (layout,
+    seed) asked for but not shipped, as ``"text-LAYOUT:SEED"``.
 
     Raises:
         ValueError: the models do not share one tokenizer (they cannot read the same text).
@@ -178,11 +185,11 @@ def shipped_text_models(
 
     from adjpos.models import load_model
     from adjpos.pretrained import pretrained_folder, pretrained_seeds
-    from adjpos.text.recipe import LAYOUTS
 
     models, missing, files = {}, [], set()
-    wanted = sorted({s for x in LAYOUTS for s in pretrained_seeds(f"text-{x}")} | set(seeds or ()))
-    for layout in LAYOUTS:
+    names = [sized(x, d) for d in widths for x in LAYOUTS]
+    wanted = sorted({s for x in names for s in pretrained_seeds(f"text-{x}")} | set(seeds or ()))
+    for layout in names:
         shipped = pretrained_seeds(f"text-{layout}")
         for seed in wanted if seeds is None else seeds:
             if seed not in shipped:

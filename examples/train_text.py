@@ -13,7 +13,8 @@ D / 4), into ``OUT/LAYOUT-dD-seed-S``, installed as ``text-LAYOUT-dD/seedS``.
 
 ``--quick`` trains a tiny model a few steps on a generated text (the smoke test; no download).
 ``--install`` copies the finished runs into ``adjpos/pretrained/text-LAYOUT/seedS`` (the final
-weights in float32, `SNAPSHOTS` of the training snapshots in float16, the tokenizer, the run's
+weights in float16, which `adjpos.load_model` reads back as float32; `SNAPSHOTS` of the
+training snapshots, in float16, none by default: the study reads none; the tokenizer, the run's
 metrics and a ``train.json`` summary), without training anything; the summary's ``seconds``
 is the run's wall time (the training loop's, evaluations included, summed over the sessions of
 a resumed run). ``--measure N`` times N training steps of each layout with the recipe on one
@@ -34,23 +35,32 @@ import torch
 
 import adjpos
 from adjpos.models import save_snapshot, snapshot_steps
+from adjpos.models.checkpoint import WEIGHTS, write_weights
 from adjpos.pretrained import HERE
 from adjpos.runs import write_json
 from adjpos.text.prepare import corpus_task, corpus_tokenizer, file_task
-from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, RECIPE_MODEL, RECIPE_TRAIN, layout_config
+from adjpos.text.recipe import (
+    LAYOUTS,
+    RECIPE_DATA,
+    RECIPE_MODEL,
+    RECIPE_TRAIN,
+    layout_config,
+    sized,
+)
 from adjpos.text.tokenizer import TOKENIZER_FILE, save_tokenizer
 
 QUICK_MODEL = {"n_layers": 4, "d_model": 16, "n_heads": 2}
 QUICK_TRAIN = {"steps": 6, "eval_every": 3, "eval_size": 4, "batch_size": 4}
 QUICK_DATA = {"vocab_size": 300, "context": 16}
-# Snapshots each installed run keeps (float16): the nine runs come to about 62 MB.
-SNAPSHOTS = 3
+# Snapshots each installed run keeps (float16): none, the study reads none of a text model
+# (every layout's step 0 is `build_model` of its config and seed).
+SNAPSHOTS = 0
 RECIPE_WIDTH = RECIPE_MODEL["d_model"]
 
 
 def size_tag(d_model: int) -> str:
     """What names a run of width `d_model` after its layout: nothing at the recipe's width."""
-    return "" if d_model == RECIPE_WIDTH else f"-d{d_model}"
+    return sized("", d_model)
 
 
 def generated_text(n_lines: int = 2000) -> str:
@@ -124,12 +134,13 @@ def install(
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    for name in ("model.safetensors", "config.json", "metrics.json", "tokenizer.json"):
+    for name in ("config.json", "metrics.json", "tokenizer.json"):
         shutil.copy2(source / name, target / name)
-    for step in spread_evenly(snapshot_steps(source), keep):
+    for step in spread_evenly(snapshot_steps(source), keep) if keep else ():
         model = adjpos.load_model(source, step=step, device="cpu")
         save_snapshot(model, target, step, dtype=torch.float16)
     model = adjpos.load_model(source, device="cpu")
+    write_weights(model, target / WEIGHTS, dtype=torch.float16)
     last = metrics["history"][-1]
     command = f"python examples/train_text.py --out {out} --layouts {layout} --seeds {seed}"
     summary = {

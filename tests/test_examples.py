@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import safetensors.torch
 import torch
 from scipy.stats import kendalltau, pearsonr
 
@@ -573,6 +574,17 @@ def test_train_text(run_example, tmp_path):
     info = json.loads((target / "train.json").read_text())
     assert info["layer_kinds"] == ["rope", "rope", "rope", "nope"] and not info["position_free"]
     assert (target / "tokenizer.json").is_file()
+    # the final weights in float16, read back as the run's rounded to float16
+    shipped, trained = (
+        adjpos.load_model(f, device="cpu") for f in (target, runs / "hybrid-seed-2")
+    )
+    assert (
+        safetensors.torch.load_file(target / "model.safetensors")["embed.W_E"].dtype
+        == torch.float16
+    )
+    for name, value in trained.state_dict().items():
+        rounded = value.half().float() if value.is_floating_point() else value
+        assert torch.equal(shipped.state_dict()[name], rounded), name
 
 
 def test_text_losses(run_example, tmp_path):
@@ -599,6 +611,21 @@ def test_text_losses(run_example, tmp_path):
         assert printed[key] == pytest.approx(np.mean(per_chunk), abs=ROUNDING[3])
     differences = pd.read_csv(tmp_path / "runs" / "text-losses" / "differences.csv")
     assert {"nope", "rope", "hybrid"} <= set(differences["a_layout"])
+
+
+def test_text_baselines(run_example):
+    # The printed loss of a unigram fitted on the docstrings themselves, counted by hand on the
+    # chunks of 32 tokens spread over them: every token but the first of a window of 8.
+    from collections import Counter
+
+    out, script = run_example("text_baselines.py")
+    _, tokenizer, texts = script["quick_inputs"]()
+    ids = adjpos.text.encode_text(tokenizer, texts["docstrings"])
+    counts, starts = Counter(ids), np.linspace(0, len(ids) // 32 - 1, 6).round().astype(int) * 32
+    nll = [-math.log(counts[ids[s + p]] / len(ids)) for s in starts for p in range(32) if p % 8]
+    row = next(x for x in out.splitlines() if x.startswith("| unigram of the scored text"))
+    assert float(row.split("|")[3]) == pytest.approx(np.mean(nll), abs=ROUNDING[3])
+    assert out.count("| tiny-") == 3
 
 
 def test_text_layers(run_example):

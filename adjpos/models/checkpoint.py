@@ -124,6 +124,12 @@ def save_snapshot(
     stores them smaller. Load one with ``load_model(path, step=step)``."""
     target = _snapshot_path(Path(path), step)
     target.parent.mkdir(parents=True, exist_ok=True)
+    return write_weights(model, target, dtype=dtype)
+
+
+def write_weights(model: Any, target: Path, *, dtype: torch.dtype | None = None) -> Path:
+    """Write `model`'s weights to the safetensors file `target` (atomically), floating
+    tensors cast to `dtype` where given (`load_model` casts them back to the config's)."""
     cast = (lambda v: v.to(dtype)) if dtype is not None else (lambda v: v)
     weights = hf_state_dict(model) if is_bridge(model) else model.state_dict()
     state = {

@@ -1,5 +1,6 @@
 """NoPE models trained by `adjpos train` and shipped with the package: seeds of each task, and
-the small language models of `adjpos.text` (``text-nope``, ``text-rope``, ``text-hybrid``).
+the small language models of `adjpos.text` (``text-nope``, ``text-rope``, ``text-hybrid``, and
+each at width 128: ``text-nope-d128``, ...).
 
 Each ``TASK/seedS`` folder holds ``model.safetensors`` + ``config.json`` (the model),
 ``metrics.json`` (the run: task parameters, training config, evaluation history),
@@ -8,10 +9,10 @@ Each ``TASK/seedS`` folder holds ``model.safetensors`` + ``config.json`` (the mo
 seed's ``snapshots/`` holds its weights during training (``load_pretrained(task, seed,
 step=...)``). ``examples/train_pretrained.py`` trains them all.
 
-A text model's ``text-LAYOUT/seedS`` folder holds the same files (``metrics.json`` names the
-token counts of the data instead of a task) and ``tokenizer.json``, the tokenizer it was trained
-with; ``examples/train_text.py`` trains them and ``examples/install_text_models.py`` copies
-finished runs here.
+A text model's ``text-LAYOUT[-d128]/seedS`` folder holds the same files (``metrics.json`` names
+the token counts of the data instead of a task; the weights in float16, read back as float32;
+no snapshots) and ``tokenizer.json``, the tokenizer it was trained with;
+``examples/train_text.py`` trains them and copies finished runs here (``--install``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ from typing import Any
 
 from adjpos.models import load_model, snapshot_steps
 from adjpos.tasks import TASKS, Task, get_task
-from adjpos.text.recipe import LAYOUTS
+from adjpos.text.recipe import LAYOUTS, WIDTHS, sized
 from adjpos.validation import UsageError
 
 HERE = Path(__file__).resolve().parent
-TEXT_MODELS = tuple(f"text-{layout}" for layout in LAYOUTS)
+TEXT_MODELS = tuple(f"text-{sized(layout, d)}" for d in WIDTHS for layout in LAYOUTS)
 # The one recipe of each task (``examples/train_pretrained.py`` trains seeds 0, 1 and 2 with
 # it; they differ only in the seed): 4 layers with 8 heads, AdamW at 1e-3 (warmup 500, cosine
 # decay to 0.1x), width 64, batches of 64, evaluation every 250 steps on 1,000 prompts, stop at

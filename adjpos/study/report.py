@@ -60,7 +60,7 @@ def write_report(
 
 def verdicts(out: Path) -> list[Verdict]:
     """Every claim's verdicts on the run in `out`, under the criteria it recorded."""
-    numbers, criteria = _numbers(out), _criteria(out)
+    numbers, criteria = _numbers(out), run_criteria(out)
     return [v for claim in claims() for v in claim.verdicts(numbers[claim.name], criteria)]
 
 
@@ -80,7 +80,7 @@ def render(
     `folder` is where the figures are, relative to the report; `links` adds a link to each
     figure's interactive HTML there (off for a copy of the report without them)."""
     record = json.loads((out / "run.json").read_text())
-    numbers, criteria = _numbers(out), _criteria(out)
+    numbers, criteria = _numbers(out), run_criteria(out)
 
     def figures(prefix: str) -> str:
         stems = [s for s in captions if s == prefix or s.startswith(prefix + "_")]
@@ -131,8 +131,10 @@ def _numbers(out: Path) -> dict[str, Any]:
     return {p.stem: json.loads(p.read_text()) for p in (out / "results" / "numbers").glob("*.json")}
 
 
-def _criteria(out: Path) -> Criteria:
-    recorded = json.loads((out / "run.json").read_text())["spec"].get("criteria", {})
+def run_criteria(out: Path) -> Criteria:
+    """The criteria the run in `out` recorded (the defaults for a folder without run.json)."""
+    path = out / "run.json"
+    recorded = json.loads(path.read_text())["spec"].get("criteria", {}) if path.is_file() else {}
     return Criteria.recorded(recorded)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from adjpos.interventions import READOUTS, check_interventions, specs_in
 from adjpos.sweep import DEFAULT_GRID
+from adjpos.text.recipe import WIDTHS
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
 
 Grid = tuple[dict[str, list[Any]], ...]
@@ -108,6 +109,9 @@ class StudySizes:
     theory_heatmap_scale: float = help_field("init scale of the first-layer heatmaps", 0.1)
     text_sequences: int = help_field("windows of held-out text per text model", 64)
     text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
+    text_widths: tuple[int, ...] = help_field(
+        "widths of the text models read (64: text-LAYOUT; 128: text-LAYOUT-d128)", WIDTHS
+    )
     train_steps: int | None = help_field(
         "steps when the study trains its models (None: the shipped recipe's)", None
     )
@@ -118,12 +122,16 @@ class StudySizes:
             unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif f.name.endswith(("seeds", "_layers", "_doses")) and not unused:
+            elif f.name.endswith(("seeds", "_layers", "_doses", "_widths")) and not unused:
                 check_int_list(f.name, value)
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
         check_interventions(self.interventions)
+        if set(self.text_widths) - set(WIDTHS):
+            raise UsageError(
+                f"text_widths must be among the shipped {list(WIDTHS)}, got {self.text_widths}"
+            )
         if not self.readouts or set(self.readouts) - set(READOUTS):
             raise UsageError(f"readouts must be names from {list(READOUTS)}, got {self.readouts}")
         if self.theory_heatmap_scale not in self.theory_scales:
@@ -153,7 +161,7 @@ QUICK = dataclasses.replace(
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),
     theory_samples=128,
-    **dict(text_sequences=12, text_seeds=(0,)),
+    **dict(text_sequences=12, text_seeds=(0,), text_widths=WIDTHS[:1]),
 )
 # What TINY changes from QUICK: it only proves the pipeline runs.
 TINY = dataclasses.replace(

@@ -4,7 +4,8 @@
 the three layouts with their one recipe (`recipe`: all-NoPE, all-RoPE, and a SmolLM3-style
 hybrid with every 4th layer NoPE). The trained models ship as ``pretrained:text-LAYOUT:SEED``
 (`adjpos.load_pretrained`). What they learn: `adjpos.text.evaluate` (held-out loss at 1x, 2x and
-4x the training context, the layouts paired by seed) and `adjpos.text_layers` (each layer on
+4x the training context, the layouts paired by seed), `adjpos.text.baselines` (unigram and
+bigram baselines fitted on the train split) and `adjpos.text_layers` (each layer on
 held-out text: adjacency, decomposition shares, position probes, causal tests)."""
 
 from adjpos.text.corpus import fetch_corpus, read_split

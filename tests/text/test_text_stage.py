@@ -1,6 +1,7 @@
 """The text stage of the study (`adjpos.study.claims.text`) on tiny text models installed in a
 temporary package folder, and with none installed (as in a copy without the text models)."""
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -10,8 +11,10 @@ import adjpos
 from adjpos.study.claim import CRITERIA, Context, Status
 from adjpos.study.claims import claim
 from adjpos.study.sizes import SIZES
-from adjpos.text.recipe import layout_config
+from adjpos.text.recipe import LAYOUTS, layout_config
 from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
+from adjpos.text_layers import shipped_text_models
+from adjpos.validation import UsageError
 
 STAGE = claim("text")
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": 24}
@@ -62,7 +65,10 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
     assert "[text figures]" in text and "| hybrid | 4 | nope |" in text
     assert "| hybrid - rope | 4 | raw, sink out |" in text and "| nope | 3 | shift+1 |" in text
     figures = STAGE.figures(shipped, {})
-    assert set(figures) == {"text_adjacency", "text_position"}
+    assert set(figures) == {"text_adjacency", "text_position", "text_curve_arms"}
+    arms = figures["text_curve_arms"][0]  # one panel per layout at the NoPE block's input
+    assert [a.text for a in arms.layout.annotations[:3]] == [f"{x}, layer 3" for x in LAYOUTS]
+    assert any(a.text.startswith("size ") for a in arms.layout.annotations)
     assert {t.name for t in figures["text_adjacency"][0].data} == {"NoPE", "RoPE", "hybrid"}
 
 
@@ -114,3 +120,15 @@ def test_each_verdict_names_the_seeds_it_read():
     numbers = {"nope_blocks": [3], "adjacency": adjacency, "versus": [], "causal": []}
     found = STAGE.verdicts(numbers, CRITERIA)
     assert [v.seeds for v in found] == ["0, 1, 2", "0 only", "none", "none", "none"]
+
+
+def test_the_second_width_is_read_by_its_own_names(shipped, tmp_path):
+    target = tmp_path / "pretrained" / "text-nope-d128" / "seed0"
+    adjpos.save_model(adjpos.build_model(layout_config("nope", **TINY, seed=0)), target)
+    save_tokenizer(train_tokenizer(generated_text(), 300), target)
+    models, _, missing = shipped_text_models(widths=(64, 128))
+    assert list(models) == [(x, 0) for x in ("nope", "rope", "hybrid", "nope-d128")]
+    assert missing == ["text-rope-d128:0", "text-hybrid-d128:0"]
+    assert list(shipped_text_models()[0]) == [(x, 0) for x in LAYOUTS]  # the recipe's width
+    with pytest.raises(UsageError, match="text_widths must be among"):
+        dataclasses.replace(SIZES["tiny"], text_widths=(64, 96))

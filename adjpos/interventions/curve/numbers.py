@@ -63,7 +63,8 @@ class SizeNumbers:
         differences: {(a, b): exact match of a minus b}, names as in the module doc.
         checks: {arm: (size_error, check_value)}, the numbers its manipulation check is
             judged on (`adjpos.study.rules.check_passed`); an arm not listed is not counted.
-        offsets: {shift name: {j: share of wrong characters at offset j}}.
+        offsets: {shift name (and ``random``, the chance share): {j: share of wrong
+            characters at offset j}}.
         percentiles: {arm: % of the random control's draws that harm more than it}.
         controls: {random control: its mean outcome} (on a task, exact match: where it is
             low, the size is not measurable).
@@ -243,7 +244,7 @@ def cell_numbers(
             offsets = (
                 {}
                 if task is None
-                else {a: _shares(r) for a, r in arms.items() if arm_kind(a).offsets}
+                else {a: _shares(r) for a, r in arms.items() if arm_kind(a).offsets or a == RANDOM}
             )
             size = float(next(iter(arms.values()))["size_target"])
             controls = {

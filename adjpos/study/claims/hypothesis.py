@@ -10,12 +10,13 @@ numbers, `verdicts` decides.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE
-from adjpos.interventions.curve.numbers import CellNumbers
+from adjpos.interventions.curve.numbers import RANDOM, CellNumbers
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
 from adjpos.study.claims.causal import KEYS, judged
@@ -49,12 +50,17 @@ SENSITIVITY = {"at_half": 0.5, "at_double": 2.0}
 
 def measure(context: Context) -> dict[str, Any]:
     """The rule's numbers from the causal stage's saved tables (none without the arms)."""
-    path = context.results / "curve_differences.csv"
+    return read_numbers(context.results)
+
+
+def read_numbers(results: Path) -> dict[str, Any]:
+    """`measure`'s numbers from the tables in `results`."""
+    path = results / "curve_differences.csv"
     if not path.is_file():
         return {"cells": [], "seeds": []}
     from adjpos.interventions import CURVE_DIFFERENCES
 
-    rows = INTERVENTION_TABLE.read(context.results / "curve_arms.csv")
+    rows = INTERVENTION_TABLE.read(results / "curve_arms.csv")
     return curve_numbers(rows, CURVE_DIFFERENCES.read(path))
 
 
@@ -113,6 +119,50 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return out
 
 
+def readings(cells: dict[tuple, Any]) -> dict[tuple, list[str]]:
+    """Per (task, layer), one line per size of the rule's per-size outcomes (`CellOutcome`s
+    by (task, layer, seed)) counted over the seeds: "size 0.12: address F2 W1 · locality W3
+    · ..." (F for, A against, W within; seeds whose random control leaves the size not
+    measurable said apart)."""
+    found: dict[tuple, dict[int, list[dict]]] = {}
+    for (task, layer, _), cell in cells.items():
+        for index, size in enumerate(cell.per_size):
+            found.setdefault((task, layer), {}).setdefault(index, []).append(size)
+    letters = {Outcome.FOR: "F", Outcome.AGAINST: "A", Outcome.WITHIN: "W"}
+    out: dict[tuple, list[str]] = {}
+    for key, by_size in found.items():
+        for seeds in by_size.values():
+            said = [
+                f"{claim} "
+                + " ".join(
+                    f"{letters[o]}{n}" for o in Outcome if (n := [s[claim] for s in seeds].count(o))
+                )
+                for claim in CLAIMS
+            ]
+            low = sum(s["measurable"] == "no" for s in seeds)
+            size = sum(s["size"] for s in seeds) / len(seeds)
+            tail = f" (not measurable in {low} of {len(seeds)} seeds)" if low else ""
+            out.setdefault(key, []).append(f"size {size:.2f}: " + " · ".join(said) + tail)
+    return out
+
+
+def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+    """The arms against their change size (`adjpos.figures.curve.plot_curve_arms`), the
+    rule's per-size reading under each panel, under the criteria the run recorded."""
+    path = results / "curve_arms.csv"
+    if not path.is_file():
+        return {}
+    from adjpos.figures.curve import plot_curve_arms
+    from adjpos.study.report import run_criteria
+
+    numbers = read_numbers(results)
+    readout, _ = judged(numbers["cells"]) if numbers["cells"] else ("kept", None)
+    rows = INTERVENTION_TABLE.read(path)
+    rows = rows[rows["readout"] == readout]
+    found = readings(outcomes(numbers, run_criteria(results.parent))[1])
+    return {"curve_arms": (plot_curve_arms(rows, readings=found), fmt.text("hypothesis.caption"))}
+
+
 def _scaled(criteria: Criteria, factor: float) -> Criteria:
     """`criteria` with the curve rule's tolerance t times `factor`."""
     return dataclasses.replace(criteria, curve_tolerance=criteria.curve_tolerance * factor)
@@ -156,12 +206,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
                 shares.setdefault((c["task"], c["layer"], name), {}).setdefault(j, []).append(value)
     span = sorted({j for by in shares.values() for j in by})
     offsets = fmt.table(
-        ["task", "layer", "shift", *(f"offset {j:+d}" for j in span)],
+        ["task", "layer", "arm", *(f"offset {j:+d}" for j in span)],
         [
-            [*key, *(sum(by[j]) / len(by[j]) if j in by else None for j in span)]
-            for key, by in shares.items()
+            [*key[:2], key[2] + (" (chance)" if key[2] == RANDOM else "")]
+            + [sum(by[j]) / len(by[j]) if j in by else None for j in span]
+            for key, by in sorted(shares.items(), key=lambda x: (*x[0][:2], x[0][2] == RANDOM))
         ],
     )
     after = " ".join(f"**{claim}**: {answers(found, claim)}." for claim in CLAIMS)
     before = fmt.text("hypothesis.before", readout=readout)
-    return fmt.section(before, fmt.table(header, body), fmt.text("hypothesis.note"), offsets, after)
+    parts = [figures("curve_arms"), before, fmt.table(header, body)]
+    return fmt.section(*parts, fmt.text("hypothesis.note"), offsets, after)

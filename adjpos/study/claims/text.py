@@ -10,7 +10,7 @@ from typing import Any
 
 import adjpos.text_layers as text
 from adjpos.interventions.curve.arms import arm_kind
-from adjpos.interventions.curve.numbers import CellNumbers
+from adjpos.interventions.curve.numbers import CellNumbers, cell_numbers
 from adjpos.stats import Outcome, every_seed, judge
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
@@ -23,12 +23,15 @@ PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    models, tokenizer, missing = text.shipped_text_models(context.sizes.text_seeds)
+    sizes = context.sizes
+    models, tokenizer, missing = text.shipped_text_models(
+        sizes.text_seeds, widths=sizes.text_widths
+    )
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
     if models:
         cfg = next(iter(models.values())).cfg
         tokens = text.held_out_windows(tokenizer, context.sizes.text_sequences, cfg.n_ctx)
-        blocks, sizes = hybrid_nope_layers(cfg.n_layers), context.sizes
+        blocks = hybrid_nope_layers(cfg.n_layers)
         options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
         result = text.measure_text_models(models, tokens, causal_layers=blocks, **options)
         for part in PARTS:
@@ -51,7 +54,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         (f"Trained language model ({layout}): the adjacency pattern on held-out text", "layer",
          f"every seed's interval above {chance}, sink left out",
          [c for c in view if c["layout"] == layout and c["layer"] >= criteria.first_layer])
-        for layout in LAYOUTS
+        for layout in dict.fromkeys([*LAYOUTS, *(c["layout"] for c in view)])  # d128 too
     ]  # fmt: skip
     found += [
         ("The hybrid's NoPE layers carry more adjacency than the all-RoPE model's same layers",
@@ -62,7 +65,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"every seed: each shift by 1 (curve moved, size matched) raises the loss beyond the "
          f"random curve of its size by over {gap} nats (interval bound), fewer than {pct}% of "
          f"its draws raising it more; against when no shift's upper bound reaches {gap}",
-         [c for c in numbers["causal"] if c["layout"] != "rope"]),
+         [c for c in numbers["causal"] if not c["layout"].startswith("rope")]),
     ]  # fmt: skip
     out = []
     for claim, unit, evidence, cells in found:
@@ -116,12 +119,29 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
 
     if not (results / "text_adjacency.csv").is_file():
         return {}
-    tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS[:2]]
+    tables = [getattr(text, p.upper()).read(results / f"text_{p}.csv") for p in PARTS]
+    drawn = plot_text_layers(*tables[:2])
+    if tables[3]["arm"].notna().any():  # the arms on text, the loss rise as the harm
+        drawn["text_curve_arms"] = text_arms_figure(tables[3], tables[4], results)
     words = {"bars": "one seed; bars: its 95% intervals", "range": "one seed"}
     if tables[0]["seed"].nunique() > 1:  # one seed has no span over seeds to show
         words = {"bars": "mean over seeds; bars: seed spans of 95% intervals"}
         words["range"] = "mean over seeds; bars: the seeds' range"
-    return fmt.captioned(fmt.texts("text.captions", **words), **plot_text_layers(*tables))
+    return fmt.captioned(fmt.texts("text.captions", **words), **drawn)
+
+
+def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:
+    """The arms' loss against their size per layout (`plot_curve_arms`), with the rule's
+    per-size outcomes on text under each panel."""
+    from adjpos.figures.curve import plot_curve_arms
+    from adjpos.study.claims.hypothesis import readings
+    from adjpos.study.report import run_criteria
+
+    criteria, keys = run_criteria(results.parent), ("layout", "layer", "seed")
+    cells = cell_numbers(causal, differences, keys=keys, harm=-1)
+    found = {c.key: cell_outcome(c, criteria, on_text=True) for c in cells}
+    rows = causal[causal["readout"] == "kept"].assign(task=causal["layout"])
+    return plot_curve_arms(rows, value="loss", readings=readings(found))
 
 
 def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
