@@ -6,6 +6,7 @@ units and seeds, and of paired differences; the variance ratio and its Spearman 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from adjpos.validation import UsageError, check_positive_int, is_int
+from adjpos.validation import UsageError, check_positive_int
 
 __all__ = [
     "OUTCOMES",
@@ -149,10 +150,12 @@ def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
     return found.pop() if len(found) == 1 else Outcome.WITHIN
 
 
-def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+def wilson_interval(successes: int | float, n: int, *, level: float = LEVEL) -> tuple[float, float]:
     """The Wilson score interval of a proportion `successes` / `n` (e.g. prompts answered
     right): unlike a bootstrap over the units it does not collapse to a point when every unit
-    succeeds (or none does), and it stays inside [0, 1].
+    succeeds (or none does), and it stays inside [0, 1]. Every proportion adjpos reports takes
+    this interval. `successes` may be a mean count (each prompt's hits averaged over random
+    draws): the interval is then that of `n` units, wider than the draws' average needs.
 
     Example:
         >>> low, high = wilson_interval(64, 64)
@@ -165,8 +168,9 @@ def wilson_interval(successes: int, n: int, *, level: float = LEVEL) -> tuple[fl
     from scipy.stats import norm
 
     check_positive_int("n", n)
-    if not is_int(successes) or not 0 <= successes <= n:
-        raise UsageError(f"successes must be an int in 0..{n}, got {successes!r}")
+    real = isinstance(successes, numbers.Real) and not isinstance(successes, bool)
+    if not real or not 0 <= successes <= n:
+        raise UsageError(f"successes must be a number in 0..{n}, got {successes!r}")
     check_bootstrap(level)
     z = float(norm.ppf(0.5 + level / 2))
     p, z2 = successes / n, z * z / n

@@ -1,17 +1,20 @@
 """What every adjpos figure promises a reader, as checks on the figure object: named axes, log
-ticks printed as numbers, and one colour per model kind."""
+ticks printed as numbers, words instead of field names, and one colour per model kind."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 
 import plotly.graph_objects as go
 
-from adjpos.figures.style import MODEL_KINDS
+from adjpos.figures.style import KIND_COLORS
 
 # Axis titles that name no quantity: a table's column name, or nothing.
 NAMELESS = {"", "value", "variable", "index"}
+# A field name ("variance_ratio", "d_model") or a column=value pair ("layer=0", "positional=alibi").
+FIELD_NAME = re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]+\b|\b[a-z_]+=\w")
 
 
 def _domain(fig: go.Figure, anchor: str | None) -> float:
@@ -60,19 +63,55 @@ def assert_log_ticks_are_numbers(fig: go.Figure) -> int:
     return len(logs)
 
 
+def visible_text(fig: go.Figure) -> list[str]:
+    """Every text a reader sees: the titles of the figure, its axes and colour bars, the
+    annotations, the legend's entries and title, and the axes' tick labels."""
+    layout = fig.layout
+    found = [layout.title.text, layout.legend.title.text]
+    for axis in (*fig.select_xaxes(), *fig.select_yaxes()):
+        found += [axis.title.text, *(axis.ticktext or ())]
+    found += [a.text for a in layout.annotations]
+    found += [layout[k].colorbar.title.text for k in layout if k.startswith("coloraxis")]
+    for trace in fig.data:
+        found.append(trace.name)
+        bar = getattr(trace, "colorbar", None)
+        found.append(bar.title.text if bar is not None else None)
+    return [str(text) for text in found if text]
+
+
+def assert_no_field_names(fig: go.Figure, name: str = "") -> None:
+    """No text of `fig` shows a field name or a column=value pair (`name`: the figure)."""
+    raw = [text for text in visible_text(fig) if FIELD_NAME.search(text)]
+    assert not raw, (name, raw)
+
+
+def trace_colour(trace) -> str | None:
+    line = getattr(trace, "line", None)
+    if line is not None and line.color:
+        return line.color
+    marker = getattr(trace, "marker", None)
+    return marker.color if marker is not None and isinstance(marker.color, str) else None
+
+
 def kind_colours(figures: list[go.Figure]) -> dict[str, set[str]]:
-    """Model kind -> the colours its traces take over all `figures`."""
+    """Model kind or text layout -> the colours its traces take over all `figures`."""
     found: dict[str, set[str]] = defaultdict(set)
     for fig in figures:
         for trace in fig.data:
-            if trace.name in MODEL_KINDS:
-                line = getattr(trace, "line", None)
-                found[trace.name].add(line.color if line and line.color else trace.marker.color)
+            if trace.name in KIND_COLORS:
+                found[trace.name].add(trace_colour(trace))
     return dict(found)
 
 
 def assert_one_colour_per_kind(figures: list[go.Figure]) -> None:
-    """Each model kind is drawn in one colour in every figure, and no two kinds share it."""
+    """Each model kind (and text layout) is drawn in one colour in every figure, its own, and
+    no other line takes a kind's colour."""
     found = kind_colours(figures)
-    assert all(len(colours) == 1 for colours in found.values()), found
-    assert len({next(iter(c)) for c in found.values()}) == len(found), found
+    assert all(c == {KIND_COLORS[kind]} for kind, c in found.items()), found
+    others = {
+        (trace.name, trace_colour(trace))
+        for fig in figures
+        for trace in fig.data
+        if trace.name not in KIND_COLORS and trace_colour(trace) in KIND_COLORS.values()
+    }
+    assert not others, others

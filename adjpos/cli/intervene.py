@@ -165,7 +165,9 @@ def _run_intervene(args: argparse.Namespace) -> int:
     from adjpos.interventions import (
         CURVE_DIFFERENCES,
         DEFAULT_INTERVENTIONS,
+        FAMILIES,
         INTERVENTION_TABLE,
+        SPECS,
         intervention_table,
     )
     from adjpos.interventions.specs import plan_units
@@ -240,7 +242,9 @@ def _run_intervene(args: argparse.Namespace) -> int:
         written.append("curve_differences.csv")
     saved = None
     if not arms.all():
-        saved = save_figure(plot_interventions(table[~arms]), args.out / "interventions")
+        words = {name: spec.label for name, spec in SPECS.items()}
+        drawn = plot_interventions(table[~arms], families=FAMILIES, labels=words)
+        saved = save_figure(drawn, args.out / "interventions")
         written += [p.name for p in saved.written]
     print(f"\nwrote {', '.join(written)} to {args.out}")
     if saved is not None and saved.png_skipped:

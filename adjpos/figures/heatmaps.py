@@ -27,6 +27,8 @@ FRAME_PX = 200
 # Below this many pixels per panel, titles collide and tick characters blur: widen instead,
 # up to the widest figure (`MAX_WIDTH`); wider grids get smaller panels.
 MIN_PANEL_PX = 260.0
+# The smallest tick font (px) a character is drawn in: below it, the ticks print positions.
+MIN_TICK_PX = 9
 
 
 def plot_cosine_heatmaps(
@@ -51,7 +53,8 @@ def plot_cosine_heatmaps(
         titles: one subplot title per matrix, e.g. ``"addition, trained, layer 2"``.
         labels: None (axes show positions 0..n-1) or, per matrix, the n characters of the
             prompt (a string or a sequence of strings; None for numbers). Ticks stay one per
-            position, so repeated characters stay distinct.
+            position, so repeated characters stay distinct; a panel too small to print them
+            in `MIN_TICK_PX` px shows positions instead.
         title: figure title.
         columns: panels per row.
 
@@ -161,11 +164,11 @@ def _axes(index: int, n: int, text, *, panel_px: float) -> tuple[dict, dict]:
     one tick per character."""
     anchor = "x" if index == 0 else f"x{index + 1}"
     frame = dict(showgrid=False, zeroline=False, constrain="domain")
-    if text is None:
+    size = int(min(13, 0.8 * panel_px / n))
+    if text is None or size < MIN_TICK_PX:
         ticks: dict[str, Any] = dict(tickformat="d")
     else:
         # Positions are the coordinates, characters only their names: repeats stay distinct.
-        size = int(max(7, min(13, 0.8 * panel_px / n)))
         ticks = dict(tickmode="array", tickvals=list(range(n)), ticktext=text)
         ticks["tickfont"] = dict(size=size)
     x = dict(range=[-0.5, n - 0.5], tickangle=0, **frame, **ticks)

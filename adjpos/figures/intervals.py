@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import apply_style, line_colors, log_ticks, title_facet_rows
+from adjpos.figures.style import apply_style, label, line_colors, log_ticks, title_facet_rows
 
 
 def plot_intervals(
@@ -29,8 +29,9 @@ def plot_intervals(
     value, with error bars from `low` to `high` where given.
 
     Each row of panels names its quantity on its y axis: its `facet_row` value (what the
-    row measures), after `y_title` where given; without rows, `y_title` (default: `y`).
-    Model kinds keep their colour (`adjpos.figures.style.line_colors`); a log x axis prints
+    row measures), after `y_title` where given; without rows, `y_title` (default: `y`'s
+    words). Names of columns and values are shown in words (`adjpos.figures.style.label`);
+    model kinds keep their colour (`adjpos.figures.style.line_colors`); a log x axis prints
     its ticks as numbers.
 
     Example:
@@ -44,6 +45,8 @@ def plot_intervals(
         'score'
     """
     frame = pd.DataFrame(rows)
+    for name in (n for n in (color, facet_col, facet_row) if n is not None):
+        frame[name] = [label(v) if isinstance(v, str) else v for v in frame[name]]
     colours = line_colors(frame[color])
     frame = frame.sort_values([color, x])  # lines in order, each along x
     errors = {}
@@ -62,6 +65,7 @@ def plot_intervals(
         log_x=log_x,
         category_orders={color: list(colours)},
         color_discrete_map=colours,
+        labels={x: label(x)},
         **errors,
     )
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
@@ -70,7 +74,7 @@ def plot_intervals(
     if log_x:
         fig.update_xaxes(**log_ticks(frame[x]))
     if facet_row is None:
-        fig.update_yaxes(title_text=y_title or y, col=1)
+        fig.update_yaxes(title_text=y_title or label(y), col=1)
     else:
         title_facet_rows(fig, list(dict.fromkeys(frame[facet_row])), y_title)
     n_rows = frame[facet_row].nunique() if facet_row else 1

@@ -1,43 +1,112 @@
-"""Causal tests: exact match by layer under each intervention, its control dashed beside it."""
+"""Causal tests: exact match under each change beside its own control, one family of carriers
+per panel, each seed a point around the seeds' mean."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows
-from adjpos.figures.style import COLORS, apply_style
+from adjpos.figures.style import OTHER_COLORS, apply_style, label
 from adjpos.validation import UsageError
 
-NEEDED = ("layer", "intervention", "control", "exact_match", "exact_match_low", "exact_match_high")
-BASELINE = dict(color="#000000", width=2.5)
-# With a single layer the x axis names the interventions, slanted: rows of panels stand this
-# far apart (a share of the plot's height, over the rows) so names and titles never meet.
-NAMES_SPACING = 0.5
-# The palette without the baseline's black, so no line can be mistaken for the baseline.
-PALETTE = tuple(c for c in COLORS if c != BASELINE["color"])
+NEEDED = ("layer", "intervention", "control", "exact_match")
+BASELINE = dict(color="#000000", width=2, dash="dot")
+# The colours no model kind owns, less the baseline's black: no change passes for the baseline.
+PALETTE = tuple(c for c in OTHER_COLORS if c != BASELINE["color"])
+# How far apart a group's seeds sit around their place on x (a share of one place).
+SPREAD = 0.3
+MEAN = dict(symbol="line-ew-open", size=22, line=dict(width=3))
 
 
 def plot_interventions(
-    rows: Rows, *, title: str | None = None, readout: str | None = None
+    rows: Rows,
+    *,
+    families: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    title: str | None = None,
+    readout: str | None = None,
 ) -> go.Figure:
-    """Exact match against the layer intervened at, one line per intervention (and per seed,
-    where rows have a ``seed`` column) with its 95% interval; each control is dashed in the
-    colour of the intervention it controls (read from the rows' ``control`` column), and the
-    baseline (the row that is its own control, "none") is black. One panel per task (the
-    ``task`` column, when there is one).
+    """Exact match under each change beside its control: one row of panels per task (the
+    ``task`` column, when there is one), one panel per family of carriers (`families`: name ->
+    family; None: one panel), and in a panel, at each layer intervened at, each change of the
+    family followed by its control (the rows' ``control`` column). Each seed is a small point
+    (spread a little so that none hides another), the seeds' mean a wide bar; a change is
+    filled and its control open, in the change's colour; the unchanged model (the row that is
+    its own control) is a dotted black line across each layer's group.
 
     Args:
         rows: the rows of `adjpos.interventions.intervention_table` (or dicts with at least
-            layer, intervention, control and exact_match with its _low and _high).
+            layer, intervention, control and exact_match).
+        families: each intervention's family of carriers
+            (`adjpos.interventions.FAMILIES`); names it lacks go to a panel "other".
+        labels: each intervention's words in the legend (default: `style.label`).
         title: figure title.
         readout: the read-out variant drawn, where rows have a ``readout`` column (default:
             "kept" when there, else the first found).
 
     Raises:
-        ValueError: a needed column is missing.
+        ValueError: a needed column is missing, or the read-out variant is not in the rows.
     """
+    table = _chosen(rows, readout)
+    names = list(dict.fromkeys(table["intervention"]))
+    controls = dict(zip(table["intervention"], table["control"], strict=False))
+    baseline = [n for n in names if controls[n] == n]
+    panels = _panels([n for n in names if n not in baseline], controls, families)
+    tasks = list(dict.fromkeys(table["task"]))
+    layers = sorted(table["layer"].unique())
+    fig = make_subplots(
+        rows=len(tasks),
+        cols=len(panels),
+        subplot_titles=[f"{t}: {p}" if t else p for t in tasks for p in panels],
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.3 / len(tasks),
+    )
+    colours = _colours(panels, controls)
+    is_control = {controls[n] for n in names if controls[n] != n}
+    words = {n: (labels or {}).get(n, label(n)) for n in names}
+    shown: set[str] = set()
+    for row, task in enumerate(tasks, start=1):
+        mine = table[table["task"] == task]
+        for col, members in enumerate(panels.values(), start=1):
+            width = len(members) + 1
+            for name in baseline:
+                _baseline(fig, mine[mine["intervention"] == name], layers, width, row, col)
+            for index, name in enumerate(members):
+                points = mine[mine["intervention"] == name]
+                style = dict(color=colours[name], open=name in is_control)
+                for trace in _points(points, layers, width, index, words[name], style):
+                    trace.update(showlegend=trace.showlegend and words[name] not in shown)
+                    fig.add_trace(trace, row=row, col=col)
+                shown.add(words[name])
+            centres = [i * width + (width - 2) / 2 for i in range(len(layers))]
+            fig.update_xaxes(
+                tickmode="array",
+                tickvals=centres,
+                ticktext=[f"layer {layer}" for layer in layers],
+                range=[-0.6, len(layers) * width - 1.4],
+                showgrid=False,
+                zeroline=False,
+                row=row,
+                col=col,
+            )
+    fig.update_xaxes(title_text="layer intervened at", row=len(tasks))
+    fig.update_yaxes(range=[-0.05, 1.05])
+    fig.update_yaxes(title_text=label("exact_match"), col=1)
+    shown_readout = table["readout"].iloc[0] if "readout" in table.columns else None
+    text = title or "Exact match under each change beside its control (open markers)"
+    if shown_readout is not None and title is None:
+        text += f", read-out positions {shown_readout}"
+    fig = apply_style(fig, title=text, rows=len(tasks))
+    return fig.update_layout(legend=dict(orientation="h", y=-0.12, x=0.0, xanchor="left"))
+
+
+def _chosen(rows: Rows, readout: str | None) -> pd.DataFrame:
+    """The rows as a table with a ``task`` column, in the read-out variant drawn."""
     table = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     missing = [c for c in NEEDED if c not in table.columns]
     if missing:
@@ -48,101 +117,79 @@ def plot_interventions(
         found = list(dict.fromkeys(table["readout"]))
         if readout is not None and readout not in found:
             raise UsageError(f"no rows with readout {readout!r}; the rows have {found}")
-        chosen = readout or ("kept" if "kept" in found else found[0])
-        table = table[table["readout"] == chosen]
-    tasks = list(dict.fromkeys(table["task"]))
-    cols = min(2, len(tasks))
-    n_rows = -(-len(tasks) // cols)
-    fig = make_subplots(
-        rows=n_rows,
-        cols=cols,
-        subplot_titles=[t or "exact match" for t in tasks],
-        shared_yaxes=True,
-        vertical_spacing=(NAMES_SPACING if table["layer"].nunique() == 1 else 0.3) / n_rows,
+        table = table[table["readout"] == (readout or ("kept" if "kept" in found else found[0]))]
+    return table
+
+
+def _panels(
+    names: list[str], controls: Mapping[str, str], families: Mapping[str, str] | None
+) -> dict[str, list[str]]:
+    """Family -> its members in drawing order: each change, then its control (a control
+    shared by several changes follows the first)."""
+    panels: dict[str, list[str]] = {}
+    for name in names:
+        members = panels.setdefault("" if families is None else families.get(name, "other"), [])
+        for member in (name, controls[name]):
+            if member in names and member not in members:
+                members.append(member)
+    return panels
+
+
+def _colours(panels: Mapping[str, list[str]], controls: Mapping[str, str]) -> dict[str, str]:
+    """A colour per change, its control's the same; a control of no change has its own."""
+    colours: dict[str, str] = {}
+    for members in panels.values():
+        for name in members:
+            if name not in colours:
+                colours[name] = PALETTE[len(set(colours.values())) % len(PALETTE)]
+                if controls[name] in members:
+                    colours.setdefault(controls[name], colours[name])
+    return colours
+
+
+def _points(
+    points: pd.DataFrame, layers: list, width: int, index: int, name: str, style: dict
+) -> list[go.Scatter]:
+    """One intervention's seeds as points and their mean as a bar, at each layer's place."""
+    places = {layer: i * width + index for i, layer in enumerate(layers)}
+    seeds = points.groupby("layer", sort=True)["exact_match"]
+    x, y = [], []
+    for layer, values in seeds:
+        offsets = [SPREAD * (i / max(len(values) - 1, 1) - 0.5) for i in range(len(values))]
+        x += [places[layer] + (o if len(values) > 1 else 0.0) for o in offsets]
+        y += values.tolist()
+    symbol = "circle-open" if style["open"] else "circle"
+    marker = dict(color=style["color"], symbol=symbol, size=7, opacity=0.7)
+    seed_points = go.Scatter(
+        x=x, y=y, mode="markers", marker=marker, name=name, legendgroup=name, showlegend=True
     )
-    styles = _styles(table)
-    place = _places(table)
-    shown: set[str] = set()
-    for index, task in enumerate(tasks):
-        rows_here = table[table["task"] == task]
-        lines = ["intervention"] + (["seed"] if "seed" in rows_here.columns else [])
-        for (name, *seed), points in rows_here.groupby(lines, sort=False, dropna=False):
-            points = points.sort_values("layer")
-            fig.add_trace(
-                go.Scatter(
-                    x=place(name, seed, points),
-                    y=points["exact_match"].tolist(),
-                    error_y=dict(
-                        type="data",
-                        symmetric=False,
-                        array=(points["exact_match_high"] - points["exact_match"]).tolist(),
-                        arrayminus=(points["exact_match"] - points["exact_match_low"]).tolist(),
-                        thickness=1,
-                        width=3,
-                    ),
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=name not in shown,
-                    line=styles[name],
-                    marker=dict(symbol="circle-open" if "dash" in styles[name] else "circle"),
-                ),
-                row=index // cols + 1,
-                col=index % cols + 1,
+    means = seeds.mean()
+    mean_bars = go.Scatter(
+        x=[places[layer] for layer in means.index],
+        y=means.tolist(),
+        mode="markers",
+        marker=MEAN | dict(color=style["color"]),
+        name=f"{name} (mean)",
+        legendgroup=name,
+        showlegend=False,
+        hoverinfo="name+y",
+    )
+    return [seed_points, mean_bars]
+
+
+def _baseline(fig: go.Figure, rows: pd.DataFrame, layers: list, width: int, row: int, col: int):
+    """The unchanged model's mean exact match over seeds across each layer's group."""
+    means = rows.groupby("layer")["exact_match"].mean()
+    for i, layer in enumerate(layers):
+        if layer in means.index:
+            trace = go.Scatter(
+                x=[i * width - 0.4, i * width + width - 1.6],
+                y=[means[layer]] * 2,
+                mode="lines",
+                line=BASELINE,
+                name="unchanged model",
+                legendgroup="unchanged model",
+                showlegend=row == col == i + 1 == 1,
+                hoverinfo="name+y",
             )
-            shown.add(name)
-    _x_axis(fig, table, n_rows)
-    fig.update_yaxes(title_text="exact match", range=[-0.03, 1.03], col=1)
-    text = title or "Exact match, one carrier of position changed (controls: open markers)"
-    if "readout" in table.columns and title is None:
-        text += f", read-out positions {table['readout'].iloc[0]}"
-    return apply_style(fig, title=text, rows=max(n_rows, 2))  # room for a dozen legend lines
-
-
-def _styles(table: pd.DataFrame) -> dict[str, dict]:
-    """Each intervention whose control is drawn gets a colour and its control the same,
-    dashed (the pairs are the rows' ``control`` column, which the intervention table's specs
-    write); the baseline, its own control, is black; every other line gets a colour of its
-    own."""
-    pairs = table[["intervention", "control"]].drop_duplicates()
-    controls = dict(zip(pairs["intervention"], pairs["control"], strict=True))
-    styles = {n: BASELINE for n, c in controls.items() if c == n}  # its own control
-    paired = {n: c for n, c in controls.items() if c in controls and c not in styles}
-    colours = iter(PALETTE * len(controls))
-    for name, control in paired.items():
-        if name not in styles:
-            styles[name] = dict(color=next(colours), width=2)
-            styles.setdefault(control, styles[name] | dict(dash="dash"))
-    for name in controls:
-        styles.setdefault(name, dict(color=next(colours), width=2))
-    return styles
-
-
-def _places(table: pd.DataFrame):
-    """Where a line's points go along x: at their layers; with a single layer, which would
-    stack every point on one x, at their intervention's place (one per intervention, in
-    first-seen order), each seed a little apart so that no point hides another."""
-    if table["layer"].nunique() > 1:
-        return lambda name, seed, points: points["layer"].tolist()
-    names = list(dict.fromkeys(table["intervention"]))
-    seeds = sorted(table["seed"].unique()) if "seed" in table.columns else [None]
-    step = min(0.15, 0.6 / len(seeds))
-    shift = {s: step * (i - (len(seeds) - 1) / 2) for i, s in enumerate(seeds)}
-    return lambda name, seed, points: [names.index(name) + shift[seed[0] if seed else None]]
-
-
-def _x_axis(fig: go.Figure, table: pd.DataFrame, n_rows: int) -> None:
-    layers = sorted(table["layer"].unique())
-    if len(layers) > 1:
-        fig.update_xaxes(title_text="layer intervened at", dtick=1)
-        return
-    names = list(dict.fromkeys(table["intervention"]))
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=list(range(len(names))),
-        ticktext=names,
-        tickangle=-40,
-        range=[-0.5, len(names) - 0.5],
-        showgrid=False,
-    )
-    fig.update_xaxes(title_text=f"intervention at layer {layers[0]}", row=n_rows)
+            fig.add_trace(trace, row=row, col=col)

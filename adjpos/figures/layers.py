@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import CHANCE, apply_style, line_colors
+from adjpos.figures.style import CHANCE, apply_style, label, line_colors
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -78,7 +78,7 @@ def plot_variance_by_position(
     stats = summarise_rows(rows, panel, line, x="position", y="variance")
     fig = _draw_panels(stats, panel, line, "position", shared_y=False, errors=False)
     fig.update_xaxes(title_text="position", tickformat="d")
-    fig.update_yaxes(title_text="variance of hidden state over d_model", col=1)
+    fig.update_yaxes(title_text="variance of the hidden state over its dimensions", col=1)
     default = "Variance of the hidden state by position (mean over sequences and seeds)"
     return apply_style(
         fig, title=title or default, rows=_grid(stats["_panel"].nunique(dropna=False))[0]
@@ -141,7 +141,7 @@ def _draw_panels(
             )
             fig.add_trace(trace, **where)
             shown.add(value)
-    fig.update_layout(legend_title_text=line)
+    fig.update_layout(legend_title_text=label(line))
     return fig
 
 
@@ -163,5 +163,5 @@ def _grid(panels: int) -> tuple[int, int]:
 
 
 def _label(key: str, value: Any) -> str:
-    # Names read alone ("addition", "trained"); numbers need their key ("layer=2").
-    return str(value) if isinstance(value, str) else f"{key}={value}"
+    # Names read alone ("addition", "trained"); numbers need their key ("layer 2").
+    return label(value) if isinstance(value, str) else f"{label(key)} {value}"

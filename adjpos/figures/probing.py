@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import CHANCE, CONTROL_DASH, apply_style, color
+from adjpos.figures.style import CHANCE, CONTROL_DASH, apply_style, color, label
 from adjpos.validation import UsageError
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def plot_probe_scores(
     """Score vs layer for every feature set, one panel per (probe, metric, group of sets).
 
     Groups keep apart the backward-only sets (solid lines), the sets that also read later
-    tokens (long dashes) and the ``shuffled:`` controls (dotted). Each feature set keeps one
+    tokens (dash-dot) and the ``shuffled:`` controls (dotted). Each feature set keeps one
     colour in every panel; its chance baseline is the thin dashed line of the same colour,
     named "chance: SET" in the legend. ``token_identity``, which does not depend on the layer,
     is a level line. Error bars are the std in the result (over seeds, or over sequences
@@ -108,13 +108,14 @@ def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Sca
     spread = [0.0 if math.isnan(s.std) else s.std for s in scores]
     if name == LAYER_FREE and len(scores) == 1:  # the same at every layer
         x, values, baselines, spread = layers, values * len(layers), baselines * len(layers), []
-    dash = {"control": CONTROL_DASH, "later": "longdash"}.get(group, "solid")
+    # dash-dot, not long dashes: the legend's short sample of a long dash looks solid
+    dash = {"control": CONTROL_DASH, "later": "dashdot"}.get(group, "solid")
     line = go.Scatter(
         x=x,
         y=values,
         error_y=dict(type="data", array=spread, thickness=1, width=3),
         mode="lines+markers",
-        name=name,
+        name=label(name),
         legendgroup=name,
         showlegend=name not in shown,
         line=dict(color=colour, dash=dash),
@@ -123,7 +124,7 @@ def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Sca
         x=x,
         y=baselines,
         mode="lines",
-        name=f"chance: {name}",
+        name=f"chance: {label(name)}",
         legendgroup=name,
         showlegend=name not in shown,
         hoverinfo="name+y",

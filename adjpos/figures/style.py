@@ -11,27 +11,68 @@ import plotly.graph_objects as go
 
 TEMPLATE = "plotly_white"
 FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
-# Okabe and Ito's colour-blind-safe palette without its yellow (faint on white), then four of
-# Tol's muted colours, so a dozen lines stay distinct.
+# Okabe and Ito's colour-blind-safe palette without its yellow (faint on white) and black, then
+# Tol's muted colours, then black: enough for the kinds below and a dozen other lines.
 COLORS = (
     "#0072B2",
     "#D55E00",
     "#009E73",
     "#CC79A7",
     "#E69F00",
-    "#56B4E9",
-    "#882255",
-    "#999933",
-    "#44AA99",
     "#332288",
+    "#882255",
+    "#44AA99",
+    "#56B4E9",
+    "#999933",
     "#AA4499",
+    "#117733",
+    "#CC6677",
+    "#88CCEE",
+    "#DDCC77",
     "#000000",
 )
-# The model kinds the study compares (adjpos.study.models) each keep one colour in every
-# figure, and no other line takes it: a reader who learns "trained is blue" once can trust it.
-MODEL_KINDS = ("trained", "random-init", "random-init, learned positions")
-KIND_COLORS = dict(zip(MODEL_KINDS, COLORS, strict=False))
-OTHER_COLORS = COLORS[len(MODEL_KINDS) :]
+# The model kinds the study compares (adjpos.study.models; the sweep's random-init models by
+# their positional encoding, `POSITIONAL_KINDS`) and the text models' layouts (`LAYOUTS`) each
+# keep one colour in every figure, and no other line takes it: a reader who learns "trained is
+# blue" once can trust it.
+MODEL_KINDS = (
+    "trained",
+    "random-init",
+    "random-init, learned positions",
+    "random-init, rotary positions",
+    "random-init, alibi positions",
+)
+POSITIONAL_KINDS = dict(zip(("none", "learned", "rotary", "alibi"), MODEL_KINDS[1:], strict=True))
+LAYOUTS = {"nope": "NoPE", "rope": "RoPE", "hybrid": "hybrid"}
+KIND_COLORS = dict(zip((*MODEL_KINDS, *LAYOUTS.values()), COLORS, strict=False))
+OTHER_COLORS = COLORS[len(KIND_COLORS) :]
+# What a figure calls a column or a value of the tables: words, with units where there are
+# any, never a field name. `label` looks names up here.
+LABELS = {
+    "step": "training step",
+    "position": "position (tokens from the start)",
+    "adjacency": "adjacency score",
+    "adjacency_prompt_centred": "adjacency score, prompt rows, centred",
+    "accuracy": "exact match (share of prompts)",
+    "exact_match": "exact match (share of prompts)",
+    "variance_ratio": "variance ratio, last third / first third",
+    "variance_spearman": "Spearman correlation of variance with position",
+    "probe_gain": "probe accuracy gain over layer 0",
+    "init_range": "initial weight scale (std)",
+    "d_model": "width (residual dimensions)",
+    "n_layers": "depth (blocks)",
+    "normalization_type": "normalization",
+    "positional": "positional encoding",
+    "variance": "variance",
+    "cosine_first": "cosine to the first position",
+    "cosine_profile": "cosines to every earlier position",
+    "cosine_matrix": "cosine matrix (all pairs)",
+    "token_identity": "token identity (the prompt format)",
+    "resid": "residual stream",
+    "attn_out": "attention output",
+    "resid_mid": "residual after attention",
+    "resid_post": "residual after the block",
+} | LAYOUTS
 CHANCE = dict(color="#888888", dash="dash", width=1.5)
 # Controls (shuffled positions) are drawn dotted so they never pass for a carrier.
 CONTROL_DASH = "dot"
@@ -48,12 +89,21 @@ def color(index: int) -> str:
     return OTHER_COLORS[index % len(OTHER_COLORS)]
 
 
+def label(name: Any) -> str:
+    """The words for a column or value `name` (`LABELS`; "shuffled:NAME" as "shuffled: " and
+    NAME's words), or `name` itself where it has none."""
+    name = str(name)
+    if name.startswith("shuffled:"):
+        return "shuffled: " + label(name.removeprefix("shuffled:"))
+    return LABELS.get(name, name)
+
+
 def line_colors(values: Iterable[Hashable]) -> dict[Any, str]:
-    """One colour per value, in legend order: the model kinds first, each in its own colour
-    (the same in every figure), then the other values in first-seen order, each in the next
-    colour that no kind owns."""
+    """One colour per value, in legend order: the model kinds and layouts first, each in its
+    own colour (the same in every figure), then the other values in first-seen order, each in
+    the next colour that no kind owns."""
     values = list(dict.fromkeys(values))
-    kinds = {kind: KIND_COLORS[kind] for kind in MODEL_KINDS if kind in values}
+    kinds = {kind: colour for kind, colour in KIND_COLORS.items() if kind in values}
     others = [value for value in values if value not in KIND_COLORS]
     return kinds | {value: color(index) for index, value in enumerate(others)}
 

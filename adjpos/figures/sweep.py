@@ -10,7 +10,14 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import CHANCE, apply_style, color, line_colors
+from adjpos.figures.style import (
+    CHANCE,
+    POSITIONAL_KINDS,
+    apply_style,
+    color,
+    label,
+    line_colors,
+)
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -43,29 +50,35 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
             zmax=1.0,
             zmid=0.5,
             colorscale="RdBu_r",
-            colorbar={"title": "adjacency"},
+            colorbar={"title": "adjacency score"},
             text=[[f"{v:.2f}" if v is not None else "" for v in r] for r in z],
             texttemplate="%{text}",
         )
     )
-    fig.update_layout(xaxis_title=x, yaxis_title=y)
+    fig.update_layout(xaxis_title=label(x), yaxis_title=label(y))
     return apply_style(fig, title=f"Adjacency score at layer {layer} (mean over seeds)")
 
 
 def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
-    """Adjacency score against layer, one line per value of grid parameter `by`."""
+    """Adjacency score against layer, one line per value of grid parameter `by` (a positional
+    encoding named as the model kind it makes: "random-init, learned positions")."""
     table = _table(rows, [by])
     means = table[table[by].notna()].groupby([by, "layer"], as_index=False)["adjacency"].mean()
-    means[by] = [f"{by}={v}" for v in means[by]]
-    order = [f"{by}={v}" for v in _sorted(table[by].dropna().unique())]
+
+    def name(value: Any) -> str:
+        kind = POSITIONAL_KINDS.get(value) if by == "positional" else None
+        return kind or f"{label(by)}: {value}"
+
+    means[by] = [name(v) for v in means[by]]
+    colours = line_colors(name(v) for v in _sorted(table[by].dropna().unique()))  # kinds first
     fig = px.line(
         means,
         x="layer",
         y="adjacency",
         color=by,
         markers=True,
-        category_orders={by: order},
-        color_discrete_map=line_colors(order),
+        category_orders={by: list(colours)},
+        color_discrete_map=colours,
     )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(
@@ -76,7 +89,9 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
         legend_title_text="",
     )
     return apply_style(
-        fig, title=f"Adjacency score by layer, by {by} (mean over seeds and the other grid values)"
+        fig,
+        title=f"Adjacency score by layer, by {label(by)} (mean over seeds and the other grid "
+        "values)",
     )
 
 

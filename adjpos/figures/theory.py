@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from adjpos.figures.layers import Rows, summarise_rows
-from adjpos.figures.style import CHANCE, apply_style, color, log_ticks
+from adjpos.figures.style import CHANCE, apply_style, color, label, log_ticks
 from adjpos.validation import UsageError
 
 COLUMNS = ("init_range", "measured_adjacency", "predicted_adjacency", "entropy_ratio")
@@ -55,7 +55,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
     predicted = summarise_rows(table, None, "site", x="init_range", y="predicted_adjacency")
     for index, site in enumerate(dict.fromkeys(measured["_line"])):
         points, prediction = (s[s["_line"] == site] for s in (measured, predicted))
-        where = "" if site == "" else f" ({site})"
+        where = "" if site == "" else f" ({label(site)})"
         fig.add_trace(
             _line(points, f"measured{where}", dict(color=color(index)), errors=True), row=1, col=1
         )
@@ -72,7 +72,7 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
         where = {"annotation_text": text, "annotation_position": f"bottom {side}"}
         fig.add_hline(y=y, line=CHANCE, row=1, col=col, **where)
     lowest = float(table[["measured_adjacency", "predicted_adjacency"]].min().min())
-    fig.update_xaxes(title_text="init_range", **log_ticks(table["init_range"]))
+    fig.update_xaxes(title_text=label("init_range"), **log_ticks(table["init_range"]))
     fig.update_yaxes(title_text="adjacency score", range=[min(0.4, lowest - 0.05), 1.05], col=1)
     fig.update_yaxes(title_text="H / log(k+1)", range=[0.0, 1.05], col=2)
     default = "First layer: the averaging argument against measurement (mean over seeds)"

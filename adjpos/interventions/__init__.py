@@ -93,6 +93,7 @@ from adjpos.interventions.spec import (
 )
 from adjpos.interventions.specs import (
     DEFAULT_INTERVENTIONS,
+    FAMILIES,
     NAMES,
     SPECS,
     check_interventions,
@@ -112,6 +113,7 @@ __all__ = [
     "DEFAULT_PROMPTS",
     "DEFAULT_RANK",
     "DEFAULT_READOUTS",
+    "FAMILIES",
     "INTERVENTION_TABLE",
     "NAMES",
     "READOUTS",

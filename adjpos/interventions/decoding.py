@@ -1,8 +1,9 @@
 """What a change does on a task's prompts: exact match under greedy decoding with the change
 active at every step (`measure_draws`: one intervention, or several draws of a random control in
 one batched pass), and, teacher-forced, the token accuracy and what it changed and left
-intact at its layer and the last (adjacency score, variance ratio, change size), with bootstrap
-intervals over prompts. `adjpos.interventions.task` runs it for every unit of a table.
+intact at its layer and the last (adjacency score, variance ratio, change size), with 95%
+intervals: Wilson for exact match and token accuracy, a bootstrap over prompts for the rest.
+`adjpos.interventions.task` runs it for every unit of a table.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.interventions.spec import READOUTS
 from adjpos.metrics import position_variance
 from adjpos.scoring import sequence_scores
-from adjpos.stats import bootstrap_interval, variance_ratio
+from adjpos.stats import bootstrap_interval, variance_ratio, wilson_interval
 from adjpos.tasks import Task, TaskBatch
 from adjpos.validation import UsageError
 
@@ -48,12 +49,14 @@ def measure_draws(
     Returns one dict per intervention: the measurement columns of `INTERVENTION_TABLE`,
     ``hits`` (each prompt's exact match, in the order of `batch`, for paired comparisons) and
     ``answers`` (each prompt's decoded answer):
-    - exact_match: greedy decoding with the hook active at every step, and its 95% interval
+    - exact_match: greedy decoding with the hook active at every step, and its 95% Wilson
+      interval
       (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
       decodes it once with a KV cache: `adjpos.training.decode.predict_cached`;
       ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
       instead: the same answers, slower, for checks and benchmarks);
-    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
+    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled (its
+      Wilson interval over the tokens);
     - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
       library's default ties) of the states the intervention writes (block `layer`'s input;
       for an attention-pattern intervention, block `layer`'s output), whole sequences,
@@ -169,9 +172,9 @@ def _unit_row(
     hits: np.ndarray, acc: dict[str, Any], perturbation: float | None, seed: int
 ) -> dict[str, Any]:
     """One unit's columns from its prompts' hits and its teacher-forced accumulators."""
-    em_low, em_high = bootstrap_interval(hits, seed=seed)
+    em_low, em_high = wilson_interval(float(hits.sum()), len(hits))
     right, total = np.array(acc["right"]), np.array(acc["total"])
-    tok_low, tok_high = bootstrap_interval(right / total, total, seed=seed)
+    tok_low, tok_high = wilson_interval(float(right.sum()), int(total.sum()))
     adj_low, adj_high = bootstrap_interval(acc["adjacency"], seed=seed)
     if perturbation is None:
         perturbation = float(torch.cat(acc["perturbation"]).mean())

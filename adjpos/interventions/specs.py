@@ -219,6 +219,18 @@ SPECS: dict[str, InterventionSpec] = {
     )
 }
 NAMES = tuple(SPECS)
+# The carrier of position each spec changes, in words: the interventions figure draws one panel
+# per family. A control joins the family of the change it controls, else of the change whose
+# name starts like its own ("leace_random": linear position); the baseline has none.
+_CARRIERS = {"norms": "norms", "subspace": "position subspace", "linear": "linear position"}
+_CARRIERS |= {"curve": "position curve", None: "attention"}
+_TESTED = {name: _CARRIERS[spec.claim] for name, spec in SPECS.items() if spec.role == "tested"}
+FAMILIES = _TESTED | {SPECS[n].control: f for n, f in _TESTED.items() if SPECS[n].control != "none"}
+FAMILIES |= {
+    name: next((f for t, f in _TESTED.items() if t.split("_")[0] == name.split("_")[0]), "other")
+    for name in SPECS
+    if name not in FAMILIES and SPECS[name].role != "baseline"
+}
 # What runs when none is named: every spec but the dosed ones (the position curve's arms, each
 # measured at several sizes and over many draws: named to run).
 DEFAULT_INTERVENTIONS = tuple(name for name, spec in SPECS.items() if not spec.dosed)

@@ -3,6 +3,7 @@ positions, position erased with LEACE, and their random controls of matched size
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,11 @@ class SubspaceSwap:
         classes = int(positions.unique().numel())
         _check_rank(rank, min(classes - 1, states.shape[1]), "distinct positions - 1")
         lda = LinearDiscriminantAnalysis(solver="eigen", shrinkage="auto")
-        lda.fit(states.double().cpu().numpy(), positions.cpu().numpy())
+        with warnings.catch_warnings():
+            # A position seen once (the end of the longest prompts) has no spread about its
+            # mean: its within-class covariance is 0, which is right, but scikit-learn warns.
+            warnings.filterwarnings("ignore", "Only one sample available", UserWarning)
+            lda.fit(states.double().cpu().numpy(), positions.cpu().numpy())
         scalings = torch.from_numpy(lda.scalings_[:, :rank].copy())
         basis, _ = torch.linalg.qr(scalings)
         return cls(basis=basis, seed=seed)

@@ -1,5 +1,5 @@
 """Causal tests on a task: what an intervention does to a model's exact match, teacher-forced
-accuracy, and what it changed and left intact, with bootstrap intervals over prompts.
+accuracy, and what it changed and left intact, with 95% intervals (Wilson for the proportions).
 
 `intervention_table` runs every unit through the runner (`adjpos.interventions.runner`), each
 measured on held-out prompts of the model's task by `adjpos.interventions.decoding`. Prompts are
@@ -34,7 +34,7 @@ from adjpos.interventions.spec import (
     Unit,
 )
 from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, plan_units
-from adjpos.stats import bootstrap_interval
+from adjpos.stats import wilson_interval
 from adjpos.tables import Table, with_interval
 from adjpos.tasks import Task
 
@@ -146,7 +146,7 @@ class _OnTask:
         self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
         self.states: dict[int, tuple[Tensor, Tensor]] = {}
         self.prompts: dict[int, Any] = {}
-        self.arms = ArmMeasurement(model, task, held.test, seed)
+        self.arms = ArmMeasurement(model, task, held.test)
         self.counts = self.arms.counts
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
@@ -180,7 +180,7 @@ class _OnTask:
         )
         answers = [m.pop("answers") for m in measured]
         draw_hits = [m["hits"] for m in measured]
-        row = _mean_of_draws(measured, self.seed)
+        row = _mean_of_draws(measured)
         if unit.dose is None:
             return row
         columns = self.arms.columns(
@@ -193,15 +193,15 @@ class _OnTask:
         return self.arms.unchanged()
 
 
-def _mean_of_draws(measured: list[dict[str, Any]], seed: int) -> dict[str, Any]:
+def _mean_of_draws(measured: list[dict[str, Any]]) -> dict[str, Any]:
     """One draw's measurements as they are; several draws' as their mean, each prompt's exact
-    match the mean over the draws (its interval bootstrapped over prompts), and each draw's
+    match the mean over the draws (its Wilson interval over the prompts), and each draw's
     exact match under ``draw_exact_match``."""
     if len(measured) == 1:
         return dict(measured[0])
     out = {k: float(np.mean([m[k] for m in measured])) for k in measured[0] if k != "hits"}
     hits = np.mean([m["hits"] for m in measured], axis=0)
-    out["exact_match_low"], out["exact_match_high"] = bootstrap_interval(hits, seed=seed)
+    out["exact_match_low"], out["exact_match_high"] = wilson_interval(float(hits.sum()), len(hits))
     out["n_prompts"] = measured[0]["n_prompts"]
     out["hits"] = hits.tolist()
     out["draw_exact_match"] = [m["exact_match"] for m in measured]

@@ -63,7 +63,7 @@ from adjpos.interventions.specs import (
     plan_units,
 )
 from adjpos.scoring import sequence_scores
-from adjpos.stats import bootstrap_interval
+from adjpos.stats import bootstrap_interval, wilson_interval
 from adjpos.tables import Table, with_interval
 from adjpos.validation import UsageError, is_int
 
@@ -241,7 +241,6 @@ class _OnText:
             states={(length, self.runs): self.states_at(unit.layer)},
             tokens={length: fit[length][1]},
             probe=self.probes[unit.layer],
-            seed=self.seed,
         )
         return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns
 
@@ -311,16 +310,19 @@ def _measure(
         "accuracy": torch.stack(accuracy).numpy(),
         "adjacency": torch.stack(adjacency).numpy(),
         "perturbation": perturbation,
+        "tokens": target.numel(),
     }
 
 
 def _summary(measured: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The row's numbers: means over draws per sequence, intervals over sequences."""
-    row = {}
-    for name in ("loss", "accuracy"):
-        per_sequence = measured[name].mean(axis=0)
-        low, high = bootstrap_interval(per_sequence, seed=seed)
-        row |= {name: float(per_sequence.mean()), f"{name}_low": low, f"{name}_high": high}
+    """The row's numbers: means over draws per sequence; the loss's interval over sequences,
+    the accuracy's Wilson interval over the continuation tokens (a proportion)."""
+    per_sequence = measured["loss"].mean(axis=0)
+    low, high = bootstrap_interval(per_sequence, seed=seed)
+    row = {"loss": float(per_sequence.mean()), "loss_low": low, "loss_high": high}
+    accuracy, tokens = float(measured["accuracy"].mean()), measured["tokens"]
+    low, high = wilson_interval(accuracy * tokens, tokens)
+    row |= {"accuracy": accuracy, "accuracy_low": low, "accuracy_high": high}
     return row | {
         "adjacency_at_layer": float(measured["adjacency"].mean()),
         "perturbation": measured["perturbation"],

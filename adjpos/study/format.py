@@ -1,34 +1,48 @@
 """How the report writes numbers, lists, tables and sections: one small set of helpers every
-claim uses. Tables are markdown, number columns right-aligned, a ``|`` inside a cell escaped.
+claim uses. Tables are markdown, number columns right-aligned, a ``|`` inside a cell escaped, a
+column with nothing in any row left out (and named below the table), and no "-0.000".
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+# The most rows a table of the report shows: a longer one is summed up there and kept whole in
+# the run's results/.
+LONG = 50
+
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A markdown table: a column is right-aligned when every value in it is a number (or
-    empty), left-aligned otherwise."""
-    cells = [[n(v) for v in row] for row in rows]
+    empty), left-aligned otherwise. A column that holds nothing in any row (blank, or one
+    `MISSING` word such as "not probed" in every row) is left out, and a line below the table
+    names it and why; a zero never prints as "-0.000"."""
+    cells = [[_UNSIGNED_ZERO.sub(r"\1", n(v)) for v in row] for row in rows]
+    empty = [i for i in range(len(header)) if rows and {row[i] for row in cells} <= MISSING]
+    kept = [i for i in range(len(header)) if i not in empty]
     numeric = [
-        all(_is_number(row[i]) or row[i] is None for row in rows) and any(rows)
-        for i in range(len(header))
+        all(_is_number(row[i]) or row[i] is None for row in rows) and any(rows) for i in kept
     ]
-    lines = ["| " + " | ".join(_escape(h) for h in header) + " |"]
+    lines = ["| " + " | ".join(_escape(header[i]) for i in kept) + " |"]
     lines.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
-    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in cells]
+    lines += ["| " + " | ".join(_escape(row[i]) for i in kept) + " |" for row in cells]
+    for word in dict.fromkeys(cells[0][i] for i in empty):
+        names = [header[i] for i in empty if cells[0][i] == word]
+        why = f"{word} in every row" if word else "no value in any row"
+        lines.append(f"\n*Not shown: {'; '.join(names)} ({why}).*")
     return "\n".join(lines)
 
 
 def n(value: Any) -> str:
-    """A number or value as prose: floats to 3 decimals, lists joined, nothing as a blank."""
-    if value is None:
+    """A number or value as prose: floats to 3 decimals, lists joined, nothing (None or NaN) as
+    a blank."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     if isinstance(value, float):
         return f"{value:.3f}"
@@ -45,8 +59,11 @@ def join(values: Sequence[Any]) -> str:
     return joiner.join(n(v) for v in values)
 
 
-def span(value: Any, low: Any, high: Any) -> str:
-    """'value (low to high)'."""
+def span(value: Any, low: Any, high: Any, *, missing: str = "no interval") -> str:
+    """'value (low to high)', or 'value (`missing`)' where a bound is missing (None or NaN):
+    `missing` says why."""
+    if n(low) == "" or n(high) == "":
+        return f"{n(value)} ({missing})"
     return f"{n(value)} ({n(low)} to {n(high)})"
 
 
@@ -113,6 +130,12 @@ def _texts() -> dict[str, str]:
 def read(name: str) -> str:
     """A data file of the study's package (``report.txt``, ``report.html``)."""
     return (Path(__file__).parent / name).read_text(encoding="utf-8")
+
+
+# The words a cell says when it holds nothing.
+MISSING = {"", "not probed", "not measured"}
+# A zero printed with a sign ("-0.000", "-0.00"), from a tiny negative number.
+_UNSIGNED_ZERO = re.compile(r"-(0\.0+)(?![0-9])")
 
 
 def _is_number(value: Any) -> bool:

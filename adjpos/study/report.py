@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from string import Template
@@ -21,6 +22,7 @@ from adjpos.study import format as fmt
 from adjpos.study.claim import STATUS_RULE, Criteria, Verdict
 from adjpos.study.claims import claims
 from adjpos.study.claims.models import agreement
+from adjpos.study.sizes import StudySizes
 from adjpos.tables import Table
 
 TITLE = "adjpos reproduce: report"
@@ -94,9 +96,9 @@ def render(
         parts += [f"## {claim.title}", claim.section(numbers[claim.name], criteria, figures)]
         if claim.name == "models":
             parts.append(agreement(numbers, criteria))
-    sizes = [[k, fmt.n(v)] for k, v in record["spec"]["sizes"].items()]
+    sizes = [[k, _size(k, v)] for k, v in record["spec"]["sizes"].items()]
     parts += ["## Run sizes", fmt.table(["size", "value"], sizes)]
-    listed = list(dataclasses.asdict(criteria).items())
+    listed = [(k, f"{v:g}" if isinstance(v, float) else v) for k, v in criteria.to_dict().items()]
     parts += ["## Criteria", fmt.table(["criterion", "value"], listed)]
     parts += [fmt.text("report.ending") + "\n"]
     return "\n\n".join(parts)
@@ -110,6 +112,15 @@ def claims_table(found: list[Verdict]) -> str:
         for v in found
     ]
     return fmt.table(["claim", "status", "cells for, against, within", "seeds", "evidence"], rows)
+
+
+def _size(name: str, value: Any) -> str:
+    """A run size as the report lists it; None as what it means (its help's "None: ...")."""
+    if value is not None:
+        return fmt.n(value)
+    field = {f.name: f for f in dataclasses.fields(StudySizes)}.get(name)
+    found = re.search(r"None: ([^;)]+)", field.metadata.get("help", "") if field else "")
+    return found.group(1) if found else "the default"
 
 
 def _seeds(seeds: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from adjpos.stats import bootstrap_interval
+from adjpos.stats import wilson_interval
 from adjpos.validation import UsageError
 
 OFFSETS = (-2, -1, 0, 1, 2)
@@ -151,12 +151,11 @@ def error_offset_shares(
     task: str,
     *,
     offsets: Sequence[int] = OFFSETS,
-    seed: int = 0,
 ) -> dict[str, float]:
     """``error_offset_share_{j}`` (j in `offsets`, default -2..2, e.g.
     ``error_offset_share_-1``; a shift by k needs j = +-k among them): the pooled
     share of wrong answer characters equal to the character at offset j, with its 95%
-    bootstrap interval over prompts (``_low``, ``_high``), ``n_wrong`` (NaN shares without a
+    Wilson interval over those characters (``_low``, ``_high``), ``n_wrong`` (NaN shares without a
     wrong character), and ``answers_shorter`` / ``answers_longer``: the shares of the answers
     that are shorter or longer than the right one (not compared character by character)."""
     offsets = sorted(set(offsets) | {0})
@@ -171,8 +170,7 @@ def error_offset_shares(
         if not weights.sum():
             out |= {name: np.nan, f"{name}_low": np.nan, f"{name}_high": np.nan}
             continue
-        share = matches[:, col] / np.maximum(weights, 1)
-        low, high = bootstrap_interval(share, weights, seed=seed)
+        low, high = wilson_interval(int(matches[:, col].sum()), int(weights.sum()))
         out |= {name: float(matches[:, col].sum() / weights.sum())}
         out |= {f"{name}_low": low, f"{name}_high": high}
     return out

@@ -83,8 +83,8 @@ def evaluate(
         model: any model `predict` decodes with.
         task: the task the prompts belong to.
         prompts: prompts of `task` (any lengths; each is decoded once).
-        per_prompt: return each prompt's hit instead, to bootstrap an interval over the
-            prompts (``adjpos.stats.bootstrap_interval(hits)``).
+        per_prompt: return each prompt's hit instead, e.g. for an interval over the prompts
+            (``adjpos.stats.wilson_interval(sum(hits), len(hits))``).
 
     Returns:
         ``(accuracy, {length: accuracy})`` by default; with `per_prompt`, a list of bools,

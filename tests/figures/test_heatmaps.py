@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from adjpos.figures import plot_cosine_heatmaps, save_figure
+from adjpos.figures.heatmaps import MIN_TICK_PX
 
 
 def _cosines(n, scale=1.0):
@@ -55,6 +56,19 @@ def test_tick_text_is_the_prompt_even_with_repeated_characters():
         assert list(axis.ticktext) == list(prompt)  # "5" and "9" repeat, each keeps its tick
         assert list(axis.tickvals) == list(range(12))
     assert fig.layout.xaxis2.ticktext is None  # plain position numbers
+
+
+def test_characters_too_small_to_read_give_way_to_positions():
+    """Ten panels of a 39-character prompt at 1,280 px: characters would be 4 px tall."""
+    prompt = "rev(12345678901234567)=76543210987654321."
+    fig = plot_cosine_heatmaps(
+        [_cosines(len(prompt))] * 10, titles=list("abcdefghij"), labels=[prompt] * 10, columns=5
+    )
+    assert fig.layout.xaxis.ticktext is None and fig.layout.xaxis.tickformat == "d"
+    short = plot_cosine_heatmaps([_cosines(12)] * 10, titles=list("abcdefghij"),
+                                 labels=["123+456=579."] * 10, columns=5)  # fmt: skip
+    assert list(short.layout.xaxis.ticktext) == list("123+456=579.")
+    assert short.layout.xaxis.tickfont.size >= MIN_TICK_PX
 
 
 def test_bad_shapes_and_counts_name_the_panel():

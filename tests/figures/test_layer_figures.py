@@ -78,7 +78,7 @@ def _variance_rows():
 def test_variance_lines_by_layer_light_to_dark_and_mean_over_seeds():
     fig = plot_variance_by_position(_variance_rows())
     first_panel = [t for t in fig.data if t.xaxis == "x"]
-    assert [t.name for t in first_panel] == ["layer=0", "layer=1", "layer=2"]
+    assert [t.name for t in first_panel] == ["layer 0", "layer 1", "layer 2"]
     assert list(first_panel[1].x) == [0, 1, 2, 3]
     assert list(first_panel[1].y) == pytest.approx([2 / (1 + p) + 0.5 for p in range(4)])
     assert first_panel[0].error_y.array is None
@@ -88,18 +88,18 @@ def test_variance_lines_by_layer_light_to_dark_and_mean_over_seeds():
 
     shades = [lightness(t.line.color) for t in first_panel]
     assert shades == sorted(shades, reverse=True)  # deeper layers are darker
-    for name in ("layer=0", "layer=2"):
+    for name in ("layer 0", "layer 2"):
         traces = _by_name(fig, name)
         assert len(traces) == 2 and len({t.line.color for t in traces}) == 1
         assert [t.showlegend for t in traces] == [True, False]
     assert fig.layout.xaxis.title.text == "position"
-    assert fig.layout.yaxis.title.text == "variance of hidden state over d_model"
+    assert fig.layout.yaxis.title.text == "variance of the hidden state over its dimensions"
 
 
 def test_variance_other_line_key_uses_the_palette_and_missing_columns_raise():
     rows = [dict(r, model="trained") for r in _variance_rows()]
     fig = plot_variance_by_position(rows, panel="layer", line="model")
-    assert [a.text for a in fig.layout.annotations] == ["layer=2", "layer=0", "layer=1"]
+    assert [a.text for a in fig.layout.annotations] == ["layer 2", "layer 0", "layer 1"]
     assert len({t.line.color for t in fig.data}) == 1  # one model: one colour in every panel
     with pytest.raises(ValueError, match=r"rows lack column\(s\) \['variance'\]"):
         plot_variance_by_position([{"task": "a", "layer": 0, "position": 0, "var": 1.0}])

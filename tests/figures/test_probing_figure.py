@@ -49,18 +49,19 @@ def test_panels_split_by_probe_metric_and_group():
     assert legend == [
         "variance",
         "chance: variance",
-        "cosine_profile",
-        "chance: cosine_profile",
-        "shuffled:resid",
-        "chance: shuffled:resid",
-        "cosine_matrix",
-        "chance: cosine_matrix",
-    ]
+        "cosines to every earlier position",
+        "chance: cosines to every earlier position",
+        "shuffled: residual stream",
+        "chance: shuffled: residual stream",
+        "cosine matrix (all pairs)",
+        "chance: cosine matrix (all pairs)",
+    ]  # in words, not field names
     lines = [t for t in fig.data if t.name == "variance"]
     assert len(lines) == 4 and len({t.line.color for t in lines}) == 1  # one colour everywhere
-    assert all(t.line.dash == "dot" for t in fig.data if t.name == "shuffled:resid")
-    assert all(t.line.dash == "longdash" for t in fig.data if t.name == "cosine_profile")
-    chance = [t for t in fig.data if t.name == "chance: cosine_matrix"]
+    assert all(t.line.dash == "dot" for t in fig.data if t.name == "shuffled: residual stream")
+    profile = [t for t in fig.data if t.name == "cosines to every earlier position"]
+    assert profile and all(t.line.dash == "dashdot" for t in profile)
+    chance = [t for t in fig.data if t.name == "chance: cosine matrix (all pairs)"]
     assert list(chance[0].y) == [0.1, 0.1, 0.1]
     assert "demo: 8 sequences x 16 tokens" in fig.layout.title.text
 
@@ -74,7 +75,7 @@ def test_no_empty_panels_and_few_series_per_panel():
     for axis in used:
         names = {t.name for t in fig.data if t.xaxis == axis and not t.name.startswith("chance")}
         assert len(names) <= 6, (axis, names)
-    level = [t for t in fig.data if t.name == "token_identity"]
+    level = [t for t in fig.data if t.name == "token identity (the prompt format)"]
     assert level and all(list(t.x) == [0, 1, 2] and len(set(t.y)) == 1 for t in level)
 
 

@@ -36,7 +36,7 @@ OTHERS = ("whole", "position curve alone", "layer 0", "variance", "learned")
 def test_the_kinds_are_the_studys():
     from adjpos.study.models import LEARNED, RANDOM, TRAINED
 
-    assert MODEL_KINDS == (TRAINED, RANDOM, LEARNED)
+    assert MODEL_KINDS[:3] == (TRAINED, RANDOM, LEARNED)
 
 
 @given(

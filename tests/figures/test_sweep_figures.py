@@ -35,7 +35,8 @@ def test_heatmap_shows_the_mean_over_seeds_at_the_layer():
 
 def test_lines_and_histogram():
     lines = sweep_layer_lines(_rows(), "d_model")
-    assert [t.name for t in lines.data] == ["d_model=16", "d_model=32"]
+    names = ["width (residual dimensions): 16", "width (residual dimensions): 32"]
+    assert [t.name for t in lines.data] == names
     assert list(lines.data[0].x) == [0, 1] and lines.data[0].y[0] == 0.5
     hist = sweep_histogram(_rows())
     assert len(hist.data[0].x) == 8 and "8 models" in hist.layout.title.text

@@ -43,10 +43,10 @@ def test_one_measured_and_one_predicted_line_per_site():
     fig = plot_first_layer_theory(rows)
     names = [t.name for t in fig.data]
     assert names == [
-        "measured (resid_post)",
-        "predicted (resid_post)",
-        "measured (attn_out)",
-        "predicted (attn_out)",
+        "measured (residual after the block)",
+        "predicted (residual after the block)",
+        "measured (attention output)",
+        "predicted (attention output)",
         "entropy ratio",
     ]
     assert fig.data[0].line.color == fig.data[1].line.color != fig.data[2].line.color

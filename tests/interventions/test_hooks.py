@@ -181,6 +181,19 @@ def test_subspace_swap_fit_finds_the_position_subspace():
     assert torch.linalg.svdvals(plane).min() > 0.95
 
 
+def test_subspace_swap_fit_is_quiet_about_a_position_seen_once():
+    """The end of the longest prompts is one state: its zero within-class spread is right, and
+    fitting says nothing about it (a quick study run used to print 84 warnings)."""
+    import warnings
+
+    states, positions = _positional_states(n=200)
+    positions[0] = 8  # a ninth position with one state
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        swap = SubspaceSwap.fit(states, positions, rank=2)
+    assert swap.rank == 2
+
+
 def _probe_accuracy(train_x, train_y, test_x, test_y):
     from sklearn.linear_model import LogisticRegression
 

@@ -122,70 +122,24 @@ def test_random_models_are_refused(tmp_path, capsys):
     assert "interventions need a trained model" in capsys.readouterr().err
 
 
-def test_the_figure_pairs_each_intervention_with_its_dashed_control():
-    rows = [
-        {
-            "task": t,
-            "layer": x,
-            "intervention": n,
-            "control": c,
-            "exact_match": 0.5,
-            "exact_match_low": 0.4,
-            "exact_match_high": 0.6,
-        }
-        for t in ("addition", "reversal")
-        for x in (0, 1)
-        for n, c in (
-            ("none", "none"),
-            ("norm_permute", "norm_scale_control"),
-            ("norm_scale_control", "none"),
-            ("uniform_attention", "none"),
-            ("subspace_swap", "subspace_swap_random"),
-            ("subspace_swap_random", "none"),
-        )
-    ]
-    fig = plot_interventions(rows)
-    lines = {t.name: t.line for t in fig.data if t.showlegend}
-    assert len(fig.data) == 12 and len(lines) == 6
-    # a control known by its row, whatever its name
-    assert lines["subspace_swap_random"].dash == "dash"
-    assert lines["subspace_swap_random"].color == lines["subspace_swap"].color
-    assert lines["norm_scale_control"].dash == "dash"
-    assert lines["norm_scale_control"].color == lines["norm_permute"].color
-    assert lines["none"].color == "#000000" and lines["none"].dash is None
-    assert lines["uniform_attention"].dash is None
-    assert [a.text for a in fig.layout.annotations] == ["addition", "reversal"]
-    with pytest.raises(ValueError, match=r"lack columns \['control'"):
-        plot_interventions([{k: v for k, v in rows[0].items() if k != "control"}])
-
-
-def test_the_figure_draws_one_line_per_seed_never_across_seeds():
-    rows = [
-        {"task": "addition", "seed": seed, "layer": layer, "intervention": name,
-         "control": "none", "exact_match": 0.5 + 0.1 * seed, "exact_match_low": 0.4,
-         "exact_match_high": 0.9}
-        for seed in (0, 1, 2)
-        for layer in (0, 1, 2)
-        for name in ("none", "uniform_attention")
-    ]  # fmt: skip
-    fig = plot_interventions(rows)
-    assert len(fig.data) == 6
-    for trace in fig.data:
-        assert list(trace.x) == [0, 1, 2] and len(set(trace.y)) == 1
-    assert sum(t.showlegend for t in fig.data) == 2
-
-
-def test_no_line_but_the_baseline_is_black():
+def test_the_figure_joins_no_seeds_and_only_the_baseline_is_black():
+    """Seeds are points, never a line across seeds or layers; the unchanged model alone is
+    black, however many changes there are."""
     names = ["none"] + [f"change_{i}" for i in range(len(COLORS) + 2)]
     rows = [
-        {"layer": layer, "intervention": name, "control": "none", "exact_match": 0.5,
-         "exact_match_low": 0.4, "exact_match_high": 0.6}
+        {"seed": seed, "layer": layer, "intervention": name, "control": "none",
+         "exact_match": 0.5 + 0.1 * seed}
+        for seed in (0, 1, 2)
         for layer in (0, 1)
         for name in names
     ]  # fmt: skip
-    colours = {t.name: t.line.color for t in plot_interventions(rows).data}
-    assert colours.pop("none") == "#000000"
-    assert "#000000" not in colours.values()
+    fig = plot_interventions(rows)
+    lines = [t for t in fig.data if t.mode == "lines"]
+    assert {t.name for t in lines} == {"unchanged model"} and len(lines) == 2  # one per layer
+    assert all(t.line.color == "#000000" for t in lines)
+    assert "#000000" not in {t.marker.color for t in fig.data if t.mode == "markers"}
+    with pytest.raises(ValueError, match=r"lack columns \['control'"):
+        plot_interventions([{k: v for k, v in rows[0].items() if k != "control"}])
 
 
 def test_on_text_without_interventions_the_table_picks_its_own(tmp_path, monkeypatch, capsys):

@@ -23,6 +23,7 @@ from adjpos.interventions import (
 from adjpos.interventions import task as task_module
 from adjpos.interventions.hooks import Stacked, intervene
 from adjpos.runs import RunFolder
+from adjpos.stats import wilson_interval
 from adjpos.training import evaluate, predict
 from adjpos.training.decode import predict_cached
 
@@ -50,7 +51,9 @@ def test_the_baseline_reproduces_the_models_own_scores(addition):
     row = measure_draws(model, task, [NoIntervention()], layer=2, batch=batch)[0]
     accuracy, _ = evaluate(model, task, list(batch.prompts))
     assert row["exact_match"] == accuracy
-    assert row["exact_match_low"] <= accuracy <= row["exact_match_high"]
+    n = len(batch.prompts)  # a proportion's interval is Wilson's, never a bootstrap's
+    interval = (row["exact_match_low"], row["exact_match_high"])
+    assert interval == pytest.approx(wilson_interval(round(accuracy * n), n))
     # teacher forcing, one sequence at a time with no padding
     right = total = 0
     for i, length in enumerate(batch.lengths.tolist()):
@@ -61,6 +64,8 @@ def test_the_baseline_reproduces_the_models_own_scores(addition):
         right += int((predicted == tokens[0, 1:])[mask].sum())
         total += int(mask.sum())
     assert row["token_accuracy"] == pytest.approx(right / total)
+    interval = (row["token_accuracy_low"], row["token_accuracy_high"])
+    assert interval == pytest.approx(wilson_interval(right, total))
     assert row["perturbation"] == 0 and row["log_norm_change"] == 0
     assert row["n_prompts"] == len(batch.prompts)
 

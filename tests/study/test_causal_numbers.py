@@ -189,3 +189,31 @@ def test_a_drawn_control_needs_the_change_beyond_its_draws(percentile, verdict):
         ]
     )
     assert _findings(causal_numbers(table)) == [verdict]
+
+
+def test_a_long_causal_table_is_summed_up_per_task_and_change():
+    """Over `fmt.LONG` rows (a full run has about 180): one row per task and change, each
+    layer's mean exact match (its control's) and each finding's count over the seeds."""
+    from adjpos.study import format as fmt
+    from adjpos.study.claims.causal import section
+
+    rows = [
+        _row(name, layer, em, perturbation=0.5 if name != "none" else 0.0, difference=difference)
+        | {"seed": seed}
+        for seed in range(20)
+        for layer in (1, 2)
+        for name, em, difference in (
+            ("none", 0.99, None),
+            ("norm_permute", 0.10, _paired(0.10, 0.9)),
+            ("norm_scale_control", 0.9, None),
+        )
+    ]
+    numbers = causal_numbers(INTERVENTION_TABLE.frame(rows))
+    assert len(numbers["rows"]) == 40 and fmt.LONG < 2 * 40
+    text = section(numbers | {"rows": numbers["rows"] * 2}, CRITERIA, lambda prefix: "")
+    (table,) = [line for line in text.splitlines() if line.startswith("| addition")]
+    assert table == (
+        "| addition | norms moved (random permutation) | 1: 0.10 (0.90); 2: 0.10 (0.90) "
+        "| 1: necessary 40; 2: necessary 40 |"
+    )
+    assert "results/causal_findings.csv" in text

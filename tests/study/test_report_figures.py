@@ -1,6 +1,6 @@
 """The report as a browser shows it: each figure in a frame of the figure's own size (nothing
 cut off, no scrolling inside a frame), every frame within the page's width, and the run's
-figures readable (named axes, numbered log ticks, one colour per model kind)."""
+figures readable (named axes in words, numbered log ticks, one colour per model kind)."""
 
 import re
 
@@ -12,7 +12,9 @@ from adjpos.study.pipeline import run_figures
 from figure_checks import (
     assert_axes_named,
     assert_log_ticks_are_numbers,
+    assert_no_field_names,
     assert_one_colour_per_kind,
+    kind_colours,
 )
 
 FRAME = re.compile(r'<iframe src="figures/([^"]+)\.html" width="(\d+)" height="(\d+)"')
@@ -44,5 +46,12 @@ def test_the_runs_figures_name_their_axes_and_number_their_log_ticks(drawn):
     assert sum(assert_log_ticks_are_numbers(fig) for fig in drawn.values()) >= 2  # theory
 
 
-def test_each_model_kind_has_one_colour_across_the_runs_figures(drawn):
+def test_no_figure_of_the_run_shows_a_field_name(drawn):
+    for stem, fig in drawn.items():
+        assert_no_field_names(fig, stem)
+
+
+def test_each_model_kind_and_layout_has_one_colour_across_the_runs_figures(drawn):
     assert_one_colour_per_kind(list(drawn.values()))
+    # the tiny run draws three kinds (the sweep's NoPE and learned among them) and every layout
+    assert len(kind_colours(list(drawn.values()))) == 6

@@ -69,7 +69,7 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
     arms = figures["text_curve_arms"][0]  # one panel per layout at the NoPE block's input
     assert [a.text for a in arms.layout.annotations[:3]] == [f"{x}, layer 3" for x in LAYOUTS]
     assert any(a.text.startswith("size ") for a in arms.layout.annotations)
-    assert {t.name for t in figures["text_adjacency"][0].data} == {"nope", "rope", "hybrid"}
+    assert {t.name for t in figures["text_adjacency"][0].data} == {"NoPE", "RoPE", "hybrid"}
 
 
 def test_without_text_models_the_stage_says_so_and_judges_nothing(tmp_path, monkeypatch):

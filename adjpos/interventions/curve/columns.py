@@ -98,7 +98,6 @@ def curve_columns(
     states: Mapping[tuple[int, Runs], Tensor],
     tokens: Mapping[int, Tensor],
     probe: Any,
-    seed: int,
     prompts: Sequence[str] = (),
     answers: Sequence[str] = (),
     task: str | None = None,
@@ -136,7 +135,6 @@ def curve_columns(
             list(prompts) * len(decoded or ()),
             task,
             offsets=OFFSETS,
-            seed=seed,
         )
         # per prompt, the draws summed: what the paired share difference resamples
         counts = [
@@ -164,11 +162,10 @@ class ArmMeasurement:
     Args:
         model, task: the model and its task.
         test: the measured prompts (a `adjpos.tasks.TaskBatch`).
-        seed: the bootstrap's seed.
     """
 
-    def __init__(self, model: Any, task: Any, test: Any, seed: int) -> None:
-        self.model, self.task, self.test, self.seed = model, task, test, seed
+    def __init__(self, model: Any, task: Any, test: Any) -> None:
+        self.model, self.task, self.test = model, task, test
         lengths = [len(task.encode(p)) for p in test.prompts]
         self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
         self.states: dict[int, dict[tuple[int, Runs], Tensor]] = {}
@@ -197,7 +194,6 @@ class ArmMeasurement:
             prompts=self.test.prompts,
             answers=self.test.answers,
             task=self.task.name,
-            seed=self.seed,
         )
 
     def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:

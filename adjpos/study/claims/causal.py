@@ -10,12 +10,13 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.interventions import INTERVENTION_TABLE, SPECS, intervention_table
+from adjpos.interventions import FAMILIES, INTERVENTION_TABLE, SPECS, intervention_table
 from adjpos.stats import every_seed, judge, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
 from adjpos.study.models import TRAINED
 from adjpos.study.sizes import CURVE_ARMS
+from adjpos.tables import Table, with_interval
 
 TITLE = "Does the model read the pattern? (causal tests)"
 
@@ -47,7 +48,10 @@ def measure(context: Context) -> dict[str, Any]:
     found = context.per_unit("interventions", causal_unit, tables, seeds=True)
     for name, table in tables.items():
         table.write(context.results / f"{name}.csv", found[name])
-    return causal_numbers(found["interventions"], context.criteria.level)
+    numbers = causal_numbers(found["interventions"], context.criteria.level)
+    findings = [r | {"finding": finding(r, context.criteria)} for r in numbers["rows"]]
+    FINDINGS.write(context.results / "causal_findings.csv", findings)  # the report's, whole
+    return numbers
 
 
 def causal_unit(
@@ -113,6 +117,14 @@ KEYS = ["task", "seed", "layer", "readout"]
 # A changed model's numbers in the causal numbers: name -> its column of interventions.csv.
 CELL = {"exact_match": "exact_match", "low": "exact_match_low", "high": "exact_match_high"}
 CELL |= {"perturbation": "perturbation"}
+
+
+# results/causal_findings.csv: every row of the report's causal table, with its finding.
+FINDINGS = Table(task="string", seed="int64", layer="int64", intervention="string")
+FINDINGS += Table(readout="string", control="string")
+FINDINGS += Table(**dict.fromkeys([*CELL, *(f"control_{k}" for k in CELL)], "float64"))
+FINDINGS += Table(**with_interval("baseline", "difference"), percentile="float64")
+FINDINGS += Table(control_draws="Int64", finding="string")
 
 
 def _cell(row: pd.Series) -> dict[str, Any]:
@@ -185,6 +197,20 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     readout, rows = judged(numbers["rows"])
+    values = {"min_gap": fmt.n(criteria.min_gap), "size_slack": fmt.n(criteria.size_slack)}
+    values |= {"percentile": f"{criteria.percentile:g}", "seeds": seeds_text(numbers["seeds"])}
+    values |= {"per_task": _per_task(rows, criteria), "first": criteria.first_layer}
+    after = fmt.text("causal.after", **values)
+    if len(rows) > fmt.LONG:  # each seed's row is in results/causal_findings.csv
+        shown = [fmt.text("causal.summary", readout=readout), _summary(rows, criteria)]
+    else:
+        shown = [fmt.text("causal.before", readout=readout), _rows_table(numbers, criteria)]
+    return fmt.section(figures("interventions"), *shown, after)
+
+
+def _rows_table(numbers: dict[str, Any], criteria: Criteria) -> str:
+    """Each seed's row read-out positions `judged`, with the other read-out's finding."""
+    readout, rows = judged(numbers["rows"])
     beside = {
         (r["task"], r["seed"], r["layer"], r["intervention"]): finding(r, criteria)
         for r in numbers["rows"]
@@ -206,13 +232,32 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [beside.get((r["task"], r["seed"], r["layer"], r["intervention"]), "")]
         for r in rows
     ]
-    values = {"min_gap": fmt.n(criteria.min_gap), "size_slack": fmt.n(criteria.size_slack)}
-    values |= {"percentile": f"{criteria.percentile:g}", "seeds": seeds_text(numbers["seeds"])}
-    values |= {"per_task": _per_task(rows, criteria), "first": criteria.first_layer}
-    after = fmt.text("causal.after", **values)
-    before = fmt.text("causal.before", readout=readout)
-    parts = [figures("interventions"), before, fmt.table(header, body)]
-    return fmt.section(*parts, after)
+    return fmt.table(header, body)
+
+
+def _summary(rows: list[dict[str, Any]], criteria: Criteria) -> str:
+    """One row per task and change: by layer, the mean exact match over seeds (its control's
+    in brackets) and how many seeds found what."""
+    found: dict[tuple, dict[int, list]] = {}
+    for r in rows:
+        key = (r["task"], WORDS.get(r["intervention"], r["intervention"]))
+        found.setdefault(key, {}).setdefault(r["layer"], []).append(r)
+
+    def means(seeds: list) -> str:
+        mean = sum(r["exact_match"] for r in seeds) / len(seeds)
+        theirs = [r["control_exact_match"] for r in seeds if r["control_exact_match"] is not None]
+        return f"{mean:.2f}" + (f" ({sum(theirs) / len(theirs):.2f})" if theirs else "")
+
+    def counts(seeds: list) -> str:
+        said = [finding(r, criteria) for r in seeds]
+        return ", ".join(f"{word} {said.count(word)}" for word in dict.fromkeys(said))
+
+    def by_layer(layers: dict[int, list], cell: Any) -> str:
+        return "; ".join(f"{layer}: {cell(seeds)}" for layer, seeds in layers.items())
+
+    body = [[*key, by_layer(at, means), by_layer(at, counts)] for key, at in found.items()]
+    header = ["task", "change", "exact match by layer (control's), mean over seeds"]
+    return fmt.table([*header, "findings by layer (seeds)"], body)
 
 
 def _claim(name: str) -> str | None:
@@ -242,7 +287,8 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     from adjpos.figures import plot_interventions
 
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
-    return {"interventions": (plot_interventions(table), fmt.text("causal.caption"))}
+    drawn = plot_interventions(table, families=FAMILIES, labels=WORDS)
+    return {"interventions": (drawn, fmt.text("causal.caption"))}
 
 
 def _float(value: Any) -> float | None:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from adjpos.capture import capture_residuals
+from adjpos.figures.style import label
 from adjpos.metrics import position_variance
 from adjpos.models import load_model, snapshot_steps
 from adjpos.probes import probe_positions, sequences_of_length
@@ -21,7 +22,7 @@ from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, every_seed, judge, seeds_text
 from adjpos.study.models import gen as study_generator
 from adjpos.study.views import INTERVAL, task_masks
-from adjpos.tables import Table
+from adjpos.tables import Table, with_interval
 from adjpos.training import evaluate
 
 TITLE = "When the pattern appears: training dynamics"
@@ -35,13 +36,18 @@ ADJACENCY_METRICS = {
 }
 # The metrics the report tabulates and judges (dynamics.csv has them all).
 SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain")
+# Each trajectory's start, peak and end (``dynamics_trajectories.csv``; the report counts them).
+TRAJECTORIES = Table(task="string", seed="int64", metric="string", layer="int64")
+TRAJECTORIES += Table(peak_step="int64", **with_interval("start", "peak", "end"))
 
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per task (its seeds' snapshots), run by the engine, then the combined table."""
     table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS}, seeds=False)
     table = DYNAMICS.write(context.results / "dynamics.csv", table["dynamics"])
-    return dynamics_numbers(table, context.sizes.dynamics_prompts)
+    numbers = dynamics_numbers(table, context.sizes.dynamics_prompts)
+    TRAJECTORIES.write(context.results / "dynamics_trajectories.csv", numbers["trajectories"])
+    return numbers
 
 
 def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> dict:
@@ -157,23 +163,35 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
         + [f"final exact match ({criteria.level:.0%} Wilson)"],
         [
-            [a["task"], a["seed"], next((s for s, v in a["steps"] if v >= solved), None)]
-            + [a["final_step"], fmt.span(a["final"], a["final_low"], a["final_high"])]
+            [a["task"], a["seed"], _first_step(a["steps"], solved), a["final_step"]]
+            + [fmt.span(a["final"], a["final_low"], a["final_high"])]
             for a in numbers["accuracy"]
         ],
     )
-    shown = [t for t in numbers["trajectories"] if t["metric"] in SHOWN]
+    found: dict[tuple, dict[str, list[int]]] = {}  # (task, seed, metric) -> side -> layers
+    for t in numbers["trajectories"]:
+        if t["metric"] in SHOWN and t["layer"] >= criteria.first_layer:
+            layers = found.setdefault((t["task"], t["seed"], label(t["metric"])), {})
+            layers.setdefault(end_vs_start(t), []).append(t["layer"])
+    header = ["task", "seed", "metric", "end above start, at layers", "end below start, at layers"]
+    header += ["intervals overlap, at layers"]
     rows = [
-        [t["task"], t["seed"], t["metric"], t["layer"], t["start"]]
-        + [f"{fmt.n(t['peak'])} ({t['peak_step']})", t["end"], end_vs_start(t)]
-        for t in shown
-        if t["layer"] >= criteria.first_layer
+        [*key, *(fmt.join(at.get(side, [])) or "none" for side in SIDES)]
+        for key, at in found.items()
     ]
-    header = ["task", "seed", "metric", "layer", "start", "peak (step)", "end", "end vs start"]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
     text = "What it shows: each metric from step 0 to the end of training, the end 'above' or "
-    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds {seeds}."
+    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds "
+    text += f"{seeds}. Every layer's start, peak and end: results/dynamics_trajectories.csv."
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
+
+
+SIDES = ("above", "below", "within")
+
+
+def _first_step(steps: list[list[float]], solved: float) -> int | str:
+    """The first snapshot's step whose exact match reaches `solved`."""
+    return next((int(step) for step, value in steps if value >= solved), "not reached")
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
@@ -187,7 +205,7 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     first = table.groupby("task")["seed"].transform("min")
     shown = table[table["seed"] == first].assign(
         step=lambda t: t["step"].clip(lower=1),
-        layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "model" for x in t["layer"]],
+        layer=lambda t: [f"layer {int(x)}" if pd.notna(x) else "whole model" for x in t["layer"]],
     )
     title = "Training dynamics (the first seed with snapshots; bars: 95% intervals)"
     axes = {"x": "step", "y": "value", "low": "low", "high": "high", "color": "layer"}

@@ -123,7 +123,11 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     drawn = plot_text_layers(*tables[:2])
     if tables[3]["arm"].notna().any():  # the arms on text, the loss rise as the harm
         drawn["text_curve_arms"] = text_arms_figure(tables[3], tables[4], results)
-    return fmt.captioned(fmt.texts("text.captions"), **drawn)
+    words = {"bars": "one seed; bars: its 95% intervals", "range": "one seed"}
+    if tables[0]["seed"].nunique() > 1:  # one seed has no span over seeds to show
+        words = {"bars": "mean over seeds; bars: seed spans of 95% intervals"}
+        words["range"] = "mean over seeds; bars: the seeds' range"
+    return fmt.captioned(fmt.texts("text.captions", **words), **drawn)
 
 
 def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:

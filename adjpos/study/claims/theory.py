@@ -115,13 +115,18 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     ]
 
 
+# Why a scale's interval over seeds is missing.
+ONE_SEED = "one seed: no interval"
+
+
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["init_range", "site", "attention entropy ratio", "measured (t over seeds)", "std"]
     header += ["predicted (full width)", "agrees (full width)", "effective width"]
     header += ["predicted (effective width)", "agrees (effective width)"]
     rows = [
         [r["init_range"], r["site"], r["entropy_ratio"]]
-        + [fmt.span(r["measured"], r["measured_low"], r["measured_high"]), r["measured_std"]]
+        + [fmt.span(r["measured"], r["measured_low"], r["measured_high"], missing=ONE_SEED)]
+        + [r["measured_std"]]
         + [r["predicted"], agrees(r, "predicted", criteria), r["effective_width"]]
         + [r["predicted_effective"], agrees(r, "predicted_effective", criteria)]
         for r in numbers["rows"]
@@ -133,11 +138,12 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 def theory_figures(table: pd.DataFrame, matrices: list[dict[str, Any]], scale: float) -> dict:
     """Measured against predicted first-layer adjacency by init scale, and the heatmaps."""
     from adjpos.figures import plot_cosine_heatmaps, plot_first_layer_theory
+    from adjpos.figures.style import label
 
     heatmaps = plot_cosine_heatmaps(
         [m["matrix"] for m in matrices],
-        titles=[f"{m['site']} {m['kind']}" for m in matrices],
-        title=f"First layer at init_range {scale}: measured and predicted self-cosine",
+        titles=[f"{label(m['site'])}, {m['kind']}" for m in matrices],
+        title=f"First layer at initial weight scale {scale}: measured and predicted self-cosine",
         columns=2,
     )
     return {"theory_first_layer": plot_first_layer_theory(table), "theory_cosine": heatmaps}
