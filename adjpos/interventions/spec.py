@@ -17,7 +17,6 @@ from typing import Any
 
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import DEFAULT_OFFSETS
 from adjpos.interventions.hooks import SITES
 from adjpos.types import PromptStates
 from adjpos.validation import UsageError, is_int
@@ -32,7 +31,7 @@ FITTED_ON = (None, "states", "prompts")
 # the tasks, and the arms on text.
 STAGES = ("causal", "arms", "text")
 DEFAULT_RANK = 8
-DEFAULT_DOSES = DEFAULT_OFFSETS  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
+DEFAULT_DOSES = (1, 2, 3)  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
 DEFAULT_SHIFTS = (-2, -1, 1, 2)  # the offsets of the position curve's shift
 
 

@@ -39,20 +39,14 @@ Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, whic
 it changes, its largest parameter, its manipulation check, its control and what else the rule
 compares it with); nothing else names an arm, so adding one is one row.
 
-The size of a change is the mean relative change ||h' - h|| / ||h|| of the states at the
-positions it changes (`change.change_size`); `change.match_parameter` finds the parameter that
-gives a target size at each prompt length, within `TOLERANCE`. The targets are those of the
-full interior shifts (the smaller of +m and -m at each length), so at each size m a shift is
-exactly a shift (the other sign blended down to it) and every other arm is matched to it; the
-edges arm is built whole and its control matched to it.
+How an arm is set to one size, within `TOLERANCE` at each prompt length: `change`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +59,6 @@ from adjpos.validation import UsageError, is_int
 
 SHARE = 0.99  # the rotation's subspace covers this share of the curve's sum of squares
 TOLERANCE = 0.05  # the matching aims every size within this relative difference of its target
-DEFAULT_OFFSETS = (1, 2, 3)  # shift magnitudes whose full sizes set the dose
 # A prompt's runs: each varying stretch's (first, last) position (`adjpos.tasks.Task.runs`).
 Runs = tuple[tuple[int, int], ...]
 _TRIES = 500  # permutations drawn for a scatter, the first that keeps no neighbour taken
@@ -117,19 +110,18 @@ class CurveArm:
         """c' of this arm at `parameter` on a prompt with `runs` (the positions it does not
         change keep c; `states`: the fitting states whose covariance the random controls draw
         from, needed by them alone)."""
-        _check_parameter(self.arm, parameter)
+        upper = math.inf if self.kind.upper is None else self.kind.upper
+        number = isinstance(parameter, (int, float)) and not isinstance(parameter, bool)
+        if not number or not 0 <= parameter <= upper + 1e-12:
+            raise UsageError(f"the {self.arm} parameter must be in [0, {upper}], got {parameter!r}")
         changed = changed_positions(self.kind, runs, curve.shape[0])
         moved = self.kind.build(self, curve, parameter, check_runs(runs, curve.shape[0]), states)
         return torch.where(changed[:, None], moved, curve)
 
 
 def check_runs(runs: Any, pos: int) -> Runs:
-    """`runs` as a tuple of (first, last) int pairs, checked: in order, apart, inside
-    0 .. pos - 1.
-
-    Raises:
-        ValueError: they are not.
-    """
+    """`runs` as a tuple of (first, last) int pairs, checked (ValueError if not): in order,
+    apart, inside 0 .. pos - 1."""
     try:
         runs = tuple((int(first), int(last)) for first, last in runs)
     except (TypeError, ValueError):
@@ -179,14 +171,14 @@ def scattering_order(n: int, *, seed: int, draw: int) -> torch.Tensor:
     return best
 
 
-def subspace_rank(curve: Float[Tensor, "pos d_model"], share: float = SHARE) -> int:
+def subspace_rank(curve: Float[Tensor, "pos d_model"]) -> int:
     """The fewest top principal directions of `curve` (uncentred: it is centred over
-    positions already) whose squares cover `share` of its sum of squares; at least 2 (a plane
+    positions already) whose squares cover `SHARE` of its sum of squares; at least 2 (a plane
     to turn), at most min(pos, d_model) and d_model."""
     values = torch.linalg.svdvals(curve.double())
     squares = values.square()
     cover = squares.cumsum(0) / squares.sum().clamp_min(1e-300)
-    rank = int((cover < share - 1e-12).sum()) + 1
+    rank = int((cover < SHARE - 1e-12).sum()) + 1
     return min(max(rank, 2), curve.shape[1])
 
 
@@ -235,35 +227,27 @@ def _removed(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
     return curve[changed].mean(dim=0).expand_as(curve)
 
 
-def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
-    return curve + _random_curve(curve, states, arm.seed, arm.draw)
-
-
-def _rotated(arm: CurveArm, curve: Tensor, parameter: float, runs: Runs, states: Any):
-    return curve @ _plane_rotation(curve, parameter, arm.seed, arm.draw).T
-
-
-def _random_curve(curve: Tensor, states: Tensor | None, seed: int, draw: int) -> Tensor:
-    """A random curve of `curve`'s norm profile, each position's direction drawn from a
+def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None) -> Tensor:
+    """`curve` plus a random curve of its norm profile, each position's direction drawn from a
     Gaussian with the covariance of `states` (a random combination of the centred states)."""
     if states is None:
         raise UsageError("the random control draws from the states' covariance: pass states")
     flat = states.reshape(-1, states.shape[-1]).to(curve.dtype)
     centred = flat - flat.mean(dim=0)
-    gen = derived_generator(seed, "curve_random", draw)
+    gen = derived_generator(arm.seed, "curve_random", arm.draw)
     weights = torch.randn(curve.shape[0], len(flat), generator=gen, dtype=curve.dtype)
     directions = weights @ centred
     unit = directions / directions.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-    return unit * curve.norm(dim=-1, keepdim=True)
+    return curve + unit * curve.norm(dim=-1, keepdim=True)
 
 
-def _plane_rotation(curve: Tensor, angle: float, seed: int, draw: int) -> Tensor:
-    """[d, d] orthogonal Q: a seeded orthonormal basis of the curve's top-r subspace, paired
-    into planes, each turned by `angle`; the identity on the rest."""
+def _rotated(arm: CurveArm, curve: Tensor, angle: float, runs: Runs, states: Any) -> Tensor:
+    """`curve` @ Q.T, Q orthogonal: a seeded orthonormal basis of the curve's top-r subspace,
+    paired into planes, each turned by `angle`; the identity on the rest."""
     d = curve.shape[1]
     rank = subspace_rank(curve)
     _, _, vh = torch.linalg.svd(curve.double(), full_matrices=True)
-    gen = derived_generator(seed, "curve_rotate", draw)
+    gen = derived_generator(arm.seed, "curve_rotate", arm.draw)
     mix, _ = torch.linalg.qr(torch.randn(rank, rank, generator=gen, dtype=torch.float64))
     basis = (mix.T @ vh[:rank]).to(curve.dtype)  # [rank, d] orthonormal rows
     q = torch.eye(d, dtype=curve.dtype)
@@ -272,18 +256,7 @@ def _plane_rotation(curve: Tensor, angle: float, seed: int, draw: int) -> Tensor
         u, v = basis[i], basis[i + 1]
         q = q + (cos - 1) * (torch.outer(u, u) + torch.outer(v, v))
         q = q + sin * (torch.outer(v, u) - torch.outer(u, v))
-    return q
-
-
-def _check_parameter(arm: str, parameter: Any) -> None:
-    upper = ARMS[arm].upper
-    if not isinstance(parameter, (int, float)) or isinstance(parameter, bool):
-        raise UsageError(f"the {arm} parameter must be a number, got {parameter!r}")
-    if not 0 <= parameter <= (math.inf if upper is None else upper + 1e-12):
-        raise UsageError(
-            f"the {arm} parameter must be in [0, {upper if upper is not None else 'inf'}], "
-            f"got {parameter!r}"
-        )
+    return curve @ q.T
 
 
 @dataclass(frozen=True)
@@ -295,14 +268,6 @@ class Check:
     number: str
     relation: str  # "<=", ">=" or ">"
     criterion: str | None = None
-
-    def worst(self, values: Iterable[float]) -> float:
-        """The draw that passes least: the largest value under "<=", else the smallest (NaN
-        when any draw is NaN)."""
-        values = [float(v) for v in values]
-        if any(math.isnan(v) for v in values):
-            return math.nan
-        return max(values) if self.relation == "<=" else min(values)
 
 
 @dataclass(frozen=True)
@@ -333,7 +298,7 @@ class ArmKind:
     name: str
     label: str
     build: Callable[..., Tensor] = field(repr=False)
-    upper: float | None = None
+    upper: float | None = 1.0
     check: Check | None = None
     compared_with: tuple[str, ...] = ()
     offsets: bool = False
@@ -346,8 +311,7 @@ class ArmKind:
     sized_to: str | None = None
 
 
-# The arms (see the module doc). Adding one is one row here: its builder, bound, check and
-# pairs; the intervention table takes it as ``position_NAME``.
+# The arms (see the module doc); the intervention table takes each as ``position_NAME``.
 ARMS: dict[str, ArmKind] = {
     kind.name: kind
     for kind in (
@@ -355,8 +319,7 @@ ARMS: dict[str, ArmKind] = {
             "shift",
             "position curve shifted by k inside each run (neighbours kept)",
             _blended(_sourced(_shift_source)),
-            1.0,
-            Check("curve_moved", ">"),
+            check=Check("curve_moved", ">"),
             offsets=True,
         ),
         ArmKind(
@@ -372,8 +335,7 @@ ARMS: dict[str, ArmKind] = {
             "scatter",
             "each run's interior scattered (locality broken)",
             _blended(_sourced(_scatter_source)),
-            1.0,
-            Check("locality_drop", ">=", "curve_locality_drop"),
+            check=Check("locality_drop", ">=", "curve_locality_drop"),
             compared_with=("rotate", "shift"),
             drawn=True,
         ),
@@ -381,7 +343,6 @@ ARMS: dict[str, ArmKind] = {
             "remove",
             "position curve pulled toward its mean",
             _blended(_removed),
-            1.0,
             on_text=False,
         ),
         ArmKind(
@@ -396,8 +357,7 @@ ARMS: dict[str, ArmKind] = {
             "edges",
             "each run's first and last take the points just outside it",
             _blended(_sourced(_edge_source)),
-            1.0,
-            Check("curve_moved", ">"),
+            check=Check("curve_moved", ">"),
             on="edges",
             versus="edges_random",
             whole=True,
@@ -414,15 +374,3 @@ ARMS: dict[str, ArmKind] = {
         ),
     )
 }
-
-
-def arm_kind(name: str) -> ArmKind:
-    """The row of the arm table of an arm named as in the rule (``shift+1``, ``rotate``).
-
-    >>> arm_kind("shift-2").name
-    'shift'
-    """
-    kind = ARMS.get(re.sub(r"[+-]\d+$", "", str(name)))
-    if kind is None:
-        raise UsageError(f"unknown curve arm {name!r}; choose from {list(ARMS)}")
-    return kind

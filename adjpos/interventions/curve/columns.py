@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import Runs
+from adjpos.interventions.curve.arms import Check, Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
@@ -151,7 +151,7 @@ def curve_columns(
         | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
         | {"size_error": max(errors, default=np.nan)}
         | {"absent_share": float(np.mean([c.absent_share for c in built]))}
-        | {"check_value": None if check is None else check.worst(n[check.number] for n in numbers)}
+        | {"check_value": None if check is None else _worst(check, numbers)}
         | shares
     )
 
@@ -293,6 +293,13 @@ def _unchanged_checks(
         "probe_accuracy_before": probe_accuracy(probe, before, changed),
         "probe_reading": probe_offset(probe, before, changed),
     }
+
+
+def _worst(check: Check, numbers: Sequence[Mapping[str, float]]) -> float:
+    """The check number of the draw that passes least: the largest under "<=", else the
+    smallest (NaN when any draw's is NaN)."""
+    values = np.array([n[check.number] for n in numbers], float)
+    return float(values.max() if check.relation == "<=" else values.min())
 
 
 def _nanmean(values: np.ndarray) -> float:

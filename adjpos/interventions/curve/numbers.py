@@ -16,6 +16,7 @@ bootstrap resampling prompts and both sides' draws together).
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from adjpos.interventions.curve.arms import arm_kind
+from adjpos.interventions.curve.arms import ARMS, ArmKind
 from adjpos.stats import Interval, paired_draw_difference, paired_share_difference
 from adjpos.tables import Table
 from adjpos.tasks.offsets import OFFSETS, TASK_OFFSETS
@@ -201,6 +202,18 @@ def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
         for b in kinds[a].compared_with:
             pairs += [(a, s) for s in shifts] if b == "shift" else [(a, b)]
     return pairs
+
+
+def arm_kind(name: str) -> ArmKind:
+    """The row of the arm table of an arm named as in the rule (``shift+1``, ``rotate``).
+
+    >>> arm_kind("shift-2").name
+    'shift'
+    """
+    kind = ARMS.get(re.sub(r"[+-]\d+$", "", str(name)))
+    if kind is None:
+        raise UsageError(f"unknown curve arm {name!r}; choose from {list(ARMS)}")
+    return kind
 
 
 def cell_numbers(
