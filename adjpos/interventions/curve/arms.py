@@ -1,14 +1,9 @@
 """Changes of the position curve that each move one property, matched in size.
 
-The position curve c[t] of one prompt length (`position_curves`: the position part of the
-states after removing each token's mean state, fitted on other prompts of that length) is
-changed into c'[t], and every changed state takes the difference:
-
-    h'[b, t] = h[b, t] + c'[t] - c[t]    at the positions the arm changes,
-
-rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a carrier of its own). An arm acts on
-a prompt's *runs* (`adjpos.tasks.Task.runs`: the stretches that vary between prompts, each
-(first, last); on text the window after its first token): never on a fixed token of the
+The position curve c[t] of one prompt length (`position.position_curves`, fitted on other
+prompts of that length) is changed into c'[t], and every changed state takes the difference,
+h'[b, t] = h[b, t] + c'[t] - c[t], rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a
+carrier of its own). An arm acts on a prompt's *runs* (`Runs`): never on a fixed token of the
 format, and never across a run's edge unless it says so. The arms, each with one free
 parameter that sets its size (0 leaves the curve as it is):
 
@@ -32,14 +27,10 @@ parameter that sets its size (0 leaves the curve as it is):
 - ``edges`` (parameter: the blend, built whole): each run's first position takes the point
   just before the run and its last the point just after it (a run at the prompt's start keeps
   its first point; a one-position run takes the point before it); nothing else changes.
-- ``edges_random`` (its control): the random curve on the edges' positions alone, matched to
-  the edges' size.
+- ``edges_random`` (its control): the random curve on the edges' positions, of their size.
 
-Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, which positions
-it changes, its largest parameter, its manipulation check, its control and what else the rule
-compares it with); nothing else names an arm, so adding one is one row.
-
-How an arm is set to one size, within `TOLERANCE` at each prompt length: `change`.
+Each arm is one row of the arm table `ARMS`, so adding one is one row; `change` sets an arm to
+one size, within `TOLERANCE` at each prompt length.
 """
 
 from __future__ import annotations
@@ -59,15 +50,14 @@ from adjpos.validation import UsageError, is_int
 
 SHARE = 0.99  # the rotation's subspace covers this share of the curve's sum of squares
 TOLERANCE = 0.05  # the matching aims every size within this relative difference of its target
-# A prompt's runs: each varying stretch's (first, last) position (`adjpos.tasks.Task.runs`).
+# A prompt's runs: (first, last) of each stretch that varies (`adjpos.tasks.Task.runs`).
 Runs = tuple[tuple[int, int], ...]
 _TRIES = 500  # permutations drawn for a scatter, the first that keeps no neighbour taken
 
 
 @dataclass(frozen=True)
 class CurveArm:
-    """One arm of the family (see the module doc): which, its offset (shift only), and which
-    seeded draw (rotate, scatter, random).
+    """One arm (see the module doc): which, its offset (shift only), and which seeded draw.
 
     Raises:
         ValueError: an unknown arm, a shift without a nonzero int offset, an offset on
@@ -136,8 +126,6 @@ def check_runs(runs: Any, pos: int) -> Runs:
 
 def prompt_run(length: int) -> Runs:
     """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
-    if not is_int(length) or length < 2:
-        raise UsageError(f"length must be an int >= 2, got {length!r}")
     return ((0, length - 2),)
 
 
@@ -147,10 +135,8 @@ def changed_positions(kind: ArmKind, runs: Runs, pos: int) -> Bool[Tensor, " pos
     position 0 left out: there is no point before it)."""
     changed = torch.zeros(pos, dtype=torch.bool)
     for first, last in check_runs(runs, pos):
-        if kind.on == "edges":
-            changed[list(_edge_source(first, last, pos, None))] = True
-        else:
-            changed[first : last + 1] = True
+        on = _edge_source(first, last, pos, None) if kind.on == "edges" else range(first, last + 1)
+        changed[list(on)] = True
     return changed
 
 
@@ -175,8 +161,7 @@ def subspace_rank(curve: Float[Tensor, "pos d_model"]) -> int:
     """The fewest top principal directions of `curve` (uncentred: it is centred over
     positions already) whose squares cover `SHARE` of its sum of squares; at least 2 (a plane
     to turn), at most min(pos, d_model) and d_model."""
-    values = torch.linalg.svdvals(curve.double())
-    squares = values.square()
+    squares = torch.linalg.svdvals(curve.double()).square()
     cover = squares.cumsum(0) / squares.sum().clamp_min(1e-300)
     rank = int((cover < SHARE - 1e-12).sum()) + 1
     return min(max(rank, 2), curve.shape[1])
@@ -210,10 +195,9 @@ def _shift_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, i
 
 
 def _scatter_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, int]:
-    inner = last - first - 1
-    if inner < 2:
+    if last - first < 3:  # an interior of fewer than 2 positions
         return {}
-    order = scattering_order(inner, seed=arm.seed, draw=arm.draw)
+    order = scattering_order(last - first - 1, seed=arm.seed, draw=arm.draw)
     return {first + 1 + i: first + 1 + int(j) for i, j in enumerate(order)}
 
 
@@ -244,13 +228,12 @@ def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None)
 def _rotated(arm: CurveArm, curve: Tensor, angle: float, runs: Runs, states: Any) -> Tensor:
     """`curve` @ Q.T, Q orthogonal: a seeded orthonormal basis of the curve's top-r subspace,
     paired into planes, each turned by `angle`; the identity on the rest."""
-    d = curve.shape[1]
     rank = subspace_rank(curve)
     _, _, vh = torch.linalg.svd(curve.double(), full_matrices=True)
     gen = derived_generator(arm.seed, "curve_rotate", arm.draw)
     mix, _ = torch.linalg.qr(torch.randn(rank, rank, generator=gen, dtype=torch.float64))
     basis = (mix.T @ vh[:rank]).to(curve.dtype)  # [rank, d] orthonormal rows
-    q = torch.eye(d, dtype=curve.dtype)
+    q = torch.eye(curve.shape[1], dtype=curve.dtype)
     cos, sin = math.cos(angle), math.sin(angle)
     for i in range(0, rank - 1, 2):
         u, v = basis[i], basis[i + 1]
@@ -275,9 +258,8 @@ class ArmKind:
     """One row of the arm table.
 
     Args:
-        name: the arm (``CurveArm.arm``).
-        label: a few words for the report.
-        build: ``build(arm, curve, parameter, runs, states) -> c'`` before the positions it
+        name, label: the arm (``CurveArm.arm``) and a few words for the report.
+        build: ``build(arm, curve, parameter, runs, states) -> c'``, before the positions it
             does not change are put back.
         upper: the largest parameter (None: unbounded, doubled until the size is reached).
         check: its manipulation check beyond the size (None: the size alone).
@@ -290,9 +272,8 @@ class ArmKind:
         on: the positions it changes: ``"runs"`` (every position of a run) or ``"edges"``
             (each run's first and last, `changed_positions`).
         versus: its size-matched random control (an arm of the table).
-        whole: built at its largest parameter, not matched to the dose (its control is
-            matched to it instead).
-        sized_to: a control matched in size to this whole arm (None: to the dose).
+        whole: built at its largest parameter, not matched to the dose.
+        sized_to: the whole arm this control is matched in size to (None: the dose).
     """
 
     name: str
@@ -312,65 +293,58 @@ class ArmKind:
 
 
 # The arms (see the module doc); the intervention table takes each as ``position_NAME``.
-ARMS: dict[str, ArmKind] = {
-    kind.name: kind
-    for kind in (
-        ArmKind(
-            "shift",
-            "position curve shifted by k inside each run (neighbours kept)",
-            _blended(_sourced(_shift_source)),
-            check=Check("curve_moved", ">"),
-            offsets=True,
-        ),
-        ArmKind(
-            "rotate",
-            "position curve rotated (every distance kept)",
-            _rotated,
-            math.pi,
-            Check("distance_change", "<=", "curve_distance_kept"),
-            compared_with=("unchanged", "shift"),
-            drawn=True,
-        ),
-        ArmKind(
-            "scatter",
-            "each run's interior scattered (locality broken)",
-            _blended(_sourced(_scatter_source)),
-            check=Check("locality_drop", ">=", "curve_locality_drop"),
-            compared_with=("rotate", "shift"),
-            drawn=True,
-        ),
-        ArmKind(
-            "remove",
-            "position curve pulled toward its mean",
-            _blended(_removed),
-            on_text=False,
-        ),
-        ArmKind(
-            "random",
-            "a random curve of the same norm profile and size",
-            _blended(_randomised),
-            None,
-            control=True,
-            drawn=True,
-        ),
-        ArmKind(
-            "edges",
-            "each run's first and last take the points just outside it",
-            _blended(_sourced(_edge_source)),
-            check=Check("curve_moved", ">"),
-            on="edges",
-            versus="edges_random",
-            whole=True,
-        ),
-        ArmKind(
-            "edges_random",
-            "a random curve on the edges' positions, of their size",
-            _blended(_randomised),
-            None,
-            control=True,
-            drawn=True,
-            on="edges",
-            sized_to="edges",
-        ),
-    )
-}
+_KINDS = (
+    ArmKind(
+        "shift",
+        "position curve shifted by k inside each run (neighbours kept)",
+        _blended(_sourced(_shift_source)),
+        check=Check("curve_moved", ">"),
+        offsets=True,
+    ),
+    ArmKind(
+        "rotate",
+        "position curve rotated (every distance kept)",
+        _rotated,
+        math.pi,
+        Check("distance_change", "<=", "curve_distance_kept"),
+        compared_with=("unchanged", "shift"),
+        drawn=True,
+    ),
+    ArmKind(
+        "scatter",
+        "each run's interior scattered (locality broken)",
+        _blended(_sourced(_scatter_source)),
+        check=Check("locality_drop", ">=", "curve_locality_drop"),
+        compared_with=("rotate", "shift"),
+        drawn=True,
+    ),
+    ArmKind("remove", "position curve pulled toward its mean", _blended(_removed), on_text=False),
+    ArmKind(
+        "random",
+        "a random curve of the same norm profile and size",
+        _blended(_randomised),
+        None,
+        control=True,
+        drawn=True,
+    ),
+    ArmKind(
+        "edges",
+        "each run's first and last take the points just outside it",
+        _blended(_sourced(_edge_source)),
+        check=Check("curve_moved", ">"),
+        on="edges",
+        versus="edges_random",
+        whole=True,
+    ),
+    ArmKind(
+        "edges_random",
+        "a random curve on the edges' positions, of their size",
+        _blended(_randomised),
+        None,
+        control=True,
+        drawn=True,
+        on="edges",
+        sized_to="edges",
+    ),
+)
+ARMS: dict[str, ArmKind] = {kind.name: kind for kind in _KINDS}
