@@ -39,38 +39,36 @@ def measure_draws(
     """Each of `interventions` (one, or e.g. the draws of a random control) measured on
     `batch` at `layer`, in one batched pass: the prompts are copied once per intervention and
     each copy goes through its own (`Stacked`), so each row equals that intervention measured
-    alone (up to float rounding of the larger batch), with far fewer forward passes.
+    alone (up to float rounding of the larger batch), with far fewer forward passes. The
+    read-out positions (the last prompt position and every answer position) are left
+    untouched with ``readout="kept"`` and change like the others with ``"changed"``
+    (see `intervene`).
 
-    The read-out positions are the last prompt position and every answer position (where the
-    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
-    change like the others (see `intervene`).
-
-    Returns one dict per intervention: the measurement columns of `INTERVENTION_TABLE`,
-    ``hits`` (each prompt's exact match, in the order of `batch`, for paired comparisons) and
-    ``answers`` (each prompt's decoded answer):
-    - exact_match: greedy decoding with the hook active at every step, and its 95% interval
-      (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
-      decodes it once with a KV cache: `adjpos.training.decode.predict_cached`;
-      ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
-      instead: the same answers, slower, for checks and benchmarks);
+    Returns one dict per intervention: ``hits`` (each prompt's exact match, in the order of
+    `batch`), ``answers`` (each prompt's decoded answer) and the measurement columns of
+    `INTERVENTION_TABLE`:
+    - exact_match: greedy decoding with the hook active at every step, and its 95% interval (a
+      change of the prompt alone, as with the read-out kept, is decoded by a HookedTransformer
+      once with a KV cache, `adjpos.training.decode.predict_cached`; ``kv_cache=False``
+      re-runs the whole sequence under the hook for every token: the same answers, slower);
     - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled;
-    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
-      library's default ties) of the states the intervention writes (block `layer`'s input;
-      for an attention-pattern intervention, block `layer`'s output), whole sequences,
-      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
+    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`) of the states
+      the intervention writes (block `layer`'s input; for an attention-pattern intervention,
+      its output), whole sequences, teacher-forced, with its interval; adjacency_last: at
+      the last layer;
     - variance_ratio_at_layer / _last: variance over the last third of the positions over
       the first third (mean variance profile of each length, averaged over lengths);
     - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
-      (every call of every step; read-out positions left out when kept; 0 for an attention
-      intervention, the teacher-forced change of the block's output), pooled over the
-      interventions (the same for every row) and the stack's decoding steps (the stack
-      decodes until every copy is answered, so a copy can be measured a few steps longer
-      than alone, checked within 2% in the tests); log_norm_change: mean
-      |log ||x'|| - log ||x|| | teacher-forced.
+      (read-out positions left out when kept; for an attention intervention, the
+      teacher-forced change of the block's output), pooled over the interventions and the
+      stack's decoding steps (a copy may be measured a few steps longer than alone: within
+      2% in the tests); log_norm_change: mean |log ||x'|| - log ||x|| | teacher-forced.
 
     Raises:
         ValueError: `readout` is not one of `READOUTS`, or no interventions.
     """
+    from transformer_lens import HookedTransformer
+
     from adjpos.training.decode import predict, predict_cached
 
     if readout not in READOUTS:
@@ -84,11 +82,11 @@ def measure_draws(
     by_runs = all(hasattr(iv, "at") for iv in interventions)
     layouts = [task.runs(p) if by_runs else None for p in batch.prompts]
     hits, record = np.zeros((n_draws, len(starts))), []
-    said = [[""] * len(starts) for _ in range(n_draws)]
+    said = np.empty((n_draws, len(starts)), dtype=object)
     # a change of the prompt alone (the read-out kept, or an intervention that says it
     # changes the prompt positions only) is the same at every decoding step: a KV cache
     prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
-    cached = kv_cache and prompt_only and _is_hooked(model)
+    cached = kv_cache and prompt_only and isinstance(model, HookedTransformer)
     groups = list(zip(starts, layouts, strict=True))
     for start, runs in sorted(set(groups), key=lambda k: (k[0], str(k[1]))):
         rows = [i for i, key in enumerate(groups) if key == (start, runs)]
@@ -106,17 +104,11 @@ def measure_draws(
         else:
             with change():
                 answers = predict(model, task, prompts)
-        right = [batch.answers[i] for i in rows] * n_draws
-        hits[:, rows] = np.reshape(
-            [a == r for a, r in zip(answers, right, strict=True)], (n_draws, -1)
-        )
-        for d in range(n_draws):
-            for i, answer in zip(rows, answers[d * len(rows) : (d + 1) * len(rows)], strict=True):
-                said[d][i] = answer
+        said[:, rows] = np.array(answers, dtype=object).reshape(n_draws, -1)
+        hits[:, rows] = said[:, rows] == np.array([batch.answers[i] for i in rows], dtype=object)
     n_layers = model.cfg.n_layers
-    site = f"blocks.{layer}.hook_resid_pre"
-    if interventions[0].site == "pattern":
-        site = f"blocks.{layer}.hook_resid_post"
+    # the states the intervention writes: block `layer`'s input, or its output for a pattern
+    site = f"blocks.{layer}.hook_resid_{'post' if interventions[0].site == 'pattern' else 'pre'}"
     last = f"blocks.{n_layers - 1}.hook_resid_post"
     per_draw: list[dict[str, Any]] = [defaultdict(list) for _ in range(n_draws)]
     keys = list(zip(starts, batch.lengths.tolist(), layouts, strict=True))
@@ -154,7 +146,7 @@ def measure_draws(
     sized = sum(n for _, n in record)
     return [
         _unit_row(draw_hits, acc, sum(t for t, _ in record) / sized if sized else None, seed)
-        | {"answers": answers}
+        | {"answers": answers.tolist()}
         for draw_hits, acc, answers in zip(hits, per_draw, said, strict=True)
     ]
 
@@ -204,9 +196,3 @@ def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:
 
 def _log_norm(acts: Tensor) -> Tensor:
     return acts.norm(dim=-1).clamp_min(1e-12).log()
-
-
-def _is_hooked(model: Any) -> bool:
-    from transformer_lens import HookedTransformer
-
-    return isinstance(model, HookedTransformer)

@@ -183,9 +183,7 @@ class _OnTask:
         row = _mean_of_draws(measured, self.seed)
         if unit.dose is None:
             return row
-        columns = self.arms.columns(
-            built, answers, layer=unit.layer, fit=self.prompts[unit.layer], row=row
-        )
+        columns = self.arms.columns(built, answers, layer=unit.layer, fit=self.prompts[unit.layer])
         return row | {"draw_hits": draw_hits} | columns
 
     def unchanged(self) -> np.ndarray:

@@ -92,11 +92,6 @@ class CurveChange:
         return self._pooled("target")
 
     @property
-    def size(self) -> float:
-        """The size reached on the fitting prompts, pooled as `target`."""
-        return self._pooled("size")
-
-    @property
     def parameter(self) -> float:
         """The parameter, pooled as `target`."""
         return self._pooled("parameter")

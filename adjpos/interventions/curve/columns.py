@@ -131,18 +131,15 @@ def curve_columns(
     shares = {}
     if task is not None:
         shares = error_offset_shares(
-            [a for answers_of in decoded or () for a in answers_of],
-            list(answers) * len(decoded or ()),
-            list(prompts) * len(decoded or ()),
+            [a for answers_of in decoded for a in answers_of],
+            list(answers) * len(decoded),
+            list(prompts) * len(decoded),
             task,
             offsets=OFFSETS,
             seed=seed,
         )
         # per prompt, the draws summed: what the paired share difference resamples
-        counts = [
-            error_offset_counts(said, answers, prompts, task, offsets=OFFSETS)
-            for said in decoded or ()
-        ]
+        counts = [error_offset_counts(d, answers, prompts, task, offsets=OFFSETS) for d in decoded]
         hits, totals = (np.sum([c[i] for c in counts], axis=0).tolist() for i in (0, 1))
         shares["offset_counts"] = {"hits": hits, "totals": totals, "offsets": list(OFFSETS)}
     return (
@@ -182,10 +179,8 @@ class ArmMeasurement:
         *,
         layer: int,
         fit: PromptStates,
-        row: dict[str, Any],
     ) -> dict[str, Any]:
-        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there;
-        `row`: its measured columns, with ``perturbation``)."""
+        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there)."""
         if layer not in self.probes:
             self.probes[layer] = fit_position_probe(fit, self.counts)
         return curve_columns(
