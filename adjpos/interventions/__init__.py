@@ -37,10 +37,7 @@ Each states in its tests what it preserves (`tests/interventions`).
 from adjpos.interventions.attention import UniformAttention
 from adjpos.interventions.curve.arms import ARMS, ArmKind, Check, CurveArm
 from adjpos.interventions.curve.change import CurveChange
-from adjpos.interventions.curve.numbers import (
-    CURVE_DIFFERENCES,
-    cell_numbers,
-)
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, cell_numbers
 from adjpos.interventions.curve.position import position_curves
 from adjpos.interventions.decoding import measure_draws
 from adjpos.interventions.hooks import Intervention, NoIntervention, Stacked, intervene
@@ -50,12 +47,7 @@ from adjpos.interventions.norms import (
     NormPermuteControl,
     NormScaleControl,
 )
-from adjpos.interventions.prompts import (
-    HeldOut,
-    fit_prompt_states,
-    fit_states,
-    held_out_prompts,
-)
+from adjpos.interventions.prompts import HeldOut, fit_prompt_states, fit_states, held_out_prompts
 from adjpos.interventions.runner import DEFAULT_DRAWS
 from adjpos.interventions.spec import (
     DEFAULT_DOSES,

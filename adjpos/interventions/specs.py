@@ -36,12 +36,7 @@ from adjpos.interventions.spec import (
     Unit,
     check_doses,
 )
-from adjpos.interventions.subspaces import (
-    LeaceErase,
-    SubspaceErase,
-    SubspaceSwap,
-    variance_share,
-)
+from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap, variance_share
 from adjpos.validation import UsageError, is_int
 
 

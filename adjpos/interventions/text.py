@@ -51,12 +51,7 @@ from adjpos.interventions.spec import (
     Unit,
     check_doses,
 )
-from adjpos.interventions.specs import (
-    DEFAULT_INTERVENTIONS,
-    SPECS,
-    check_interventions,
-    plan_units,
-)
+from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, SPECS, check_interventions, plan_units
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval
 from adjpos.tables import Table, with_interval

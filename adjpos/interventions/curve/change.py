@@ -26,12 +26,7 @@ import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import (
-    TOLERANCE,
-    CurveArm,
-    Runs,
-    changed_positions,
-)
+from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, Runs, changed_positions
 from adjpos.interventions.curve.position import position_curves
 from adjpos.metrics.norms import with_norms
 from adjpos.types import PromptStates

@@ -92,8 +92,7 @@ def varying_positions(tokens: Int[Tensor, "n pos"]) -> Bool[Tensor, " pos"]:
 
 
 def prompt_adjacency(
-    states: Float[Tensor, "batch pos d_model"],
-    changed: Bool[Tensor, " pos"],
+    states: Float[Tensor, "batch pos d_model"], changed: Bool[Tensor, " pos"]
 ) -> Float[Tensor, " batch"]:
     """Each sequence's adjacency score over the rows of its changed positions (each row
     looking at every earlier position), by `adjpos.scoring.sequence_scores`; NaN for a
