@@ -1,7 +1,6 @@
 """The columns an arm's row carries (`ARM_TABLE`): its size, its parameter, its manipulation
 check numbers (`checks`; the study judges them) and where its wrong answers point
-(`adjpos.tasks.offsets`). `curve_columns` computes them for one unit from its draws; on a task
-`ArmMeasurement` keeps what the units of one run share.
+(`adjpos.tasks.offsets`). `curve_columns` computes them for one unit from its draws.
 
 The checks are computed on the measured prompts' states at the layer (the states the change
 writes: the change acts on the input of the block, so the states after it are the states
@@ -151,80 +150,6 @@ def curve_columns(
         | {"check_value": None if check is None else _worst(check, numbers)}
         | shares
     )
-
-
-class ArmMeasurement:
-    """What the arm rows of one run on a task share: the measured prompts' lengths, their
-    states at each layer, the position probe of each layer and the unchanged model's exact
-    match on them, each computed once.
-
-    Args:
-        model, task: the model and its task.
-        test: the measured prompts (a `adjpos.tasks.TaskBatch`).
-        seed: the bootstrap's seed.
-    """
-
-    def __init__(self, model: Any, task: Any, test: Any, seed: int) -> None:
-        self.model, self.task, self.test, self.seed = model, task, test, seed
-        lengths = [len(task.encode(p)) for p in test.prompts]
-        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
-        self.states: dict[int, dict[tuple[int, Runs], Tensor]] = {}
-        self.probes: dict[int, Any] = {}
-        self.hits: np.ndarray | None = None
-
-    def columns(
-        self,
-        built: Sequence[CurveChange],
-        decoded: Sequence[Sequence[str]],
-        *,
-        layer: int,
-        fit: PromptStates,
-    ) -> dict[str, Any]:
-        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there)."""
-        if layer not in self.probes:
-            self.probes[layer] = fit_position_probe(fit, self.counts)
-        return curve_columns(
-            built,
-            decoded,
-            states=self.states_at(layer),
-            tokens={n: fit[n][1] for n in self.counts},
-            probe=self.probes[layer],
-            prompts=self.test.prompts,
-            answers=self.test.answers,
-            task=self.task.name,
-            seed=self.seed,
-        )
-
-    def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:
-        """{(prompt length, runs): [n, L, d_model]} the measured prompts' states entering
-        `layer`, grouped by length and runs."""
-        from adjpos.capture import capture_residuals
-
-        if layer not in self.states:
-            groups: dict[tuple[int, Runs], list[Tensor]] = defaultdict(list)
-            for prompt in self.test.prompts:
-                encoded = self.task.encode(prompt)
-                groups[len(encoded), self.task.runs(prompt)].append(encoded)
-            self.states[layer] = {
-                key: capture_residuals(
-                    self.model, torch.stack(rows), layers=[layer], progress=False
-                )[0].cpu()
-                for key, rows in sorted(groups.items(), key=str)
-            }
-        return self.states[layer]
-
-    def unchanged(self) -> np.ndarray:
-        """The unchanged model's exact match on each measured prompt (decoded once)."""
-        from transformer_lens import HookedTransformer
-
-        from adjpos.training.decode import predict, predict_cached
-
-        if self.hits is None:
-            decode = predict_cached if isinstance(self.model, HookedTransformer) else predict
-            got = decode(self.model, self.task, list(self.test.prompts))
-            right = zip(got, self.test.answers, strict=True)
-            self.hits = np.array([a == b for a, b in right], float)
-        return self.hits
 
 
 def _checks(
