@@ -161,22 +161,18 @@ def _unit_row(
     hits: np.ndarray, acc: dict[str, Any], perturbation: float | None, seed: int
 ) -> dict[str, Any]:
     """One unit's columns from its prompts' hits and its teacher-forced accumulators."""
-    em_low, em_high = bootstrap_interval(hits, seed=seed)
     right, total = np.array(acc["right"]), np.array(acc["total"])
-    tok_low, tok_high = bootstrap_interval(right / total, total, seed=seed)
-    adj_low, adj_high = bootstrap_interval(acc["adjacency"], seed=seed)
     if perturbation is None:
         perturbation = float(torch.cat(acc["perturbation"]).mean())
-    return {
-        "exact_match": float(hits.mean()),
-        "exact_match_low": em_low,
-        "exact_match_high": em_high,
-        "token_accuracy": float(right.sum() / total.sum()),
-        "token_accuracy_low": tok_low,
-        "token_accuracy_high": tok_high,
-        "adjacency_at_layer": float(np.mean(acc["adjacency"])),
-        "adjacency_at_layer_low": adj_low,
-        "adjacency_at_layer_high": adj_high,
+    row = {}
+    for name, value, data in (
+        ("exact_match", float(hits.mean()), (hits,)),
+        ("token_accuracy", float(right.sum() / total.sum()), (right / total, total)),
+        ("adjacency_at_layer", float(np.mean(acc["adjacency"])), (acc["adjacency"],)),
+    ):
+        low, high = bootstrap_interval(*data, seed=seed)
+        row |= {name: value, f"{name}_low": low, f"{name}_high": high}
+    return row | {
         "adjacency_last": float(torch.cat(acc["adjacency_last"]).mean()),
         "variance_ratio_at_layer": _mean_ratio(acc["at_layer"]),
         "variance_ratio_last": _mean_ratio(acc["last"]),

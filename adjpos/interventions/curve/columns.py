@@ -162,7 +162,7 @@ def _checks(
     """One draw's check numbers, pooled over the lengths and runs (weights: measured prompts)
     where they are defined (a curve's locality needs three varying changed positions, a
     read-out's rank correlation two earlier positions; NaN where none has them). `memo` keeps
-    the numbers of the unchanged states, the same for every draw of a unit."""
+    the unchanged states' numbers across the draws of a unit."""
     sums: dict[str, float] = defaultdict(float)
     totals: dict[str, int] = defaultdict(int)
     offset = change.arm.offset
@@ -175,8 +175,16 @@ def _checks(
         after = apply_curve(before, curve, new, changed)
         varying = changed & varying_positions(tokens[length])
         key = (length, runs, change.arm.kind.on)
-        if key not in memo:
-            memo[key] = _unchanged_checks(curve, before, changed, varying, probe)
+        if key not in memo:  # the unchanged curve's and states' numbers, alike for every draw
+            memo[key] = {
+                "curve_adjacency_before": curve_adjacency(curve, varying),
+                "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
+                "readout_spearman_before": _nanmean(
+                    readout_similarity_spearman(before, length - 1)
+                ),
+                "probe_accuracy_before": probe_accuracy(probe, before, changed),
+                "probe_reading": probe_offset(probe, before, changed),
+            }
         moved = curve_offset(curve, new, changed)
         found = memo[key] | {
             "distance_change": curve_distance_change(curve, new, changed),
@@ -198,21 +206,6 @@ def _checks(
                 sums[name] += len(before) * value
                 totals[name] += len(before)
     return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
-
-
-def _unchanged_checks(
-    curve: Tensor, before: Tensor, changed: Tensor, varying: Tensor, probe: Any
-) -> dict[str, float]:
-    """The check numbers of the unchanged curve and states of one length."""
-    return {
-        "curve_adjacency_before": curve_adjacency(curve, varying),
-        "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
-        "readout_spearman_before": _nanmean(
-            readout_similarity_spearman(before, before.shape[1] - 1)
-        ),
-        "probe_accuracy_before": probe_accuracy(probe, before, changed),
-        "probe_reading": probe_offset(probe, before, changed),
-    }
 
 
 def _worst(check: Check, numbers: Sequence[Mapping[str, float]]) -> float:

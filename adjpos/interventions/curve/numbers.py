@@ -94,8 +94,7 @@ class CellNumbers:
     def to_plain(self) -> dict[str, Any]:
         """The direction and sizes as JSON-able values (`from_plain` reads them back): per
         size its differences [a, b, value, low, high], checks [size_error, check_value] and
-        shifts' error offsets
-        {shift: [[j, value, low, high]]}."""
+        shifts' error offsets {shift: [[j, value, low, high]]}."""
         sizes = [
             {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
             | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
@@ -272,7 +271,12 @@ def cell_numbers(
 
 
 def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
-    return tuple(_seed(row[k]) if k == "seed" else _plain(row[k]) for k in keys)
+    """The row's `keys` as plain values (numpy scalars as Python ones; a missing seed None)."""
+    values = [row[k].item() if hasattr(row[k], "item") else row[k] for k in keys]
+    return tuple(
+        (int(v) if _present(v) else None) if k == "seed" else v
+        for k, v in zip(keys, values, strict=True)
+    )
 
 
 def _outcome(d: Mapping[str, Any]) -> bool:
@@ -295,10 +299,6 @@ def _check_numbers(row: Mapping[str, Any]) -> tuple[float, float]:
     return tuple(float(row[k]) if _present(row.get(k)) else math.nan for k in CHECK_NUMBERS)
 
 
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def _records(table: Any) -> list[dict[str, Any]]:
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
 
@@ -306,7 +306,3 @@ def _records(table: Any) -> list[dict[str, Any]]:
 def _present(value: Any) -> bool:
     """Not None, NaN or pandas' NA."""
     return not pd.isna(value)
-
-
-def _seed(value: Any) -> int | None:
-    return int(value) if _present(value) else None
