@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, no_type_check
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -87,18 +88,12 @@ def measure_draws(
     # changes the prompt positions only) is the same at every decoding step: a KV cache
     prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
     cached = kv_cache and prompt_only and isinstance(model, HookedTransformer)
+    hooked = partial(intervene, model, layer=layer, keep_readout=keep)
     groups = list(zip(starts, layouts, strict=True))
     for start, runs in sorted(set(groups), key=lambda k: (k[0], str(k[1]))):
         rows = [i for i, key in enumerate(groups) if key == (start, runs)]
         prompts = [batch.prompts[i] for i in rows] * n_draws
-        stacked = _stack(interventions, runs)
-
-        @no_type_check  # made at every call: kept out of the tests' type checker
-        def change(start: int = start, stacked: Any = stacked) -> Any:
-            return intervene(
-                model, stacked, layer=layer, readout_from=start, keep_readout=keep, record=record
-            )
-
+        change = partial(hooked, _stack(interventions, runs), readout_from=start, record=record)
         if cached:  # the change is the prompt's alone: run it once, then a KV cache
             answers = predict_cached(model, task, prompts, prompt_pass=change)
         else:
@@ -116,10 +111,9 @@ def measure_draws(
         rows = [i for i, key in enumerate(keys) if key == (start, length, runs)]
         tokens = check_tokens(model, batch.tokens[rows, :length])
         mask = batch.loss_mask[rows, : length - 1]
-        stacked = _stack(interventions, runs)
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
-            with intervene(model, stacked, layer=layer, readout_from=start, keep_readout=keep):
+            with hooked(_stack(interventions, runs), readout_from=start):
                 logits, cache = model.run_with_cache(
                     tokens.repeat(n_draws, 1), names_filter=[site, last]
                 )

@@ -174,10 +174,8 @@ def intervene(
     def change(acts: Tensor, start: int | None) -> Tensor:
         if keep_readout:
             return _before_readout(acts, intervention, start, record)
-        readout = None
-        if start is not None:
-            readout = torch.arange(acts.shape[-2], device=acts.device) >= start
-        out = intervention(acts, readout=readout)
+        positions = torch.arange(acts.shape[-2], device=acts.device)
+        out = intervention(acts, readout=None if start is None else positions >= start)
         if record is not None and acts.ndim == 3:
             record.append(_change_sizes(acts, out))
         return out

@@ -2,11 +2,9 @@
 table, `specs.SPECS`), what its factory builds from (`Fitted`), a dosed spec's size (`Dose`),
 and one unit of a run (`Unit`).
 
-A *dosed* spec (the position-curve arms, `curve.change`) is measured at several sizes, the
-run's ``doses``: at dose m, the size of the full shift of the position curve by m, every arm
-matched to it. Each (size, offset) of it is a unit of its own (`Dose`): a spec with
-``offsets`` in its params runs its offsets of magnitude m at dose m, the others run once per
-dose.
+A *dosed* spec (the position-curve arms, `curve.change`) is measured at each of the run's
+``doses`` m (the size of the full shift of the position curve by m, every arm matched to it),
+one unit per size and offset (`Dose`, `InterventionSpec.doses`).
 """
 
 from __future__ import annotations

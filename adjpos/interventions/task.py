@@ -8,9 +8,8 @@ permutation of positions only moves real tokens; a prompt whose (prompt length, 
 occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
 sequence of the same length to take norms from.
 
-The dosed specs (the position curve's arms, `curve`) add their columns (`ARM_TABLE`)
-and a second table, the paired differences between the arms of one size that the rule reads
-(`curve.numbers.CURVE_DIFFERENCES`, with ``return_differences=True``).
+The dosed specs (the position curve's arms, `curve`) add their columns (`ARM_TABLE`) and
+the paired differences between the arms of one size (``return_differences``).
 """
 
 from __future__ import annotations

@@ -116,11 +116,8 @@ def curve_columns(
         task: the task's name (`adjpos.tasks.offsets.TASK_OFFSETS`); None: no error-offset columns.
 
     Returns:
-        the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`) with the numbers its
-        manipulation check is judged on (`adjpos.study.rules.check_passed`): ``size_error``,
-        the largest relative distance of a draw's size from its target at any prompt length
-        (on the fitting prompts: the arms are matched length by length), and
-        ``check_value``, its arm's check number (`arms.Check`) at the draw that passes least.
+        the arm columns (`ARM_TABLE`; ``size_error`` and ``check_value`` are what its
+        manipulation check is judged on, `adjpos.study.rules.check_passed`).
     """
     first = built[0]
     memo: dict[tuple[int, Runs, str], dict[str, float]] = {}

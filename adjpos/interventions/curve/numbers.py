@@ -1,16 +1,13 @@
 """The numbers the rule over the position-curve arms (`adjpos.study.rules`) reads, as a table
 that can be saved and read back: the paired differences of the outcome between the arms of one
 size (`CURVE_DIFFERENCES`, from the rows of a run while they still hold each draw's per-prompt
-outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers`
-from that table and the intervention table alone. Numbers only: the study judges them.
+outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers` from that table and the
+intervention table alone. Numbers only: the study judges them.
 
 The pairs of one (layer, read-out variant, size), in the rule's names (``shift+1``,
-``rotate``, ``scatter``, ``remove``, ``edges``, ``random``, ``unchanged``): every arm against
-its random control (`arms.ArmKind.versus`) and against what its row of the arm table compares
-it with
-(`arms.ArmKind.compared_with`: ``rotate`` against ``unchanged`` and each shift, ``scatter``
-against ``rotate`` and each shift); each `adjpos.stats.paired_draw_difference` (a - b, the
-bootstrap resampling prompts and both sides' draws together).
+``rotate``, ..., ``random``, ``unchanged``), are `arm_pairs`, each an
+`adjpos.stats.paired_draw_difference` (a - b, the bootstrap resampling prompts and both sides'
+draws together).
 """
 
 from __future__ import annotations
