@@ -18,18 +18,14 @@ checks; `cell_numbers` turns their rows and paired differences, `CURVE_DIFFERENC
 the numbers of the study's rule, on text with ``harm=-1``). `NoIntervention` (``none``) is
 the baseline, through the same code path.
 
-`SPECS` is the intervention table: one `InterventionSpec` per name, saying what it is
-compared with (``control``), whether it is a random control measured over draws (``drawn``),
-the read-out variants it runs in, what it is fitted on, and its factory. `intervention_table`
-measures each on a model's task (exact match under greedy decoding, teacher-forced token
-accuracy, the adjacency score and variance ratio it leaves, the size of the change), with
-bootstrap intervals over prompts, in two read-out variants (`READOUTS`: the read-out
-positions kept or changed); each tested intervention is set against its control by a paired
-difference over prompts, the random controls measured over several draws, batched in one
-pass (`measure_draws`, `Stacked`). ``adjpos intervene`` is its command.
-`text_intervention_table` runs the same interventions through the same runner on a language
-model and text (``adjpos intervene --hf SOURCE --text FILE``): next-token loss and accuracy
-on each sequence's continuation with its context changed, paired over sequences.
+`SPECS` is the intervention table (`specs`): one `InterventionSpec` per name, with its
+control, its draws, read-out variants (`READOUTS`), fitting and factory. `intervention_table`
+measures each on a model's task (exact match under greedy decoding and what the change did,
+with bootstrap intervals over prompts, each tested intervention set against its control;
+``adjpos intervene``), `text_intervention_table` on a language model and text (next-token loss
+on each sequence's continuation; ``adjpos intervene --hf SOURCE --text FILE``), both through
+one runner that measures a random control's draws in one batched pass (`measure_draws`,
+`Stacked`).
 
 Each states in its tests what it preserves (`tests/interventions`).
 """

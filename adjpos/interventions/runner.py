@@ -68,21 +68,18 @@ class OutcomeColumns:
 
 @runtime_checkable
 class Measurement(Protocol):
-    """Where the units run: what they are fitted on and what is measured."""
+    """Where the units run: ``fitted(layer, needs)``, what the specs build from at `layer`
+    (`needs` from "states", "prompts"); ``measure(built, unit)``, the unit's columns from its
+    draws, with the outcome's per_item and per_draw; ``unchanged()``, the unchanged model's
+    outcome on each measured prompt or sequence."""
 
     outcome: OutcomeColumns
 
-    def fitted(self, layer: int, needs: set[str]) -> Fitted:
-        """What the specs build from at `layer`, with `needs` (from "states", "prompts")."""
-        ...
+    def fitted(self, layer: int, needs: set[str]) -> Fitted: ...
 
-    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
-        """The unit's columns from its draws, with the outcome's per_item and per_draw."""
-        ...
+    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]: ...
 
-    def unchanged(self) -> Any:
-        """The unchanged model's outcome on each measured prompt or sequence."""
-        ...
+    def unchanged(self) -> Any: ...
 
 
 def run_table(

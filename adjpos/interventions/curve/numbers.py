@@ -246,7 +246,10 @@ def cell_numbers(
             here = [d for d in diffs if (*_key(d, keys), int(d["dose"])) == (*key, dose)]
             found = {(d["a"], d["b"]): _oriented(d, harm) for d in here if _outcome(d)}
             follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
-            checks = {a: _check_numbers(r) for a, r in arms.items()}
+            checks = {  # (size_error, check_value), NaN where missing
+                a: tuple(float(r[k]) if _present(r.get(k)) else math.nan for k in CHECK_NUMBERS)
+                for a, r in arms.items()
+            }
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
             }
@@ -289,11 +292,6 @@ def _oriented(d: Mapping[str, Any], harm: int) -> Interval:
 def _shares(row: Mapping[str, Any]) -> dict[int, Interval]:
     share = "error_offset_share_{}{}".format
     return {j: Interval(*(float(row[share(j, e)]) for e in ("", "_low", "_high"))) for j in OFFSETS}
-
-
-def _check_numbers(row: Mapping[str, Any]) -> tuple[float, float]:
-    """(size_error, check_value) of an arm's row (NaN where missing)."""
-    return tuple(float(row[k]) if _present(row.get(k)) else math.nan for k in CHECK_NUMBERS)
 
 
 def _records(table: Any) -> list[dict[str, Any]]:
