@@ -1,7 +1,5 @@
-"""What a change does on a task's prompts: exact match under greedy decoding with the change
-active at every step (`measure_draws`: one intervention, or several draws of a random control in
-one batched pass), and, teacher-forced, the token accuracy and what it changed and left
-intact at its layer and the last (adjacency score, variance ratio, change size), with bootstrap
+"""What a change does on a task's prompts (`measure_draws`): exact match under greedy decoding
+with the change active and, teacher-forced, what it changed and left intact, with bootstrap
 intervals over prompts. `adjpos.interventions.task` runs it for every unit of a table.
 """
 
