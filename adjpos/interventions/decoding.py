@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, no_type_check
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +41,10 @@ def measure_draws(
     """Each of `interventions` (one, or e.g. the draws of a random control) measured on
     `batch` at `layer`, in one batched pass: the prompts are copied once per intervention and
     each copy goes through its own (`Stacked`), so each row equals that intervention measured
-    alone (up to float rounding of the larger batch), with far fewer forward passes.
+    alone (up to float rounding of the larger batch), with far fewer forward passes. The
+    read-out positions (the last prompt position and every answer position) are left
+    untouched with ``readout="kept"`` and change like the others with ``"changed"``
+    (see `intervene`).
 
     The read-out positions are the last prompt position and every answer position (where the
     answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
@@ -64,16 +68,16 @@ def measure_draws(
     - variance_ratio_at_layer / _last: variance over the last third of the positions over
       the first third (mean variance profile of each length, averaged over lengths);
     - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
-      (every call of every step; read-out positions left out when kept; 0 for an attention
-      intervention, the teacher-forced change of the block's output), pooled over the
-      interventions (the same for every row) and the stack's decoding steps (the stack
-      decodes until every copy is answered, so a copy can be measured a few steps longer
-      than alone, checked within 2% in the tests); log_norm_change: mean
-      |log ||x'|| - log ||x|| | teacher-forced.
+      (read-out positions left out when kept; for an attention intervention, the
+      teacher-forced change of the block's output), pooled over the interventions and the
+      stack's decoding steps (a copy may be measured a few steps longer than alone: within
+      2% in the tests); log_norm_change: mean |log ||x'|| - log ||x|| | teacher-forced.
 
     Raises:
         ValueError: `readout` is not one of `READOUTS`, or no interventions.
     """
+    from transformer_lens import HookedTransformer
+
     from adjpos.training.decode import predict, predict_cached
 
     if readout not in READOUTS:
@@ -87,39 +91,27 @@ def measure_draws(
     by_runs = all(hasattr(iv, "at") for iv in interventions)
     layouts = [task.runs(p) if by_runs else None for p in batch.prompts]
     hits, record = np.zeros((n_draws, len(starts))), []
-    said = [[""] * len(starts) for _ in range(n_draws)]
+    said = np.empty((n_draws, len(starts)), dtype=object)
     # a change of the prompt alone (the read-out kept, or an intervention that says it
     # changes the prompt positions only) is the same at every decoding step: a KV cache
     prompt_only = keep or all(getattr(iv, "prompt_only", False) for iv in interventions)
-    cached = kv_cache and prompt_only and _is_hooked(model)
+    cached = kv_cache and prompt_only and isinstance(model, HookedTransformer)
+    hooked = partial(intervene, model, layer=layer, keep_readout=keep)
     groups = list(zip(starts, layouts, strict=True))
     for start, runs in sorted(set(groups), key=lambda k: (k[0], str(k[1]))):
         rows = [i for i, key in enumerate(groups) if key == (start, runs)]
         prompts = [batch.prompts[i] for i in rows] * n_draws
-        stacked = _stack(interventions, runs)
-
-        @no_type_check  # made at every call: kept out of the tests' type checker
-        def change(start: int = start, stacked: Any = stacked) -> Any:
-            return intervene(
-                model, stacked, layer=layer, readout_from=start, keep_readout=keep, record=record
-            )
-
+        change = partial(hooked, _stack(interventions, runs), readout_from=start, record=record)
         if cached:  # the change is the prompt's alone: run it once, then a KV cache
             answers = predict_cached(model, task, prompts, prompt_pass=change)
         else:
             with change():
                 answers = predict(model, task, prompts)
-        right = [batch.answers[i] for i in rows] * n_draws
-        hits[:, rows] = np.reshape(
-            [a == r for a, r in zip(answers, right, strict=True)], (n_draws, -1)
-        )
-        for d in range(n_draws):
-            for i, answer in zip(rows, answers[d * len(rows) : (d + 1) * len(rows)], strict=True):
-                said[d][i] = answer
+        said[:, rows] = np.array(answers, dtype=object).reshape(n_draws, -1)
+        hits[:, rows] = said[:, rows] == np.array([batch.answers[i] for i in rows], dtype=object)
     n_layers = model.cfg.n_layers
-    site = f"blocks.{layer}.hook_resid_pre"
-    if interventions[0].site == "pattern":
-        site = f"blocks.{layer}.hook_resid_post"
+    # the states the intervention writes: block `layer`'s input, or its output for a pattern
+    site = f"blocks.{layer}.hook_resid_{'post' if interventions[0].site == 'pattern' else 'pre'}"
     last = f"blocks.{n_layers - 1}.hook_resid_post"
     per_draw: list[dict[str, Any]] = [defaultdict(list) for _ in range(n_draws)]
     keys = list(zip(starts, batch.lengths.tolist(), layouts, strict=True))
@@ -127,10 +119,9 @@ def measure_draws(
         rows = [i for i, key in enumerate(keys) if key == (start, length, runs)]
         tokens = check_tokens(model, batch.tokens[rows, :length])
         mask = batch.loss_mask[rows, : length - 1]
-        stacked = _stack(interventions, runs)
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
-            with intervene(model, stacked, layer=layer, readout_from=start, keep_readout=keep):
+            with hooked(_stack(interventions, runs), readout_from=start):
                 logits, cache = model.run_with_cache(
                     tokens.repeat(n_draws, 1), names_filter=[site, last]
                 )
@@ -157,7 +148,7 @@ def measure_draws(
     sized = sum(n for _, n in record)
     return [
         _unit_row(draw_hits, acc, sum(t for t, _ in record) / sized if sized else None, seed)
-        | {"answers": answers}
+        | {"answers": answers.tolist()}
         for draw_hits, acc, answers in zip(hits, per_draw, said, strict=True)
     ]
 
@@ -172,22 +163,24 @@ def _unit_row(
     hits: np.ndarray, acc: dict[str, Any], perturbation: float | None, seed: int
 ) -> dict[str, Any]:
     """One unit's columns from its prompts' hits and its teacher-forced accumulators."""
-    em_low, em_high = wilson_interval(float(hits.sum()), len(hits))
     right, total = np.array(acc["right"]), np.array(acc["total"])
-    tok_low, tok_high = wilson_interval(float(right.sum()), int(total.sum()))
-    adj_low, adj_high = bootstrap_interval(acc["adjacency"], seed=seed)
     if perturbation is None:
         perturbation = float(torch.cat(acc["perturbation"]).mean())
-    return {
-        "exact_match": float(hits.mean()),
-        "exact_match_low": em_low,
-        "exact_match_high": em_high,
-        "token_accuracy": float(right.sum() / total.sum()),
-        "token_accuracy_low": tok_low,
-        "token_accuracy_high": tok_high,
-        "adjacency_at_layer": float(np.mean(acc["adjacency"])),
-        "adjacency_at_layer_low": adj_low,
-        "adjacency_at_layer_high": adj_high,
+    intervals = {  # proportions: Wilson; the adjacency score: a bootstrap over prompts
+        "exact_match": (float(hits.mean()), wilson_interval(float(hits.sum()), len(hits))),
+        "token_accuracy": (
+            float(right.sum() / total.sum()),
+            wilson_interval(float(right.sum()), int(total.sum())),
+        ),
+        "adjacency_at_layer": (
+            float(np.mean(acc["adjacency"])),
+            bootstrap_interval(acc["adjacency"], seed=seed),
+        ),
+    }
+    row = {}
+    for name, (value, (low, high)) in intervals.items():
+        row |= {name: value, f"{name}_low": low, f"{name}_high": high}
+    return row | {
         "adjacency_last": float(torch.cat(acc["adjacency_last"]).mean()),
         "variance_ratio_at_layer": _mean_ratio(acc["at_layer"]),
         "variance_ratio_last": _mean_ratio(acc["last"]),
@@ -207,9 +200,3 @@ def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:
 
 def _log_norm(acts: Tensor) -> Tensor:
     return acts.norm(dim=-1).clamp_min(1e-12).log()
-
-
-def _is_hooked(model: Any) -> bool:
-    from transformer_lens import HookedTransformer
-
-    return isinstance(model, HookedTransformer)

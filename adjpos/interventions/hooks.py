@@ -89,11 +89,7 @@ class Stacked:
 
 
 def check_intervention(intervention: Any) -> None:
-    """`intervention` has a known ``site`` and can be called.
-
-    Raises:
-        ValueError: it has not.
-    """
+    """`intervention` has a known ``site`` and can be called (ValueError if not)."""
     if getattr(intervention, "site", None) not in SITES or not callable(intervention):
         raise UsageError(
             f"{intervention!r} is not an intervention: pass an object with .site, one of "
@@ -116,15 +112,13 @@ def intervene(
 
     Args:
         intervention: any object with ``.site`` and a call (see the module doc).
-        readout_from: the first read-out position: positions readout_from.. are where the
-            model's output is read (the last prompt position and every answer position). The
-            controls matched at the read-out positions use it (`NormScaleControl`).
+        readout_from: the first read-out position (positions readout_from.. are read: the
+            last prompt position and every answer position), handed to the intervention as
+            ``readout`` (see the module doc).
         keep_readout: leave the read-out positions untouched (their states, or for an
-            attention-pattern intervention their attention rows, pass unchanged), and hand
-            the intervention the positions before the read-out alone (0 .. readout_from - 1),
-            so the change of the earlier positions does not depend on what is decoded after
-            them: it is the same at every decoding step, and decoding can reuse a KV cache.
-            Needs `readout_from`.
+            attention-pattern intervention their attention rows), and hand the intervention
+            the positions before the read-out alone, so their change is the same at every
+            decoding step and decoding can reuse a KV cache. Needs `readout_from`.
         record: a list; every call appends ``(sum of ||x' - x|| / ||x||, states)`` over the
             states the hook changed (read-out positions left out when kept), so the change
             size can be read from the calls a decoding actually made.
@@ -180,10 +174,8 @@ def intervene(
     def change(acts: Tensor, start: int | None) -> Tensor:
         if keep_readout:
             return _before_readout(acts, intervention, start, record)
-        readout = None
-        if start is not None:
-            readout = torch.arange(acts.shape[-2], device=acts.device) >= start
-        out = intervention(acts, readout=readout)
+        positions = torch.arange(acts.shape[-2], device=acts.device)
+        out = intervention(acts, readout=None if start is None else positions >= start)
         if record is not None and acts.ndim == 3:
             record.append(_change_sizes(acts, out))
         return out

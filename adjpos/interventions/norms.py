@@ -75,10 +75,8 @@ class NormScaleControl:
     site = "resid_pre"
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        batch, pos, _ = resid.shape
-        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
-        free = _free_mask(readout, batch, pos, resid.device)
-        gen = derived_generator(self.seed, "norm scale control", pos, self.draw)
+        norms, ratios, free = _permutation_ratios(resid, self.seed, self.mirrored, readout)
+        gen = derived_generator(self.seed, "norm scale control", resid.shape[1], self.draw)
         pool = ratios[free]
         shuffled = pool[torch.randperm(pool.numel(), generator=gen).to(resid.device)]
         ratios = ratios.masked_scatter(free, shuffled)
@@ -97,25 +95,20 @@ class NormCommonScale:
     site = "resid_pre"
 
     def __call__(self, resid: Float[Tensor, "batch pos d_model"], readout: Any = None) -> Tensor:
-        batch, pos, _ = resid.shape
-        norms, ratios = _permutation_ratios(resid, self.seed, self.mirrored)
-        free = _free_mask(readout, batch, pos, resid.device)
+        norms, ratios, free = _permutation_ratios(resid, self.seed, self.mirrored, readout)
         logs = ratios.clamp_min(EPS).log().abs() * free
         factor = (logs.sum(dim=1) / free.sum(dim=1).clamp_min(1)).exp()
         ratios = torch.where(free, factor[:, None].expand_as(ratios), ratios)
         return with_norms(resid, (norms * ratios)[..., None])
 
 
-def _permutation_ratios(resid: Tensor, seed: int, mirrored: bool) -> tuple[Tensor, Tensor]:
-    """Each state's norm [batch, pos] and the ratio ||x_pi(k)|| / ||x_k|| the permutation
-    (`NormPermute` with this seed and `mirrored`) would apply to it."""
+def _permutation_ratios(
+    resid: Tensor, seed: int, mirrored: bool, readout: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Each state's norm [batch, pos], the ratio ||x_pi(k)|| / ||x_k|| the permutation
+    (`NormPermute` with this seed and `mirrored`) would apply to it, and [batch, pos] True at
+    the positions that are not read out (all, without `readout`)."""
     norms = resid.norm(dim=-1)
     order = partner_positions(resid, seed, mirrored=mirrored)
-    return norms, norms.gather(1, order) / norms.clamp_min(EPS)
-
-
-def _free_mask(readout: Tensor | None, batch: int, pos: int, device: Any) -> Tensor:
-    """[batch, pos] True at the positions that are not read out (all, without `readout`)."""
-    if readout is None:
-        return torch.ones(batch, pos, dtype=torch.bool, device=device)
-    return (~readout).expand(batch, pos)
+    free = torch.ones_like(norms, dtype=torch.bool) if readout is None else ~readout
+    return norms, norms.gather(1, order) / norms.clamp_min(EPS), free.expand_as(norms)

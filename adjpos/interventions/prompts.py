@@ -3,7 +3,7 @@ to fit the fitted interventions on, and the states those give at a layer."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +48,7 @@ def held_out_prompts(
     if len(fit) < 2 or len(rest) < 2:
         raise UsageError(f"the {task.name} test split holds too few distinct prompts")
     shapes = [(len(p), len(task.solve(p))) for p in rest]
-    count = defaultdict(int)
-    for shape in shapes:
-        count[shape] += 1
+    count = Counter(shapes)
     test = [p for p, shape in zip(rest, shapes, strict=True) if count[shape] >= 2]
     if not test:
         raise UsageError(f"no two of the {len(rest)} test prompts share their lengths; draw more")

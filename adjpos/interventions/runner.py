@@ -35,7 +35,8 @@ DEFAULT_DRAWS = 20
 
 @dataclass(frozen=True)
 class OutcomeColumns:
-    """How a measurement's outcome is named and read.
+    """How a measurement's outcome is named and read. The per-prompt keys (the last four) are
+    kept in a run folder and dropped from the table (`hidden`).
 
     Args:
         mean: the row's column of the mean outcome ("exact_match", "loss").
@@ -43,13 +44,11 @@ class OutcomeColumns:
         harm: +1 where a lower outcome is more harm (exact match), -1 where a higher one is
             (loss).
         per_item, per_draw: the row's keys of the outcome per prompt (or sequence; the mean
-            over draws) and the mean outcome of each draw (kept in a run folder, dropped from
-            the table).
+            over draws) and the mean outcome of each draw.
         per_draw_item: the key of each draw's outcome per prompt, [draws][prompts] (the
-            dosed specs' rows; kept in a run folder, dropped from the table).
+            dosed specs' rows).
         per_item_counts: the key of per-prompt counts the paired differences also read (the
-            dosed specs' rows on a task: wrong characters at each offset; kept in a run
-            folder, dropped from the table).
+            dosed specs' rows on a task: wrong characters at each offset).
     """
 
     mean: str
@@ -69,21 +68,18 @@ class OutcomeColumns:
 
 @runtime_checkable
 class Measurement(Protocol):
-    """Where the units run: what they are fitted on and what is measured."""
+    """Where the units run: ``fitted(layer, needs)``, what the specs build from at `layer`
+    (`needs` from "states", "prompts"); ``measure(built, unit)``, the unit's columns from its
+    draws, with the outcome's per_item and per_draw; ``unchanged()``, the unchanged model's
+    outcome on each measured prompt or sequence."""
 
     outcome: OutcomeColumns
 
-    def fitted(self, layer: int, needs: set[str]) -> Fitted:
-        """What the specs build from at `layer`, with `needs` (from "states", "prompts")."""
-        ...
+    def fitted(self, layer: int, needs: set[str]) -> Fitted: ...
 
-    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
-        """The unit's columns from its draws, with the outcome's per_item and per_draw."""
-        ...
+    def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]: ...
 
-    def unchanged(self) -> Any:
-        """The unchanged model's outcome on each measured prompt or sequence."""
-        ...
+    def unchanged(self) -> Any: ...
 
 
 def run_table(
@@ -103,37 +99,26 @@ def run_table(
     (`pair_with_controls`), as a DataFrame of `table` (each row `columns`, the unit's own, then
     `extra`); with `return_differences`, also the paired differences between the arms of each
     size (`CURVE_DIFFERENCES`, empty without a dosed spec)."""
-    rows = measure_units(
-        units,
-        measurement,
-        control_draws=control_draws,
-        columns=columns,
-        folder=folder,
-        progress=progress,
-    )
+    rows = measure_units(units, measurement, control_draws, columns, folder, progress)
     blank, extra = dict.fromkeys(table.names), extra or {}
     paired = pair_with_controls(rows, measurement.outcome, seed)
     frame = table.frame([blank | r | extra for r in paired])
     if not return_differences:
         return frame
-    dosed = [r for r in rows if r.get("arm") is not None]
-    outcome = measurement.outcome
-    found = []
-    if dosed:
-        found = curve_differences(
-            dosed,
-            measurement.unchanged(),
-            seed=seed,
-            per_draw=outcome.per_draw_item,
-            counts=outcome.per_item_counts,
-        )
+    outcome, dosed = measurement.outcome, [r for r in rows if r.get("arm") is not None]
+    found = dosed and curve_differences(  # the unchanged model is measured only where needed
+        dosed,
+        measurement.unchanged(),
+        seed=seed,
+        per_draw=outcome.per_draw_item,
+        counts=outcome.per_item_counts,
+    )
     return frame, CURVE_DIFFERENCES.frame(found)
 
 
 def measure_units(
     units: Sequence[Unit],
     measurement: Measurement,
-    *,
     control_draws: int,
     columns: dict[str, Any],
     folder: Any = None,
@@ -145,7 +130,8 @@ def measure_units(
     built on the same layer. With `folder` (an `adjpos.runs.RunFolder`) a finished unit is
     read back instead of measured again, and each unit is marked done as it finishes."""
     rows = []
-    for unit in tqdm(units, desc="interventions", disable=_quiet(progress)):
+    quiet = None if progress is None else not progress  # None: quiet off a terminal
+    for unit in tqdm(units, desc="interventions", disable=quiet):
         if folder is not None and folder.is_done(unit.key):
             rows.append(folder.result(unit.key))
             continue
@@ -208,7 +194,3 @@ def _share(built: list[Any], fitted: Any) -> float | None:
     if fitted.states is None or not hasattr(built[0], "basis"):
         return None
     return float(np.mean([variance_share(iv.basis, fitted.states) for iv in built]))
-
-
-def _quiet(progress: bool | None) -> bool | None:
-    return None if progress is None else not progress

@@ -2,11 +2,9 @@
 table, `specs.SPECS`), what its factory builds from (`Fitted`), a dosed spec's size (`Dose`),
 and one unit of a run (`Unit`).
 
-A *dosed* spec (the position-curve arms, `curve.change`) is measured at several sizes, the
-run's ``doses``: at dose m, the size of the full shift of the position curve by m, every arm
-matched to it. Each (size, offset) of it is a unit of its own (`Dose`): a spec with
-``offsets`` in its params runs its offsets of magnitude m at dose m, the others run once per
-dose.
+A *dosed* spec (the position-curve arms, `curve.change`) is measured at each of the run's
+``doses`` m (the size of the full shift of the position curve by m, every arm matched to it),
+one unit per size and offset (`Dose`, `InterventionSpec.doses`).
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from typing import Any
 
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import DEFAULT_OFFSETS
 from adjpos.interventions.hooks import SITES
 from adjpos.types import PromptStates
 from adjpos.validation import UsageError, is_int
@@ -32,7 +29,7 @@ FITTED_ON = (None, "states", "prompts")
 # the tasks, and the arms on text.
 STAGES = ("causal", "arms", "text")
 DEFAULT_RANK = 8
-DEFAULT_DOSES = DEFAULT_OFFSETS  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
+DEFAULT_DOSES = (1, 2, 3)  # a dosed spec's sizes: those of the full shifts by 1, 2, 3
 DEFAULT_SHIFTS = (-2, -1, 1, 2)  # the offsets of the position curve's shift
 
 
@@ -82,11 +79,7 @@ class Dose:
 
 
 def check_doses(doses: Sequence[int]) -> tuple[int, ...]:
-    """`doses` as a tuple, checked: distinct ints >= 1.
-
-    Raises:
-        ValueError: none, repeated, or not ints >= 1.
-    """
+    """`doses` as a tuple, checked (ValueError if not): at least one, distinct ints >= 1."""
     doses = tuple(doses) if isinstance(doses, (list, tuple)) else (doses,)
     if not doses or len(set(doses)) < len(doses) or not all(is_int(m) and m >= 1 for m in doses):
         raise UsageError(f"doses must be distinct ints >= 1 (shift magnitudes), got {doses!r}")
@@ -151,10 +144,9 @@ class InterventionSpec:
         if not self.readouts or set(self.readouts) - set(READOUTS):
             raise UsageError(f"{self.name}: readouts {self.readouts}; choose from {READOUTS}")
         offsets = self.params.get("offsets", [1])
-        if not isinstance(offsets, (list, tuple)) or not offsets:
-            offsets = [offsets]
-        if not all(is_int(k) and k != 0 for k in offsets):
-            raise UsageError(f"{self.name}: offsets must be nonzero ints, got {offsets!r}")
+        listed = offsets if isinstance(offsets, (list, tuple)) and offsets else [offsets]
+        if not all(is_int(k) and k != 0 for k in listed):
+            raise UsageError(f"{self.name}: offsets must be nonzero ints, got {listed!r}")
 
     def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
         """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
@@ -190,13 +182,10 @@ class InterventionSpec:
             raise UsageError(f"{self.name} is fitted: pass the prompt states (fit_prompt_states)")
         if self.matched_to is not None and matched is None:
             matched = self.matched_to.build(fitted)
-        if self.dosed:
-            if dose is None or fitted.counts is None:
-                raise UsageError(f"{self.name} is dosed: pass its dose and the measured lengths")
-            return self.factory(
-                fitted, draw=draw, matched=matched, dose=dose, readout=readout, **self.params
-            )
-        return self.factory(fitted, draw=draw, matched=matched, **self.params)
+        if self.dosed and (dose is None or fitted.counts is None):
+            raise UsageError(f"{self.name} is dosed: pass its dose and the measured lengths")
+        dosed = {"dose": dose, "readout": readout} if self.dosed else {}
+        return self.factory(fitted, draw=draw, matched=matched, **dosed, **self.params)
 
 
 @dataclass(frozen=True)

@@ -36,17 +36,8 @@ from adjpos.interventions.spec import (
     Unit,
     check_doses,
 )
-from adjpos.interventions.subspaces import (
-    LeaceErase,
-    SubspaceErase,
-    SubspaceSwap,
-    variance_share,
-)
+from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSwap, variance_share
 from adjpos.validation import UsageError, is_int
-
-
-def _subspace_swap(fit: Fitted, **_: Any) -> SubspaceSwap:
-    return SubspaceSwap.fit(fit.states, fit.positions, rank=fit.rank, seed=fit.seed)
 
 
 def _subspace_swap_random(fit: Fitted, *, draw: int, matched: SubspaceSwap, **_: Any) -> Any:
@@ -62,10 +53,6 @@ def _leace(fit: Fitted, *, shuffled: bool = False, **_: Any) -> LeaceErase:
 
 def _erase_random(fit: Fitted, *, draw: int, matched: LeaceErase, **_: Any) -> SubspaceErase:
     return SubspaceErase.matched(fit.states, matched, seed=fit.seed, draw=draw)
-
-
-def _uniform_attention(fit: Fitted, *, heads: tuple[int, ...] | None = None, **_: Any) -> Any:
-    return UniformAttention(heads=heads)
 
 
 def _curve_arm(fit: Fitted, *, draw: int, dose: Dose, arm: str, **_: Any) -> CurveChange:
@@ -108,7 +95,7 @@ _CAUSAL: dict[str, Any] = {"stages": ("causal",)}
 _SUBSPACE_SWAP = InterventionSpec(
     "subspace_swap",
     "position subspace swapped",
-    _subspace_swap,
+    lambda fit, **_: SubspaceSwap.fit(fit.states, fit.positions, rank=fit.rank, seed=fit.seed),
     role="tested",
     control="subspace_swap_random",
     fitted_on="states",
@@ -210,7 +197,7 @@ SPECS: dict[str, InterventionSpec] = {
         InterventionSpec(
             "uniform_attention",
             "uniform attention",
-            _uniform_attention,
+            lambda fit, *, heads=None, **_: UniformAttention(heads=heads),
             role="tested",
             site="pattern",
             **_CAUSAL,

@@ -237,10 +237,7 @@ def tilted_subspace(
         return basis(low if abs(m_low - target) <= abs(m_high - target) else high)
     for _ in range(40):
         mid = (low + high) / 2
-        if measure(basis(mid)) < target:
-            low = mid
-        else:
-            high = mid
+        low, high = (mid, high) if measure(basis(mid)) < target else (low, mid)
     return basis((low + high) / 2)
 
 

@@ -8,20 +8,23 @@ permutation of positions only moves real tokens; a prompt whose (prompt length, 
 occurs once is left out (`held_out_prompts`), so `norm_permute_control` always has another
 sequence of the same length to take norms from.
 
-The dosed specs (the position curve's arms, `curve`) add their columns (`ARM_TABLE`)
-and a second table, the paired differences between the arms of one size that the rule reads
-(`curve.numbers.CURVE_DIFFERENCES`, with ``return_differences=True``).
+The dosed specs (the position curve's arms, `curve`) add their columns (`ARM_TABLE`) and
+the paired differences between the arms of one size (``return_differences``).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from torch import Tensor
 
-from adjpos.interventions.curve.columns import ARM_TABLE, ArmMeasurement
+from adjpos.capture import capture_residuals
+from adjpos.interventions.curve.arms import Runs
+from adjpos.interventions.curve.columns import ARM_TABLE, curve_columns, fit_position_probe
 from adjpos.interventions.decoding import measure_draws
 from adjpos.interventions.prompts import fit_prompt_states, fit_states, held_out_prompts
 from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
@@ -138,16 +141,21 @@ def intervention_table(
 
 
 class _OnTask:
-    """The runner's measurement on a task: fitted on ``held.fit``, measured on ``held.test``."""
+    """The runner's measurement on a task: fitted on ``held.fit``, measured on ``held.test``;
+    what the units share (fitted states, the measured prompts' states and position probe at
+    each layer, the unchanged model's exact match) computed once."""
 
     outcome = EXACT_MATCH
 
     def __init__(self, model: Any, task: Task, held: Any, rank: int, seed: int) -> None:
         self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
+        lengths = [len(task.encode(p)) for p in held.test.prompts]
+        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
         self.states: dict[int, tuple[Tensor, Tensor]] = {}
         self.prompts: dict[int, Any] = {}
-        self.arms = ArmMeasurement(model, task, held.test)
-        self.counts = self.arms.counts
+        self.measured: dict[int, dict[tuple[int, Runs], Tensor]] = {}
+        self.probes: dict[int, Any] = {}
+        self.hits: np.ndarray | None = None
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if "states" in needs and layer not in self.states:
@@ -183,14 +191,49 @@ class _OnTask:
         row = _mean_of_draws(measured)
         if unit.dose is None:
             return row
-        columns = self.arms.columns(
-            built, answers, layer=unit.layer, fit=self.prompts[unit.layer], row=row
+        fit, test = self.prompts[unit.layer], self.held.test
+        if unit.layer not in self.probes:
+            self.probes[unit.layer] = fit_position_probe(fit, self.counts)
+        columns = curve_columns(
+            built,
+            answers,
+            states=self.states_at(unit.layer),
+            tokens={n: fit[n][1] for n in self.counts},
+            probe=self.probes[unit.layer],
+            prompts=test.prompts,
+            answers=test.answers,
+            task=self.task.name,
         )
         return row | {"draw_hits": draw_hits} | columns
 
+    def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:
+        """{(prompt length, runs): [n, L, d_model]} the measured prompts' states entering
+        `layer`, grouped by length and runs."""
+        if layer not in self.measured:
+            groups: dict[tuple[int, Runs], list[Tensor]] = defaultdict(list)
+            for prompt in self.held.test.prompts:
+                encoded = self.task.encode(prompt)
+                groups[len(encoded), self.task.runs(prompt)].append(encoded)
+            self.measured[layer] = {
+                key: capture_residuals(
+                    self.model, torch.stack(rows), layers=[layer], progress=False
+                )[0].cpu()
+                for key, rows in sorted(groups.items(), key=str)
+            }
+        return self.measured[layer]
+
     def unchanged(self) -> np.ndarray:
         """The unchanged model's exact match on each test prompt (decoded once)."""
-        return self.arms.unchanged()
+        from transformer_lens import HookedTransformer
+
+        from adjpos.training.decode import predict, predict_cached
+
+        if self.hits is None:
+            decode = predict_cached if isinstance(self.model, HookedTransformer) else predict
+            got = decode(self.model, self.task, list(self.held.test.prompts))
+            right = zip(got, self.held.test.answers, strict=True)
+            self.hits = np.array([a == b for a, b in right], float)
+        return self.hits
 
 
 def _mean_of_draws(measured: list[dict[str, Any]]) -> dict[str, Any]:

@@ -12,12 +12,10 @@ first position of a language model often carries a massive activation that domin
 
 The first half of the sequences fits the fitted interventions (the position subspace, LEACE,
 the position curve; on positions skip_first .. n - 1), the second half is measured. The units
-run through the same runner as a task's (`adjpos.interventions.runner`): each tested
-intervention is compared with its control (its spec's ``control``) by the per-sequence
-difference in loss (intervention minus control: above zero, it raises the loss more) with a
-paired bootstrap interval over sequences; a drawn control is measured over `control_draws`
-draws, and ``percentile`` is the share (%) of draws whose loss is above the intervention's
-(ties count half): near 0, the intervention harms more than nearly every draw.
+run through a task's runner (`adjpos.interventions.runner`), the outcome the loss: each tested
+intervention's ``loss_difference`` from its control is paired over sequences (above zero, it
+raises the loss more), and ``percentile`` is the share (%) of a drawn control's draws whose
+loss is above the intervention's (ties count half).
 
 The dosed specs (the position curve's arms, `curve`) run as on a task: all windows have
 one length, so the curve is fitted on the fitting half's context (positions skip_first .. cut,
@@ -25,13 +23,10 @@ the read-out position cut the last) and changes the context alone (the read-out 
 variant they run in on text), each arm matched in size to the full shift by the dose on the
 measured windows' own states (a curve fitted on a few windows changes its fitting states more
 than others, so sizes matched there would come out smaller on the measured ones). Their
-rows add the arm columns (`TEXT_ARM_TABLE`: the size, the parameter and the manipulation
-checks, `curve.checks`) and are compared with the random curve of their size over sequences
-and draws together (`adjpos.stats.paired_draw_difference`). The error-offset shares of a task
-have no counterpart: nothing is decoded, and a next token is not a copy of a context token at
-a fixed offset. With ``return_differences=True`` the paired loss differences between the arms
-of one size come back too (`CURVE_DIFFERENCES`, a - b in nats), which `cell_numbers`
-reads with ``harm=-1`` for the study's rule (`adjpos.study.rules`, a loss rise as the harm).
+rows add the arm columns (`TEXT_ARM_TABLE`) but not a task's error-offset shares: nothing is
+decoded, and a next token is not a copy of a context token at a fixed offset. The paired loss
+differences between the arms of one size (`CURVE_DIFFERENCES`, a - b in nats) are read by
+`cell_numbers` with ``harm=-1`` (a loss rise as the harm).
 """
 
 from __future__ import annotations
@@ -56,12 +51,7 @@ from adjpos.interventions.spec import (
     Unit,
     check_doses,
 )
-from adjpos.interventions.specs import (
-    DEFAULT_INTERVENTIONS,
-    SPECS,
-    check_interventions,
-    plan_units,
-)
+from adjpos.interventions.specs import DEFAULT_INTERVENTIONS, SPECS, check_interventions, plan_units
 from adjpos.scoring import sequence_scores
 from adjpos.stats import bootstrap_interval, wilson_interval
 from adjpos.tables import Table, with_interval
@@ -272,9 +262,8 @@ def _measure(
 ) -> dict[str, Any]:
     """Per draw and sequence: the continuation's mean next-token loss and accuracy, and the
     adjacency score of the states at the layer; the change size pooled over all draws."""
-    site = f"blocks.{layer}.hook_resid_pre"
-    if built[0].site == "pattern":
-        site = f"blocks.{layer}.hook_resid_post"
+    # the states the intervention writes: block `layer`'s input, or its output for a pattern
+    site = f"blocks.{layer}.hook_resid_{'post' if built[0].site == 'pattern' else 'pre'}"
     n, pos = test.shape
     vocab = model.cfg.d_vocab_out if model.cfg.d_vocab_out > 0 else model.cfg.d_vocab
     chunk = max(1, _LOGITS_BUDGET // (n * (pos - cut) * vocab))

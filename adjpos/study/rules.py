@@ -66,8 +66,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, no_type_check
 
-from adjpos.interventions.curve.arms import arm_kind
-from adjpos.interventions.curve.numbers import RANDOM, UNCHANGED, CellNumbers, SizeNumbers
+from adjpos.interventions.curve.numbers import RANDOM, UNCHANGED, CellNumbers, SizeNumbers, arm_kind
 from adjpos.stats import Interval, Outcome
 from adjpos.study.claim import CRITERIA, Criteria
 from adjpos.validation import UsageError

@@ -1,14 +1,9 @@
 """Changes of the position curve that each move one property, matched in size.
 
-The position curve c[t] of one prompt length (`position_curves`: the position part of the
-states after removing each token's mean state, fitted on other prompts of that length) is
-changed into c'[t], and every changed state takes the difference:
-
-    h'[b, t] = h[b, t] + c'[t] - c[t]    at the positions the arm changes,
-
-rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a carrier of its own). An arm acts on
-a prompt's *runs* (`adjpos.tasks.Task.runs`: the stretches that vary between prompts, each
-(first, last); on text the window after its first token): never on a fixed token of the
+The position curve c[t] of one prompt length (`position.position_curves`, fitted on other
+prompts of that length) is changed into c'[t], and every changed state takes the difference,
+h'[b, t] = h[b, t] + c'[t] - c[t], rescaled to ||h[b, t]|| with ``keep_norm`` (the norm is a
+carrier of its own). An arm acts on a prompt's *runs* (`Runs`): never on a fixed token of the
 format, and never across a run's edge unless it says so. The arms, each with one free
 parameter that sets its size (0 leaves the curve as it is):
 
@@ -32,27 +27,17 @@ parameter that sets its size (0 leaves the curve as it is):
 - ``edges`` (parameter: the blend, built whole): each run's first position takes the point
   just before the run and its last the point just after it (a run at the prompt's start keeps
   its first point; a one-position run takes the point before it); nothing else changes.
-- ``edges_random`` (its control): the random curve on the edges' positions alone, matched to
-  the edges' size.
+- ``edges_random`` (its control): the random curve on the edges' positions, of their size.
 
-Each arm is one row of the arm table `ARMS` (an `ArmKind`: how it is built, which positions
-it changes, its largest parameter, its manipulation check, its control and what else the rule
-compares it with); nothing else names an arm, so adding one is one row.
-
-The size of a change is the mean relative change ||h' - h|| / ||h|| of the states at the
-positions it changes (`change.change_size`); `change.match_parameter` finds the parameter that
-gives a target size at each prompt length, within `TOLERANCE`. The targets are those of the
-full interior shifts (the smaller of +m and -m at each length), so at each size m a shift is
-exactly a shift (the other sign blended down to it) and every other arm is matched to it; the
-edges arm is built whole and its control matched to it.
+Each arm is one row of the arm table `ARMS`, so adding one is one row; `change` sets an arm to
+one size, within `TOLERANCE` at each prompt length.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,16 +50,14 @@ from adjpos.validation import UsageError, is_int
 
 SHARE = 0.99  # the rotation's subspace covers this share of the curve's sum of squares
 TOLERANCE = 0.05  # the matching aims every size within this relative difference of its target
-DEFAULT_OFFSETS = (1, 2, 3)  # shift magnitudes whose full sizes set the dose
-# A prompt's runs: each varying stretch's (first, last) position (`adjpos.tasks.Task.runs`).
+# A prompt's runs: (first, last) of each stretch that varies (`adjpos.tasks.Task.runs`).
 Runs = tuple[tuple[int, int], ...]
 _TRIES = 500  # permutations drawn for a scatter, the first that keeps no neighbour taken
 
 
 @dataclass(frozen=True)
 class CurveArm:
-    """One arm of the family (see the module doc): which, its offset (shift only), and which
-    seeded draw (rotate, scatter, random).
+    """One arm (see the module doc): which, its offset (shift only), and which seeded draw.
 
     Raises:
         ValueError: an unknown arm, a shift without a nonzero int offset, an offset on
@@ -117,19 +100,18 @@ class CurveArm:
         """c' of this arm at `parameter` on a prompt with `runs` (the positions it does not
         change keep c; `states`: the fitting states whose covariance the random controls draw
         from, needed by them alone)."""
-        _check_parameter(self.arm, parameter)
+        upper = math.inf if self.kind.upper is None else self.kind.upper
+        number = isinstance(parameter, (int, float)) and not isinstance(parameter, bool)
+        if not number or not 0 <= parameter <= upper + 1e-12:
+            raise UsageError(f"the {self.arm} parameter must be in [0, {upper}], got {parameter!r}")
         changed = changed_positions(self.kind, runs, curve.shape[0])
         moved = self.kind.build(self, curve, parameter, check_runs(runs, curve.shape[0]), states)
         return torch.where(changed[:, None], moved, curve)
 
 
 def check_runs(runs: Any, pos: int) -> Runs:
-    """`runs` as a tuple of (first, last) int pairs, checked: in order, apart, inside
-    0 .. pos - 1.
-
-    Raises:
-        ValueError: they are not.
-    """
+    """`runs` as a tuple of (first, last) int pairs, checked (ValueError if not): in order,
+    apart, inside 0 .. pos - 1."""
     try:
         runs = tuple((int(first), int(last)) for first, last in runs)
     except (TypeError, ValueError):
@@ -144,8 +126,6 @@ def check_runs(runs: Any, pos: int) -> Runs:
 
 def prompt_run(length: int) -> Runs:
     """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
-    if not is_int(length) or length < 2:
-        raise UsageError(f"length must be an int >= 2, got {length!r}")
     return ((0, length - 2),)
 
 
@@ -155,10 +135,8 @@ def changed_positions(kind: ArmKind, runs: Runs, pos: int) -> Bool[Tensor, " pos
     position 0 left out: there is no point before it)."""
     changed = torch.zeros(pos, dtype=torch.bool)
     for first, last in check_runs(runs, pos):
-        if kind.on == "edges":
-            changed[list(_edge_source(first, last, pos, None))] = True
-        else:
-            changed[first : last + 1] = True
+        on = _edge_source(first, last, pos, None) if kind.on == "edges" else range(first, last + 1)
+        changed[list(on)] = True
     return changed
 
 
@@ -179,14 +157,13 @@ def scattering_order(n: int, *, seed: int, draw: int) -> torch.Tensor:
     return best
 
 
-def subspace_rank(curve: Float[Tensor, "pos d_model"], share: float = SHARE) -> int:
+def subspace_rank(curve: Float[Tensor, "pos d_model"]) -> int:
     """The fewest top principal directions of `curve` (uncentred: it is centred over
-    positions already) whose squares cover `share` of its sum of squares; at least 2 (a plane
+    positions already) whose squares cover `SHARE` of its sum of squares; at least 2 (a plane
     to turn), at most min(pos, d_model) and d_model."""
-    values = torch.linalg.svdvals(curve.double())
-    squares = values.square()
+    squares = torch.linalg.svdvals(curve.double()).square()
     cover = squares.cumsum(0) / squares.sum().clamp_min(1e-300)
-    rank = int((cover < share - 1e-12).sum()) + 1
+    rank = int((cover < SHARE - 1e-12).sum()) + 1
     return min(max(rank, 2), curve.shape[1])
 
 
@@ -218,10 +195,9 @@ def _shift_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, i
 
 
 def _scatter_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int, int]:
-    inner = last - first - 1
-    if inner < 2:
+    if last - first < 3:  # an interior of fewer than 2 positions
         return {}
-    order = scattering_order(inner, seed=arm.seed, draw=arm.draw)
+    order = scattering_order(last - first - 1, seed=arm.seed, draw=arm.draw)
     return {first + 1 + i: first + 1 + int(j) for i, j in enumerate(order)}
 
 
@@ -235,55 +211,35 @@ def _removed(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
     return curve[changed].mean(dim=0).expand_as(curve)
 
 
-def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
-    return curve + _random_curve(curve, states, arm.seed, arm.draw)
-
-
-def _rotated(arm: CurveArm, curve: Tensor, parameter: float, runs: Runs, states: Any):
-    return curve @ _plane_rotation(curve, parameter, arm.seed, arm.draw).T
-
-
-def _random_curve(curve: Tensor, states: Tensor | None, seed: int, draw: int) -> Tensor:
-    """A random curve of `curve`'s norm profile, each position's direction drawn from a
+def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None) -> Tensor:
+    """`curve` plus a random curve of its norm profile, each position's direction drawn from a
     Gaussian with the covariance of `states` (a random combination of the centred states)."""
     if states is None:
         raise UsageError("the random control draws from the states' covariance: pass states")
     flat = states.reshape(-1, states.shape[-1]).to(curve.dtype)
     centred = flat - flat.mean(dim=0)
-    gen = derived_generator(seed, "curve_random", draw)
+    gen = derived_generator(arm.seed, "curve_random", arm.draw)
     weights = torch.randn(curve.shape[0], len(flat), generator=gen, dtype=curve.dtype)
     directions = weights @ centred
     unit = directions / directions.norm(dim=-1, keepdim=True).clamp_min(1e-300)
-    return unit * curve.norm(dim=-1, keepdim=True)
+    return curve + unit * curve.norm(dim=-1, keepdim=True)
 
 
-def _plane_rotation(curve: Tensor, angle: float, seed: int, draw: int) -> Tensor:
-    """[d, d] orthogonal Q: a seeded orthonormal basis of the curve's top-r subspace, paired
-    into planes, each turned by `angle`; the identity on the rest."""
-    d = curve.shape[1]
+def _rotated(arm: CurveArm, curve: Tensor, angle: float, runs: Runs, states: Any) -> Tensor:
+    """`curve` @ Q.T, Q orthogonal: a seeded orthonormal basis of the curve's top-r subspace,
+    paired into planes, each turned by `angle`; the identity on the rest."""
     rank = subspace_rank(curve)
     _, _, vh = torch.linalg.svd(curve.double(), full_matrices=True)
-    gen = derived_generator(seed, "curve_rotate", draw)
+    gen = derived_generator(arm.seed, "curve_rotate", arm.draw)
     mix, _ = torch.linalg.qr(torch.randn(rank, rank, generator=gen, dtype=torch.float64))
     basis = (mix.T @ vh[:rank]).to(curve.dtype)  # [rank, d] orthonormal rows
-    q = torch.eye(d, dtype=curve.dtype)
+    q = torch.eye(curve.shape[1], dtype=curve.dtype)
     cos, sin = math.cos(angle), math.sin(angle)
     for i in range(0, rank - 1, 2):
         u, v = basis[i], basis[i + 1]
         q = q + (cos - 1) * (torch.outer(u, u) + torch.outer(v, v))
         q = q + sin * (torch.outer(v, u) - torch.outer(u, v))
-    return q
-
-
-def _check_parameter(arm: str, parameter: Any) -> None:
-    upper = ARMS[arm].upper
-    if not isinstance(parameter, (int, float)) or isinstance(parameter, bool):
-        raise UsageError(f"the {arm} parameter must be a number, got {parameter!r}")
-    if not 0 <= parameter <= (math.inf if upper is None else upper + 1e-12):
-        raise UsageError(
-            f"the {arm} parameter must be in [0, {upper if upper is not None else 'inf'}], "
-            f"got {parameter!r}"
-        )
+    return curve @ q.T
 
 
 @dataclass(frozen=True)
@@ -296,23 +252,14 @@ class Check:
     relation: str  # "<=", ">=" or ">"
     criterion: str | None = None
 
-    def worst(self, values: Iterable[float]) -> float:
-        """The draw that passes least: the largest value under "<=", else the smallest (NaN
-        when any draw is NaN)."""
-        values = [float(v) for v in values]
-        if any(math.isnan(v) for v in values):
-            return math.nan
-        return max(values) if self.relation == "<=" else min(values)
-
 
 @dataclass(frozen=True)
 class ArmKind:
     """One row of the arm table.
 
     Args:
-        name: the arm (``CurveArm.arm``).
-        label: a few words for the report.
-        build: ``build(arm, curve, parameter, runs, states) -> c'`` before the positions it
+        name, label: the arm (``CurveArm.arm``) and a few words for the report.
+        build: ``build(arm, curve, parameter, runs, states) -> c'``, before the positions it
             does not change are put back.
         upper: the largest parameter (None: unbounded, doubled until the size is reached).
         check: its manipulation check beyond the size (None: the size alone).
@@ -325,15 +272,14 @@ class ArmKind:
         on: the positions it changes: ``"runs"`` (every position of a run) or ``"edges"``
             (each run's first and last, `changed_positions`).
         versus: its size-matched random control (an arm of the table).
-        whole: built at its largest parameter, not matched to the dose (its control is
-            matched to it instead).
-        sized_to: a control matched in size to this whole arm (None: to the dose).
+        whole: built at its largest parameter, not matched to the dose.
+        sized_to: the whole arm this control is matched in size to (None: the dose).
     """
 
     name: str
     label: str
     build: Callable[..., Tensor] = field(repr=False)
-    upper: float | None = None
+    upper: float | None = 1.0
     check: Check | None = None
     compared_with: tuple[str, ...] = ()
     offsets: bool = False
@@ -346,83 +292,59 @@ class ArmKind:
     sized_to: str | None = None
 
 
-# The arms (see the module doc). Adding one is one row here: its builder, bound, check and
-# pairs; the intervention table takes it as ``position_NAME``.
-ARMS: dict[str, ArmKind] = {
-    kind.name: kind
-    for kind in (
-        ArmKind(
-            "shift",
-            "position curve shifted by k inside each run (neighbours kept)",
-            _blended(_sourced(_shift_source)),
-            1.0,
-            Check("curve_moved", ">"),
-            offsets=True,
-        ),
-        ArmKind(
-            "rotate",
-            "position curve rotated (every distance kept)",
-            _rotated,
-            math.pi,
-            Check("distance_change", "<=", "curve_distance_kept"),
-            compared_with=("unchanged", "shift"),
-            drawn=True,
-        ),
-        ArmKind(
-            "scatter",
-            "each run's interior scattered (locality broken)",
-            _blended(_sourced(_scatter_source)),
-            1.0,
-            Check("locality_drop", ">=", "curve_locality_drop"),
-            compared_with=("rotate", "shift"),
-            drawn=True,
-        ),
-        ArmKind(
-            "remove",
-            "position curve pulled toward its mean",
-            _blended(_removed),
-            1.0,
-            on_text=False,
-        ),
-        ArmKind(
-            "random",
-            "a random curve of the same norm profile and size",
-            _blended(_randomised),
-            None,
-            control=True,
-            drawn=True,
-        ),
-        ArmKind(
-            "edges",
-            "each run's first and last take the points just outside it",
-            _blended(_sourced(_edge_source)),
-            1.0,
-            Check("curve_moved", ">"),
-            on="edges",
-            versus="edges_random",
-            whole=True,
-        ),
-        ArmKind(
-            "edges_random",
-            "a random curve on the edges' positions, of their size",
-            _blended(_randomised),
-            None,
-            control=True,
-            drawn=True,
-            on="edges",
-            sized_to="edges",
-        ),
-    )
-}
-
-
-def arm_kind(name: str) -> ArmKind:
-    """The row of the arm table of an arm named as in the rule (``shift+1``, ``rotate``).
-
-    >>> arm_kind("shift-2").name
-    'shift'
-    """
-    kind = ARMS.get(re.sub(r"[+-]\d+$", "", str(name)))
-    if kind is None:
-        raise UsageError(f"unknown curve arm {name!r}; choose from {list(ARMS)}")
-    return kind
+# The arms (see the module doc); the intervention table takes each as ``position_NAME``.
+_KINDS = (
+    ArmKind(
+        "shift",
+        "position curve shifted by k inside each run (neighbours kept)",
+        _blended(_sourced(_shift_source)),
+        check=Check("curve_moved", ">"),
+        offsets=True,
+    ),
+    ArmKind(
+        "rotate",
+        "position curve rotated (every distance kept)",
+        _rotated,
+        math.pi,
+        Check("distance_change", "<=", "curve_distance_kept"),
+        compared_with=("unchanged", "shift"),
+        drawn=True,
+    ),
+    ArmKind(
+        "scatter",
+        "each run's interior scattered (locality broken)",
+        _blended(_sourced(_scatter_source)),
+        check=Check("locality_drop", ">=", "curve_locality_drop"),
+        compared_with=("rotate", "shift"),
+        drawn=True,
+    ),
+    ArmKind("remove", "position curve pulled toward its mean", _blended(_removed), on_text=False),
+    ArmKind(
+        "random",
+        "a random curve of the same norm profile and size",
+        _blended(_randomised),
+        None,
+        control=True,
+        drawn=True,
+    ),
+    ArmKind(
+        "edges",
+        "each run's first and last take the points just outside it",
+        _blended(_sourced(_edge_source)),
+        check=Check("curve_moved", ">"),
+        on="edges",
+        versus="edges_random",
+        whole=True,
+    ),
+    ArmKind(
+        "edges_random",
+        "a random curve on the edges' positions, of their size",
+        _blended(_randomised),
+        None,
+        control=True,
+        drawn=True,
+        on="edges",
+        sized_to="edges",
+    ),
+)
+ARMS: dict[str, ArmKind] = {kind.name: kind for kind in _KINDS}

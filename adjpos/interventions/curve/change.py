@@ -2,11 +2,12 @@
 
 `build_curve_change` turns one arm (`arms.CurveArm`) into a `CurveChange` set to one size of
 the dose at every prompt length: at length L, the size of the full interior shift by m
-(`dose_targets`, the smaller of +m and -m) on the fitting prompts' states of that length, the
-arm's parameter matched to it there (`match_arm`: bisection on `length_size`, within
-`arms.TOLERANCE`). A whole arm (``edges``) is built at its largest parameter and its control
-matched to its size at each length instead. A size is the mean relative change of the states
-at the positions the arm changes, each fitting prompt with its own runs (`runs_of`): addition's
+(`dose_targets`, the smaller of +m and -m: a shift is whole, or the other sign blended down to
+it) on the fitting prompts' states of that length, every other arm's parameter matched to it
+there (`match_arm`: bisection on `length_size`, within `arms.TOLERANCE`). A whole arm
+(``edges``) is built at its largest parameter and its control matched to its size at each
+length instead. A size is the mean relative change ||h' - h|| / ||h|| of the states at the
+positions the arm changes, each fitting prompt with its own runs (`runs_of`): addition's
 operands, for one, split a prompt length differently from prompt to prompt.
 
 The arms act on the prompt before its read-out position (the read-out kept, which no run
@@ -19,19 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, no_type_check
+from typing import Any
 
 import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import (
-    DEFAULT_OFFSETS,
-    TOLERANCE,
-    CurveArm,
-    Runs,
-    changed_positions,
-)
+from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, Runs, changed_positions
 from adjpos.interventions.curve.position import position_curves
 from adjpos.metrics.norms import with_norms
 from adjpos.types import PromptStates
@@ -89,26 +84,17 @@ class CurveChange:
     @property
     def target(self) -> float:
         """The target size, pooled over the lengths (each weighing as its measured prompts)."""
-        return _pooled({n: m.target for n, m in self.matched.items()}, self.matched, self.counts)
-
-    @property
-    def size(self) -> float:
-        """The size reached on the fitting prompts, pooled as `target`."""
-        return _pooled({n: m.size for n, m in self.matched.items()}, self.matched, self.counts)
+        return self._pooled("target")
 
     @property
     def parameter(self) -> float:
         """The parameter, pooled as `target`."""
-        return _pooled({n: m.parameter for n, m in self.matched.items()}, self.matched, self.counts)
+        return self._pooled("parameter")
 
     @property
     def size_errors(self) -> list[float]:
         """|size / target - 1| at each length with something to change."""
-        return [
-            abs(m.size / m.target - 1)
-            for m in self.matched.values()
-            if m.target > 0 and not m.absent
-        ]
+        return [abs(m.size / m.target - 1) for _, m in self._changing()]
 
     @property
     def absent_share(self) -> float:
@@ -118,6 +104,17 @@ class CurveChange:
         total = sum(self.counts.get(n, 1) for n in self.matched)
         absent = sum(self.counts.get(n, 1) for n, m in self.matched.items() if m.absent)
         return absent / total if total else 0.0
+
+    def _changing(self) -> list[tuple[int, Matched]]:
+        """The lengths with something to change and their `Matched`."""
+        return [(n, m) for n, m in self.matched.items() if m.target > 0 and not m.absent]
+
+    def _pooled(self, name: str) -> float:
+        """The mean of the `Matched` field `name` over `_changing`, each length weighing as
+        its measured prompts (`counts`; 1 each where none are given)."""
+        pooled = [(getattr(m, name), self.counts.get(n, 1)) for n, m in self._changing()]
+        total = sum(w for _, w in pooled)
+        return sum(v * w for v, w in pooled) / total if total else 0.0
 
     def __call__(self, acts: Tensor, readout: Any = None) -> Tensor:
         raise UsageError(
@@ -184,10 +181,8 @@ def build_curve_change(
     kind, matched = arm.kind, {}
     for length, curve in curves.items():
         layouts = _layouts(sized[length], runs_of)
-        if kind.whole:
-            target = length_size(arm, 1.0, curve, layouts, states[length])
-        elif kind.sized_to is not None:
-            whole = CurveArm(kind.sized_to, seed=arm.seed)
+        if kind.whole or kind.sized_to is not None:
+            whole = arm if kind.whole else CurveArm(kind.sized_to, seed=arm.seed)
             target = length_size(whole, 1.0, curve, layouts, states[length])
         else:
             target = dose_targets(curve, layouts, offsets=[size])[size]
@@ -232,12 +227,10 @@ def apply_curve(
     norm with `keep_norm`); the other positions pass unchanged."""
     if changed.dtype != torch.bool or changed.shape != (curve.shape[0],):
         raise UsageError(f"changed must be a boolean mask of shape ({curve.shape[0]},)")
-    changed = changed.to(states.device)
-    delta = (new_curve - curve).to(device=states.device, dtype=states.dtype)
-    moved = states + delta
+    moved = states + (new_curve - curve).to(device=states.device, dtype=states.dtype)
     if keep_norm:
         moved = with_norms(moved, states.norm(dim=-1, keepdim=True))
-    return torch.where(changed[:, None], moved, states)
+    return torch.where(changed.to(states.device)[:, None], moved, states)
 
 
 def change_size(
@@ -256,8 +249,6 @@ def length_size(
     curve: Tensor,
     layouts: Mapping[Runs, Tensor],
     states: Tensor | None = None,
-    *,
-    keep_norm: bool = True,
 ) -> float:
     """`change_size` of `arm` at `parameter` over the states of one prompt length, grouped by
     their runs (`layouts`: {runs: [n, L, d_model]}), each changed state weighing the same
@@ -269,7 +260,7 @@ def length_size(
         if not n:
             continue
         new = arm.new_curve(curve.double(), parameter, runs, states)
-        after = apply_curve(group, curve.double(), new, changed, keep_norm=keep_norm)
+        after = apply_curve(group, curve.double(), new, changed)
         total += float(change_size(group, after, changed)) * n
         count += n
     return total / count if count else 0.0
@@ -291,11 +282,7 @@ class Matched:
 
 
 def match_parameter(
-    size_of: Callable[[float], float],
-    target: float,
-    upper: float | None,
-    *,
-    tolerance: float = TOLERANCE,
+    size_of: Callable[[float], float], target: float, upper: float | None
 ) -> tuple[float, float]:
     """The parameter in [0, upper] whose size (`size_of`, increasing) is `target`, by
     bisection, and the size it gives; `upper` None: doubled until the size passes the target.
@@ -312,7 +299,7 @@ def match_parameter(
         return high, size
     best = (high, size)
     for _ in range(60):
-        if abs(best[1] / target - 1) <= tolerance / 10:
+        if abs(best[1] / target - 1) <= TOLERANCE / 10:
             break
         middle = (low + high) / 2
         size = size_of(middle)
@@ -328,27 +315,17 @@ def match_arm(
     curve: Tensor,
     layouts: Mapping[Runs, Tensor],
     states: Tensor | None = None,
-    *,
-    keep_norm: bool = True,
-    tolerance: float = TOLERANCE,
 ) -> Matched:
     """`arm` with its parameter set so that its size at one length (`length_size`) is
     `target`."""
-
-    @no_type_check  # made at every call: kept out of the tests' type checker
-    def size_of(parameter: float) -> float:
-        return length_size(arm, parameter, curve, layouts, states, keep_norm=keep_norm)
-
-    parameter, size = match_parameter(size_of, target, arm.kind.upper, tolerance=tolerance)
-    return Matched(arm, parameter, size, target, abs(size / target - 1) <= tolerance)
+    parameter, size = match_parameter(
+        lambda p: length_size(arm, p, curve, layouts, states), target, arm.kind.upper
+    )
+    return Matched(arm, parameter, size, target, abs(size / target - 1) <= TOLERANCE)
 
 
 def dose_targets(
-    curve: Tensor,
-    layouts: Mapping[Runs, Tensor],
-    *,
-    offsets: Iterable[int] = DEFAULT_OFFSETS,
-    keep_norm: bool = True,
+    curve: Tensor, layouts: Mapping[Runs, Tensor], *, offsets: Iterable[int]
 ) -> dict[int, float]:
     """{m: size} at one prompt length for each shift magnitude m: the smaller size of the
     full interior shifts by +m and -m (the sizes of a dose, see the module doc)."""
@@ -357,17 +334,6 @@ def dose_targets(
         if not is_int(m) or m < 1:
             raise UsageError(f"shift magnitudes must be ints >= 1, got {m!r}")
         targets[m] = min(
-            length_size(CurveArm("shift", sign * m), 1.0, curve, layouts, keep_norm=keep_norm)
-            for sign in (1, -1)
+            length_size(CurveArm("shift", sign * m), 1.0, curve, layouts) for sign in (1, -1)
         )
     return targets
-
-
-def _pooled(
-    values: Mapping[int, float], matched: Mapping[int, Matched], counts: Mapping[int, int]
-) -> float:
-    """The mean of `values` over the lengths with something to change, each weighing as its
-    measured prompts (`counts`; 1 each where none are given)."""
-    weights = {n: counts.get(n, 1) for n, m in matched.items() if m.target > 0 and not m.absent}
-    total = sum(weights.values())
-    return sum(values[n] * w for n, w in weights.items()) / total if total else 0.0

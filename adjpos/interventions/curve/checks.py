@@ -1,21 +1,11 @@
 """Manipulation checks of the position-curve arms (`arms`): what a change did to the thing
 its name says it changes, one number each. They are numbers only: the study judges them
 (`adjpos.study.rules.check_passed`, thresholds in `adjpos.study.claim.Criteria`), and a row
-whose change did not do what its name says is reported and not counted.
-
-- `curve_distance_change`: how much the pairwise distances between the curves of the changed
-  positions moved (0 for a rotation, by construction);
-- `curve_offset`: where the changed curve's points sit on the unchanged curve (-k after a
-  shift by k), and `curve_displacement`: how far they moved along it;
-- `curve_adjacency`: the adjacency score of the changed curve itself (its locality);
-  `varying_positions`: where it is measured (the positions whose token varies);
-- `prompt_adjacency`: the adjacency score of each sequence's prompt rows after the change
-  (`adjpos.scoring.sequence_scores`);
-- `readout_similarity_spearman`: seen from the read-out position, the Spearman correlation of
-  each earlier state's cosine with its distance (negative: nearer is more similar);
-- `probe_accuracy`: how often a position probe fitted on unchanged states reads the true
-  position of a changed state (and `probe_offset`: its mean error, -k after a shift by k).
-
+whose change did not do what its name says is reported and not counted. They read the curve
+(its distances, `curve_distance_change`; where its changed points sit on the unchanged curve,
+`curve_offset`, `curve_displacement`; its locality, `curve_adjacency`), the changed states
+(their adjacency, `prompt_adjacency`; as seen from the read-out,
+`readout_similarity_spearman`) and a position probe (`probe_accuracy`, `probe_offset`).
 Every adjacency here uses the library's one tie rule (`adjpos.metrics.adjacency_probability`).
 """
 
@@ -59,11 +49,7 @@ def curve_offset(
     """The mean over the changed positions t of s(t) - t, s(t) the position whose point of
     the unchanged curve is nearest c'[t] (-k after a full shift by k away from the clamp; 0
     for a change that leaves each point nearest its own). NaN without a changed position."""
-    index = changed.nonzero().flatten()
-    if not len(index):
-        return float("nan")
-    nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
-    return float((nearest - index).double().mean())
+    return _moves(curve, new_curve, changed).mean().item()
 
 
 def curve_displacement(
@@ -74,11 +60,13 @@ def curve_displacement(
     """The mean over the changed positions t of |s(t) - t|, s(t) as in `curve_offset`: how far
     the changed points moved along the unchanged curve (0: each still nearest its own). NaN
     without a changed position."""
+    return _moves(curve, new_curve, changed).abs().mean().item()
+
+
+def _moves(curve: Tensor, new_curve: Tensor, changed: Tensor) -> Tensor:
+    """[changed] s(t) - t of `curve_offset`, as floats."""
     index = changed.nonzero().flatten()
-    if not len(index):
-        return float("nan")
-    nearest = torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1)
-    return float((nearest - index).abs().double().mean())
+    return (torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1) - index).double()
 
 
 def curve_adjacency(curve: Float[Tensor, "pos d_model"], changed: Bool[Tensor, " pos"]) -> float:
@@ -104,8 +92,7 @@ def varying_positions(tokens: Int[Tensor, "n pos"]) -> Bool[Tensor, " pos"]:
 
 
 def prompt_adjacency(
-    states: Float[Tensor, "batch pos d_model"],
-    changed: Bool[Tensor, " pos"],
+    states: Float[Tensor, "batch pos d_model"], changed: Bool[Tensor, " pos"]
 ) -> Float[Tensor, " batch"]:
     """Each sequence's adjacency score over the rows of its changed positions (each row
     looking at every earlier position), by `adjpos.scoring.sequence_scores`; NaN for a

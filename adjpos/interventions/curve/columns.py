@@ -1,7 +1,6 @@
 """The columns an arm's row carries (`ARM_TABLE`): its size, its parameter, its manipulation
 check numbers (`checks`; the study judges them) and where its wrong answers point
-(`adjpos.tasks.offsets`). `curve_columns` computes them for one unit from its draws; on a task
-`ArmMeasurement` keeps what the units of one run share.
+(`adjpos.tasks.offsets`). `curve_columns` computes them for one unit from its draws.
 
 The checks are computed on the measured prompts' states at the layer (the states the change
 writes: the change acts on the input of the block, so the states after it are the states
@@ -20,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import Runs
+from adjpos.interventions.curve.arms import Check, Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
@@ -116,11 +115,8 @@ def curve_columns(
         task: the task's name (`adjpos.tasks.offsets.TASK_OFFSETS`); None: no error-offset columns.
 
     Returns:
-        the arm columns (see `adjpos.interventions.INTERVENTION_TABLE`) with the numbers its
-        manipulation check is judged on (`adjpos.study.rules.check_passed`): ``size_error``,
-        the largest relative distance of a draw's size from its target at any prompt length
-        (on the fitting prompts: the arms are matched length by length), and
-        ``check_value``, its arm's check number (`arms.Check`) at the draw that passes least.
+        the arm columns (`ARM_TABLE`; ``size_error`` and ``check_value`` are what its
+        manipulation check is judged on, `adjpos.study.rules.check_passed`).
     """
     first = built[0]
     memo: dict[tuple[int, Runs, str], dict[str, float]] = {}
@@ -130,17 +126,14 @@ def curve_columns(
     shares = {}
     if task is not None:
         shares = error_offset_shares(
-            [a for answers_of in decoded or () for a in answers_of],
-            list(answers) * len(decoded or ()),
-            list(prompts) * len(decoded or ()),
+            [a for answers_of in decoded for a in answers_of],
+            list(answers) * len(decoded),
+            list(prompts) * len(decoded),
             task,
             offsets=OFFSETS,
         )
         # per prompt, the draws summed: what the paired share difference resamples
-        counts = [
-            error_offset_counts(said, answers, prompts, task, offsets=OFFSETS)
-            for said in decoded or ()
-        ]
+        counts = [error_offset_counts(d, answers, prompts, task, offsets=OFFSETS) for d in decoded]
         hits, totals = (np.sum([c[i] for c in counts], axis=0).tolist() for i in (0, 1))
         shares["offset_counts"] = {"hits": hits, "totals": totals, "offsets": list(OFFSETS)}
     return (
@@ -149,83 +142,9 @@ def curve_columns(
         | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
         | {"size_error": max(errors, default=np.nan)}
         | {"absent_share": float(np.mean([c.absent_share for c in built]))}
-        | {"check_value": None if check is None else check.worst(n[check.number] for n in numbers)}
+        | {"check_value": None if check is None else _worst(check, numbers)}
         | shares
     )
-
-
-class ArmMeasurement:
-    """What the arm rows of one run on a task share: the measured prompts' lengths, their
-    states at each layer, the position probe of each layer and the unchanged model's exact
-    match on them, each computed once.
-
-    Args:
-        model, task: the model and its task.
-        test: the measured prompts (a `adjpos.tasks.TaskBatch`).
-    """
-
-    def __init__(self, model: Any, task: Any, test: Any) -> None:
-        self.model, self.task, self.test = model, task, test
-        lengths = [len(task.encode(p)) for p in test.prompts]
-        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
-        self.states: dict[int, dict[tuple[int, Runs], Tensor]] = {}
-        self.probes: dict[int, Any] = {}
-        self.hits: np.ndarray | None = None
-
-    def columns(
-        self,
-        built: Sequence[CurveChange],
-        decoded: Sequence[Sequence[str]],
-        *,
-        layer: int,
-        fit: PromptStates,
-        row: dict[str, Any],
-    ) -> dict[str, Any]:
-        """`curve_columns` of a unit at `layer` (`fit`: the fitting prompts' states there;
-        `row`: its measured columns, with ``perturbation``)."""
-        if layer not in self.probes:
-            self.probes[layer] = fit_position_probe(fit, self.counts)
-        return curve_columns(
-            built,
-            decoded,
-            states=self.states_at(layer),
-            tokens={n: fit[n][1] for n in self.counts},
-            probe=self.probes[layer],
-            prompts=self.test.prompts,
-            answers=self.test.answers,
-            task=self.task.name,
-        )
-
-    def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:
-        """{(prompt length, runs): [n, L, d_model]} the measured prompts' states entering
-        `layer`, grouped by length and runs."""
-        from adjpos.capture import capture_residuals
-
-        if layer not in self.states:
-            groups: dict[tuple[int, Runs], list[Tensor]] = defaultdict(list)
-            for prompt in self.test.prompts:
-                encoded = self.task.encode(prompt)
-                groups[len(encoded), self.task.runs(prompt)].append(encoded)
-            self.states[layer] = {
-                key: capture_residuals(
-                    self.model, torch.stack(rows), layers=[layer], progress=False
-                )[0].cpu()
-                for key, rows in sorted(groups.items(), key=str)
-            }
-        return self.states[layer]
-
-    def unchanged(self) -> np.ndarray:
-        """The unchanged model's exact match on each measured prompt (decoded once)."""
-        from transformer_lens import HookedTransformer
-
-        from adjpos.training.decode import predict, predict_cached
-
-        if self.hits is None:
-            decode = predict_cached if isinstance(self.model, HookedTransformer) else predict
-            got = decode(self.model, self.task, list(self.test.prompts))
-            right = zip(got, self.test.answers, strict=True)
-            self.hits = np.array([a == b for a, b in right], float)
-        return self.hits
 
 
 def _checks(
@@ -238,7 +157,7 @@ def _checks(
     """One draw's check numbers, pooled over the lengths and runs (weights: measured prompts)
     where they are defined (a curve's locality needs three varying changed positions, a
     read-out's rank correlation two earlier positions; NaN where none has them). `memo` keeps
-    the numbers of the unchanged states, the same for every draw of a unit."""
+    the unchanged states' numbers across the draws of a unit."""
     sums: dict[str, float] = defaultdict(float)
     totals: dict[str, int] = defaultdict(int)
     offset = change.arm.offset
@@ -251,8 +170,16 @@ def _checks(
         after = apply_curve(before, curve, new, changed)
         varying = changed & varying_positions(tokens[length])
         key = (length, runs, change.arm.kind.on)
-        if key not in memo:
-            memo[key] = _unchanged_checks(curve, before, changed, varying, probe)
+        if key not in memo:  # the unchanged curve's and states' numbers, alike for every draw
+            memo[key] = {
+                "curve_adjacency_before": curve_adjacency(curve, varying),
+                "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
+                "readout_spearman_before": _nanmean(
+                    readout_similarity_spearman(before, length - 1)
+                ),
+                "probe_accuracy_before": probe_accuracy(probe, before, changed),
+                "probe_reading": probe_offset(probe, before, changed),
+            }
         moved = curve_offset(curve, new, changed)
         found = memo[key] | {
             "distance_change": curve_distance_change(curve, new, changed),
@@ -276,19 +203,11 @@ def _checks(
     return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
 
 
-def _unchanged_checks(
-    curve: Tensor, before: Tensor, changed: Tensor, varying: Tensor, probe: Any
-) -> dict[str, float]:
-    """The check numbers of the unchanged curve and states of one length."""
-    return {
-        "curve_adjacency_before": curve_adjacency(curve, varying),
-        "prompt_adjacency_before": float(prompt_adjacency(before, changed).nanmean()),
-        "readout_spearman_before": _nanmean(
-            readout_similarity_spearman(before, before.shape[1] - 1)
-        ),
-        "probe_accuracy_before": probe_accuracy(probe, before, changed),
-        "probe_reading": probe_offset(probe, before, changed),
-    }
+def _worst(check: Check, numbers: Sequence[Mapping[str, float]]) -> float:
+    """The check number of the draw that passes least: the largest under "<=", else the
+    smallest (NaN when any draw's is NaN)."""
+    values = np.array([n[check.number] for n in numbers], float)
+    return float(values.max() if check.relation == "<=" else values.min())
 
 
 def _nanmean(values: np.ndarray) -> float:

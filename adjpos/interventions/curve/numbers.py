@@ -1,21 +1,19 @@
 """The numbers the rule over the position-curve arms (`adjpos.study.rules`) reads, as a table
 that can be saved and read back: the paired differences of the outcome between the arms of one
 size (`CURVE_DIFFERENCES`, from the rows of a run while they still hold each draw's per-prompt
-outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers`
-from that table and the intervention table alone. Numbers only: the study judges them.
+outcome), and `cell_numbers`, which rebuilds each cell's `CellNumbers` from that table and the
+intervention table alone. Numbers only: the study judges them.
 
 The pairs of one (layer, read-out variant, size), in the rule's names (``shift+1``,
-``rotate``, ``scatter``, ``remove``, ``edges``, ``random``, ``unchanged``): every arm against
-its random control (`arms.ArmKind.versus`) and against what its row of the arm table compares
-it with
-(`arms.ArmKind.compared_with`: ``rotate`` against ``unchanged`` and each shift, ``scatter``
-against ``rotate`` and each shift); each `adjpos.stats.paired_draw_difference` (a - b, the
-bootstrap resampling prompts and both sides' draws together).
+``rotate``, ..., ``random``, ``unchanged``), are `arm_pairs`, each an
+`adjpos.stats.paired_draw_difference` (a - b, the bootstrap resampling prompts and both sides'
+draws together).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from adjpos.interventions.curve.arms import arm_kind
+from adjpos.interventions.curve.arms import ARMS, ArmKind
 from adjpos.stats import Interval, paired_draw_difference, paired_share_difference
 from adjpos.tables import Table
 from adjpos.tasks.offsets import OFFSETS, TASK_OFFSETS
@@ -93,8 +91,7 @@ class CellNumbers:
     def to_plain(self) -> dict[str, Any]:
         """The direction and sizes as JSON-able values (`from_plain` reads them back): per
         size its differences [a, b, value, low, high], checks [size_error, check_value] and
-        shifts' error offsets
-        {shift: [[j, value, low, high]]}."""
+        shifts' error offsets {shift: [[j, value, low, high]]}."""
         sizes = [
             {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
             | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
@@ -203,6 +200,18 @@ def arm_pairs(arms: Sequence[str]) -> list[tuple[str, str]]:
     return pairs
 
 
+def arm_kind(name: str) -> ArmKind:
+    """The row of the arm table of an arm named as in the rule (``shift+1``, ``rotate``).
+
+    >>> arm_kind("shift-2").name
+    'shift'
+    """
+    kind = ARMS.get(re.sub(r"[+-]\d+$", "", str(name)))
+    if kind is None:
+        raise UsageError(f"unknown curve arm {name!r}; choose from {list(ARMS)}")
+    return kind
+
+
 def cell_numbers(
     rows: Any,
     differences: Any,
@@ -237,7 +246,10 @@ def cell_numbers(
             here = [d for d in diffs if (*_key(d, keys), int(d["dose"])) == (*key, dose)]
             found = {(d["a"], d["b"]): _oriented(d, harm) for d in here if _outcome(d)}
             follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
-            checks = {a: _check_numbers(r) for a, r in arms.items()}
+            checks = {  # (size_error, check_value), NaN where missing
+                a: tuple(float(r[k]) if _present(r.get(k)) else math.nan for k in CHECK_NUMBERS)
+                for a, r in arms.items()
+            }
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
             }
@@ -259,7 +271,12 @@ def cell_numbers(
 
 
 def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
-    return tuple(_seed(row[k]) if k == "seed" else _plain(row[k]) for k in keys)
+    """The row's `keys` as plain values (numpy scalars as Python ones; a missing seed None)."""
+    values = [row[k].item() if hasattr(row[k], "item") else row[k] for k in keys]
+    return tuple(
+        (int(v) if _present(v) else None) if k == "seed" else v
+        for k, v in zip(keys, values, strict=True)
+    )
 
 
 def _outcome(d: Mapping[str, Any]) -> bool:
@@ -277,15 +294,6 @@ def _shares(row: Mapping[str, Any]) -> dict[int, Interval]:
     return {j: Interval(*(float(row[share(j, e)]) for e in ("", "_low", "_high"))) for j in OFFSETS}
 
 
-def _check_numbers(row: Mapping[str, Any]) -> tuple[float, float]:
-    """(size_error, check_value) of an arm's row (NaN where missing)."""
-    return tuple(float(row[k]) if _present(row.get(k)) else math.nan for k in CHECK_NUMBERS)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
 def _records(table: Any) -> list[dict[str, Any]]:
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
 
@@ -293,7 +301,3 @@ def _records(table: Any) -> list[dict[str, Any]]:
 def _present(value: Any) -> bool:
     """Not None, NaN or pandas' NA."""
     return not pd.isna(value)
-
-
-def _seed(value: Any) -> int | None:
-    return int(value) if _present(value) else None

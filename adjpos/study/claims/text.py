@@ -9,8 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import adjpos.text_layers as text
-from adjpos.interventions.curve.arms import arm_kind
-from adjpos.interventions.curve.numbers import CellNumbers, cell_numbers
+from adjpos.interventions.curve.numbers import CellNumbers, arm_kind, cell_numbers
 from adjpos.stats import Outcome, every_seed, judge
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
