@@ -1,9 +1,7 @@
-"""What a change does on a task's prompts: exact match under greedy decoding with the change
-active at every step (`measure_draws`: one intervention, or several draws of a random control in
-one batched pass), and, teacher-forced, the token accuracy and what it changed and left
-intact at its layer and the last (adjacency score, variance ratio, change size), with 95%
-intervals: Wilson for exact match and token accuracy, a bootstrap over prompts for the rest.
-`adjpos.interventions.task` runs it for every unit of a table.
+"""What a change does on a task's prompts (`measure_draws`): exact match under greedy decoding
+with the change active and, teacher-forced, what it changed and left intact, with 95% intervals
+(Wilson for proportions, else a bootstrap over prompts). `adjpos.interventions.task` runs it for
+every unit of a table.
 """
 
 from __future__ import annotations
@@ -46,25 +44,19 @@ def measure_draws(
     untouched with ``readout="kept"`` and change like the others with ``"changed"``
     (see `intervene`).
 
-    The read-out positions are the last prompt position and every answer position (where the
-    answer is read); with ``readout="kept"`` they are left untouched, with ``"changed"`` they
-    change like the others (see `intervene`).
-
-    Returns one dict per intervention: the measurement columns of `INTERVENTION_TABLE`,
-    ``hits`` (each prompt's exact match, in the order of `batch`, for paired comparisons) and
-    ``answers`` (each prompt's decoded answer):
+    Returns one dict per intervention: ``hits`` (each prompt's exact match, in the order of
+    `batch`), ``answers`` (each prompt's decoded answer) and the measurement columns of
+    `INTERVENTION_TABLE`:
     - exact_match: greedy decoding with the hook active at every step, and its 95% Wilson
-      interval
-      (with the read-out kept, the change is the prompt's alone, so a HookedTransformer
-      decodes it once with a KV cache: `adjpos.training.decode.predict_cached`;
-      ``kv_cache=False`` re-runs the whole sequence under the hook for every decoded token
-      instead: the same answers, slower, for checks and benchmarks);
-    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled (its
-      Wilson interval over the tokens);
-    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`, the
-      library's default ties) of the states the intervention writes (block `layer`'s input;
-      for an attention-pattern intervention, block `layer`'s output), whole sequences,
-      teacher-forced, with its interval over prompts; adjacency_last: at the last layer;
+      interval (a change of the prompt alone, as with the read-out kept, is decoded by a
+      HookedTransformer once with a KV cache, `adjpos.training.decode.predict_cached`;
+      ``kv_cache=False`` re-runs the whole sequence under the hook for every token: the same
+      answers, slower);
+    - token_accuracy: answer tokens (and the EOS) right under teacher forcing, pooled (Wilson);
+    - adjacency_at_layer: the adjacency score (`adjpos.scoring.sequence_scores`) of the states
+      the intervention writes (block `layer`'s input; for an attention-pattern intervention,
+      its output), whole sequences, teacher-forced, with its interval; adjacency_last: at
+      the last layer;
     - variance_ratio_at_layer / _last: variance over the last third of the positions over
       the first third (mean variance profile of each length, averaged over lengths);
     - perturbation: mean ||x' - x|| / ||x|| over the states the hook changed while decoding
@@ -166,20 +158,21 @@ def _unit_row(
     right, total = np.array(acc["right"]), np.array(acc["total"])
     if perturbation is None:
         perturbation = float(torch.cat(acc["perturbation"]).mean())
-    intervals = {  # proportions: Wilson; the adjacency score: a bootstrap over prompts
-        "exact_match": (float(hits.mean()), wilson_interval(float(hits.sum()), len(hits))),
-        "token_accuracy": (
-            float(right.sum() / total.sum()),
+    row = {}
+    for name, value, (low, high) in (  # proportions: Wilson; the score: a bootstrap
+        ("exact_match", hits.mean(), wilson_interval(float(hits.sum()), len(hits))),
+        (
+            "token_accuracy",
+            right.sum() / total.sum(),
             wilson_interval(float(right.sum()), int(total.sum())),
         ),
-        "adjacency_at_layer": (
-            float(np.mean(acc["adjacency"])),
+        (
+            "adjacency_at_layer",
+            np.mean(acc["adjacency"]),
             bootstrap_interval(acc["adjacency"], seed=seed),
         ),
-    }
-    row = {}
-    for name, (value, (low, high)) in intervals.items():
-        row |= {name: value, f"{name}_low": low, f"{name}_high": high}
+    ):
+        row |= {name: float(value), f"{name}_low": low, f"{name}_high": high}
     return row | {
         "adjacency_last": float(torch.cat(acc["adjacency_last"]).mean()),
         "variance_ratio_at_layer": _mean_ratio(acc["at_layer"]),
