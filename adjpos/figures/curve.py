@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from adjpos.figures.style import apply_style, color
+from adjpos.figures.style import apply_style, color, label
 from adjpos.validation import UsageError
 
 # An arm's family: the shifts by +k and by -k each one line over the sizes.
@@ -20,7 +20,6 @@ CONTROLS = {"random": "random control", "edges_random": "edges' random control"}
 CONTROL_LINE = dict(color="#777777", width=1.5, dash="dash")
 # Arms of one size are drawn this share of the x span apart, so no point hides another.
 SPREAD = 0.012
-LABELS = {"exact_match": "exact match", "loss": "next-token loss (nats)"}
 
 
 def family(arm: str) -> str:
@@ -75,7 +74,7 @@ def plot_curve_arms(
     fig = make_subplots(
         rows=len(tasks),
         cols=len(layers),
-        subplot_titles=[f"{t}, layer {x}" for t in tasks for x in layers],
+        subplot_titles=[f"{label(t)}, layer {x}" for t in tasks for x in layers],
         vertical_spacing=0.5 / len(tasks),
         horizontal_spacing=0.08,
     )
@@ -107,12 +106,12 @@ def plot_curve_arms(
                 showarrow=False,
                 font=dict(size=10),
             )
-    fig.update_xaxes(title_text="change size (its norm / the states' norm)")
-    fig.update_yaxes(title_text=LABELS.get(value, value), col=1)
+    fig.update_xaxes(title_text=label("size_target"))
+    fig.update_yaxes(title_text=label(value), col=1)
     if value == "exact_match":
         fig.update_yaxes(range=[-0.03, 1.03])
     text = title or (
-        f"The position curve's arms: {LABELS.get(value, value)} against the change size "
+        f"The position curve's arms: {label(value)} against the change size "
         "(points: seeds; lines: their mean; grey: random controls)"
     )
     fig = apply_style(fig, title=text, rows=len(tasks))

@@ -55,6 +55,8 @@ LABELS = {
     "adjacency_prompt_centred": "adjacency score, prompt rows, centred",
     "accuracy": "exact match (share of prompts)",
     "exact_match": "exact match (share of prompts)",
+    "loss": "next-token loss (nats)",
+    "size_target": "change size (its norm / the states' norm)",
     "variance_ratio": "variance ratio, last third / first third",
     "variance_spearman": "Spearman correlation of variance with position",
     "probe_gain": "probe accuracy gain over layer 0",

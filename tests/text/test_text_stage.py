@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 import adjpos
+from adjpos.figures.style import label
 from adjpos.study.claim import CRITERIA, Context, Status
 from adjpos.study.claims import claim
 from adjpos.study.sizes import SIZES
@@ -67,7 +68,9 @@ def test_the_stage_measures_judges_and_draws_the_shipped_models(shipped):
     figures = STAGE.figures(shipped, {})
     assert set(figures) == {"text_adjacency", "text_position", "text_curve_arms"}
     arms = figures["text_curve_arms"][0]  # one panel per layout at the NoPE block's input
-    assert [a.text for a in arms.layout.annotations[:3]] == [f"{x}, layer 3" for x in LAYOUTS]
+    assert [a.text for a in arms.layout.annotations[:3]] == [
+        f"{label(x)}, layer 3" for x in LAYOUTS
+    ]
     assert any(a.text.startswith("size ") for a in arms.layout.annotations)
     assert {t.name for t in figures["text_adjacency"][0].data} == {"NoPE", "RoPE", "hybrid"}
 
