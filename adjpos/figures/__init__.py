@@ -4,6 +4,7 @@
 when static export works), and each other module draws one kind of result.
 """
 
+from adjpos.figures.curve import plot_curve_arms
 from adjpos.figures.decomposition import plot_variance_shares
 from adjpos.figures.heads import plot_head_similarity
 from adjpos.figures.heatmaps import plot_cosine_heatmaps
@@ -20,6 +21,7 @@ __all__ = [
     "SavedFigure",
     "plot_adjacency_by_layer",
     "plot_cosine_heatmaps",
+    "plot_curve_arms",
     "plot_first_layer_theory",
     "plot_head_similarity",
     "plot_intervals",
