@@ -16,6 +16,18 @@ from adjpos.validation import UsageError
 
 # An arm's family: the shifts by +k and by -k each one line over the sizes.
 FAMILIES = ("shift +k", "shift -k", "scatter", "rotate", "remove", "edges")
+# Each family's colour (of `style.color`: the two light blues kept apart) and marker.
+STYLES = dict(
+    zip(
+        FAMILIES,
+        zip(
+            (0, 1, 2, 3, 4, 7),
+            ("triangle-right", "triangle-left", "x", "circle", "square", "star"),
+            strict=True,
+        ),
+        strict=True,
+    )
+)
 CONTROLS = {"random": "random control", "edges_random": "edges' random control"}
 CONTROL_LINE = dict(color="#777777", width=1.5, dash="dash")
 # Arms of one size are drawn this share of the x span apart, so no point hides another.
@@ -111,8 +123,8 @@ def plot_curve_arms(
     if value == "exact_match":
         fig.update_yaxes(range=[-0.03, 1.03])
     text = title or (
-        f"The position curve's arms: {label(value)} against the change size "
-        "(points: seeds; lines: their mean; grey: random controls)"
+        f"The position curve's arms: {label(value)} against the change size<br>"
+        "<sup>points: seeds; lines: their mean; grey: random controls</sup>"
     )
     fig = apply_style(fig, title=text, rows=len(tasks))
     fig.update_layout(height=140 + 380 * len(tasks), margin=dict(b=140))
@@ -131,14 +143,16 @@ def _traces(part: pd.DataFrame, value: str, name: str, x0: float, *, control: bo
         bar |= dict(arrayminus=(mean - low).tolist(), thickness=6, width=0, color="#BBBBBB")
         line = go.Scatter(x=x, y=mean.tolist(), mode="lines+markers", name=name, error_y=bar)
         return [line.update(line=CONTROL_LINE, marker=dict(color="#777777", symbol="diamond"))]
-    colour = color(FAMILIES.index(name) if name in FAMILIES else len(FAMILIES))
+    index, symbol = STYLES.get(name, (6, "diamond"))
+    colour = color(index)
     seeds = go.Scatter(
         x=[s + x0 for s in part["size_target"]],
         y=part[value].tolist(),
         mode="markers",
         name="",
-        marker=dict(color=colour, size=6, opacity=0.55),
+        marker=dict(color=colour, size=6, opacity=0.55, symbol=symbol),
         hovertext=[f"{name}, seed {s}" for s in part["seed"]],
     )
     line = go.Scatter(x=x, y=mean.tolist(), mode="lines+markers", name=name)
-    return [seeds, line.update(line=dict(color=colour, width=2), marker=dict(color=colour))]
+    mean_marker = dict(color=colour, symbol=symbol, size=8)
+    return [seeds, line.update(line=dict(color=colour, width=2), marker=mean_marker)]
