@@ -4,6 +4,7 @@ order or the subset of the lines they draw."""
 
 import itertools
 import math
+import random
 
 import numpy as np
 import pandas as pd
@@ -74,11 +75,13 @@ def _layer_rows(kinds, seed=0):
 
 
 def test_figures_from_the_same_tables_draw_each_kind_in_one_colour():
-    """Every subset of the kinds, in every order (the order their rows come in), through each
-    figure that draws lines per kind: all those figures together give each kind one colour."""
-    figures = []
+    """Every subset of the kinds, each in a seeded random order (the order their rows come in;
+    every order of five kinds' subsets would be 325 of them), through each figure that draws
+    lines per kind: all those figures together give each kind one colour."""
+    figures, rng = [], random.Random(0)
     for count in range(1, len(MODEL_KINDS) + 1):
-        for kinds in itertools.permutations(MODEL_KINDS, count):
+        for subset in itertools.combinations(MODEL_KINDS, count):
+            kinds = rng.sample(subset, len(subset))
             rows = _layer_rows(kinds, seed=len(figures))
             figures += [
                 plot_adjacency_by_layer(rows, panel="task", line="model"),
