@@ -14,20 +14,16 @@ from plotly.subplots import make_subplots
 from adjpos.figures.style import apply_style, color, label
 from adjpos.validation import UsageError
 
-# An arm's family: the shifts by +k and by -k each one line over the sizes.
-FAMILIES = ("shift +k", "shift -k", "scatter", "rotate", "remove", "edges")
-# Each family's colour (of `style.color`: the two light blues kept apart) and marker.
-STYLES = dict(
-    zip(
-        FAMILIES,
-        zip(
-            (0, 1, 2, 3, 4, 7),
-            ("triangle-right", "triangle-left", "x", "circle", "square", "star"),
-            strict=True,
-        ),
-        strict=True,
-    )
-)
+# An arm's family (the shifts by +k and by -k each one line over the sizes): its colour
+# (of `style.color`: the two light blues kept apart) and marker.
+STYLES = {
+    "shift +k": (0, "triangle-right"),
+    "shift -k": (1, "triangle-left"),
+    "scatter": (2, "x"),
+    "rotate": (3, "circle"),
+    "remove": (4, "square"),
+    "edges": (7, "star"),
+}
 CONTROLS = {"random": "random control", "edges_random": "edges' random control"}
 CONTROL_LINE = dict(color="#777777", width=1.5, dash="dash")
 # Arms of one size are drawn this share of the x span apart, so no point hides another.
@@ -91,7 +87,7 @@ def plot_curve_arms(
         horizontal_spacing=0.08,
     )
     span = float(table["size_target"].max() - table["size_target"].min()) or 0.1
-    names = [f for f in (*FAMILIES, *CONTROLS.values()) if f in set(table["family"])]
+    names = [f for f in (*STYLES, *CONTROLS.values()) if f in set(table["family"])]
     names += sorted(set(table["family"]) - set(names))
     shown: set[str] = set()
     for task, layer in panels:

@@ -55,13 +55,18 @@ def measure(context: Context) -> dict[str, Any]:
 
 def read_numbers(results: Path) -> dict[str, Any]:
     """`measure`'s numbers from the tables in `results`."""
+    tables = _arm_tables(results)
+    return {"cells": [], "seeds": []} if tables is None else curve_numbers(*tables)
+
+
+def _arm_tables(results: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The arm rows and their differences saved in `results` (None without the arms)."""
     path = results / "curve_differences.csv"
     if not path.is_file():
-        return {"cells": [], "seeds": []}
+        return None
     from adjpos.interventions import CURVE_DIFFERENCES
 
-    rows = INTERVENTION_TABLE.read(results / "curve_arms.csv")
-    return curve_numbers(rows, CURVE_DIFFERENCES.read(path))
+    return INTERVENTION_TABLE.read(results / "curve_arms.csv"), CURVE_DIFFERENCES.read(path)
 
 
 def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, Any]:
@@ -149,16 +154,15 @@ def readings(cells: dict[tuple, Any]) -> dict[tuple, list[str]]:
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """The arms against their change size (`adjpos.figures.curve.plot_curve_arms`), the
     rule's per-size reading under each panel, under the criteria the run recorded."""
-    path = results / "curve_arms.csv"
-    if not path.is_file():
+    tables = _arm_tables(results)
+    if tables is None:
         return {}
     from adjpos.figures.curve import plot_curve_arms
     from adjpos.study.report import run_criteria
 
-    numbers = read_numbers(results)
+    numbers = curve_numbers(*tables)
     readout, _ = judged(numbers["cells"]) if numbers["cells"] else ("kept", None)
-    rows = INTERVENTION_TABLE.read(path)
-    rows = rows[rows["readout"] == readout]
+    rows = tables[0][tables[0]["readout"] == readout]
     found = readings(outcomes(numbers, run_criteria(results.parent))[1])
     return {"curve_arms": (plot_curve_arms(rows, readings=found), fmt.text("hypothesis.caption"))}
 
