@@ -35,7 +35,12 @@ from torch import Tensor
 
 from adjpos.capture import capture_residuals
 from adjpos.interventions import specs_in
-from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, cell_numbers
+from adjpos.interventions.curve.numbers import (
+    CHECK_NUMBERS,
+    CURVE_DIFFERENCES,
+    arm_kind,
+    cell_numbers,
+)
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds
@@ -209,8 +214,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     of the tested causal rows and (layout, layer, measure) of the position measures; each
     with its seeds' values or intervals (``per_seed``) and their mean (``value``); each causal
     (layout, layer) cell with each seed's rule numbers (``rule``, `CellNumbers.to_plain`) and
-    each arm's [loss difference from the random curve, low, high, percentile, size_error,
-    check_value] per seed (``arms``; the last two are what its manipulation check reads)."""
+    each arm's [loss difference from the random curve, low, high, percentile, and the numbers
+    its manipulation check reads (`CHECK_NUMBERS`)] per seed (``arms``)."""
 
     def cells(frame: pd.DataFrame, keys: list[str], value: str, bounds: list[str]) -> list:
         out = []
@@ -223,8 +228,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     keys = ("layout", "seed", "layer")
     rules = cell_numbers(result.causal, result.differences, keys=keys, harm=-1)
     causal: dict[tuple, dict[str, Any]] = {}
-    tested = result.causal["arm"].notna() & result.causal["loss_difference"].notna()
-    arms = result.causal[tested]  # the arms against their random controls
+    tested = [isinstance(a, str) and not arm_kind(a).control for a in result.causal["arm"]]
+    arms = result.causal[tested]  # the arms (compared with their random controls)
     columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
     for cell in rules:
         layout, seed, layer = cell.key
@@ -234,7 +239,7 @@ def summarise(result: TextLayers) -> dict[str, Any]:
         mine = arms[(arms[list(keys)] == pd.Series(cell.key, index=list(keys))).all(axis=1)]
         for r in mine.to_dict("records"):
             numbers = [_number(r[c]) for c in columns]
-            numbers += [_number(r["size_error"]), _number(r["check_value"])]
+            numbers += [_number(r[c]) for c in CHECK_NUMBERS]
             found.setdefault("arms", {}).setdefault(r["arm"], []).append(numbers)
     by_layer = ["layout", "layer", "kind"]
     return {

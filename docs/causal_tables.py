@@ -26,7 +26,7 @@ from adjpos.interventions import SPECS
 from adjpos.study.claim import Criteria
 from adjpos.study.claims.causal import finding
 from adjpos.study.format import table as markdown_table
-from adjpos.study.rules import check_passed
+from adjpos.study.rules import row_passed
 
 
 def run_criteria(run: Path) -> Criteria:
@@ -86,10 +86,6 @@ def norm_controls(run: Path, readout: str = "kept") -> pd.DataFrame:
     return wide[[n for n in NORMS if n in wide.columns]].reset_index()
 
 
-def _nan(value: object) -> float:
-    return float("nan") if pd.isna(value) else float(value)
-
-
 def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
     """Task -> the position curve's arms at its counted layers, read-out kept (see the module
     doc), from the run's ``results/curve_arms.csv``; {} when the run has no arms."""
@@ -112,10 +108,7 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
             row["- random, by seed"] = " / ".join(
                 "-" if pd.isna(d) else f"{d:+.2f}" for d in cell["difference"]
             )
-            judged = [
-                check_passed(arm, *(_nan(r[k]) for k in ("size_error", "check_value")), criteria)
-                for r in cell.to_dict("records")
-            ]
+            judged = [row_passed(r, criteria) for r in cell.to_dict("records")]
             passed = f"{sum(judged)} of {len(cell)}"
             row["check passed"] = "-" if arm == "unchanged" else passed
             for column in shares:

@@ -25,7 +25,7 @@ import argparse
 import adjpos
 from adjpos.interventions import SPECS, cell_numbers, intervention_table
 from adjpos.study.claim import Criteria
-from adjpos.study.rules import check_passed, hypothesis_outcomes
+from adjpos.study.rules import hypothesis_outcomes, row_passed
 
 HEAD = f"{'arm':<13}{'param':>7}{'size':>7}{'decode':>8}{'exact':>7} {'- control [95%]':>22}"
 HEAD += f"{'off-1':>7}{'off+1':>7}{'adj':>6}{'dist':>6}{'check':>7}"
@@ -42,14 +42,8 @@ def line(r):
         f"{r['arm']:<13}{r['parameter']:>7.3f}{r['size_target']:>7.3f}{r['perturbation']:>8.3f}"
         f"{r['exact_match']:>7.3f} {versus:>22}{r['error_offset_share_-1']:>7.2f}"
         f"{r['error_offset_share_1']:>7.2f}{r['prompt_adjacency']:>6.2f}"
-        f"{r['distance_change']:>6.2f}{'ok' if _passed(r) else 'FAIL':>7}"
+        f"{r['distance_change']:>6.2f}{'ok' if row_passed(r) else 'FAIL':>7}"
     )
-
-
-def _passed(r):
-    """The study's reading of the arm's manipulation check (its size and check numbers)."""
-    numbers = [float("nan") if r[k] is None else r[k] for k in ("size_error", "check_value")]
-    return check_passed(r["arm"], *numbers, Criteria())
 
 
 def main() -> None:

@@ -14,14 +14,13 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import pandas as pd
 import torch
 
 import adjpos
 import adjpos.text_layers as layers
-from adjpos.study.claim import CRITERIA, Context, Criteria
+from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import claim
-from adjpos.study.rules import check_passed
+from adjpos.study.rules import row_passed
 from adjpos.study.sizes import SIZES
 from adjpos.text.recipe import LAYOUTS, layout_config
 
@@ -91,16 +90,10 @@ def causal_table(results: Path) -> str:
         cells += [
             f"{r.perturbation:.3f}",
             f"{r.curve_offset:+.2f}",
-            "passed" if _passed(r) else "failed",
+            "passed" if row_passed(r) else "failed",
         ]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)
-
-
-def _passed(r) -> bool:
-    """The study's reading of an arm row's manipulation check (its size and check numbers)."""
-    numbers = [float("nan") if pd.isna(v) else float(v) for v in (r.size_error, r.check_value)]
-    return check_passed(r.arm, *numbers, Criteria())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -354,23 +354,13 @@ def _print_table(table: Any) -> None:
         print(f"{f'{name} ({readout})':<40}{cells}")
 
 
-def _passed(row: dict[str, Any], check_passed: Any) -> bool:
-    """The study's judgement of one arm row's manipulation check (default criteria)."""
-    from adjpos.study.claim import Criteria
-
-    numbers = [
-        float("nan") if row[k] is None else float(row[k]) for k in ("size_error", "check_value")
-    ]
-    return check_passed(row["arm"], *numbers, Criteria())
-
-
 def _print_arms(table: Any, differences: Any) -> None:
     """The position curve's arms per read-out variant and size with their check numbers, and
     the study's reading of them: each arm's check and each layer's rule
     (`adjpos.study.rules`, under the study's default `Criteria`)."""
     from adjpos.interventions import cell_numbers
     from adjpos.study.claim import Criteria
-    from adjpos.study.rules import check_passed, hypothesis_outcomes
+    from adjpos.study.rules import hypothesis_outcomes, row_passed
 
     head = f"{'arm':<9}{'param':>7}{'size':>7}{'decoded':>8}{'exact':>7}"
     head += f"{'- random [95%]':>25}{'off-1':>7}{'off+1':>7}{'off-2':>7}{'off+2':>7}"
@@ -392,7 +382,7 @@ def _print_arms(table: Any, differences: Any) -> None:
                 f"{r['perturbation']:>8.3f}{r['exact_match']:>7.3f}{versus:>25}"
                 + "".join(f"{s:>7.2f}" for s in shares)
                 + f"{r['size_error']:>9.4f}{r['check_value']:>9.3g}"
-                + f"  {'passed' if _passed(r, check_passed) else 'FAILED'}"
+                + f"  {'passed' if row_passed(r) else 'FAILED'}"
             )
     for readout in dict.fromkeys(table["readout"]):
         cells = cell_numbers(table, differences, readout=readout)

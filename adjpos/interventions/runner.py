@@ -24,7 +24,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from tqdm.auto import tqdm
 
-from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, curve_differences
+from adjpos.interventions.curve.columns import REACHED
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, curve_differences, reached_by
 from adjpos.interventions.spec import Fitted, Unit
 from adjpos.interventions.subspaces import variance_share
 from adjpos.stats import paired_difference, paired_draw_difference
@@ -35,8 +36,8 @@ DEFAULT_DRAWS = 20
 
 @dataclass(frozen=True)
 class OutcomeColumns:
-    """How a measurement's outcome is named and read. The per-prompt keys (the last four) are
-    kept in a run folder and dropped from the table (`hidden`).
+    """How a measurement's outcome is named and read. The per-prompt keys (the last four, and
+    an arm's ``reached``) are kept in a run folder and dropped from the table (`hidden`).
 
     Args:
         mean: the row's column of the mean outcome ("exact_match", "loss").
@@ -62,7 +63,7 @@ class OutcomeColumns:
     @property
     def hidden(self) -> tuple[str, ...]:
         """The keys a run folder keeps and the table drops."""
-        keys = (self.per_item, self.per_draw, self.per_draw_item, self.per_item_counts)
+        keys = (self.per_item, self.per_draw, self.per_draw_item, self.per_item_counts, REACHED)
         return tuple(k for k in keys if k)
 
 
@@ -163,8 +164,9 @@ def pair_with_controls(
 ) -> list[dict[str, Any]]:
     """Each row beside its control's row of the same layer, read-out variant (and dose): the
     paired difference of the outcome over prompts (intervention minus control, with a paired
-    bootstrap interval, over prompts and draws together where each draw's outcomes are kept)
-    and ``percentile``, the share (%) of the control's draws that harm more than the
+    bootstrap interval, over prompts and draws together where each draw's outcomes are kept,
+    then on the prompts a position-curve arm reaches at its size, `reached_by`) and
+    ``percentile``, the share (%) of the control's draws that harm more than the
     intervention (ties count half; only for a control of several draws)."""
     index = {(r["layer"], r["readout"], r.get("dose"), r["intervention"]): r for r in rows}
     names = [outcome.difference, f"{outcome.difference}_low", f"{outcome.difference}_high"]
@@ -174,15 +176,21 @@ def pair_with_controls(
         extra: dict[str, Any] = dict.fromkeys([*names, "percentile"])
         if control is not None and control is not r:
             each = outcome.per_draw_item
-            if r.get(each) and control.get(each):
-                paired = paired_draw_difference(r[each], control[each], seed=seed)
+            draws = np.array(control.get(outcome.per_draw) or [])
+            mine = r[outcome.mean]
+            kept = reached_by(r, control, n=len(r[each][0])) if r.get(each) else None
+            if kept is not None and not kept.any():  # an arm that reaches no prompt's length
+                found, draws = (None, None, None), []
+            elif kept is not None and control.get(each):  # on the prompts an arm reaches
+                ours, theirs = (np.asarray(x[each], float)[:, kept] for x in (r, control))
+                paired = paired_draw_difference(ours, theirs, seed=seed)
                 found = (paired.value, paired.low, paired.high)
+                draws, mine = theirs.mean(axis=1), ours.mean()
             else:
                 found = paired_difference(r[outcome.per_item], control[outcome.per_item], seed=seed)
             extra |= dict(zip(names, found, strict=True))
-            draws = outcome.harm * np.array(control.get(outcome.per_draw) or [])
             if len(draws) > 1:
-                mine = outcome.harm * r[outcome.mean]
+                draws, mine = outcome.harm * draws, outcome.harm * mine
                 share = np.mean(draws < mine) + np.mean(draws == mine) / 2
                 extra["percentile"] = float(100 * share)
         out.append({k: v for k, v in r.items() if k not in outcome.hidden} | extra)

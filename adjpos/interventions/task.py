@@ -149,8 +149,8 @@ class _OnTask:
 
     def __init__(self, model: Any, task: Task, held: Any, rank: int, seed: int) -> None:
         self.model, self.task, self.held, self.rank, self.seed = model, task, held, rank, seed
-        lengths = [len(task.encode(p)) for p in held.test.prompts]
-        self.counts = {n: lengths.count(n) for n in sorted(set(lengths))}
+        self.lengths = [len(task.encode(p)) for p in held.test.prompts]
+        self.counts = {n: self.lengths.count(n) for n in sorted(set(self.lengths))}
         self.states: dict[int, tuple[Tensor, Tensor]] = {}
         self.prompts: dict[int, Any] = {}
         self.measured: dict[int, dict[tuple[int, Runs], Tensor]] = {}
@@ -197,6 +197,7 @@ class _OnTask:
         columns = curve_columns(
             built,
             answers,
+            lengths=self.lengths,
             states=self.states_at(unit.layer),
             tokens={n: fit[n][1] for n in self.counts},
             probe=self.probes[unit.layer],

@@ -228,6 +228,7 @@ class _OnText:
         columns = curve_columns(
             built,
             None,
+            lengths=[length] * self.counts[length],
             states={(length, self.runs): self.states_at(unit.layer)},
             tokens={length: fit[length][1]},
             probe=self.probes[unit.layer],

@@ -50,6 +50,11 @@ class Criteria:
         "position-curve checks: an arm's size lies within this relative distance of its target",
         0.05,
     )
+    curve_reach: float = help_field(
+        "position-curve checks: the least share of the measured prompts at whose lengths an arm "
+        "reaches its size (it is compared on those alone)",
+        0.5,
+    )
     curve_distance_kept: float = help_field(
         "position-curve checks: a rotation changes the curve's distances at most this much", 1e-6
     )

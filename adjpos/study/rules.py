@@ -39,7 +39,10 @@ the curve moved by k, already passed); and an arm breaks beyond ``random`` only 
 `SizeNumbers.percentiles`).
 
 An arm's manipulation check (`check_passed`): its size within `Criteria.curve_size_tolerance`
-of the target (``size_error``, every draw, on the fitting prompts and while decoding) and its
+of the target (``size_error``, every draw, on the fitting prompts) at the prompt lengths where
+it reaches it, those holding at least `Criteria.curve_reach` of the measured prompts (a scatter
+of a short run falls short of a shift's size: every comparison of an arm reads the prompts at
+lengths both its sides reach, `CURVE_DIFFERENCES` ``n_prompts``), and its
 arm's check (`adjpos.interventions.curve.arms.Check`: ``check_value`` against the named
 threshold of `Criteria`; the shift's curve moved its way, the rotation's distances kept within
 `Criteria.curve_distance_kept`, the scatter's locality dropped by `Criteria.curve_locality_drop`).
@@ -66,7 +69,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, no_type_check
 
-from adjpos.interventions.curve.numbers import RANDOM, UNCHANGED, CellNumbers, SizeNumbers, arm_kind
+from adjpos.interventions.curve.numbers import (
+    RANDOM,
+    UNCHANGED,
+    CellNumbers,
+    SizeNumbers,
+    arm_kind,
+    check_numbers,
+)
 from adjpos.stats import Interval, Outcome
 from adjpos.study.claim import CRITERIA, Criteria
 from adjpos.validation import UsageError
@@ -257,19 +267,34 @@ def _arms(numbers: SizeNumbers, rule: CurveRule, *, counted: bool = True) -> lis
 
 def _ok(numbers: SizeNumbers, arm: str, rule: CurveRule) -> bool:
     found = numbers.checks.get(arm)
-    return found is not None and check_passed(arm, *found, rule.criteria)
+    return found is not None and check_passed(arm, *found, criteria=rule.criteria)
 
 
-def check_passed(arm: str, size_error: float, check_value: float, criteria: Criteria) -> bool:
+def check_passed(
+    arm: str,
+    size_error: float,
+    check_value: float,
+    unreached_share: float = 0.0,
+    *,
+    criteria: Criteria,
+) -> bool:
     """Whether an arm (named as in the rule: ``shift+1``, ``rotate``) did what its name says:
-    its ``size_error`` at most `Criteria.curve_size_tolerance`, and its check number
-    (``check_value``, its row of the arm table's `Check`) on the right side of its threshold
-    (the named `Criteria` field; 0 where none is named). NaN fails.
+    its ``size_error`` at most `Criteria.curve_size_tolerance` at the lengths it reaches, those
+    lengths holding at least `Criteria.curve_reach` of the measured prompts (1 -
+    ``unreached_share``), and its check number (``check_value``, its row of the arm table's
+    `Check`) on the right side of its threshold (the named `Criteria` field; 0 where none is
+    named). NaN fails.
 
-    >>> check_passed("rotate", 0.01, 1e-9, CRITERIA), check_passed("rotate", 0.01, 0.2, CRITERIA)
-    (True, False)
+    >>> check_passed("rotate", 0.01, 1e-9, criteria=CRITERIA)
+    True
+    >>> check_passed("rotate", 0.01, 0.2, criteria=CRITERIA)  # a distance changed
+    False
+    >>> check_passed("scatter", 0.01, 0.3, 0.7, criteria=CRITERIA)  # 30% of prompts reached
+    False
     """
     if not size_error <= criteria.curve_size_tolerance:
+        return False
+    if not 1 - unreached_share >= criteria.curve_reach:
         return False
     check = arm_kind(arm).check
     if check is None:
@@ -277,6 +302,13 @@ def check_passed(arm: str, size_error: float, check_value: float, criteria: Crit
     threshold = 0.0 if check.criterion is None else getattr(criteria, check.criterion)
     passes = {"<=": check_value <= threshold, ">=": check_value >= threshold}
     return bool(passes.get(check.relation, check_value > threshold))
+
+
+def row_passed(row: Any, criteria: Criteria = CRITERIA) -> bool:
+    """`check_passed` on an arm row (a mapping or a DataFrame row) by its `check_numbers`."""
+    if not hasattr(row, "get"):
+        row = row._asdict()
+    return check_passed(row["arm"], *check_numbers(row), criteria=criteria)
 
 
 def _breaks(d: Interval | None, t: float) -> bool:

@@ -98,10 +98,12 @@ def test_a_scatter_lowers_the_prompt_adjacency_and_a_rotation_keeps_the_distance
         checks["locality_drop"] = checks["curve_adjacency_before"] - checks["curve_adjacency"]
         kind = CurveArm(arm, draw=draw).kind
         value = float("nan") if kind.check is None else checks[kind.check.number]
-        assert check_passed(arm, 0.0, value, CRITERIA)
-    assert not check_passed("rotate", 0.0, 0.1, CRITERIA)
-    assert not check_passed("scatter", 0.0, 0.99 - checks["curve_adjacency_before"], CRITERIA)
-    assert not check_passed("remove", 0.2, float("nan"), CRITERIA)
+        assert check_passed(arm, 0.0, value, criteria=CRITERIA)
+    assert not check_passed("rotate", 0.0, 0.1, criteria=CRITERIA)
+    assert not check_passed(
+        "scatter", 0.0, 0.99 - checks["curve_adjacency_before"], criteria=CRITERIA
+    )
+    assert not check_passed("remove", 0.2, float("nan"), criteria=CRITERIA)
 
 
 def test_readout_spearman_matches_scipy():
@@ -138,9 +140,9 @@ def test_the_probe_checks_see_a_shift_as_an_offset():
     half = CurveArm("shift", 2).new_curve(curve, 0.2, prompt_run(len(changed)))
     assert curve_offset(curve, half, changed) == 0
     # judged on curve_moved = -sign(k) * curve_offset: above 0, moved the shift's way
-    assert check_passed("shift+2", 0.0, 1.5, CRITERIA)
-    assert not check_passed("shift+2", 0.0, 0.0, CRITERIA)
-    assert not check_passed("shift-2", 0.0, -1.0, CRITERIA)
+    assert check_passed("shift+2", 0.0, 1.5, criteria=CRITERIA)
+    assert not check_passed("shift+2", 0.0, 0.0, criteria=CRITERIA)
+    assert not check_passed("shift-2", 0.0, -1.0, criteria=CRITERIA)
 
 
 def test_curve_adjacency_is_one_on_a_line_kept_by_a_rotation_and_lost_by_a_scatter():

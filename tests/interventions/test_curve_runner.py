@@ -26,6 +26,7 @@ from adjpos.interventions.curve.change import (
     apply_curve,
     build_curve_change,
     measured_curves,
+    reached_prompts,
 )
 from adjpos.interventions.curve.columns import ARM_TABLE
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
@@ -98,7 +99,7 @@ def test_every_arm_is_built_at_the_dose_size_within_five_percent_at_every_length
             assert len(edges) == 1
         for b in built:
             assert b.size_errors and max(b.size_errors) <= TOLERANCE, b.arm
-            assert b.absent_share == 0
+            assert all(reached_prompts([b], [13, 14, 16]))
         shifts = [b for b in built if b.arm.arm == "shift"]
         assert {b.arm.offset for b in shifts} == {-size, size}
         for length in (13, 14, 16):  # the smaller full shift, unblended, at every length
@@ -120,7 +121,26 @@ def test_an_arm_that_can_change_nothing_at_a_length_leaves_it_and_says_how_many_
     scatter = SPECS["position_scatter"].build(fitted, draw=0, dose=Dose(1))
     # a run of three positions has an interior of one: nothing to scatter at any length
     assert all(m.absent for m in scatter.matched.values())
-    assert scatter.absent_share == 1 and scatter.size_errors == []
+    assert scatter.size_errors == [] and reached_prompts([scatter], [7, 7]) == [False, False]
+
+
+def test_lengths_an_arm_cannot_bring_to_its_size_are_left_out_and_counted():
+    """A scatter of a short interior falls short of the shift by 2: those lengths are not
+    reached (no size error there, their prompts left out)."""
+    counts = {13: 5, 14: 3, 16: 4}
+    prompts = random_prompts(d=8, lengths=tuple(counts), n=10)
+    runs_of = lambda tokens: ((0, 4),) if len(tokens) < 16 else ((0, 14),)  # noqa: E731
+    fitted = Fitted(8, prompts=prompts, counts=counts, runs_of=runs_of)
+    built = [SPECS["position_scatter"].build(fitted, draw=d, dose=Dose(2)) for d in range(2)]
+    for b in built:
+        for n, m in b.matched.items():
+            assert b.reaches(n) == (abs(m.size / m.target - 1) <= TOLERANCE) == m.reached
+        short = [n for n in counts if not b.reaches(n)]
+        assert short and len(short) < len(counts)  # the case at hand: some lengths, not all
+        assert b.size_errors and max(b.size_errors) <= TOLERANCE
+    lengths = [13, 14, 16, 16]
+    want = [all(b.reaches(n) for b in built) for n in lengths]
+    assert reached_prompts(built, lengths) == want
 
 
 @pytest.fixture(scope="module")
@@ -208,8 +228,20 @@ def _by_hand(folder, model, task, options, readout):
     pairs += [("edges", "edges_random")]
     pairs += [("rotate", "unchanged"), ("scatter", "rotate")]
     pairs += [(a, s) for s in shifts for a in ("rotate", "scatter")]
-    differences = {(a, b): paired_draw_difference(hits[a], hits[b]) for a, b in pairs}
-    checks = {a: (r["size_error"], _nan(r["check_value"])) for a, r in raw.items()}
+    # each pair on the prompts at lengths both arms reach (a short run's scatter falls short)
+    reach = {a: np.array(r["reached"], bool) for a, r in raw.items()}
+    reach["unchanged"] = np.ones(hits["unchanged"].shape[1], bool)
+    assert not reach["scatter"].all() and reach["shift+1"].all()  # the case at hand
+    for a, r in raw.items():  # the share left out of its pairs
+        assert r["unreached_share"] == pytest.approx(1 - reach[a].mean())
+    kept = {(a, b): reach[a] & reach[b] for a, b in pairs}
+    differences = {
+        (a, b): paired_draw_difference(hits[a][:, kept[a, b]], hits[b][:, kept[a, b]])
+        for a, b in pairs
+    }
+    checks = {
+        a: (r["size_error"], _nan(r["check_value"]), r["unreached_share"]) for a, r in raw.items()
+    }
     offsets = {
         s: {
             j: Interval(*(raw[s][f"error_offset_share_{j}{e}"] for e in ("", "_low", "_high")))

@@ -8,6 +8,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.stats import Interval, Outcome, paired_draw_difference
 from adjpos.study.claim import CRITERIA
-from adjpos.study.rules import CLAIMS, check_passed, hypothesis_outcomes
+from adjpos.study.rules import CLAIMS, check_passed, hypothesis_outcomes, row_passed
 
 SHIFTS = ("shift+1", "shift-1")
 TESTED = (*SHIFTS, "rotate", "scatter", "remove", "edges")
@@ -173,15 +174,30 @@ def test_the_tolerance_is_read_from_the_interval_bound():
 
 def test_each_arms_check_is_judged_from_its_numbers_by_the_criteria():
     for arm, value in PASSING.items():
-        assert check_passed(arm, 0.0, value, CRITERIA)
-        assert not check_passed(arm, 0.06, value, CRITERIA)  # size 6% off its target
-        assert not check_passed(arm, 0.0, math.nan, CRITERIA)  # a check never measured
-    assert check_passed("remove", 0.05, math.nan, CRITERIA)  # the size alone
-    assert not check_passed("rotate", 0.0, 1e-5, CRITERIA)  # a distance moved
-    assert not check_passed("scatter", 0.0, 0.01, CRITERIA)  # locality barely lowered
-    assert not check_passed("shift-2", 0.0, 0.0, CRITERIA)  # the curve did not move its way
-    looser = dataclasses.replace(CRITERIA, curve_locality_drop=0.005, curve_size_tolerance=0.1)
-    assert check_passed("scatter", 0.06, 0.01, looser)  # thresholds come from the criteria
+        assert check_passed(arm, 0.0, value, criteria=CRITERIA)
+        assert not check_passed(arm, 0.06, value, criteria=CRITERIA)  # size 6% off its target
+        assert not check_passed(arm, 0.0, math.nan, criteria=CRITERIA)  # a check never measured
+    assert check_passed("remove", 0.05, math.nan, criteria=CRITERIA)  # the size alone
+    assert not check_passed("rotate", 0.0, 1e-5, criteria=CRITERIA)  # a distance moved
+    assert not check_passed("scatter", 0.0, 0.01, criteria=CRITERIA)  # locality barely lowered
+    assert not check_passed("shift-2", 0.0, 0.0, criteria=CRITERIA)  # the curve stayed
+    # sized on half the prompts or more: compared on those; on fewer, not counted
+    assert check_passed("scatter", 0.0, PASSING["scatter"], 0.5, criteria=CRITERIA)
+    assert not check_passed("scatter", 0.0, PASSING["scatter"], 0.51, criteria=CRITERIA)
+    looser = dataclasses.replace(
+        CRITERIA, curve_locality_drop=0.005, curve_size_tolerance=0.1, curve_reach=0.3
+    )
+    assert check_passed("scatter", 0.06, 0.01, 0.6, criteria=looser)  # thresholds: the criteria
+
+
+def test_an_arm_rows_check_reads_its_numbers_by_name():
+    row = {"arm": "scatter", "size_error": 0.0, "check_value": PASSING["scatter"]}
+    assert row_passed(row)  # a row without unreached_share reached every prompt
+    assert not row_passed(row | {"unreached_share": 0.7})
+    assert not row_passed(row | {"check_value": None})
+    assert not row_passed(row | {"size_error": math.nan})
+    frame_row = next(pd.DataFrame([row | {"unreached_share": 0.2}]).itertuples())
+    assert row_passed(frame_row)
 
 
 def slow_draw_bootstrap(a, b, n_boot, seed):

@@ -93,21 +93,19 @@ class CurveChange:
 
     @property
     def size_errors(self) -> list[float]:
-        """|size / target - 1| at each length with something to change."""
+        """|size / target - 1| at each length it reaches (`reaches`)."""
         return [abs(m.size / m.target - 1) for _, m in self._changing()]
 
-    @property
-    def absent_share(self) -> float:
-        """The share of the measured prompts (`counts`) at lengths where the arm can change
-        nothing while its dose's shift can (`Matched.absent`): there it is the unchanged
-        model."""
-        total = sum(self.counts.get(n, 1) for n in self.matched)
-        absent = sum(self.counts.get(n, 1) for n, m in self.matched.items() if m.absent)
-        return absent / total if total else 0.0
+    def reaches(self, length: int) -> bool:
+        """Whether it reaches its size at `length` (within `arms.TOLERANCE`; True where its
+        dose changes nothing): not a scatter of runs too short to have an interior
+        (`Matched.absent`, left unchanged) nor one whose fullest change falls short. It is
+        compared on the prompts of the lengths it reaches alone (`reached_prompts`)."""
+        return length not in self.matched or self.matched[length].reached
 
     def _changing(self) -> list[tuple[int, Matched]]:
-        """The lengths with something to change and their `Matched`."""
-        return [(n, m) for n, m in self.matched.items() if m.target > 0 and not m.absent]
+        """The lengths it reaches where its dose changes something, and their `Matched`."""
+        return [(n, m) for n, m in self.matched.items() if m.target > 0 and m.reached]
 
     def _pooled(self, name: str) -> float:
         """The mean of the `Matched` field `name` over `_changing`, each length weighing as
@@ -279,6 +277,18 @@ class Matched:
     target: float
     matched: bool
     absent: bool = False
+
+    @property
+    def reached(self) -> bool:
+        """It changes something at this length, by the target size."""
+        return self.matched and not self.absent
+
+
+def reached_prompts(built: Iterable[CurveChange], lengths: Iterable[int]) -> list[bool]:
+    """For each measured prompt (of length `lengths`), whether every draw in `built` reaches
+    its size at its length (`CurveChange.reaches`): the prompts its comparisons read."""
+    built = list(built)
+    return [all(change.reaches(n) for change in built) for n in lengths]
 
 
 def match_parameter(

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from adjpos.interventions.curve.arms import Check, Runs
-from adjpos.interventions.curve.change import CurveChange, apply_curve
+from adjpos.interventions.curve.change import CurveChange, apply_curve, reached_prompts
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
     curve_displacement,
@@ -58,8 +58,8 @@ ARM_TABLE = Table(
     probe_accuracy="float64",  # a position probe fitted on unchanged states, on changed ones
     probe_accuracy_before="float64",  # the same probe on the unchanged measured states
     probe_offset="float64",  # the mean change of its reading (about -k after a shift by k)
-    size_error="float64",  # the largest |size / target - 1| of its draws at any prompt length
-    absent_share="float64",  # prompts at lengths where it can change nothing (left unchanged)
+    size_error="float64",  # the largest |size / target - 1| of its draws at the lengths it reaches
+    unreached_share="float64",  # prompts at lengths some draw does not reach: left out of its pairs
     check_value="float64",  # its check number (`arms.Check`), the draw that passes least
     n_wrong="float64",  # wrong answer characters compared (all draws; right-length answers)
     answers_shorter="float64",  # answers shorter than the right one (not compared by character)
@@ -67,6 +67,7 @@ ARM_TABLE = Table(
     # the share of wrong characters at each offset j, with its interval
     **with_interval(*(f"error_offset_share_{j}" for j in OFFSETS)),
 )
+REACHED = "reached"  # a row's key: per measured prompt, whether every draw reaches its size
 # The manipulation checks among them (each a mean over the draws).
 _NAMES = ARM_TABLE.names
 CHECKS = tuple(_NAMES[_NAMES.index("distance_change") : _NAMES.index("size_error")])
@@ -94,6 +95,7 @@ def curve_columns(
     built: Sequence[CurveChange],
     decoded: Sequence[Sequence[str]] | None,
     *,
+    lengths: Sequence[int],
     states: Mapping[tuple[int, Runs], Tensor],
     tokens: Mapping[int, Tensor],
     probe: Any,
@@ -107,6 +109,8 @@ def curve_columns(
         built: its draws (one `CurveChange` each).
         decoded: each draw's answers to `prompts` (whose right answers are `answers`); None
             with `task` None where nothing is decoded (text: no error-offset columns).
+        lengths: each measured prompt's length (which prompts its draws reach,
+            ``reached``: the only ones its paired differences read).
         states: {(prompt length, runs): [n, L, d_model]} the measured prompts' states at the
             layer, grouped by length and runs.
         tokens: {prompt length: [n, L]} the fitting prompts' tokens (where the format's
@@ -122,6 +126,7 @@ def curve_columns(
     memo: dict[tuple[int, Runs, str], dict[str, float]] = {}
     numbers = [_checks(change, states, tokens, probe, memo) for change in built]
     errors = [e for change in built for e in change.size_errors]
+    reached = reached_prompts(built, lengths)
     check = first.arm.kind.check
     shares = {}
     if task is not None:
@@ -141,7 +146,8 @@ def curve_columns(
         | {"parameter": float(np.mean([c.parameter for c in built]))}
         | {name: _nanmean(np.array([n[name] for n in numbers])) for name in CHECKS}
         | {"size_error": max(errors, default=np.nan)}
-        | {"absent_share": float(np.mean([c.absent_share for c in built]))}
+        | {"unreached_share": 1 - float(np.mean(reached))}
+        | {REACHED: reached}
         | {"check_value": None if check is None else _worst(check, numbers)}
         | shares
     )

@@ -24,12 +24,14 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from adjpos.interventions.curve.arms import ARMS, ArmKind
+from adjpos.interventions.curve.columns import REACHED
 from adjpos.stats import Interval, paired_draw_difference, paired_share_difference
 from adjpos.tables import Table
 from adjpos.tasks.offsets import OFFSETS, TASK_OFFSETS
 from adjpos.validation import UsageError
 
-CHECK_NUMBERS = ("size_error", "check_value")  # what an arm's manipulation check reads
+# what an arm's manipulation check reads
+CHECK_NUMBERS = ("size_error", "check_value", "unreached_share")
 UNCHANGED = "unchanged"  # the unchanged model, in the rule's names
 RANDOM = "random"  # the size-matched random curve, in the rule's names
 
@@ -49,6 +51,7 @@ CURVE_DIFFERENCES = Table(
     value="float64",  # a minus b, on the same prompts
     low="float64",  # the 95% interval's lower bound (prompts and draws resampled)
     high="float64",  # its upper bound
+    n_prompts="int64",  # the prompts compared: those at lengths both a and b reach
 )
 
 
@@ -59,8 +62,9 @@ class SizeNumbers:
     Attributes:
         size: the target change size (mean relative change of the changed states).
         differences: {(a, b): exact match of a minus b}, names as in the module doc.
-        checks: {arm: (size_error, check_value)}, the numbers its manipulation check is
-            judged on (`adjpos.study.rules.check_passed`); an arm not listed is not counted.
+        checks: {arm: (size_error, check_value, unreached_share)}, the numbers its
+            manipulation check is judged on (`adjpos.study.rules.check_passed`); an arm not
+            listed is not counted.
         offsets: {shift name (and ``random``, the chance share): {j: share of wrong
             characters at offset j}}.
         percentiles: {arm: % of the random control's draws that harm more than it}.
@@ -72,7 +76,7 @@ class SizeNumbers:
 
     size: float
     differences: Mapping[tuple[str, str], Interval]
-    checks: Mapping[str, tuple[float, float]]
+    checks: Mapping[str, tuple[float, ...]]
     offsets: Mapping[str, Mapping[int, Interval]] = field(default_factory=dict)
     percentiles: Mapping[str, float] = field(default_factory=dict)
     controls: Mapping[str, float] = field(default_factory=dict)
@@ -142,7 +146,9 @@ def curve_differences(
     `unchanged` the unchanged model's per-prompt outcome on the same prompts; with `counts`
     (the rows' key of per-prompt wrong-character counts at each offset, on a task), also
     each shift's share of wrong characters at its offset (direction * k, `TASK_OFFSETS`)
-    minus its control's (`adjpos.stats.paired_share_difference`)."""
+    minus its control's (`adjpos.stats.paired_share_difference`). Each pair reads the
+    prompts at lengths both its arms reach (an arm row's ``reached``; every prompt where a row
+    has none)."""
     groups: dict[tuple, dict[str, dict[str, Any]]] = defaultdict(dict)
     for r in rows:
         if r.get("arm") is not None:
@@ -155,21 +161,38 @@ def curve_differences(
         key = {k: first.get(k) for k in ("model", "task", "seed", "size_target")}
         key |= {"layer": layer, "readout": readout, "dose": dose}
         for a, b in arm_pairs(list(arms)):
-            if a in hits and b in hits:
-                found = paired_draw_difference(hits[a], hits[b], seed=seed)
-                out.append(key | {"a": a, "b": b, "measure": "outcome"} | found.record())
-            shares = counts and _offset_difference(arms.get(a), arms.get(b), counts, seed)
+            if a not in hits or b not in hits:
+                continue
+            kept = reached_by(arms.get(a), arms.get(b), n=hits[UNCHANGED].shape[1])
+            if not kept.any():
+                continue
+            pair = key | {"a": a, "b": b, "n_prompts": int(kept.sum())}
+            found = paired_draw_difference(hits[a][:, kept], hits[b][:, kept], seed=seed)
+            out.append(pair | {"measure": "outcome"} | found.record())
+            shares = (
+                counts and b in arms and _offset_difference(arms[a], arms[b], counts, kept, seed)
+            )
             if shares:
-                out.append(key | {"a": a, "b": b, "measure": "offset_share"} | shares.record())
+                out.append(pair | {"measure": "offset_share"} | shares.record())
     return out
 
 
+def reached_by(*rows: Mapping[str, Any] | None, n: int) -> np.ndarray:
+    """[n] the measured prompts every row (an arm's; None: the unchanged model) reaches at
+    its size (its ``reached``; every prompt where a row has none)."""
+    kept = np.ones(n, bool)
+    for row in rows:
+        if row is not None and row.get(REACHED) is not None:
+            kept &= np.asarray(row[REACHED], bool)
+    return kept
+
+
 def _offset_difference(
-    arm: Mapping[str, Any] | None, control: Mapping[str, Any] | None, counts: str, seed: int
+    arm: Mapping[str, Any], control: Mapping[str, Any], counts: str, kept: np.ndarray, seed: int
 ) -> Interval | None:
     """A shift's share of wrong characters at its offset minus its control's, paired over
-    prompts (None: not a shift against its control, or no counts)."""
-    if arm is None or control is None or not arm.get(counts) or not control.get(counts):
+    the `kept` prompts (None: not a shift against its control, or no counts)."""
+    if not arm.get(counts) or not control.get(counts):
         return None
     kind = arm_kind(arm["arm"])
     if not kind.offsets or control["arm"] != kind.versus or arm.get("task") not in TASK_OFFSETS:
@@ -179,7 +202,9 @@ def _offset_difference(
     if j not in mine["offsets"]:
         return None
     col = mine["offsets"].index(j)
-    pick = [np.asarray(c[key], float)[:, col] for c in (mine, theirs) for key in ("hits", "totals")]
+    pick = [
+        np.asarray(c[key], float)[kept, col] for c in (mine, theirs) for key in ("hits", "totals")
+    ]
     return paired_share_difference(*pick, seed=seed)
 
 
@@ -246,10 +271,7 @@ def cell_numbers(
             here = [d for d in diffs if (*_key(d, keys), int(d["dose"])) == (*key, dose)]
             found = {(d["a"], d["b"]): _oriented(d, harm) for d in here if _outcome(d)}
             follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
-            checks = {  # (size_error, check_value), NaN where missing
-                a: tuple(float(r[k]) if _present(r.get(k)) else math.nan for k in CHECK_NUMBERS)
-                for a, r in arms.items()
-            }
+            checks = {a: check_numbers(r) for a, r in arms.items()}
             rare = {
                 a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
             }
@@ -268,6 +290,15 @@ def cell_numbers(
         direction = 1 if task is None else TASK_OFFSETS[task].direction
         cells.append(CellNumbers(key, numbers, direction))
     return cells
+
+
+def check_numbers(row: Mapping[str, Any]) -> tuple[float, ...]:
+    """An arm row's `CHECK_NUMBERS`: NaN where missing (a check not measured fails), but
+    ``unreached_share`` 0 (a row without it reached every prompt)."""
+    return tuple(
+        float(row[k]) if _present(row.get(k)) else (0.0 if k == "unreached_share" else math.nan)
+        for k in CHECK_NUMBERS
+    )
 
 
 def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:

@@ -5,6 +5,7 @@ the cells decided here (`seeds_above`; `arms_read`: the rule of the position cur
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,7 +98,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [_outcome(c, criteria)]
         for c in pairs
     ] + [
-        [c["layout"], c["layer"], arm, fmt.n(sum(x[0] for x in per) / len(per))]
+        [c["layout"], c["layer"], arm, fmt.n(_mean([x[0] for x in per]))]
         + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
                      + ("" if _passed(arm, check, criteria) else " check failed")
                      for _, lo, hi, p, *check in per]),
@@ -169,11 +170,17 @@ def arms_read(
     for plain in rule:
         cell = CellNumbers.from_plain((), plain)
         shifts = [(a, c) for s in cell.sizes for a, c in s.checks.items() if arm_kind(a).offsets]
-        if not any(check_passed(a, *c, criteria) for a, c in shifts):
+        if not any(check_passed(a, *c, criteria=criteria) for a, c in shifts):
             return None
         found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
     return every_seed(found)
 
 
+def _mean(values: Sequence[float | None]) -> float | None:
+    """The mean of the numbers among `values` (None: an arm compared on no window)."""
+    found = [v for v in values if v is not None]
+    return sum(found) / len(found) if found else None
+
+
 def _passed(arm: str, check: Sequence[float | None], criteria: Criteria) -> bool:
-    return check_passed(arm, *(float("nan") if v is None else v for v in check), criteria)
+    return check_passed(arm, *(math.nan if v is None else v for v in check), criteria=criteria)
