@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 TEMPLATE = "plotly_white"
 FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
 # Okabe and Ito's colour-blind-safe palette without its yellow (faint on white) and black, then
-# Tol's muted colours, then black: enough for the kinds below and a dozen other lines.
+# Tol's muted colours, then black, then the two of Tol's older 12-colour set that the muted one
+# lacks: enough for the kinds below and ten other lines (the probes' feature sets).
 COLORS = (
     "#0072B2",
     "#D55E00",
@@ -30,6 +31,8 @@ COLORS = (
     "#88CCEE",
     "#DDCC77",
     "#000000",
+    "#6699CC",
+    "#661100",
 )
 # The model kinds the study compares (adjpos.study.models; the sweep's random-init models by
 # their positional encoding, `POSITIONAL_KINDS`) and the text models' layouts (`LAYOUTS`) each
