@@ -38,9 +38,10 @@ GROUPS = {
 LAYER_FREE = "token_identity"
 # The feature sets (adjpos.probes.features, and the order reconstruction's cosine matrix) in
 # the order of their colours (`style.color`): each keeps its colour in every probe figure,
-# whichever sets a result holds.
+# whichever sets a result holds. The cosine matrix, alone in its panels, takes the blue nearest
+# the variance's; the token identity, beside the cosine sets, the brown.
 FEATURE_ORDER = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
-FEATURE_ORDER += ("cosine_profile", "cosine_sorted", "resid", "token_identity", "cosine_matrix")
+FEATURE_ORDER += ("cosine_profile", "cosine_sorted", "resid", "cosine_matrix", "token_identity")
 SHUFFLED = "shuffled:"
 
 
