@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
-from adjpos.figures.style import KIND_COLORS
+from adjpos.figures.style import CHAR_WIDTH, FONT, KIND_COLORS
 
 # Axis titles that name no quantity: a table's column name, or nothing.
 NAMELESS = {"", "value", "variable", "index"}
@@ -47,6 +47,18 @@ def assert_axes_named(fig: go.Figure, name: str = "") -> None:
     assert xs and ys, name
     for title in xs + ys:
         assert title.split("<br>")[0].strip().lower() not in NAMELESS, (name, xs, ys)
+
+
+def assert_y_titles_fit(fig: go.Figure, name: str = "") -> None:
+    """Each line of each y axis title is no longer than its panel is high (at `CHAR_WIDTH` of
+    its font size a character), so it runs into no other panel nor the figure's title."""
+    layout = fig.layout
+    height = layout.height - layout.margin.t - layout.margin.b
+    for axis in fig.select_yaxes():
+        low, high = axis.domain or (0.0, 1.0)
+        size = axis.title.font.size or layout.font.size or FONT["size"]
+        for line in (axis.title.text or "").split("<br>"):
+            assert len(line) * CHAR_WIDTH * size <= (high - low) * height, (name, line)
 
 
 def assert_log_ticks_are_numbers(fig: go.Figure) -> int:

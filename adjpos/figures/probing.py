@@ -36,6 +36,13 @@ GROUPS = {
 }
 # The one set that does not depend on the layer: drawn as a level line across the layers.
 LAYER_FREE = "token_identity"
+# The feature sets (adjpos.probes.features, and the order reconstruction's cosine matrix) in
+# the order of their colours (`style.color`): each keeps its colour in every probe figure,
+# whichever sets a result holds. The cosine matrix, alone in its panels, takes the blue nearest
+# the variance's; the token identity, beside the cosine sets, the brown.
+FEATURE_ORDER = ("variance", "norm", "cosine_first", "cosine_previous", "cosine_mean")
+FEATURE_ORDER += ("cosine_profile", "cosine_sorted", "resid", "cosine_matrix", "token_identity")
+SHUFFLED = "shuffled:"
 
 
 def plot_probe_scores(
@@ -45,7 +52,8 @@ def plot_probe_scores(
 
     Groups keep apart the backward-only sets (solid lines), the sets that also read later
     tokens (dash-dot) and the ``shuffled:`` controls (dotted). Each feature set keeps one
-    colour in every panel; its chance baseline is the thin dashed line of the same colour,
+    colour in every panel and every probe figure (`feature_colours`: a control takes its
+    set's); its chance baseline is the thin dashed line of the same colour,
     named "chance: SET" in the legend. ``token_identity``, which does not depend on the layer,
     is a level line. Error bars are the std in the result (over seeds, or over sequences
     for order reconstruction).
@@ -74,7 +82,7 @@ def plot_probe_scores(
         horizontal_spacing=0.1,
         vertical_spacing=min(0.5 / rows, 0.22),
     )
-    colours = {name: color(i) for i, name in enumerate(result.feature_sets)}
+    colours = feature_colours(result.feature_sets)
     layers = result.layers
     shown: set[str] = set()
     for index, key in enumerate(keys):
@@ -92,9 +100,18 @@ def plot_probe_scores(
     return apply_style(fig, title=title or default, rows=rows)
 
 
+def feature_colours(names: list[str]) -> dict[str, str]:
+    """Each feature set's colour (`FEATURE_ORDER`, then sets it lacks in first-seen order); a
+    ``shuffled:`` control takes its set's colour, its line dotted."""
+    bases = [name.removeprefix(SHUFFLED) for name in names]
+    extra = [b for b in dict.fromkeys(bases) if b not in FEATURE_ORDER]
+    index = {base: i for i, base in enumerate((*FEATURE_ORDER, *extra))}
+    return {name: color(index[base]) for name, base in zip(names, bases, strict=True)}
+
+
 def _panel(score) -> tuple[str, str, str]:
     probe = ORDER_PANEL if score.metric == ORDER_METRIC else score.probe
-    if score.features.startswith("shuffled:"):
+    if score.features.startswith(SHUFFLED):
         group = "control"
     else:
         group = "backward" if score.backward_only else "later"

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 TEMPLATE = "plotly_white"
 FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
 # Okabe and Ito's colour-blind-safe palette without its yellow (faint on white) and black, then
-# Tol's muted colours, then black: enough for the kinds below and a dozen other lines.
+# Tol's muted colours, then black, then the two of Tol's older 12-colour set that the muted one
+# lacks: enough for the kinds below and ten other lines (the probes' feature sets).
 COLORS = (
     "#0072B2",
     "#D55E00",
@@ -30,6 +31,8 @@ COLORS = (
     "#88CCEE",
     "#DDCC77",
     "#000000",
+    "#6699CC",
+    "#661100",
 )
 # The model kinds the study compares (adjpos.study.models; the sweep's random-init models by
 # their positional encoding, `POSITIONAL_KINDS`) and the text models' layouts (`LAYOUTS`) each
@@ -67,7 +70,10 @@ LABELS = {
     "positional": "positional encoding",
     "variance": "variance",
     "cosine_first": "cosine to the first position",
-    "cosine_profile": "cosines to every earlier position",
+    "cosine_previous": "cosine to the previous position",
+    "cosine_mean": "mean cosine to the other positions",
+    "cosine_profile": "cosines to every other position",
+    "cosine_sorted": "cosines to the other positions, sorted",
     "cosine_matrix": "cosine matrix (all pairs)",
     "token_identity": "token identity (the prompt format)",
     "resid": "residual stream",
@@ -81,6 +87,9 @@ CONTROL_DASH = "dot"
 WIDTH, HEIGHT_PER_ROW = 1000, 300
 # The widest a figure is drawn: its frame in report.html then fits a 1,280 px window.
 MAX_WIDTH = 1180
+# A character's mean width, as a share of the font size (Helvetica): what `apply_style` reckons
+# a y axis title takes before it breaks one in two lines to fit its panel's height.
+CHAR_WIDTH = 0.53
 # A log axis labels every measured value while there are at most this many and no two are
 # closer than a 1 / (2 * MAX_LOG_TICKS) share of their span, else each decade.
 MAX_LOG_TICKS = 8
@@ -147,4 +156,23 @@ def apply_style(fig: go.Figure, *, title: str, rows: int = 1) -> go.Figure:
         legend=dict(orientation="v", yanchor="top", y=1.0, x=1.02, xanchor="left"),
         margin=dict(l=70, r=20, t=100, b=60),
     )
+    fit_axis_titles(fig)
     return fig
+
+
+def fit_axis_titles(fig: go.Figure) -> None:
+    """Break each one-line y axis title that is longer than its panel is high in two lines, at
+    the space nearest its middle (in place), so that it never runs into the panel above or
+    the figure's title."""
+    layout = fig.layout
+    height = layout.height - layout.margin.t - layout.margin.b
+    for axis in fig.select_yaxes():
+        text = axis.title.text
+        if not text or "<br>" in text or " " not in text:
+            continue
+        low, high = axis.domain or (0.0, 1.0)
+        size = axis.title.font.size or layout.font.size or FONT["size"]
+        if len(text) * CHAR_WIDTH * size > (high - low) * height:
+            spaces = [i for i, c in enumerate(text) if c == " "]
+            cut = min(spaces, key=lambda i: abs(i - len(text) / 2))
+            axis.title.text = f"{text[:cut]}<br>{text[cut + 1 :]}"

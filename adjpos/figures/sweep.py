@@ -27,17 +27,19 @@ MEASUREMENTS = ("layer", "adjacency", "variance_slope", "seconds")
 
 def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go.Figure:
     """Mean adjacency score (over seeds and any other parameters) at one layer, over x and y.
+    A parameter left unset (None, e.g. no normalization) is its own row or column, "none".
 
     Args:
         rows: the sweep's table (`adjpos.sweep.read_sweep`) or its rows as dicts.
         x, y: two grid parameters (columns of the table).
-        layer: which layer (default: the deepest in the rows).
+        layer: which layer (default: each model's own last layer, so a grid that varies depth
+            shows every depth).
     """
     table = _table(rows, [x, y])
-    layer = int(table["layer"].max()) if layer is None else layer
-    at = table[(table["layer"] == layer) & table[x].notna() & table[y].notna()]
+    at, where = _at_layer(table, layer)
+    at = at.assign(**{name: at[name].astype(object).fillna("none") for name in (x, y)})
     if at.empty:
-        raise UsageError(f"no rows vary both {x!r} and {y!r} at layer {layer}")
+        raise UsageError(f"no rows vary both {x!r} and {y!r} at {where}")
     means = at.groupby([y, x])["adjacency"].mean().unstack(x)
     means = means.loc[_sorted(means.index), _sorted(means.columns)]
     z = [[None if pd.isna(v) else float(v) for v in row] for row in means.to_numpy()]
@@ -56,7 +58,7 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
         )
     )
     fig.update_layout(xaxis_title=label(x), yaxis_title=label(y))
-    return apply_style(fig, title=f"Adjacency score at layer {layer} (mean over seeds)")
+    return apply_style(fig, title=f"Adjacency score at {where} (mean over seeds)")
 
 
 def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
@@ -103,13 +105,8 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
         layer: which layer (default: each model's own last layer, so grids that vary depth
             compare like with like).
     """
-    table = _table(rows, [])
-    if layer is None:
-        models = [c for c in table.columns if c not in MEASUREMENTS]
-        deepest = table.groupby(models, dropna=False)["layer"].transform("max")
-        values, where = table.loc[table["layer"] == deepest, "adjacency"], "each model's last layer"
-    else:
-        values, where = table.loc[table["layer"] == layer, "adjacency"], f"layer {layer}"
+    at, where = _at_layer(_table(rows, []), layer)
+    values = at["adjacency"]
     if values.empty:
         raise UsageError(f"no rows at layer {layer}")
     fig = go.Figure(
@@ -124,6 +121,18 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     return apply_style(
         fig, title=f"Adjacency scores across the grid at {where} ({len(values)} models)"
     )
+
+
+def _at_layer(table: pd.DataFrame, layer: int | None) -> tuple[pd.DataFrame, str]:
+    """The rows at `layer`, or at each model's (cell x seed) own last layer when it is None,
+    and those words for a title ("layer 4" where every model's last layer is 4)."""
+    if layer is not None:
+        return table[table["layer"] == layer], f"layer {layer}"
+    models = [c for c in table.columns if c not in MEASUREMENTS]
+    deepest = table.groupby(models, dropna=False)["layer"].transform("max")
+    last = deepest.unique()
+    where = f"layer {int(last[0])}" if len(last) == 1 else "each model's last layer"
+    return table[table["layer"] == deepest], where
 
 
 def _table(rows: Rows, names: list[str]) -> pd.DataFrame:

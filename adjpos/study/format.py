@@ -54,9 +54,10 @@ def n(value: Any) -> str:
 
 
 def join(values: Sequence[Any]) -> str:
-    """Values joined by commas (by semicolons when they are sub-grids)."""
+    """Values joined by commas (by semicolons when they are sub-grids); a None among them (an
+    unset option, e.g. no normalization) as "none"."""
     joiner = "; " if any(isinstance(v, dict) for v in values) else ", "
-    return joiner.join(n(v) for v in values)
+    return joiner.join("none" if v is None else n(v) for v in values)
 
 
 def span(value: Any, low: Any, high: Any, *, missing: str = "no interval") -> str:

@@ -3,6 +3,7 @@
 import pytest
 
 from adjpos.figures import plot_adjacency_by_layer, plot_variance_by_position, save_figure
+from figure_checks import assert_y_titles_fit
 
 
 def _adjacency_rows():
@@ -93,7 +94,18 @@ def test_variance_lines_by_layer_light_to_dark_and_mean_over_seeds():
         assert len(traces) == 2 and len({t.line.color for t in traces}) == 1
         assert [t.showlegend for t in traces] == [True, False]
     assert fig.layout.xaxis.title.text == "position"
-    assert fig.layout.yaxis.title.text == "variance of the hidden state over its dimensions"
+    title = "variance of the hidden state over its dimensions"
+    assert fig.layout.yaxis.title.text.replace("<br>", " ") == title
+    assert_y_titles_fit(fig)
+
+
+def test_variance_title_fits_a_row_of_panels():
+    """Four tasks, two rows: the y title is in two lines, each within its panel's height
+    (in one line it ran into the figure's title and out of the figure below)."""
+    rows = [dict(r, task=f"{r['task']}{i}") for r in _variance_rows() for i in (1, 2)]
+    fig = plot_variance_by_position(rows)
+    assert fig.layout.yaxis.title.text == "variance of the hidden<br>state over its dimensions"
+    assert_y_titles_fit(fig)
 
 
 def test_variance_other_line_key_uses_the_palette_and_missing_columns_raise():

@@ -4,8 +4,10 @@ import plotly.graph_objects as go
 import pytest
 
 from adjpos.figures import plot_probe_scores
+from adjpos.figures.style import label
 from adjpos.probes import DEFAULT_FEATURES, ProbeResult, ProbeScore
-from adjpos.probes.features import ONE_NUMBER_SETS, backward_only
+from adjpos.probes.features import FEATURE_SETS, ONE_NUMBER_SETS, backward_only
+from figure_checks import assert_no_field_names
 
 
 def _result(features=("variance", "cosine_profile", "shuffled:resid"), layers=3):
@@ -49,8 +51,8 @@ def test_panels_split_by_probe_metric_and_group():
     assert legend == [
         "variance",
         "chance: variance",
-        "cosines to every earlier position",
-        "chance: cosines to every earlier position",
+        "cosines to every other position",
+        "chance: cosines to every other position",
         "shuffled: residual stream",
         "chance: shuffled: residual stream",
         "cosine matrix (all pairs)",
@@ -59,7 +61,7 @@ def test_panels_split_by_probe_metric_and_group():
     lines = [t for t in fig.data if t.name == "variance"]
     assert len(lines) == 4 and len({t.line.color for t in lines}) == 1  # one colour everywhere
     assert all(t.line.dash == "dot" for t in fig.data if t.name == "shuffled: residual stream")
-    profile = [t for t in fig.data if t.name == "cosines to every earlier position"]
+    profile = [t for t in fig.data if t.name == "cosines to every other position"]
     assert profile and all(t.line.dash == "dashdot" for t in profile)
     chance = [t for t in fig.data if t.name == "chance: cosine matrix (all pairs)"]
     assert list(chance[0].y) == [0.1, 0.1, 0.1]
@@ -77,6 +79,29 @@ def test_no_empty_panels_and_few_series_per_panel():
         assert len(names) <= 6, (axis, names)
     level = [t for t in fig.data if t.name == "token identity (the prompt format)"]
     assert level and all(list(t.x) == [0, 1, 2] and len(set(t.y)) == 1 for t in level)
+
+
+def test_a_feature_set_keeps_its_colour_in_every_probe_figure():
+    """Whichever sets a result holds, a set is drawn in one colour, its shuffled control in the
+    same colour (dotted), and no two sets share one (with eight sets they had cycled round)."""
+    every = (*FEATURE_SETS[:9], "shuffled:cosine_profile", "shuffled:resid")
+    colours = [_colours(plot_probe_scores(_result(names))) for names in (every, every[2:])]
+    assert all(colours[0][name] == colour for name, colour in colours[1].items())
+    assert colours[0]["shuffled: residual stream"] == colours[0]["residual stream"]
+    bases = [colours[0][label(name)] for name in (*FEATURE_SETS[:9], "cosine_matrix")]
+    assert len(set(bases)) == len(bases) == 10
+
+
+def test_every_feature_set_is_named_in_words():
+    """The full run's sets (cosine_previous, cosine_mean, cosine_sorted among them) in words;
+    the cosine profile holds every other position's cosine, later ones too."""
+    fig = plot_probe_scores(_result(FEATURE_SETS))
+    assert_no_field_names(fig, "probes")
+    assert "cosines to every other position" in {t.name for t in fig.data}
+
+
+def _colours(fig):
+    return {t.name: t.line.color for t in fig.data if not t.name.startswith("chance")}
 
 
 def test_empty_result_is_an_error():

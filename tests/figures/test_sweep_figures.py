@@ -40,7 +40,28 @@ def test_lines_and_histogram():
     assert list(lines.data[0].x) == [0, 1] and lines.data[0].y[0] == 0.5
     hist = sweep_histogram(_rows())
     assert len(hist.data[0].x) == 8 and "8 models" in hist.layout.title.text
-    assert "last layer" in hist.layout.title.text and 0.5 not in hist.data[0].x  # layer 1 only
+    assert "at layer 1" in hist.layout.title.text and 0.5 not in hist.data[0].x  # layer 1 only
+
+
+def _depth_rows():
+    """Models of depth 1 and 2, with and without normalization (None: a blank in sweep.csv)."""
+    return [
+        {"n_layers": depth, "normalization_type": norm, "seed": 0, "layer": layer,
+         "adjacency": 0.5 + depth / 10 + layer / 100, "variance_slope": 0.0, "seconds": 1.0}
+        for depth in (1, 2)
+        for norm in ("LN", None)
+        for layer in range(depth + 1)
+    ]  # fmt: skip
+
+
+def test_a_heatmap_over_depth_shows_each_model_at_its_own_last_layer():
+    fig = sweep_heatmap(_depth_rows(), "n_layers", "normalization_type")
+    heat = fig.data[0]
+    assert list(heat.x) == ["1", "2"] and list(heat.y) == ["LN", "none"]  # None kept, named
+    assert heat.z[0] == pytest.approx([0.61, 0.72]) and heat.z[1] == heat.z[0]
+    assert "each model's last layer" in fig.layout.title.text
+    hist = sweep_histogram(_depth_rows())
+    assert len(hist.data[0].x) == 4 and "each model's last layer" in hist.layout.title.text
 
 
 def test_unknown_parameter_or_layer():

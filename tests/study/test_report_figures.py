@@ -14,6 +14,7 @@ from figure_checks import (
     assert_log_ticks_are_numbers,
     assert_no_field_names,
     assert_one_colour_per_kind,
+    assert_y_titles_fit,
     kind_colours,
 )
 
@@ -43,6 +44,7 @@ def test_the_runs_figures_name_their_axes_and_number_their_log_ticks(drawn):
     for stem, fig in drawn.items():
         assert_axes_named(fig, stem)
         assert_log_ticks_are_numbers(fig)
+        assert_y_titles_fit(fig, stem)
     assert sum(assert_log_ticks_are_numbers(fig) for fig in drawn.values()) >= 2  # theory
 
 

@@ -75,6 +75,18 @@ def test_no_column_is_empty_in_every_row_and_no_size_is_blank(tiny_run, tables):
     assert _size("trained_seeds", None) == "every shipped seed"  # what None means, not a blank
 
 
+def test_no_column_is_headed_by_a_field_name(tables):
+    """A column says what it holds in words ("initial weight scale (std)", not "init_range");
+    the size and criterion names of the last two tables are their own names."""
+    for header, _ in tables:
+        assert not [h for h in header if re.fullmatch(r"[a-z][a-z0-9]*_[a-z0-9_]+", h)], header
+
+
+def test_an_unset_value_in_a_listed_size_prints_as_none():
+    grid = [{"n_layers": [1, 2], "normalization_type": ["LN", None]}]
+    assert _size("grid", grid) == "n_layers (1, 2) x normalization_type (LN, none)"
+
+
 def test_long_tables_are_summed_up_and_kept_whole_in_results(tiny_run, tables):
     """The dynamics table counts layers per metric (64 rows of one per layer before); every
     layer's trajectory is in results/."""

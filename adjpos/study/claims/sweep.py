@@ -77,7 +77,12 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= criteria.band]
     table = fmt.table(
-        ["init_range", f"mean adjacency at layer {numbers['deepest_layer']}", "std", "models"],
+        [
+            "initial weight scale (std)",
+            f"mean adjacency at layer {numbers['deepest_layer']}",
+            "std",
+            "models",
+        ],
         [[r["init_range"], r["mean"], r["std"], r["n"]] for r in numbers["by_init"]],
     )
     every, nope = (

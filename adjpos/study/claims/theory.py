@@ -120,7 +120,13 @@ ONE_SEED = "one seed: no interval"
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
-    header = ["init_range", "site", "attention entropy ratio", "measured (t over seeds)", "std"]
+    header = [
+        "initial weight scale (std)",
+        "site",
+        "attention entropy ratio",
+        "measured (t over seeds)",
+        "std",
+    ]
     header += ["predicted (full width)", "agrees (full width)", "effective width"]
     header += ["predicted (effective width)", "agrees (effective width)"]
     rows = [
