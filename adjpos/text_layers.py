@@ -106,7 +106,7 @@ def measure_text_models(
     *,
     causal_layers: Sequence[int] = (),
     interventions: Sequence[str] = CURVE_INTERVENTIONS,
-    doses: Sequence[int] = CURVE_DOSES,
+    doses: Sequence[int | float] = CURVE_DOSES,
     control_draws: int = 5,
     folds: int = 4,
     n_boot: int = 1000,

@@ -102,7 +102,7 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
         out = []
         for (layer, dose, arm), cell in group.groupby(["layer", "dose", "arm"], sort=False):
             cell = cell.sort_values("seed")
-            row = {"layer": layer, "size": int(dose) or "-", "arm": arm}
+            row = {"layer": layer, "size": f"{dose:g}" if dose else "-", "arm": arm}
             row["change"] = f"{cell['perturbation'].mean():.3f}"
             row["exact match"] = f"{cell['exact_match'].mean():.2f}"
             row["- random, by seed"] = " / ".join(

@@ -477,6 +477,16 @@ def comma_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+def comma_doses(text: str) -> list[int | float]:
+    """Comma-separated doses: each an int, or a fraction below 1 (``0.5,1,2``)."""
+    try:
+        return [int(item) if item.strip().isdigit() else float(item) for item in comma_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers, got {text!r}"
+        ) from None
+
+
 def comma_ints(text: str) -> list[int]:
     try:
         return [int(item) for item in comma_list(text)]

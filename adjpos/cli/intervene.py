@@ -14,6 +14,7 @@ from adjpos.cli._options import (
     add_device_arg,
     add_out_arg,
     add_task_args,
+    comma_doses,
     comma_ints,
     comma_list,
     nope_layers_arg,
@@ -117,11 +118,12 @@ def add_intervene_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--doses",
-        type=comma_ints,
+        type=comma_doses,
         default=",".join(map(str, DEFAULT_DOSES)),
         help="the sizes of the position curve's arms, comma-separated shift magnitudes m: at "
         "m, the size of the full shift of the curve by m, every arm matched to it (a shift "
-        "by k runs at m = |k|)",
+        "by k runs at m = |k|); a fraction m < 1: m times the size of the shift by 1, the "
+        "shifts by 1 blended down to it",
     )
     parser.add_argument(
         "--n-prompts",

@@ -3,12 +3,14 @@ table, `specs.SPECS`), what its factory builds from (`Fitted`), a dosed spec's s
 and one unit of a run (`Unit`).
 
 A *dosed* spec (the position-curve arms, `curve.change`) is measured at each of the run's
-``doses`` m (the size of the full shift of the position curve by m, every arm matched to it),
-one unit per size and offset (`Dose`, `InterventionSpec.doses`).
+``doses`` m (the size of the full shift of the position curve by m, every arm matched to it;
+a fraction m < 1 of the shift by 1's), one unit per size and offset (`Dose`,
+`InterventionSpec.doses`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,24 +68,38 @@ class Fitted:
 
 @dataclass(frozen=True)
 class Dose:
-    """One unit of a dosed spec: its size (the magnitude m whose full shift's size it takes)
-    and, for a shift, its offset."""
+    """One unit of a dosed spec: its size (the magnitude m whose full shift's size it takes;
+    m < 1: that fraction of the shift by 1's) and, for a shift, its offset."""
 
-    size: int
+    size: int | float
     offset: int | None = None
 
     @property
     def key(self) -> str:
         """Its part of a unit's name in a run folder."""
-        return f"size{self.size}" + ("" if self.offset is None else f"-offset{self.offset:+d}")
+        return f"size{self.size:g}" + ("" if self.offset is None else f"-offset{self.offset:+d}")
 
 
-def check_doses(doses: Sequence[int]) -> tuple[int, ...]:
-    """`doses` as a tuple, checked (ValueError if not): at least one, distinct ints >= 1."""
+def check_doses(doses: Sequence[int | float]) -> tuple[int | float, ...]:
+    """`doses` as a tuple, checked (ValueError if not): at least one, distinct, each an int
+    >= 1 (a shift magnitude) or a fraction in (0, 1) of the shift by 1's size.
+
+    >>> check_doses([0.5, 1, 2])
+    (0.5, 1, 2)
+    """
     doses = tuple(doses) if isinstance(doses, (list, tuple)) else (doses,)
-    if not doses or len(set(doses)) < len(doses) or not all(is_int(m) and m >= 1 for m in doses):
-        raise UsageError(f"doses must be distinct ints >= 1 (shift magnitudes), got {doses!r}")
+    fine = [is_int(m) and m >= 1 or isinstance(m, float) and 0 < m < 1 for m in doses]
+    if not doses or len(set(doses)) < len(doses) or not all(fine):
+        raise UsageError(
+            "doses must be distinct shift magnitudes, ints >= 1, or fractions in (0, 1) of the "
+            f"shift by 1's size, got {doses!r}"
+        )
     return doses
+
+
+def shift_magnitude(size: int | float) -> int:
+    """The |k| of the shifts measured at the size of dose `size`: m, or 1 for a fraction."""
+    return math.ceil(size)
 
 
 @dataclass(frozen=True)
@@ -148,17 +164,18 @@ class InterventionSpec:
         if not all(is_int(k) and k != 0 for k in listed):
             raise UsageError(f"{self.name}: offsets must be nonzero ints, got {listed!r}")
 
-    def doses(self, sizes: Sequence[int]) -> list[Dose | None]:
+    def doses(self, sizes: Sequence[int | float]) -> list[Dose | None]:
         """The units of a dosed spec at the doses `sizes` (a shift: its offsets of each
-        magnitude; ``once`` in its params: the first dose alone); [None] for a spec that is
-        not dosed."""
+        magnitude, by 1 at a fraction; ``once`` in its params: the smallest dose alone); [None]
+        for a spec that is not dosed."""
         if not self.dosed:
             return [None]
         if self.params.get("once"):
             return [Dose(min(sizes))]
         if "offsets" not in self.params:
             return [Dose(m) for m in sizes]
-        return [Dose(m, k) for m in sizes for k in self.params["offsets"] if abs(k) == m]
+        offsets = self.params["offsets"]
+        return [Dose(m, k) for m in sizes for k in offsets if abs(k) == shift_magnitude(m)]
 
     def build(
         self,

@@ -260,7 +260,7 @@ def plan_units(
     interventions: Sequence[str | InterventionSpec],
     readouts: Sequence[str],
     control_draws: int,
-    doses: Sequence[int] = DEFAULT_DOSES,
+    doses: Sequence[int | float] = DEFAULT_DOSES,
 ) -> list[Unit]:
     """The units of a run, checked (layers default to all; each spec in its own read-out
     variants only; a dosed spec at each of `doses`, its dosed control added when not asked

@@ -79,7 +79,7 @@ def intervention_table(
     rank: int = DEFAULT_RANK,
     control_draws: int = DEFAULT_DRAWS,
     readouts: Sequence[str] = DEFAULT_READOUTS,
-    doses: Sequence[int] = DEFAULT_DOSES,
+    doses: Sequence[int | float] = DEFAULT_DOSES,
     seed: int = 0,
     model_name: str = "model",
     model_seed: int | None = None,

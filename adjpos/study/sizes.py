@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adjpos.interventions import READOUTS, check_interventions, specs_in
+from adjpos.interventions.spec import check_doses
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.text.recipe import WIDTHS
 from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
@@ -73,10 +74,12 @@ class StudySizes:
     )
     curve_prompts: int = help_field("fresh held-out prompts per seed for the arms", 200)
     curve_draws: int = help_field("draws of the arms' scatter and random control", 20)
-    curve_doses: tuple[int, ...] = help_field(
-        "the arms' sizes: at m, the size of the curve's full shift by m (a size needs a shift "
-        "for the rule to read it, and locality two sizes)",
-        (1, 2),
+    curve_doses: tuple[int | float, ...] = help_field(
+        "the arms' sizes: at m, the size of the curve's full shift by m, at m < 1 that fraction "
+        "of the shift by 1's (a size needs a shift for the rule to read it, and locality two "
+        "sizes; the half shift keeps a size measurable where the shift by 1 already breaks the "
+        "random control, and within a short interior's reach)",
+        (0.5, 1, 2),
     )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
@@ -122,8 +125,9 @@ class StudySizes:
             unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
             if f.type == "int":
                 check_positive_int(f.name, value)
-            elif f.name.endswith(("seeds", "_layers", "_doses", "_widths")) and not unused:
+            elif f.name.endswith(("seeds", "_layers", "_widths")) and not unused:
                 check_int_list(f.name, value)
+        check_doses(list(self.curve_doses))
         for name in ("train_steps", "dynamics_snapshots"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))

@@ -110,6 +110,21 @@ def test_every_arm_is_built_at_the_dose_size_within_five_percent_at_every_length
         build_curve_change(prompts, {5: 2}, CurveArm("rotate"), size=1, runs_of=_long_runs)
 
 
+def test_a_fractional_dose_is_that_share_of_the_shift_by_one_with_the_shifts_blended_to_it():
+    prompts = random_prompts(d=8, lengths=(13, 16), n=10)
+    fitted = Fitted(8, prompts=prompts, counts={13: 5, 16: 4}, runs_of=_long_runs)
+    assert [d.offset for d in SPECS["position_shift"].doses([0.5, 2])] == [-1, 1, -2, 2]
+    assert [d.key for d in SPECS["position_rotate"].doses([0.5, 1])] == ["size0.5", "size1"]
+    half = [SPECS["position_shift"].build(fitted, draw=0, dose=Dose(0.5, k)) for k in (-1, 1)]
+    whole = [SPECS["position_shift"].build(fitted, draw=0, dose=Dose(1, k)) for k in (-1, 1)]
+    for length in (13, 16):
+        target = whole[0].matched[length].target
+        for shift in half:
+            assert shift.matched[length].target == pytest.approx(target / 2)
+            assert shift.matched[length].reached and shift.matched[length].parameter < 1
+        assert max(shift.matched[length].parameter for shift in whole) == 1.0
+
+
 def _long_runs(tokens):
     split = 4 + int(tokens[0]) % 2
     return ((0, split), (split + 2, len(tokens) - 2))
@@ -315,8 +330,9 @@ def test_bad_arm_settings_are_named():
     model, _ = load_pretrained("reversal")
     with pytest.raises(ValueError, match=r"control_draws must be an int >= 1, got 0"):
         plan_units(model, [1], ["position_rotate"], ["kept"], 0)
-    with pytest.raises(ValueError, match=r"doses must be distinct ints >= 1"):
-        plan_units(model, [1], ["position_rotate"], ["kept"], 2, [0])
+    for bad in ([0], [1.5], [1, 1], [True], [-0.5]):
+        with pytest.raises(ValueError, match=r"doses must be distinct shift magnitudes, ints >= 1"):
+            plan_units(model, [1], ["position_rotate"], ["kept"], 2, bad)
     with pytest.raises(ValueError, match="is dosed: pass its dose"):
         shift.build(Fitted(8, prompts=random_prompts(), counts=COUNTS))
     tokens = torch.randint(0, 5, (4, 12))

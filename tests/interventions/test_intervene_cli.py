@@ -81,7 +81,7 @@ def test_a_trained_folder_brings_its_task(tmp_path, capsys):
             r"readouts must be .* \['kept', 'changed'\], got \['kept', 'last'\]",
         ),
         (["--control-draws", "0"], "control_draws must be an int >= 1, got 0"),
-        (["--doses", "0,1"], r"doses must be distinct ints >= 1 .* got \(0, 1\)"),
+        (["--doses", "0,1"], r"doses must be distinct shift magnitudes, .* got \(0, 1\)"),
     ],
 )
 def test_bad_options_are_named(tmp_path, capsys, monkeypatch, extra, message):

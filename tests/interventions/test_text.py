@@ -124,7 +124,7 @@ def test_a_bridge_runs_every_intervention_but_uniform_attention():
         ({"cut": 3, "skip_first": 2}, r"cut must be an int in .* = \[4, 10\]"),
         ({"skip_first": -1}, "skip_first must be an int >= 0"),
         ({"layers": [2]}, r"layers \[2\] are not in \[0, 1\]"),
-        ({"interventions": ["position_shift"], "doses": [0]}, "doses must be distinct ints >= 1"),
+        ({"interventions": ["position_shift"], "doses": [0]}, "doses must be distinct shift"),
         (
             {"interventions": ["position_shift"], "doses": [6], "skip_first": 1},
             r"doses \[6\] shift the curve past the context: .* cut - skip_first = 5",

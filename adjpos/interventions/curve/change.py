@@ -3,7 +3,8 @@
 `build_curve_change` turns one arm (`arms.CurveArm`) into a `CurveChange` set to one size of
 the dose at every prompt length: at length L, the size of the full interior shift by m
 (`dose_targets`, the smaller of +m and -m: a shift is whole, or the other sign blended down to
-it) on the fitting prompts' states of that length, every other arm's parameter matched to it
+it; at a fraction m < 1, m times that of the shifts by 1, both blended) on the fitting prompts'
+states of that length, every other arm's parameter matched to it
 there (`match_arm`: bisection on `length_size`, within `arms.TOLERANCE`). A whole arm
 (``edges``) is built at its largest parameter and its control matched to its size at each
 length instead. A size is the mean relative change ||h' - h|| / ||h|| of the states at the
@@ -28,9 +29,10 @@ from torch import Tensor
 
 from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, Runs, changed_positions
 from adjpos.interventions.curve.position import position_curves
+from adjpos.interventions.spec import check_doses, shift_magnitude
 from adjpos.metrics.norms import with_norms
 from adjpos.types import PromptStates
-from adjpos.validation import UsageError, is_int
+from adjpos.validation import UsageError
 
 # Which runs a prompt has, from its tokens (a [L] row): `adjpos.tasks.Task.runs` on a task.
 RunsOf = Callable[[Tensor], Runs]
@@ -158,7 +160,7 @@ def build_curve_change(
     counts: Mapping[int, int],
     arm: CurveArm,
     *,
-    size: int,
+    size: int | float,
     runs_of: RunsOf,
     sizes_on: PromptStates | None = None,
 ) -> CurveChange:
@@ -335,15 +337,14 @@ def match_arm(
 
 
 def dose_targets(
-    curve: Tensor, layouts: Mapping[Runs, Tensor], *, offsets: Iterable[int]
-) -> dict[int, float]:
-    """{m: size} at one prompt length for each shift magnitude m: the smaller size of the
-    full interior shifts by +m and -m (the sizes of a dose, see the module doc)."""
+    curve: Tensor, layouts: Mapping[Runs, Tensor], *, offsets: Iterable[int | float]
+) -> dict[int | float, float]:
+    """{m: size} at one prompt length for each dose m: the smaller size of the full interior
+    shifts by +m and -m (the sizes of a dose, see the module doc); for a fraction m < 1, m
+    times that of the shifts by 1."""
     targets = {}
-    for m in offsets:
-        if not is_int(m) or m < 1:
-            raise UsageError(f"shift magnitudes must be ints >= 1, got {m!r}")
-        targets[m] = min(
-            length_size(CurveArm("shift", sign * m), 1.0, curve, layouts) for sign in (1, -1)
-        )
+    for m in check_doses(list(offsets)):
+        k = shift_magnitude(m)
+        full = min(length_size(CurveArm("shift", s * k), 1.0, curve, layouts) for s in (1, -1))
+        targets[m] = m / k * full
     return targets

@@ -39,7 +39,7 @@ from adjpos.types import PromptStates
 # The columns of the position curve's arms; missing on the other rows.
 ARM_TABLE = Table(
     arm="string",  # the arm in the rule's names: "shift+1", "rotate", "scatter", "random", ...
-    dose="Int64",  # the shift magnitude m whose full shift's size the arm is matched to
+    dose="float64",  # the dose m whose size the arm is matched to (`CURVE_DIFFERENCES`)
     offset="Int64",  # a shift's k: each changed state carries the curve of position t - k
     size_target="float64",  # that size, mean ||h' - h|| / ||h|| on the fitting prompts
     parameter="float64",  # the arm's matched parameter (blend, angle, fraction, alpha, scale)

@@ -41,7 +41,7 @@ CURVE_DIFFERENCES = Table(
     seed="Int64",  # the model's seed
     layer="int64",  # the layer changed (the input of block `layer`)
     readout="string",  # the read-out variant: "kept" or "changed"
-    dose="int64",  # the shift magnitude m whose full shift's size is the size
+    dose="float64",  # the dose m: the size of the full shift by m (m < 1: m times the by-1's)
     size_target="float64",  # that size: mean ||h' - h|| / ||h|| of the changed states
     a="string",  # the arm compared, in the rule's names ("shift+1", "rotate", ...)
     b="string",  # what it is compared with ("random", "unchanged", "rotate", "shift-1", ...)
@@ -260,7 +260,7 @@ def cell_numbers(
     diffs = [d for d in _records(differences) if d["readout"] == readout]
     sizes: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
-        sizes[_key(r, keys)][int(r["dose"])][r["arm"]] = r
+        sizes[_key(r, keys)][float(r["dose"])][r["arm"]] = r
     cells = []
     for key, by_dose in sizes.items():
         task = dict(zip(keys, key, strict=True)).get("task")
@@ -268,7 +268,7 @@ def cell_numbers(
             raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
         numbers = []
         for dose, arms in sorted(by_dose.items()):
-            here = [d for d in diffs if (*_key(d, keys), int(d["dose"])) == (*key, dose)]
+            here = [d for d in diffs if (*_key(d, keys), float(d["dose"])) == (*key, dose)]
             found = {(d["a"], d["b"]): _oriented(d, harm) for d in here if _outcome(d)}
             follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
             checks = {a: check_numbers(r) for a, r in arms.items()}
