@@ -1,14 +1,11 @@
 """Set a model's measured first layer beside the first-layer prediction.
 
 Two forward passes, both stopped after block 0 and both through
-`run_with_cache(names_filter=...)`, which removes its hooks on exit:
-
-- the tokens as given, for the hidden states at `site` and block 0's attention pattern and
-  logits;
-- every token alone (a batch of one-token sequences), for the residual ratio. A lone token can
-  attend only to itself, so its attention output is exactly its value vector as written to the
-  residual stream (W_O of each head's value, plus b_O), whatever the attention weights would be
-  in a longer sequence; with NoPE its residual input is its token embedding.
+`run_with_cache(names_filter=...)`, which removes its hooks on exit: the tokens as given (the
+hidden states at `site`, block 0's attention pattern and logits), and every token alone (a
+batch of one-token sequences: a lone token's attention output is exactly its value vector as
+written to the residual stream, W_O of each head's value plus b_O; with NoPE its residual input
+is its token embedding), for the residual ratio.
 """
 
 from __future__ import annotations
@@ -37,9 +34,6 @@ _EMBED = "blocks.0.hook_resid_pre"
 _ATTN_OUT = "blocks.0.hook_attn_out"
 
 
-_field = help_field
-
-
 @dataclass(frozen=True)
 class FirstLayerComparison:
     """A model's first layer measured against `adjpos.predicted_cosine`.
@@ -49,28 +43,28 @@ class FirstLayerComparison:
     on both sides) and NaN elsewhere. Entropies are in nats.
     """
 
-    site: str = _field(f"where the hidden states were read (block 0), one of {THEORY_SITES}")
-    residual_ratio: float = _field(
+    site: str = help_field(f"where the hidden states were read (block 0), one of {THEORY_SITES}")
+    residual_ratio: float = help_field(
         "rho of the prediction: mean |embedding|^2 / mean |value vector|^2; 0 at attn_out"
     )
-    measured: Float[Tensor, "pos pos"] = _field("mean self-cosine matrix over the sequences")
-    measured_sem: Float[Tensor, "pos pos"] = _field(
+    measured: Float[Tensor, "pos pos"] = help_field("mean self-cosine matrix over the sequences")
+    measured_sem: Float[Tensor, "pos pos"] = help_field(
         "standard error of that mean: std over sequences / sqrt(batch)"
     )
-    predicted: Float[Tensor, "pos pos"] = _field(
+    predicted: Float[Tensor, "pos pos"] = help_field(
         "predicted_cosine(pos, residual_ratio=residual_ratio)"
     )
-    error: Float[Tensor, "pos pos"] = _field("measured - predicted for j < k, NaN elsewhere")
-    measured_adjacency: float = _field(
+    error: Float[Tensor, "pos pos"] = help_field("measured - predicted for j < k, NaN elsewhere")
+    measured_adjacency: float = help_field(
         "adjacency score at `site`: mean over the sequences (as `adjpos.adjacency_score`)"
     )
-    attention_entropy: Float[Tensor, " pos"] = _field(
+    attention_entropy: Float[Tensor, " pos"] = help_field(
         "entropy of block 0's attention per query position, mean over heads and sequences"
     )
-    uniform_entropy: Float[Tensor, " pos"] = _field(
+    uniform_entropy: Float[Tensor, " pos"] = help_field(
         "log(k+1): the entropy of uniform attention over positions 0..k, the maximum"
     )
-    attention_logit_var: float = _field(
+    attention_logit_var: float = help_field(
         "variance of block 0's attention logits over keys 0..k, mean over queries k >= 1, "
         "heads and sequences; 0 for uniform attention"
     )
@@ -158,18 +152,12 @@ def compare_first_layer(
         measured_sem=sim.std(dim=0) / math.sqrt(sim.shape[0]),
         predicted=predicted,
         error=torch.where(below, measured - predicted, torch.nan),
-        measured_adjacency=_mean_score(cache[name]),
+        # as `adjpos.adjacency_score` gives it: the mean of the sequences' scores
+        measured_adjacency=float(sequence_scores(cache[name], torch.full((len(sim),), n)).mean()),
         attention_entropy=entropy,
         uniform_entropy=torch.arange(1, n + 1, dtype=entropy.dtype).log(),
         attention_logit_var=_logit_variance(cache[_SCORES]),
     )
-
-
-def _mean_score(states: Tensor) -> float:
-    """The adjacency score of `states` [batch, pos, d_model], as `adjpos.adjacency_score`
-    gives it: the mean over the sequences of `adjpos.scoring.sequence_scores`."""
-    lengths = torch.full((states.shape[0],), states.shape[1])
-    return float(sequence_scores(states, lengths).mean())
 
 
 def _check_position_free(model: Any, position_free: bool | None) -> None:
@@ -178,20 +166,16 @@ def _check_position_free(model: Any, position_free: bool | None) -> None:
             "the first-layer prediction assumes no positional signal, and position_free=False "
             "says the model has one"
         )
-    if position_free is None and not _first_block_nope(model):
+    if position_free is not None:  # True: the caller's word
+        return
+    # adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)
+    if not (layer_kinds(model)[0] == "nope" if is_bridge(model) else is_position_free(model)):
         raise UsageError(
             "the first-layer prediction assumes no positional signal in block 0; build the "
             "model with positional='none', or pass position_free=True if you know none enters "
             "it: adjpos.is_position_free(model) is False and adjpos.layer_kinds(model)[0] is "
             "not 'nope'"
         )
-
-
-def _first_block_nope(model: Any) -> bool:
-    """adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)."""
-    if is_bridge(model):
-        return layer_kinds(model)[0] == "nope"
-    return is_position_free(model)
 
 
 def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:

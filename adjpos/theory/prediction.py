@@ -1,20 +1,7 @@
-"""What uniform causal attention over independent random value vectors predicts.
-
-The idealised first layer: position k holds
-
-    h_k = e_k + (1 / (k+1)) * sum_{i <= k} v_i,
-
-where the value vectors v_i are independent, zero-mean, with E<v_i, v_l> = sigma^2 [i = l], and
-the residual vectors e_k (each token's own embedding, carried by the residual connection) are
-independent of each other and of the values, with E|e_k|^2 = rho * sigma^2. Every cross term
-has mean zero, so for j < k
-
-    E<h_j, h_k> = (1 / ((j+1)(k+1))) * sum_{i <= j} E|v_i|^2 = sigma^2 / (k+1),
-    E|h_k|^2    = rho * sigma^2 + sigma^2 / (k+1).
-
-`predicted_cosine` is the ratio of these expectations; the cosine of an actual draw
-concentrates on it as the width grows. `simulate_first_layer` draws the model at a finite width,
-where the cosine is noisy, and `predicted_adjacency` scores those draws.
+"""What uniform causal attention over independent random value vectors predicts: the closed
+form of the idealised first layer (`predicted_cosine`, derived in its docstring), draws of that
+layer at a finite width, where the cosine is noisy (`simulate_first_layer`), and the adjacency
+scores of those draws (`predicted_adjacency`).
 """
 
 from __future__ import annotations
@@ -138,10 +125,7 @@ def predicted_adjacency(
 
     Args:
         lengths: one sequence length or several (each >= 3).
-        d_model: width of the hidden states (>= 1).
-        residual_ratio: rho = E|e|^2 / E|v|^2 (>= 0).
-        n_samples: sequences drawn (>= 1).
-        generator: a CPU `torch.Generator`; the global RNG is never used.
+        d_model, residual_ratio, n_samples, generator: as in `simulate_first_layer`.
 
     Returns:
         One score per length, float64, in the order given.
