@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adjpos.models.gguf import check_gguf_reader, find_gguf, load_gguf
+from adjpos.models.gguf import find_gguf, load_gguf
 from adjpos.validation import UsageError
 
 
@@ -31,8 +31,7 @@ def convert_gguf(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     folder = Path(out)
     if (folder / "config.json").exists():
         raise UsageError(f"{str(folder)!r} already holds a model (config.json): pick a new folder")
-    check_gguf_reader()
-    hf = load_gguf(gguf)
+    hf = load_gguf(gguf)  # checks for the gguf package first
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     folder.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(folder)

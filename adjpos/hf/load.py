@@ -1,8 +1,5 @@
-"""Tokenize text for a Hugging Face model (`load_tokenizer`, `text_tokens`).
-
-Loading, saving and recognising the bridged model itself live in `adjpos.models.bridge`, which
-this package builds on; its names are re-exported here (``adjpos.hf.load.load_hf``, ...).
-"""
+"""Tokenize text for a Hugging Face model (`load_tokenizer`, `text_tokens`); the bridged model
+itself is loaded, saved and recognised in `adjpos.models.bridge`."""
 
 from __future__ import annotations
 
@@ -14,33 +11,9 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from adjpos.models.bridge import (
-    WEIGHT_FILES,
-    bridge_of,
-    hf_state_dict,
-    hub_offline,
-    is_bridge,
-    is_hf_folder,
-    load_hf,
-    save_hf,
-    supported_architectures,
-)
+from adjpos.models.bridge import hub_offline
 from adjpos.models.gguf import check_gguf_reader, find_gguf
 from adjpos.validation import UsageError, check_positive_int
-
-__all__ = [
-    "TOKENIZER_FILES",
-    "WEIGHT_FILES",
-    "bridge_of",
-    "hf_state_dict",
-    "is_bridge",
-    "is_hf_folder",
-    "load_hf",
-    "load_tokenizer",
-    "save_hf",
-    "supported_architectures",
-    "text_tokens",
-]
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
@@ -127,7 +100,14 @@ def text_tokens(
         check_positive_int("max_sequences", max_sequences)
     if isinstance(tokenizer, str | os.PathLike):
         tokenizer = load_tokenizer(tokenizer)
-    prefix = _bos_prefix(tokenizer, seq_len) if bos else []
+    if bos and getattr(tokenizer, "bos_token_id", None) is None:
+        raise UsageError(
+            "this tokenizer has no BOS token (bos_token_id is None): score without a BOS "
+            "token (bos=False, the default; no --bos on the command line)"
+        )
+    if bos and seq_len < 2:
+        raise UsageError(f"seq_len={seq_len} leaves no room for text after the BOS token")
+    prefix = [int(tokenizer.bos_token_id)] if bos else []
     step = seq_len - len(prefix)
     ids = torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
     n = len(ids) // step
@@ -140,16 +120,3 @@ def text_tokens(
         )
     body = ids[: n * step].view(n, step)
     return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(n, -1), body], dim=1)
-
-
-def _bos_prefix(tokenizer: Any, seq_len: int) -> list[int]:
-    """[the BOS id], for a tokenizer that has one and a sequence with room for text."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is None:
-        raise UsageError(
-            "this tokenizer has no BOS token (bos_token_id is None): score without a BOS "
-            "token (bos=False, the default; no --bos on the command line)"
-        )
-    if seq_len < 2:
-        raise UsageError(f"seq_len={seq_len} leaves no room for text after the BOS token")
-    return [int(bos)]

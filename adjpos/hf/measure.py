@@ -69,6 +69,7 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
 def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
     """One released NoPE layer over its seeds (`part`), against its all-RoPE rows (`rope`)."""
     low, high = part["change_low"], part["change_high"]
+    found = [compare_intervals(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
     diff = part["adjacency"].to_numpy() - rope["adjacency"].to_numpy()
     versus = compare_intervals(
         low.min(), high.max(), rope["change_low"].min(), rope["change_high"].max()
@@ -80,7 +81,7 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "change": float(part["change"].mean()),
         "change_low": float(low.min()),
         "change_high": float(high.max()),
-        **_counts(low, high),
+        **{f"n_{where}": found.count(where) for where in OUTCOMES},  # each seed's against 0
         "rope_change": float(rope["change"].mean()),
         "rope_change_low": float(rope["change_low"].min()),
         "rope_change_high": float(rope["change_high"].max()),
@@ -89,9 +90,3 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "difference_min": float(diff.min()),
         "difference_max": float(diff.max()),
     }
-
-
-def _counts(low: pd.Series, high: pd.Series) -> dict:
-    """Where each seed's interval of the change lies against 0, counted."""
-    found = [compare_intervals(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
-    return {f"n_{where}": found.count(where) for where in OUTCOMES}
