@@ -81,11 +81,8 @@ ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean", "token_iden
 
 
 def check_feature_sets(names: str | Sequence[str]) -> list[str]:
-    """Validate feature-set names (one name or several); returns them as a list, in order.
-
-    Raises:
-        ValueError: an unknown name (the message lists the allowed ones) or an empty list.
-    """
+    """Feature-set names (one or several) as a list, each one of `FEATURE_SETS` (else
+    `UsageError`)."""
     control = "(the shuffled-position control)"
     listed = f"{list(BASE_FEATURE_SETS)}, each also as '{SHUFFLED}NAME' {control}"
     return check_names("feature sets", names, FEATURE_SETS, listed)

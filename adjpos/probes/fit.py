@@ -59,17 +59,8 @@ Samples = tuple[Tensor, Tensor, Tensor]
 def check_names(
     what: str, names: str | Sequence[str], allowed: Sequence[str], listed: str | None = None
 ) -> list[str]:
-    """`names` (one name or several) as a list in order, repeats dropped, each one of `allowed`.
-
-    Args:
-        what: what the names are, for the message ("probes", "feature sets").
-        names: the names given.
-        allowed: the names accepted.
-        listed: how the message lists what is allowed (default: `allowed`).
-
-    Raises:
-        UsageError: an unknown name (the message lists the allowed ones) or none.
-    """
+    """`names` (one name or several) as a list in order, repeats dropped, each one of `allowed`;
+    else a `UsageError` naming `what` they are and listing `listed` (default: `allowed`)."""
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in allowed]
     if unknown or not names:
@@ -79,11 +70,7 @@ def check_names(
 
 
 def check_probes(names: str | Sequence[str]) -> list[str]:
-    """Validate probe names (one or several) against `PROBES`; returns them as a list.
-
-    Raises:
-        ValueError: an unknown name (the message lists the allowed ones) or an empty list.
-    """
+    """Probe names (one or several) as a list, each one of `PROBES` (else `UsageError`)."""
     return check_names("probes", names, PROBES)
 
 
@@ -147,10 +134,8 @@ def predict_out_of_fold(samples: Samples, *, probe: str, cv: int, seed: int) -> 
     folds that do not hold its sequence (the folds of `cross_validate` with this seed).
 
     Args:
-        samples: ``(features, positions, groups)``: [samples, features] probe inputs,
-            [samples] the target position, [samples] the sequence of each sample.
-        probe: "ridge", "logistic" or "spline" (one-number features only).
-        cv: number of folds.
+        samples: ``(features, positions, groups)``, one sample set of `cross_validate`.
+        probe, cv: as in `cross_validate`.
         seed: shuffles which sequences go to which fold.
 
     Returns:
@@ -202,17 +187,10 @@ def _regression_predictions(probe: str, folds: list) -> list[np.ndarray]:
 
 def _logistic_predictions(probe: str, folds: list) -> list[np.ndarray]:
     classes = int(max(int(y.max()) for _, _, y, _, _ in folds)) + 1
-    on = [
-        (x[train.to(x.device)], y[train.to(y.device)], x[test.to(x.device)])
-        for _, x, y, train, test in folds
-    ]
-    predicted = fit_predict_logistic(
-        [a for a, _, _ in on],
-        [b for _, b, _ in on],
-        [c for _, _, c in on],
-        n_classes=classes,
-        C=LOGISTIC_C,
-    )
+    train_x = [x[train.to(x.device)] for _, x, _, train, _ in folds]
+    train_y = [y[train.to(y.device)] for _, _, y, train, _ in folds]
+    test_x = [x[test.to(x.device)] for _, x, _, _, test in folds]
+    predicted = fit_predict_logistic(train_x, train_y, test_x, n_classes=classes, C=LOGISTIC_C)
     return [p.cpu().numpy() for p in predicted]
 
 

@@ -274,12 +274,8 @@ def _line_search(objective, w, f, g, p, step, active):
         trial = start_w + t[:, None, None] * step
         f_t, g_t, p_t = objective(trial)
         accept = todo & (f_t <= start_f + 1e-4 * t * slope)
-        w[accept], f[accept], g[accept], p[accept] = (
-            trial[accept],
-            f_t[accept],
-            g_t[accept],
-            p_t[accept],
-        )
+        for old, new in ((w, trial), (f, f_t), (g, g_t), (p, p_t)):
+            old[accept] = new[accept]
         todo &= ~accept
         if not todo.any():
             break

@@ -34,7 +34,7 @@ from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_appli
 from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
 from adjpos.seeds import derive_seed
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_model, check_positive_int
+from adjpos.validation import UsageError, check_model, check_positive_int, is_int
 
 DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
@@ -110,9 +110,9 @@ def probe_positions(
                 todo = plan.get((layer, name), ())
                 if not todo:  # token_identity after the first layer: nothing to compute
                     continue
-                samples = [
-                    data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
-                ]
+                # shuffled sets differ from seed to seed; the others are computed once
+                per_seed = seeds if name.startswith(SHUFFLED) else seeds[:1]
+                samples = [data.samples(acts, name, s) for s in per_seed]
                 for p in todo:
                     runs = cross_validate(samples, probe=p, cv=cv, seeds=seeds)
                     scores += _summarise(0 if name == TOKENS else layer, name, p, runs)
@@ -158,11 +158,6 @@ class _Data:
         return feats[real].double(), pos.expand_as(real)[real], groups[real]
 
 
-def _per_seed(name: str) -> bool:
-    """Shuffled sets differ from seed to seed; the others are computed once."""
-    return name.startswith(SHUFFLED)
-
-
 def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
     scores = []
     for metric in METRICS[probe]:
@@ -177,11 +172,8 @@ def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
 
 
 def _check_counts(n_sequences: int, cv: Any, repeats: Any) -> None:
-    for label, value in (("cv", cv), ("repeats", repeats)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise UsageError(f"{label} must be an int, got {value!r}")
-    if cv < 2:
-        raise UsageError(f"cv must be at least 2 folds, got {cv}")
+    if not is_int(cv) or cv < 2:
+        raise UsageError(f"cv must be an int of at least 2 folds, got {cv!r}")
     if n_sequences < cv:
         raise UsageError(
             f"{n_sequences} sequences are too few for cv={cv} folds grouped by sequence; "

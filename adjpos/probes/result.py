@@ -106,13 +106,9 @@ class ProbeResult:
 
     def find(self, layer: int, features: str, probe: str, metric: str) -> ProbeScore:
         """The `ProbeScore` with these keys."""
+        keys = (layer, features, probe, metric)
         for score in self.scores:
-            if (score.layer, score.features, score.probe, score.metric) == (
-                layer,
-                features,
-                probe,
-                metric,
-            ):
+            if (score.layer, score.features, score.probe, score.metric) == keys:
                 return score
         raise KeyError(
             f"no score for layer={layer}, features={features!r}, probe={probe!r}, "
