@@ -1,12 +1,7 @@
-"""Which attention heads read similarity: per head, how its scores follow the cosine of the
-states it attends over, and how much attention it puts on the few positions before the query.
-
-The paper's hypothesis is that nearby positions have similar residual states and that
-attention can read that similarity. For every head of every block, `head_similarity` measures
-both halves on the same prompts: the correlation, within each query row, between the head's
-attention scores and the cosine similarity of its input states (does the head score a key
-higher the more its state resembles the query's?), and the attention mass on the previous
-`window` positions and on the query itself (does the head look at its neighbours?).
+"""Which attention heads read similarity (the second half of the paper's hypothesis, that
+attention can read the similarity of nearby states): per head, how its scores follow the cosine
+of the states it attends over, and how much attention it puts on the few positions before the
+query, both on the same prompts (`head_similarity`).
 
 Block l's attention reads adjpos's residual layer l (`blocks.{l}.hook_resid_pre`), through
 its first normalization. The states compared are that normalization's output before its
@@ -79,12 +74,10 @@ def head_similarity(
     docstring for which states):
 
     - ``logit_cosine_pearson``: the Pearson correlation between s[i, j] and c[i, j] over the
-      earlier keys j < i of one query row, averaged over the query rows (of every sequence)
-      where it is defined: rows with at least `MIN_KEYS` keys whose scores and cosines both
-      vary. Within a row, because the softmax ignores a shift of a whole row: pooling rows
-      would credit a head for scoring some queries higher than others. Without j = i, because
-      c[i, i] = 1 is every row's largest cosine by construction (``self_mass`` reports the
-      query's own share). NaN when no row is defined (a head whose scores are constant).
+      earlier keys j < i of one query row, averaged over the query rows where it is defined
+      (at least `MIN_KEYS` keys, scores and cosines both varying; NaN when none is). Within a
+      row, because the softmax ignores a shift of a whole row; without j = i, because
+      c[i, i] = 1 is every row's largest cosine (``self_mass`` reports the query's own share).
     - ``logit_cosine_spearman``: the same with ranks (ties share their mean rank).
     - ``logit_cosine_given_distance``: the partial Pearson correlation with the distance
       i - j partialled out: the correlation, within the row, of the residuals of s and of c
@@ -103,13 +96,13 @@ def head_similarity(
       rows the correlations average; ``n_given_distance``, ``n_given_token``: how many rows
       each partial correlation averages (a row is defined where both residuals vary).
 
-    Keys a head cannot see (masked to -inf inside the causal triangle, as in local attention)
-    are left out of the correlations. Works on any HookedTransformer with causal attention,
-    whatever its positions (NoPE, learned, rotary, ALiBi: the scores are those the head
-    uses). A TransformerBridge is refused: its ``hook_attn_scores`` holds the softmax pattern.
+    Keys a head cannot see (masked to -inf, as in local attention) are left out of the
+    correlations.
 
     Args:
-        model: a HookedTransformer (adjpos's NoPE models, or any other).
+        model: a HookedTransformer with causal attention, whatever its positions (the scores
+            are those the head uses); a TransformerBridge is refused (its
+            ``hook_attn_scores`` holds the softmax pattern).
         tokens: token ids [batch, pos] (or one sequence [pos]), one length, at least
             max(window, MIN_KEYS) + 1 tokens.
         window: how many positions before the query ``previous_mass`` sums.

@@ -52,10 +52,8 @@ def adjacency_score(
     made: ``adjacency_score(model.run_with_cache(tokens)[1])`` equals
     ``adjacency_score(model, tokens)``. A model is run once (per `batch_size` chunk): each
     layer is scored inside its hook (`adjpos.capture.reduce_residuals`), so time is one
-    forward pass and memory one layer deep, whatever the depth. With ``site="resid_post"``
-    there are n_layers + 1 values (layer 0 = embeddings: ``blocks.0.hook_resid_pre``, then
-    ``blocks.{l}.hook_resid_post``); the other sites have one value per block
-    (``blocks.{l}.hook_{site}``).
+    forward pass and memory one layer deep, whatever the depth. One value per layer of `site`,
+    numbered as in `adjpos.capture_residuals` (n_layers + 1 for resid_post, 0 = embeddings).
 
     Each sequence b gets the matrix score S_b (the mean of its selected defined rows s_k, see
     `adjpos.adjacency_probability`); the layer's score is the plain mean of S_b over the
@@ -71,9 +69,7 @@ def adjacency_score(
         site: which hook site to score (see `adjpos.capture_residuals`).
         batch_size: sequences per forward pass (default: all at once); with a model only.
         progress: show a progress bar (default: only on a terminal).
-        ties: "strict" (the study's definition: a tied pair is not ordered, so chance is
-            below 0.5 where tokens repeat) or "half" (a tied pair counts one half; chance 0.5
-            on any data). See `adjpos.adjacency_rows`.
+        ties: "strict" (the study's definition) or "half" (see `adjpos.adjacency_rows`).
         center: subtract each sequence's mean hidden state (over its real positions) before
             the cosine, so a direction every state shares (random-init states point nearly
             the same way) does not enter the similarities.
@@ -135,14 +131,12 @@ def sequence_scores(
     skip_first: int = 0,
 ) -> Float[Tensor, " batch"]:
     """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
-    the states taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first`
-    positions dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean
-    of the rows that `rows` selects (NaN for a sequence with none). Ties are decided with the
-    tolerance of the states' own precision (`adjpos.metrics.states_precision`: float32 for a
-    float32 model's states, passed as they are or already in float64), so multiplying each
-    state by a positive factor leaves the score exactly as it was. The step
-    `adjacency_score` and `adjpos.measure_layers` apply to every layer; call it on states you
-    hold to score them exactly as they would be.
+    the step `adjacency_score` and `adjpos.measure_layers` apply to every layer. The states
+    are taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first` positions
+    dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean of the rows
+    that `rows` selects (NaN for a sequence with none). Ties are decided at the states' own
+    precision (`adjpos.metrics.states_precision`), so rescaling a state leaves the score as it
+    was.
 
     Example:
         >>> states = torch.randn(4, 10, 16, generator=torch.Generator().manual_seed(0))

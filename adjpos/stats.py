@@ -52,13 +52,9 @@ OUTCOMES = ("above", "below", "within")
 def compare_intervals(low: float, high: float, other_low: float, other_high: float) -> str:
     """Where the interval [low, high] lies against [other_low, other_high]: "above" when it
     lies wholly above (low > other_high), "below" when wholly below (high < other_low), and
-    "within" when the two overlap or touch: a difference inside the uncertainty is none. An
-    unknown bound (NaN, e.g. the correlation of a constant profile) gives "within" too: nothing
-    can be said.
-
-    A point is an interval of width 0, so ``compare_intervals(x, x, c, c)`` compares two
-    numbers, and the interval of a difference ``gap ± z * error`` against ``(0, 0)`` says
-    whether the difference exceeds z standard errors.
+    "within" when the two overlap or touch (a difference inside the uncertainty is none) or a
+    bound is unknown (NaN). A point is an interval of width 0: ``compare_intervals(x, x, c,
+    c)`` compares two numbers.
 
     Example:
         >>> compare_intervals(0.6, 0.7, 0.4, 0.55)
@@ -133,10 +129,9 @@ STATUS_RULE = {
 def judge(
     low: float, high: float, other_low: float, other_high: float, *, favour: str = "above"
 ) -> Outcome:
-    """The one way an interval becomes an outcome: [low, high] against [other_low,
-    other_high] (`adjpos.stats.compare_intervals`; a point is an interval of width 0) is
-    `Outcome.FOR` when it lies wholly on the `favour` side ("above" or "below"), `AGAINST`
-    when wholly on the other, `WITHIN` when they overlap (or a bound is unknown)."""
+    """The one way an interval becomes an outcome: `compare_intervals` of the two is
+    `Outcome.FOR` on the `favour` side ("above" or "below"), `AGAINST` on the other, `WITHIN`
+    otherwise."""
     side = compare_intervals(low, high, other_low, other_high)
     if side == "within":
         return Outcome.WITHIN
@@ -151,11 +146,10 @@ def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
 
 
 def wilson_interval(successes: int | float, n: int, *, level: float = LEVEL) -> tuple[float, float]:
-    """The Wilson score interval of a proportion `successes` / `n` (e.g. prompts answered
-    right): unlike a bootstrap over the units it does not collapse to a point when every unit
-    succeeds (or none does), and it stays inside [0, 1]. Every proportion adjpos reports takes
-    this interval. `successes` may be a mean count (each prompt's hits averaged over random
-    draws): the interval is then that of `n` units, wider than the draws' average needs.
+    """The Wilson score interval of a proportion `successes` / `n`, the interval of every
+    proportion adjpos reports: unlike a bootstrap it does not collapse to a point when every
+    unit succeeds (or none does), and it stays inside [0, 1]. `successes` may be a mean count
+    (hits averaged over random draws): the interval is then that of `n` units.
 
     Example:
         >>> low, high = wilson_interval(64, 64)
@@ -240,13 +234,10 @@ def paired_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """The difference of two measurements of the same units, with a paired percentile
-    bootstrap interval: the units (rows of `a` and `b`, e.g. the same sequences under two
-    models) are resampled together, so what the two share cancels.
-
-    The statistic is ``summary(mean of a's rows) - summary(mean of b's rows)``; `summary`
-    maps mean rows [k, ...] to k numbers (default: the mean itself, so with one number per
-    unit the difference of the means). Units where either side is NaN are left out.
+    """``summary(mean of a's rows) - summary(mean of b's rows)``, with a paired percentile
+    bootstrap interval: the units (rows, e.g. the same sequences under two models) are
+    resampled together, so what the two share cancels. `summary` maps mean rows [k, ...] to k
+    numbers (default: the mean itself). Units where either side is NaN are left out.
 
     Example:
         >>> a = np.arange(50.0)
@@ -402,9 +393,9 @@ def seed_interval(values: ArrayLike, *, level: float = LEVEL) -> tuple[float, fl
 
 
 def variance_ratio(profile: ArrayLike) -> float:
-    """Mean over the last third of the positions divided by the mean over the first third (a
-    third is at least one position) of a per-position profile, such as the variance of the
-    hidden state: below 1, it shrinks with position.
+    """Mean over the last third of a per-position profile (such as the hidden state's
+    variance) over the mean over its first third (at least one position each): below 1, it
+    shrinks with position.
 
     Example:
         >>> variance_ratio([4.0, 4.0, 3.0, 2.0, 1.0, 1.0])
