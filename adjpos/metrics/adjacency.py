@@ -4,15 +4,12 @@ Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
 
     s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j] - t} / C(k, 2),   k >= 2,
 
-the study's strict `<` with the tie tolerance t = `tie_tolerance` (a few machine epsilons of
-the states' dtype): two similarities at most t apart are a tie, which is not ordered, so that
-float rounding cannot order a pair that is equal in exact arithmetic. Where a row holds ties (a
-repeated token gives identical similarities) chance is then below 0.5; ``ties="half"`` counts
-each tied pair as half ordered, so that chance is 0.5 on any data. The matrix score is the
-mean of s_k over the defined rows k = 2 .. len-1. Counting is exact. On the CPU it is a
-compiled merge sort per row, O(n^2 log n) per matrix; on any other device (a GPU) the pairs
-are compared in torch where the matrices are, O(n^3) per matrix but in parallel and without a
-copy to the host.
+the study's strict `<` with the tie tolerance t = `tie_tolerance`: two similarities at most t
+apart are a tie, which is not ordered (chance is then below 0.5 where a row holds ties, as a
+repeated token's do; ``ties="half"`` counts a tie as half ordered, chance 0.5 on any data). The
+matrix score is the mean of s_k over the defined rows k = 2 .. len-1. Counting is exact: on
+the CPU a compiled merge sort per row, O(n^2 log n) per matrix; on another device (a GPU) every
+pair compared in torch where the matrices are, O(n^3) but in parallel.
 """
 
 from __future__ import annotations
@@ -27,11 +24,9 @@ from adjpos.metrics._count import count_ordered_pairs
 from adjpos.metrics.checks import check_lengths, check_scorable, check_square, check_ties
 from adjpos.validation import UsageError
 
-# The one default tie rule of every adjacency score adjpos computes (`adjacency_rows`,
-# `adjacency_probability`, `adjpos.adjacency_score`, `adjpos.measure_layers`, ``adjpos score``,
-# sweeps, the first-layer theory): strict, the paper's definition (with `tie_tolerance` for
-# what counts as a tie), so a number means the same thing wherever it was computed. "half"
-# stays an option everywhere (docs/concepts.md says when each fits).
+# The one default tie rule of every adjacency score adjpos computes: strict, the paper's
+# definition, so a number means the same thing wherever it was computed. "half" stays an
+# option everywhere (docs/concepts.md says when each fits).
 DEFAULT_TIES = "strict"
 
 # The tie tolerance in machine epsilons of the states' dtype (`tie_tolerance` says why 4).
@@ -91,22 +86,16 @@ def adjacency_rows(
     ties: str = DEFAULT_TIES,
     precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch pos"]:
-    """Row adjacency probabilities s_k of each similarity matrix.
-
-    A pair i < j < k is ordered when C[k, i] < C[k, j] - t and tied when the two are at most
-    t = `tie_tolerance` (`precision`) apart; a tie is not ordered (or half, with
-    ``ties="half"``).
+    """Row adjacency probabilities s_k of each similarity matrix (see the module docstring).
 
     Args:
-        sim: square similarity matrices (any real values; usually `cosine_matrix` output,
-            whose values lie in [-1, 1], the scale the tolerance is set for).
+        sim: square similarity matrices (usually `cosine_matrix` output, in [-1, 1], the scale
+            the tie tolerance is set for).
         lengths: true length of each right-padded sequence (default: all `pos`). Positions at
             or beyond a sequence's length are ignored.
-        ties: "strict" (a tied pair is not ordered; the study's definition) or "half" (a tied
-            pair counts one half, so chance is 0.5 whatever the ties).
+        ties: "strict" (a tied pair is not ordered; the study's definition) or "half".
         precision: the dtype of the states the similarities come from, which sets the tie
-            tolerance (default: `sim`'s own dtype; pass the states' when they were widened
-            before the cosine, as `adjpos.scoring.sequence_scores` does).
+            tolerance (default: `sim`'s own; pass the states' when they were widened first).
 
     Returns:
         s_k per row, NaN where undefined: rows 0 and 1 and rows k >= length.
@@ -146,19 +135,14 @@ def adjacency_probability(
     rows: Bool[Tensor, "*batch pos"] | None = None,
     precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch"]:
-    """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
-
-    0.5 is chance (below it where rows hold ties, unless ``ties="half"``; see
-    `adjacency_rows`); 1.0 means similarity to every token rises monotonically toward it.
+    """The matrix adjacency score: mean of the defined rows s_k, one value per matrix. 0.5 is
+    chance (see `adjacency_rows` for ties); 1.0 means similarity to every token rises
+    monotonically toward it.
 
     Args:
-        sim: square similarity matrices.
-        lengths: true length of each right-padded sequence (default: all `pos`).
-        ties: "strict" or "half" (see `adjacency_rows`).
-        rows: which rows k to average (e.g. a task's prompt rows or answer rows; each row
-            still looks at every earlier position). A matrix with no selected defined row
-            scores NaN.
-        precision: the states' dtype, which sets the tie tolerance (see `adjacency_rows`).
+        sim, lengths, ties, precision: as in `adjacency_rows`.
+        rows: which rows k to average (e.g. a task's answer rows; each row still looks at
+            every earlier position). A matrix with no selected defined row scores NaN.
 
     Raises:
         ValueError: a sequence is shorter than 3 tokens, so it has no defined row; or `rows`
@@ -200,12 +184,10 @@ def count_pairs_torch(
     tol: float = 0.0,
     chunk: int = 2**24,
 ) -> Int[Tensor, "rows 2"]:
-    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j] - tol} per row, in torch, and
-    beside it the tied pairs (neither below nor above values[r, j]'s window +- tol).
-
-    The count behind `adjacency_rows` on a non-CPU device: every pair of the row is compared
-    at once, rows in groups of at most `chunk` comparisons (memory stays bounded), on the
-    values' own device, in float64 as the compiled count compares them. 0.0 and -0.0 are a tie.
+    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j] - tol} per row, and beside it
+    the tied pairs (neither below nor above values[r, j]'s window +- tol): the count behind
+    `adjacency_rows` on a non-CPU device, rows in groups of at most `chunk` comparisons, in
+    float64 as the compiled count compares them. 0.0 and -0.0 are a tie.
 
     Example:
         >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.1, 9.0]]), torch.tensor([3]))
