@@ -71,9 +71,8 @@ def load_model(
     Args:
         path: the checkpoint folder.
         device: where to put the model (default: cuda if available, else cpu).
-        n_ctx: a longer (or shorter) context than the model was built with. Without learned
-            positions no trained weight depends on n_ctx, so a NoPE, rotary or ALiBi model can
-            be run on sequences longer than it was trained on.
+        n_ctx: another context than the model was built with (no trained weight depends on it
+            without learned positions, so a NoPE model can run on longer sequences).
         step: load the training snapshot of this step (see `snapshot_steps`) instead of the
             final weights.
 

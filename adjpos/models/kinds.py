@@ -28,12 +28,8 @@ _TL_KINDS = {
 
 
 def layer_kinds(model: Any) -> list[str]:
-    """The kind of each block of `model` (one per block, in order).
-
-    Works on adjpos's own models, any HookedTransformer, and a TransformerBridge (from
-    `adjpos.load_hf`) of any architecture; the interleaved families are read from their
-    attention modules (SmolLM3 and Llama 4: ``use_rope``; Cohere2, EXAONE 4 and AFMoE: the
-    sliding window and the layer type), other bridge architectures have one kind throughout.
+    """The kind of each block of `model` (one per block, in order), for any HookedTransformer
+    or TransformerBridge; the interleaved families are read from their attention modules.
 
     Example:
         >>> import adjpos
@@ -58,11 +54,8 @@ def layer_kinds(model: Any) -> list[str]:
 
 def is_position_free(model: nn.Module) -> bool:
     """True when no positional signal can enter `model`: no rotary or ALiBi, and any
-    additive positional embedding is exactly zero and frozen.
-
-    Works on any TransformerLens model with a ``cfg``; a learned-position model whose
-    `W_pos` happens to be zero but is trainable is not position-free. A bridged Hugging Face
-    model is position-free when every layer is NoPE (`adjpos.layer_kinds`).
+    additive positional embedding is exactly zero and frozen (a trainable zero `W_pos` is not
+    position-free); a bridged model, when every layer is NoPE (`adjpos.layer_kinds`).
 
     Example:
         >>> import adjpos
