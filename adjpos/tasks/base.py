@@ -103,12 +103,13 @@ class Draws:
 class Task(abc.ABC):
     """A synthetic task: prompts with exactly one correct answer, sampled reproducibly.
 
-    Subclasses are frozen dataclasses whose fields are the task's parameters; invalid values
-    raise `ValueError`. Randomness comes only from the `torch.Generator` passed to `sample`
-    or `draw_prompts` (a CPU generator); the global RNG is never touched.
+    Subclasses are frozen dataclasses whose fields are the task's parameters, `min_digits` and
+    `max_digits` among them; invalid values raise `ValueError`. Randomness comes only from the
+    `torch.Generator` passed to `sample` or `draw_prompts` (a CPU generator).
     """
 
     name: ClassVar[str]
+    digit_limit: ClassVar[int | None] = None  # the most digits a prompt's run may hold
     # A prompt matches `pattern` whole, one group per run (the stretches that vary between
     # prompts); `form` is the pattern in words.
     pattern: ClassVar[re.Pattern[str]]
@@ -147,6 +148,19 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def _draw_prompt(self, draws: Draws) -> str:
         """One prompt from the task's distribution (both splits)."""
+
+    def __post_init__(self) -> None:
+        """Check ``1 <= min_digits <= max_digits (<= digit_limit)``, all ints."""
+        check_positive_int("min_digits", self.min_digits)
+        check_positive_int("max_digits", self.max_digits)
+        if self.min_digits > self.max_digits:
+            raise UsageError(
+                f"min_digits={self.min_digits} must not exceed max_digits={self.max_digits}"
+            )
+        if self.digit_limit is not None and self.max_digits > self.digit_limit:
+            raise UsageError(
+                f"max_digits must be between 1 and {self.digit_limit}, got {self.max_digits}"
+            )
 
     @property
     def max_len(self) -> int:
@@ -247,16 +261,6 @@ class Task(abc.ABC):
         return UsageError(
             f"malformed {self.name} prompt {prompt!r}: {reason}; expected {self.prompt_format}"
         )
-
-
-def check_digit_range(min_digits: Any, max_digits: Any, upper: int | None = None) -> None:
-    """Raise `ValueError` unless ``1 <= min_digits <= max_digits (<= upper)``, all ints."""
-    check_positive_int("min_digits", min_digits)
-    check_positive_int("max_digits", max_digits)
-    if min_digits > max_digits:
-        raise UsageError(f"min_digits={min_digits} must not exceed max_digits={max_digits}")
-    if upper is not None and max_digits > upper:
-        raise UsageError(f"max_digits must be between 1 and {upper}, got {max_digits}")
 
 
 def _check_count(n: Any) -> None:
