@@ -58,18 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"adjpos {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        _close_progress_bars()
+        from tqdm.std import tqdm
+
+        for bar in list(tqdm._instances):  # Ctrl-C left them open: the message gets its own line
+            bar.close()
         hint = ON_INTERRUPT.get(args.command)
         print(f"adjpos {args.command}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
         return 130
-
-
-def _close_progress_bars() -> None:
-    """End the progress bars Ctrl-C left open, so that the message has a line of its own."""
-    from tqdm.std import tqdm
-
-    for bar in list(tqdm._instances):  # every open bar, of any tqdm class
-        bar.close()
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -117,13 +117,8 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
 def add_task_args(
     parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
 ) -> None:
-    """``--task TASK`` and ``--task-param NAME=VALUE``; `task_from_args` reads them.
-
-    Args:
-        parser: the command's parser.
-        required: whether the command needs a task.
-        default: what the command does without ``--task`` (shown in the help).
-    """
+    """``--task TASK`` and ``--task-param NAME=VALUE`` (`task_from_args` reads them); `default`
+    says in the help what the command does without ``--task``."""
     from adjpos.tasks import TASKS
 
     note = f" (default: {default})" if default else ""
@@ -301,25 +296,13 @@ def resolve_model(
     config_values: dict[str, Any] | None = None,
     task: Any = None,
 ) -> tuple[Any, Any]:
-    """The model that ``--model SPEC`` names, on `device`, and the task to run it on.
+    """``(model, task)``: the model that ``--model SPEC`` names, on `device`, and `task` (the
+    caller's, or None for random tokens; a pretrained model brings its own when none is given).
 
-    Args:
-        spec: ``"random"``: a fresh model built from `config_values` (ModelConfig fields;
-            d_vocab or n_ctx None fit `task`, or take ModelConfig's defaults without one);
-            ``"pretrained:TASK"``: the model shipped for TASK; anything else: a checkpoint
-            folder.
-        device: "auto", "cpu", "cuda" or a torch device (see `adjpos.validation.resolve_device`).
-        config_values: the ModelConfig fields of a random model.
-        task: the task the caller asked for, or None.
-
-    Returns:
-        ``(model, task)``: `task` as given, except that a pretrained model brings its own
-        when none was given; None means random tokens.
-
-    Raises:
-        UsageError: an unavailable device, an unknown pretrained task (the message lists the
-            tasks), a folder that is not a checkpoint, a bad config, ModelConfig options
-            given with a model that has its own, or weights that are not finite.
+    SPEC ``"random"`` builds a fresh model from `config_values` (ModelConfig fields; d_vocab
+    or n_ctx None fit `task`, else take ModelConfig's defaults), ``"pretrained:TASK"`` loads
+    the model shipped for TASK, anything else a checkpoint folder. A `UsageError` says what
+    is wrong (the device, the name, the folder, the config or the weights).
     """
     from adjpos.validation import check_model, resolve_device
 
@@ -345,10 +328,12 @@ def resolve_model(
 def _checkpoint(spec: str, device: Any) -> Any:
     """The adjpos checkpoint folder ``--model SPEC``; an error says what --model accepts."""
     from adjpos.models import load_model
+    from adjpos.pretrained import TEXT_MODELS
+    from adjpos.tasks import TASKS
 
     forms = (
         f"--model takes random, a checkpoint folder (from adjpos train or adjpos.save_model) or "
-        f"{PRETRAINED}TASK[:SEED] ({_shipped_names()})"
+        f"{PRETRAINED}TASK[:SEED] (TASK one of {', '.join((*TASKS, *TEXT_MODELS))})"
     )
     if not Path(spec).exists():
         raise UsageError(f"--model {spec}: no such checkpoint folder; {forms}")
@@ -358,14 +343,6 @@ def _checkpoint(spec: str, device: Any) -> Any:
         if not (Path(spec) / "config.json").is_file():
             raise UsageError(f"--model {spec}: {err}; {forms}") from None
         raise UsageError(f"--model {spec}: {err}") from None
-
-
-def _shipped_names() -> str:
-    """The TASK part of ``pretrained:TASK``: the tasks and the text models."""
-    from adjpos.pretrained import TEXT_MODELS
-    from adjpos.tasks import TASKS
-
-    return "TASK one of " + ", ".join((*TASKS, *TEXT_MODELS))
 
 
 def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:
