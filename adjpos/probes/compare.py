@@ -16,11 +16,9 @@ uncertainty comes from which sequences were drawn. Two feature sets a and b are 
    the mean absolute error, the accuracy, the mean absolute distance. Each sequence keeps the
    sums the metrics need (`STATISTICS`), so the score of any multiset of sequences is a ratio
    of their sums.
-4. **A paired bootstrap over sequences.** Sequences are drawn with replacement, both sets'
-   scores are recomputed on the same draw, and the difference a - b is taken
-   (`adjpos.stats.paired_difference`); the interval is the percentile interval of those
-   differences. The probes are not refitted in a draw: the interval covers the sampling of the
-   scored sequences given the fitted folds, not the variation of the fits themselves.
+4. **A paired bootstrap over sequences** (`adjpos.stats.paired_difference`): both sets'
+   scores are recomputed on the same draw of sequences. The probes are not refitted in a draw:
+   the interval covers the sampling of the scored sequences given the fitted folds.
 
 With ``best_layer=True`` each side is read at its own best layer (the highest score, the lowest
 error) and the best layers are chosen again in every draw, so the choice is part of the
@@ -150,14 +148,13 @@ def compare_feature_sets(
         level: confidence level of the percentile interval.
 
     Returns:
-        pandas DataFrame with the columns of `COMPARISON_TABLE`, a row per pair (and layer) and
-        metric: ``layer_b`` is b's layer (a's unless `best_layer`), ``value_a``, ``value_b``
-        the pooled out-of-fold scores, ``difference`` = value_a - value_b, ``low``, ``high``
-        its interval, ``positions`` those scored ("first..last").
+        a frame of `COMPARISON_TABLE`, a row per pair (and layer) and metric: ``layer_b`` is
+        b's layer, ``value_a``, ``value_b`` the pooled out-of-fold scores, ``difference``
+        their difference with its interval ``low``, ``high``.
 
     Raises:
-        UsageError: no pairs, a pair that is not two known sets, a set the probe cannot read,
-            or bad counts, layers or lengths; all checked before any forward pass.
+        UsageError: bad pairs, a set the probe cannot read, or bad counts, layers or lengths;
+            all checked before any forward pass.
 
     Example:
         >>> import adjpos
@@ -200,10 +197,7 @@ def score_sequences(
 ) -> list[dict[str, SequenceScores]]:
     """Per group of feature sets, each set's `SequenceScores`, every set of a group scored on
     the positions all of them have and on the same folds; one forward pass for every group.
-
-    The scores of two models on the same tokens are paired too (the folds depend only on the
-    sequences and the seed), so `compare_scores` can compare a trained model with its
-    random-init copy.
+    Two models' scores on the same tokens are paired too (for `compare_scores`).
 
     Args:
         groups: tuples of feature-set names, e.g. ``[("cosine_first", "variance")]``.

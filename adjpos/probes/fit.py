@@ -9,17 +9,13 @@
   with it; the spline reads any smooth, monotone or not, relation, so two single numbers
   are compared under one flexible probe. Scored and baselined as ridge.
 - ``logistic``: standardise, then multinomial logistic regression over the positions, with weak
-  L2 regularisation (C = 100): a one-number feature (variance, norm) needs large weights to
-  cut its line into n ordered intervals, and C = 1 would hold it back (on clean synthetic
-  data, accuracy 0.63 at C = 1 against 0.97 at C = 100). Fitted in torch, every fold of every
-  repeat as one batched problem (`adjpos.probes.logistic`). Scored by accuracy and the mean
-  absolute distance |predicted - true| (Haviv et al.). Baseline: the same predictions paired
-  with the true positions at random, i.e. the expected score of a guess drawn from the
-  probe's own output frequencies, independent of the truth (computed exactly per fold). For
-  a guess spread evenly over n positions this is accuracy 1/n and distance (n^2 - 1)/(3n),
-  about n/3. The probe's own frequencies matter: a probe with no information that piles its
-  guesses on the middle positions scores a distance near n/4, and one that piles them on the
-  ends near n/2, so no fixed number is the chance level.
+  L2 regularisation (C = 100): a one-number feature needs large weights to cut its line into
+  n ordered intervals (on clean synthetic data, accuracy 0.63 at C = 1 against 0.97 at
+  C = 100). Fitted in torch, every fold of every repeat at once (`adjpos.probes.logistic`).
+  Scored by accuracy and the mean absolute distance |predicted - true| (Haviv et al.).
+  Baseline: the expected score of a guess drawn from the probe's own output frequencies,
+  independent of the truth (exact per fold; accuracy 1/n and distance about n/3 for a guess
+  spread evenly, but a blind probe that piles its guesses on the middle scores near n/4).
 
 Folds are `GroupKFold` with the sequence as the group: no sequence is in both train and test.
 `cross_validate` scores each fold; `predict_out_of_fold` returns every sample's prediction by

@@ -57,17 +57,15 @@ def probe_positions(
     """How well probes read each token's position from each layer's hidden states.
 
     For every layer and feature set (`adjpos.probes.features`), each probe is cross-validated
-    with the sequences as groups, once per repeat r = 0 .. repeats - 1 with the seed
-    ``adjpos.seeds.derive_seed(seed, "probe repeat", r, bits=32)`` (it picks the folds and the
-    shuffles). The ``spline`` probe reads only the one-number sets and skips the others;
-    ``token_identity`` does not depend on the layer and is probed once, reported at layer 0.
+    with the sequences as groups, once per repeat (`repeat_seeds` picks the folds and the
+    shuffles). ``spline`` skips the sets of more than one number; ``token_identity`` is
+    probed once, reported at layer 0.
 
     Args:
         model: a TransformerLens model.
         tokens: token ids [batch, pos], right-padded when `lengths` is given.
-        lengths: true length of each sequence. Mixed lengths are allowed only for the sets
-            that never look past the token (variance, norm, cosine_first, cosine_previous,
-            resid; unshuffled); padding is never a sample.
+        lengths: true length of each sequence (mixed lengths only for the unshuffled
+            backward-only sets); padding is never a sample.
         layers: residual-stream layers (default: all; 0 = token embeddings).
         features: one feature-set name or several.
         probe: "ridge", "logistic", "spline", or several as a list.
@@ -83,9 +81,8 @@ def probe_positions(
         mean over folds, its baseline (see `adjpos.probes.fit`) and the std over seeds.
 
     Raises:
-        ValueError: an unknown feature set or probe, a layer out of range, fewer sequences
-            than folds, mixed lengths for a set that needs one length, or sequences shorter
-            than 3 tokens; all checked before any forward pass.
+        ValueError: bad names, layers, counts or lengths (sequences shorter than 3 tokens,
+            mixed lengths for a set that needs one), all checked before any forward pass.
     """
     with small_work_threads(check_model(model)):
         tokens = check_tokens(model, tokens)
