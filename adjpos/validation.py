@@ -106,20 +106,9 @@ def resolve_device(device: Any) -> Any:
 
 
 def check_model(model: Any, name: str = "model", *, cache: bool = False) -> Any:
-    """Return `model` once it is a TransformerLens model (a torch module with a ``cfg``: a
-    HookedTransformer, or a TransformerBridge from `adjpos.load_hf`) whose weights are all
-    finite (`check_finite_weights`); checked once per call of a measuring verb, before any
-    forward pass.
-
-    Args:
-        model: the object to check.
-        name: the argument's name, for the message.
-        cache: whether the caller also takes an `ActivationCache` (the message says so).
-
-    Raises:
-        TypeError: not a TransformerLens model.
-        UsageError: a weight holds NaN or infinity.
-    """
+    """Return `model` once it is a TransformerLens model (a torch module with a ``cfg``) whose
+    weights are all finite (`check_finite_weights`), else a `TypeError` naming the argument
+    `name` (and, with `cache`, that an `ActivationCache` would do too)."""
     import torch
 
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "cfg"):
@@ -133,13 +122,10 @@ def check_model(model: Any, name: str = "model", *, cache: bool = False) -> Any:
 
 def check_finite_weights(model: Any) -> Any:
     """Return `model`, or raise `UsageError` naming its first parameter that holds NaN or
-    infinite values (a diverged run or a damaged file): such a weight need not show in the
-    activations (a NaN query weight can vanish in the attention mask) and would give finite,
-    meaningless scores.
-
-    One float32 sum per parameter, with no copy of the weights: NaN and infinity survive any
-    sum, and finite weights cannot overflow float32's 3e38. Only a tensor whose sum is not
-    finite is counted value by value, for the message.
+    infinite values: such a weight need not show in the activations (a NaN query weight can
+    vanish in the attention mask) and would give finite, meaningless scores. One float32 sum
+    per parameter (NaN and infinity survive any sum); only a tensor whose sum is not finite
+    is counted value by value.
 
     Example:
         >>> import torch

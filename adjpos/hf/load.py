@@ -59,26 +59,12 @@ def text_tokens(
     bos: bool = False,
 ) -> Int[Tensor, "batch pos"]:
     """Text as a batch of token ids [n, seq_len]: the one way adjpos turns text into model
-    input (``adjpos score --text`` calls it too).
-
-    The whole text is tokenized once without special tokens and cut into consecutive,
-    non-overlapping sequences; the incomplete tail is dropped. With `bos` every sequence
-    starts with the tokenizer's BOS token, followed by the next ``seq_len - 1`` text tokens
-    (so no text token is lost between sequences); without it, all `seq_len` tokens are text.
-
-    Args:
-        tokenizer: a `transformers` tokenizer, or where one is stored (a model folder or hub
-            name, read with `load_tokenizer`).
-        text: the text.
-        seq_len: tokens per sequence (the BOS token included).
-        max_sequences: at most this many sequences, from the start of the text (default: as
-            many as the text fills).
-        bos: start every sequence with the BOS token.
-
-    Raises:
-        ValueError: `text` is too short for one sequence, a `bos` tokenizer without a BOS
-            token, or `seq_len`/`max_sequences` not a positive int (`seq_len` at least 2
-            with `bos`).
+    input. The whole text is tokenized once without special tokens and cut into consecutive
+    sequences (at most `max_sequences`, from the start; the incomplete tail is dropped). With
+    `bos` every sequence starts with the tokenizer's BOS token, followed by the next
+    ``seq_len - 1`` text tokens. `tokenizer` is a `transformers` tokenizer or where one is
+    stored (read with `load_tokenizer`). Too short a text, a `bos` tokenizer without a BOS
+    token, or bad counts raise `ValueError`.
 
     Example:
         >>> from transformers import PreTrainedTokenizerFast

@@ -33,16 +33,12 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
     the all-RoPE model of the same architecture at the same layer (the matched control).
 
     `rows`: `measure_layers` tables stacked, with the columns `by` (one name or several),
-    ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, NoPE layer of the
-    released layout), over the seeds: the change from the layer before (mean, and the span of
-    the seeds' bootstrap intervals), how many seeds' intervals of the change lie above 0, below
-    it, or reach it (``n_above``, ``n_below``, ``n_within``: counts, not a verdict; a status
-    over them is `adjpos.stats.Status.of(n_above, n_below, seeds)`),
-    the control's change at that layer, and ``versus_rope`` ("above", "below": the two spans
-    of intervals apart; "within" otherwise, see `adjpos.stats.compare_intervals`). Same seed,
-    same weights: the layouts differ only in where RoPE is applied, so ``difference``
-    (released minus all-RoPE adjacency at that layer; mean, min and max over the seeds) is a
-    paired comparison.
+    ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, released NoPE layer),
+    over the seeds: the change from the layer before (mean, and the span of the seeds'
+    intervals), how many seeds' intervals lie above 0, below it or reach it (``n_above``,
+    ``n_below``, ``n_within``: counts, not a verdict), the control's change, ``versus_rope``
+    (`adjpos.stats.compare_intervals` of the two spans) and the paired ``difference`` of the
+    adjacency (same seed, same weights; mean, min and max over the seeds).
 
     Raises:
         ValueError: `rows` lack a column, or a released NoPE layer has no all-RoPE control.

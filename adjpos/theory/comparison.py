@@ -98,31 +98,20 @@ def compare_first_layer(
     - ``"resid_post"`` (default): layer 1 of the residual stream. In a model with MLPs this
       adds block 0's MLP output, which the prediction does not model.
 
-    With a residual, rho is estimated from the model: the mean squared norm of the token
-    embeddings over the mean squared norm of the tokens' value vectors, over every token
-    occurrence in `tokens`. A token's value vector is its attention output when it stands
-    alone (it can then attend only to itself), so this is exactly the rho of the prediction
-    and does not depend on how uniform the attention is. (Block 0's output at position k is
-    not a value vector: under uniform attention its squared norm shrinks like 1/(k+1).)
-
-    The prediction assumes independent value vectors: draw the tokens of a sequence without
-    replacement, or repeated tokens share a value vector and raise the measured cosines. It is
-    a ratio of expectations; at a finite width the mean cosine sits a little below it (by
-    O(1/width)) and each sequence's cosines are noisy.
-
-    How uniform the attention really is: `attention_entropy` beside `uniform_entropy`, and
-    `attention_logit_var`. Entropy is a blunt gauge; logits that vary from query to query with
-    variance s^2 already scale the off-diagonal cosines by about exp(-s^2) while the entropy
-    still looks near uniform (see docs/theory.md).
+    With a residual, rho is `estimate_residual_ratio` (each token's value vector read alone,
+    so exactly the prediction's rho whatever the attention). The prediction assumes
+    independent value vectors (draw a sequence's tokens without replacement) and is a ratio of
+    expectations: at a finite width the mean cosine sits a little below it (by O(1/width)).
+    `attention_entropy` beside `uniform_entropy`, and `attention_logit_var`, say how uniform
+    the attention is (entropy is a blunt gauge: see docs/theory.md).
 
     Args:
         model: a position-free TransformerLens model (see `adjpos.is_position_free`).
         tokens: token ids [batch, pos] (or one sequence [pos]), pos >= 3.
         site: "resid_post" (default), "resid_mid" or "attn_out".
-        position_free: None (default) asks `adjpos.is_position_free`, which recognises the
-            models adjpos builds, or for a bridged Hugging Face model `adjpos.layer_kinds`
-            (block 0 must be NoPE, as in an all-NoPE SmolLM3); True is the caller's word that
-            no positional signal enters block 0, and skips that check; False refuses.
+        position_free: None (default) asks `adjpos.is_position_free` (for a bridged model,
+            whether `adjpos.layer_kinds` says block 0 is NoPE); True is the caller's word that
+            no positional signal enters block 0; False refuses.
 
     Returns:
         A `FirstLayerComparison`, tensors on the CPU.

@@ -29,10 +29,9 @@ def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "p
 
         cos(h_j, h_k) = (1/(k+1)) / sqrt((rho + 1/(j+1)) * (rho + 1/(k+1))),
 
-    which is sqrt((j+1)/(k+1)) without a residual (rho = 0). The matrix is symmetric with a
-    unit diagonal. For every rho it rises strictly with j towards k, so at infinite width the
-    adjacency score is exactly 1; a larger rho lowers every off-diagonal entry and flattens the
-    rise, so at a finite width the noise (see `predicted_adjacency`) reorders more pairs.
+    which is sqrt((j+1)/(k+1)) without a residual (rho = 0). For every rho it rises strictly
+    with j towards k, so at infinite width the adjacency score is exactly 1; a larger rho
+    flattens the rise, so at a finite width the noise (`predicted_adjacency`) reorders more.
 
     Args:
         n: number of positions (>= 1).
@@ -116,12 +115,10 @@ def predicted_adjacency(
 
     Draws `n_samples` sequences of the idealised first layer (`simulate_first_layer`) at the
     longest length and scores the first L positions of each, for each L in `lengths`
-    (truncating is exact: under causal attention a position never sees later ones). Each
-    score is the mean over samples of `adjpos.adjacency_probability` of the self-cosine
-    matrix. At infinite width every score is 1 (`predicted_cosine` rises strictly); finite
-    width makes the cosines noisy, and the noise reorders pairs whose predicted cosines are
-    close: far-apart pairs late in long sequences, and all pairs when the residual is large.
-    The standard error is about 0.1 / sqrt(n_samples) or less.
+    (exact: a position never sees later ones), as the mean `adjpos.adjacency_probability` of
+    the self-cosine matrices. The noise of a finite width reorders pairs whose predicted
+    cosines are close (far-apart pairs late in long sequences, all pairs when the residual is
+    large). The standard error is about 0.1 / sqrt(n_samples) or less.
 
     Args:
         lengths: one sequence length or several (each >= 3).
