@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, no_type_check
 
 import torch
@@ -100,7 +100,9 @@ def adjacency_score(
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     options = {"ties": ties, "center": center, "skip_first": skip_first}
-    if _is_cache(model_or_cache):
+    from transformer_lens import ActivationCache
+
+    if isinstance(model_or_cache, ActivationCache):
         cached = _cached_layers(model_or_cache, site, tokens, batch_size)
         lens = _check_batch(cached[0][1].shape[:2], lengths, rows, skip_first)
         scores = [_layer_scores(x, site, acts, lens, rows, options) for x, acts in cached]
@@ -243,12 +245,6 @@ def _model_tokens(model: Any, tokens: TokenInput | None, site: str) -> Tensor:
     return tokens
 
 
-def _is_cache(obj: Any) -> bool:
-    from transformer_lens import ActivationCache
-
-    return isinstance(obj, ActivationCache)
-
-
 def _cached_layers(
     cache: Any, site: str, tokens: Any, batch_size: int | None
 ) -> list[tuple[int, Tensor]]:
@@ -263,7 +259,8 @@ def _cached_layers(
         n = n_capture_layers(model, site)
     else:  # the cache's model was dropped: score the blocks the cache holds
         check_choice("site", site, SITES)
-        n = _blocks_in(cache.cache_dict) + (site == "resid_post")
+        found = [int(m[1]) for k in cache.cache_dict if (m := re.match(r"blocks\.(\d+)\.", k))]
+        n = (max(found) + 1 if found else 0) + (site == "resid_post")
     names = [hook_name(site, layer) for layer in range(n)]
     missing = [name for name in names if name not in cache.cache_dict]
     if missing or not names:
@@ -276,8 +273,3 @@ def _cached_layers(
     if not cache.has_batch_dim:
         acts = [a[None] for a in acts]
     return list(enumerate(acts))
-
-
-def _blocks_in(keys: Iterable[str]) -> int:
-    found = [int(m.group(1)) for k in keys if (m := re.match(r"blocks\.(\d+)\.", k))]
-    return max(found) + 1 if found else 0

@@ -200,7 +200,11 @@ def reduce_residuals(
                 (hook_name(site, layer), _reducing_hook(reduce, layer, rows, results, bar))
                 for layer in layers
             ]
-            _run_until_reduced(model, chunk, hooks)
+            with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
+                try:
+                    model(chunk, return_type=None)
+                except _Reduced:  # the deepest requested layer's hook ends the pass
+                    pass
             start += len(chunk)
     _check_fired(results, len(chunks), site)
     return results
@@ -221,15 +225,6 @@ def _reducing_hook(reduce, layer, rows, results, bar):
             raise _Reduced
 
     return hook
-
-
-def _run_until_reduced(model: Any, chunk: Tensor, hooks: list) -> None:
-    """One forward pass of `chunk` with `hooks`, ended by the deepest one (`_Reduced`)."""
-    with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
-        try:
-            model(chunk, return_type=None)
-        except _Reduced:
-            pass
 
 
 def _check_fired(results: dict[int, list], n_chunks: int, site: str) -> None:

@@ -115,8 +115,13 @@ def load_hf(
 def _checked_source(config: Any, nope_layers: Any) -> list[int] | None:
     """Check `config` before its weights load; the layers `nope_layers` makes NoPE."""
     _check_config(config)
-    architecture = _architecture(config)
-    _check_architecture(architecture)
+    architecture, supported = _architecture(config), supported_architectures()
+    if architecture not in supported:
+        raise UsageError(
+            f"architecture {architecture!r} is not supported by the TransformerLens bridge; "
+            "the interleaved NoPE families are in adjpos.hf.FAMILIES, and all supported causal "
+            f"LMs are: {', '.join(supported)}"
+        )
     if nope_layers is None:
         return None
     return nope_layer_indices(nope_layers, config, architecture)
@@ -289,16 +294,6 @@ def supported_architectures() -> list[str]:
     from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 
     return sorted(name for name in SUPPORTED_ARCHITECTURES if name.endswith("ForCausalLM"))
-
-
-def _check_architecture(name: str) -> None:
-    supported = supported_architectures()
-    if name not in supported:
-        raise UsageError(
-            f"architecture {name!r} is not supported by the TransformerLens bridge; the "
-            "interleaved NoPE families are in adjpos.hf.FAMILIES, and all supported causal "
-            f"LMs are: {', '.join(supported)}"
-        )
 
 
 def _check_config(config: Any) -> None:

@@ -44,7 +44,12 @@ def layer_kinds(model: Any) -> list[str]:
         if kind != "rope":
             return [kind] * model.cfg.n_layers
         # A hybrid (ModelConfig.nope_layers): read from each attention module itself.
-        return ["nope" if _rotation_removed(block.attn) else "rope" for block in model.blocks]
+        from adjpos.models.build import no_rotation
+
+        return [
+            "nope" if vars(block.attn).get("apply_rotary") is no_rotation else "rope"
+            for block in model.blocks
+        ]
     if is_bridge(model):
         return _bridge_kinds(model)
     raise TypeError(
@@ -117,12 +122,6 @@ def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
     if kind == "rope" and layer_type == "sliding_attention":
         return "sliding_rope"
     return kind
-
-
-def _rotation_removed(attn: Any) -> bool:
-    from adjpos.models.build import no_rotation
-
-    return vars(attn).get("apply_rotary") is no_rotation
 
 
 def _zero_and_frozen(model: Any) -> bool:
