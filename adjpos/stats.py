@@ -182,10 +182,8 @@ def bootstrap_interval(
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the (weighted) mean of `values`.
-
-    Units are resampled with replacement `n_boot` times; with `weights` the statistic is
-    sum(w v) / sum(w) (e.g. per-prompt correct tokens / tokens: the pooled token accuracy).
+    """Percentile bootstrap interval of the mean of `values`, or with `weights` of sum(w v) /
+    sum(w) (e.g. per-prompt correct tokens / tokens: the pooled token accuracy).
 
     Example:
         >>> low, high = bootstrap_interval([0, 1] * 200)
@@ -193,8 +191,8 @@ def bootstrap_interval(
         True
 
     Raises:
-        ValueError: no values, values and weights of different lengths, non-finite values,
-            `level` outside (0, 1) or `n_boot` below 1.
+        ValueError: no values, values and weights of different lengths or not finite, or a bad
+            `level` or `n_boot`.
     """
     x = np.asarray(values, dtype=float).reshape(-1)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
@@ -246,8 +244,7 @@ def paired_difference(
         (1.0, 1.0, 1.0)
 
     Raises:
-        ValueError: `a` and `b` of different shapes, no unit measured on both sides,
-            `level` outside (0, 1) or `n_boot` below 1.
+        ValueError: `a` and `b` of different shapes or sharing no unit, or a bad level or n_boot.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim == 0:
@@ -299,13 +296,10 @@ def paired_draw_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> Interval:
-    """The mean of `a` minus the mean of `b` over the same prompts, with a percentile
-    bootstrap interval that resamples the prompts (paired: the same resample on both sides)
-    and, independently, each side's draws (a random control's).
-
-    Args:
-        a, b: [draws, prompts] per-prompt outcomes (e.g. exact match 0/1), one row per draw
-            (one row for an arm without draws), the same prompts in the same order.
+    """The mean of `a` minus the mean of `b`, [draws, prompts] per-prompt outcomes over the
+    same prompts (one row for an arm without draws), with a percentile bootstrap interval that
+    resamples the prompts (the same resample on both sides) and, independently, each side's
+    draws.
 
     Raises:
         ValueError: not two 2-d arrays over the same prompts, or a bad level or n_boot.
@@ -336,13 +330,9 @@ def paired_share_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> Interval:
-    """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b) over the
-    same prompts, with a percentile bootstrap interval that resamples the prompts (the same
-    resample on both sides). NaN where a side has no total (in the point, or a resample).
-
-    Args:
-        hits_a, totals_a, hits_b, totals_b: [prompts] counts per prompt (e.g. wrong characters
-            at an offset, and wrong characters compared), each side's draws summed.
+    """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b), each a
+    [prompts] count over the same prompts, with a percentile bootstrap interval that resamples
+    the prompts (the same resample on both sides). NaN where a side has no total.
 
     Raises:
         ValueError: the four are not 1-d over the same prompts, or a bad level or n_boot.
@@ -414,8 +404,7 @@ def variance_summary(
     values: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
 ) -> dict:
     """Ratio and Spearman correlation with position of the mean variance profile of
-    `values` [sequence, position], with percentile bootstrap intervals (at `level`) over the
-    sequences."""
+    `values` [sequence, position], with bootstrap intervals over the sequences."""
     n = values.shape[0]
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
@@ -429,9 +418,8 @@ def variance_summary(
 def variance_difference(
     a: np.ndarray, b: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
 ) -> dict[str, float]:
-    """`variance_summary`'s ratio and Spearman correlation of `a` minus those of `b`, two
-    [sequence, position] variance profiles of the same sequences (e.g. a trained model and
-    its initial weights), each with a paired bootstrap interval (`paired_difference`)."""
+    """`variance_summary`'s statistics of `a` minus those of `b`, variance profiles of the same
+    sequences (e.g. a trained model and its initial weights), with paired intervals."""
     out = {}
     for name, (_, rows) in _SUMMARIES.items():
         value, low, high = paired_difference(a, b, rows, n_boot=n_boot, level=level, seed=seed)
@@ -452,8 +440,7 @@ def spearman(profile: np.ndarray) -> float:
 
 
 def _spearman_rows(rows: np.ndarray) -> np.ndarray:
-    """The Spearman correlation of each row of `rows` [n, positions] with its position: the
-    Pearson correlation of its average ranks with 0..positions-1, all rows at once."""
+    """`spearman` of each row of `rows` [n, positions], all rows at once."""
     from scipy.stats import rankdata
 
     ranks = rankdata(rows, axis=1)

@@ -37,13 +37,10 @@ def add_config_args(
     rename: dict[str, str] | None = None,
     exclude: tuple[str, ...] = (),
 ) -> None:
-    """One option per field of a config dataclass; its help text is the field's own.
-
-    `overrides` changes defaults (None: fitted to the task later); `rename`
-    maps field -> option name (the parsed value lands under the new name); fields in `exclude`
-    get no option (the command adds its own, or the field keeps its default: pass the same
-    `exclude` to `config_values`).
-    """
+    """One option per field of a config dataclass (default: `ModelConfig`), its help the
+    field's own: `overrides` changes defaults (None: fitted to the task later), `rename` maps
+    field -> option name, and fields in `exclude` get none (pass the same `rename` and
+    `exclude` to `config_values`)."""
     if cls is None:
         from adjpos.models import ModelConfig as cls
     overrides, rename = overrides or {}, rename or {}
@@ -200,7 +197,6 @@ def check_output_folder(path: Path, option: str = "--out") -> Path:
 
 
 def add_batch_size_arg(parser: argparse.ArgumentParser) -> None:
-    """``--batch-size N``: sequences per forward pass."""
     parser.add_argument(
         "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
@@ -217,7 +213,6 @@ def random_tokens(args: argparse.Namespace, model: Any) -> Any:
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
-    """``--workers N``: how many units of a long job run at once."""
     parser.add_argument(
         "--workers",
         type=non_negative_int,
@@ -283,7 +278,6 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_device_arg(parser: argparse.ArgumentParser) -> None:
-    """``--device auto|cpu|cuda``, resolved by `adjpos.validation.resolve_device`."""
     parser.add_argument(
         "--device", choices=DEVICES, default="auto", help="where to run; auto = cuda when available"
     )

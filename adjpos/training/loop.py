@@ -62,9 +62,6 @@ def train(
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
         progress: show a progress bar (default: only on a terminal).
-
-    Returns:
-        A `TrainResult`.
     """
     _check_fits(model, task, cfg)
     folder = Path(out_dir) if out_dir is not None else None
