@@ -1,9 +1,8 @@
 """Tidy tables: long-format results (one row per measurement) with declared column types.
 
 Every CSV adjpos writes goes through `Table.write` and is read back by `Table.read`, so a
-column's type never depends on guessing from the text: integers stay integers, a missing value
-is a missing value, and a string column never turns into numbers. Figures and the report take
-these pandas DataFrames.
+column's type never depends on guessing from the text (integers stay integers, a string column
+never turns into numbers).
 
 Example:
     >>> import tempfile
@@ -130,16 +129,9 @@ def plain_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def config_table(cls: Any, names: Iterable[str]) -> Table:
     """The columns of dataclass `cls`'s fields `names`, typed from their annotations (so a
     sweep over `ModelConfig` fields reads back as the config's types)."""
-    fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    fields = {f.name: str(f.type).replace(" ", "") for f in dataclasses.fields(cls)}
+    dtypes = (("bool", "boolean"), ("int", "Int64"), ("float", "float64"))
     columns = {}
     for name in names:
-        kind = fields[name].replace(" ", "")
-        if kind.startswith("bool"):
-            columns[name] = "boolean"
-        elif kind.startswith("int"):
-            columns[name] = "Int64"
-        elif kind.startswith("float"):
-            columns[name] = "float64"
-        else:
-            columns[name] = "string"
+        columns[name] = next((t for start, t in dtypes if fields[name].startswith(start)), "string")
     return Table(**columns)
