@@ -1,9 +1,8 @@
 """Where the units of a long job run: in this process, in a local process pool, or as Ray tasks.
 
-A long job (a sweep, the study's probing and causal stages) is a list of independent units,
-each a call ``fn(*args)`` of a module-level function returning JSON-able results; the job
-records each result in its `adjpos.runs.RunFolder` as it arrives. `run_units` is the only
-place that decides where the calls run, so the science has one code path whatever the engine:
+A long job is a list of independent units, each a call ``fn(*args)`` of a module-level
+function returning JSON-able results that the job records in its `adjpos.runs.RunFolder`.
+`run_units` is the only place that decides where the calls run:
 
 - ``workers=0``: in this process, one after the other;
 - ``engine="process"`` (default): a local pool of processes (default: one per core) forked

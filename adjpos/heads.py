@@ -3,14 +3,11 @@ attention can read the similarity of nearby states): per head, how its scores fo
 of the states it attends over, and how much attention it puts on the few positions before the
 query, both on the same prompts (`head_similarity`).
 
-Block l's attention reads adjpos's residual layer l (`blocks.{l}.hook_resid_pre`), through
-its first normalization. The states compared are that normalization's output before its
-learned scale and bias (`blocks.{l}.ln1.hook_normalized`; the residual itself in a block
-without normalization): the scale and bias act the same way on every position, so they are
-part of the head's linear read-out (TransformerLens folds them into W_Q and W_K), and this
-choice gives the same cosines whether or not a model's normalization is folded. Each state is
-divided by a scalar of its own, so these cosines are those of the residual centred over
-d_model (LayerNorm) or of the residual itself (RMSNorm).
+Block l's attention reads residual layer l through its first normalization. The states
+compared are that normalization's output before its learned scale and bias
+(`blocks.{l}.ln1.hook_normalized`; the residual itself without normalization): the scale and
+bias act the same way on every position, so they belong to the head's linear read-out, and the
+cosines are the same whether or not a model's normalization is folded.
 
 Every measure is reduced inside the hooks of one forward pass per batch chunk: the cosine
 matrix of block l is held only until block l's scores arrive.
@@ -79,17 +76,14 @@ def head_similarity(
       row, because the softmax ignores a shift of a whole row; without j = i, because
       c[i, i] = 1 is every row's largest cosine (``self_mass`` reports the query's own share).
     - ``logit_cosine_spearman``: the same with ranks (ties share their mean rank).
-    - ``logit_cosine_given_distance``: the partial Pearson correlation with the distance
-      i - j partialled out: the correlation, within the row, of the residuals of s and of c
-      after a least-squares fit of each on (1, i - j). A head whose scores follow the cosine
-      only because both fall with distance comes out near 0. Rows need `MIN_KEYS` + 1 keys.
-      A linear fit: a cosine that falls with distance in a curve leaves its bend behind.
-    - ``logit_cosine_given_token``: the partial correlation with the key's token identity
-      partialled out: the residuals after removing, within the row, the mean of s (and of c)
-      over the keys that hold the same token, so only keys that share a token with another
-      key of the row count. A head that scores a key by which token it is (and a cosine
-      that is high for a repeated token) comes out near 0. Rows need at least `MIN_KEYS` - 1
-      degrees of freedom left (keys minus distinct tokens).
+    - ``logit_cosine_given_distance``: the partial correlation with the distance i - j
+      partialled out (the residuals of s and c after a least-squares fit on (1, i - j) within
+      the row; rows need `MIN_KEYS` + 1 keys): near 0 for a head whose scores follow the
+      cosine only because both fall with distance (linearly: a curve leaves its bend).
+    - ``logit_cosine_given_token``: the partial correlation with the key's token partialled
+      out (s and c less their means over the row's keys holding the same token; rows need
+      `MIN_KEYS` - 1 degrees of freedom left): near 0 for a head that scores a key by its
+      token.
     - ``previous_mass``: the attention on keys i - window .. i - 1, and ``self_mass`` on key
       i, averaged over the queries with at least `window` earlier positions (i >= window).
     - ``n_queries``: how many queries those means average; ``n_correlated``: how many query
@@ -112,9 +106,8 @@ def head_similarity(
         A frame with the columns of `HEADS`, ordered by layer, then head.
 
     Raises:
-        UsageError: bad tokens, window or batch_size, sequences too short for `window`, or a
-            model without the hooks, with per-head attention inputs, or whose
-            ``hook_attn_scores`` is not causally masked scores.
+        UsageError: bad tokens, window or batch_size, or a model without the hooks, with
+            per-head attention inputs, or whose scores are not causally masked.
 
     Example:
         >>> import adjpos, torch

@@ -38,19 +38,13 @@ def tie_tolerance(precision: torch.dtype) -> float:
     machine epsilons of `precision`, the dtype of the states the similarities come from
     (float32: 4.8e-7; float64: 8.9e-16; float16: 3.9e-3; bfloat16: 3.1e-2).
 
-    Why 4: rounding a state to its dtype moves each coordinate by at most u = eps / 2 of
-    itself, which moves its cosine with any vector by at most u (|d cos| <= u sin(angle)).
-    So a cosine of two rounded states, computed exactly (or in float64 from float32 states, as
-    every score of a model's states is), is within eps of the exact one, whatever the width d,
-    and two cosines equal in exact arithmetic (a state multiplied by a positive factor, one
-    state reached along two paths) land at most 2 eps apart: 4 eps covers that twice.
-    Measured on the shipped task models (float32 states, float64 cosines, every layer):
-    rescaling each state moves a cosine by about 1.2e-8 (0.1 eps); the near-ties that float
-    noise makes of equal cosines lie below 2 eps; the gaps between distinct cosines spread
-    evenly from there on, about 6 in 15 million pairs per eps, so 4 eps ties some 24 distinct
-    pairs of those 15 million, while most distinct cosines differ by 1e-3 or more. A cosine
-    computed in float32 also carries the sum's rounding, which grows with d (up to 7.6 eps at
-    d = 64 on those models): that is why `adjpos.scoring.SCORE_DTYPE` is float64.
+    Why 4: rounding a state to its dtype moves its cosine with any vector by at most u =
+    eps / 2, so a cosine of two rounded states, computed exactly (or in float64 from float32
+    states), is within eps of the exact one whatever the width, and two cosines equal in exact
+    arithmetic land at most 2 eps apart: 4 eps covers that twice. On the shipped task models
+    the near-ties float noise makes lie below 2 eps, and 4 eps ties some 24 distinct pairs of
+    15 million. A cosine summed in float32 carries more rounding (up to 7.6 eps at d = 64):
+    hence `adjpos.scoring.SCORE_DTYPE`.
 
     Example:
         >>> tie_tolerance(torch.float32) == 4 * torch.finfo(torch.float32).eps
@@ -65,9 +59,8 @@ def tie_tolerance(precision: torch.dtype) -> float:
 
 
 def states_precision(x: Tensor) -> torch.dtype:
-    """The dtype whose rounding the values of `x` carry, for `tie_tolerance`: `x`'s own,
-    except that float64 values that are all float32 values (float32 states taken to float64,
-    as the study and the interventions pass them) carry float32's.
+    """The dtype whose rounding the values of `x` carry, for `tie_tolerance`: `x`'s own, or
+    float32's for float64 values that are all float32 values (widened float32 states).
 
     Example:
         >>> x = torch.randn(2, 3)
@@ -213,13 +206,9 @@ def count_pairs_torch(
 
 
 def _count_pairs(values: np.ndarray, prefix: np.ndarray, tol: float) -> np.ndarray:
-    """The compiled count on no more threads than torch may use; both settings left as found.
-
-    `torch.set_num_threads` is the one knob: a sweep worker set to one thread must not start
-    more (on a busy machine each parallel call then waits ~10 ms for a core). And numba's
-    first parallel call starts an OpenMP pool in the libgomp torch shares, which resets
-    torch's thread count.
-    """
+    """The compiled count on no more threads than torch may use (`torch.set_num_threads` is
+    the one knob: a worker set to one thread must not start more), both counts left as found
+    (numba's first parallel call resets torch's, through the libgomp they share)."""
     threads = torch.get_num_threads()
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, before))
