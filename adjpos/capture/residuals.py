@@ -169,10 +169,8 @@ def reduce_residuals(
     (they are the model's own).
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos] (or one sequence [pos]).
+        model, tokens, site, layers, batch_size, progress: as `capture_residuals`.
         reduce: called once per (layer, chunk), layers in order within each chunk.
-        site, layers, batch_size, progress: as `capture_residuals`.
 
     Returns:
         ``{layer: [reduce's result on each chunk, in chunk order]}``, layers ascending.

@@ -230,13 +230,9 @@ class Task(abc.ABC):
         return TaskBatch(tokens, loss_mask, lengths, tuple(prompts), tuple(answers))
 
     def runs(self, prompt: str) -> tuple[tuple[int, int], ...]:
-        """The runs of `prompt`: the stretches that vary between prompts (reversal's digits,
-        addition's two operands, indexing's list and its query, ordering's two digit strings),
-        each as its (first, last) token position, in order. One token per character, so a
-        position counts characters from the prompt's start.
-
-        Raises:
-            ValueError: `prompt` is not a prompt of this task.
+        """The runs of `prompt` (the stretches that vary between prompts, such as addition's
+        two operands), each as its (first, last) token position, in order; `ValueError` for a
+        prompt of another task.
 
         Example:
             >>> from adjpos.tasks import get_task

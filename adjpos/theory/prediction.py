@@ -75,9 +75,8 @@ def simulate_first_layer(
     attention). Only `generator` is drawn from; the global RNG is left alone.
 
     Args:
-        n: number of positions (>= 1).
+        n, residual_ratio: as in `predicted_cosine`.
         d_model: width of the hidden states (>= 1).
-        residual_ratio: rho = E|e|^2 / E|v|^2 (>= 0).
         n_samples: number of independent sequences (>= 1).
         generator: a CPU `torch.Generator`.
 
