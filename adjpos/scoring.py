@@ -55,9 +55,8 @@ def adjacency_score(
     forward pass and memory one layer deep, whatever the depth. One value per layer of `site`,
     numbered as in `adjpos.capture_residuals` (n_layers + 1 for resid_post, 0 = embeddings).
 
-    Each sequence b gets the matrix score S_b (the mean of its selected defined rows s_k, see
-    `adjpos.adjacency_probability`); the layer's score is the plain mean of S_b over the
-    sequences that have one, each sequence weighing the same whatever its length.
+    The layer's score is the plain mean over the sequences of their matrix scores S_b
+    (`adjpos.adjacency_probability`), each sequence weighing the same whatever its length.
 
     Args:
         model_or_cache: a TransformerLens model, or an `ActivationCache` holding every layer
@@ -71,28 +70,22 @@ def adjacency_score(
         progress: show a progress bar (default: only on a terminal).
         ties: "strict" (the study's definition) or "half" (see `adjpos.adjacency_rows`).
         center: subtract each sequence's mean hidden state (over its real positions) before
-            the cosine, so a direction every state shares (random-init states point nearly
-            the same way) does not enter the similarities.
-        rows: [batch, pos] mask of the rows k to score, e.g. a task's prompt rows or its
-            answer rows (`TaskBatch.answer_rows`); each row still looks at every earlier
-            position. Sequences with no selected row are left out of the mean.
-        per_sequence: return S_b itself, one score per layer and sequence, to bootstrap an
-            interval over the sequences (`adjpos.stats.bootstrap_interval`). NaN marks a
-            sequence without a selected defined row (possible only with `rows`). The default
-            result is exactly ``adjacency_score(..., per_sequence=True).nanmean(dim=1)``.
-        skip_first: leave the first K positions out of the measure (an attention sink such as
-            a BOS token or position 0 of a language model, whose state is unlike the rest):
-            each sequence is scored as if it began at position K (rows, compared positions
-            and the centring mean alike), so it needs at least K + 3 tokens.
+            the cosine, so a direction every state shares does not enter the similarities.
+        rows: [batch, pos] mask of the rows k to score (e.g. `TaskBatch.answer_rows`); each
+            row still looks at every earlier position. Sequences with no selected row are
+            left out of the mean.
+        per_sequence: return S_b itself, [layer, batch] (NaN for a sequence without a
+            selected row), e.g. to bootstrap an interval over the sequences.
+        skip_first: score each sequence as if it began at position K (an attention sink such
+            as a BOS token left out), so it needs at least K + 3 tokens.
 
     Returns:
         Float64 tensor [layer] on the CPU; [layer, batch] with `per_sequence`.
 
     Raises:
-        ValueError: a sequence is shorter than 3 tokens (K + 3 with `skip_first`), bad
-            tokens or lengths, non-finite activations, or a cache without the hooks of
-            `site` (the message names them).
-        TypeError: a model without tokens, or a cache with tokens or a batch_size; a
+        ValueError: too short sequences, bad tokens or lengths, non-finite activations, or a
+            cache without the hooks of `site`.
+        TypeError: a model without tokens, a cache with tokens or a batch_size, or a
             `center` or `per_sequence` that is not a bool.
     """
     check_ties(ties)

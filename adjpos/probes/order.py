@@ -122,11 +122,8 @@ def reconstruct_order(
         model, layers, model_name, batch_size, progress: as in `adjpos.probe_positions`.
 
     Returns:
-        A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation"),
-        "variance" (probe "variance_sort") and "cosine_first" (probe
-        "first_similarity_sort"), metric "abs_kendall_tau"; value = mean over the sequences,
-        std = their standard deviation, sem = std / sqrt(sequences), baseline =
-        `expected_abs_tau` of the items ranked.
+        A `ProbeResult`, features and probe from `ORDER_METHODS`, metric "abs_kendall_tau":
+        the mean over the sequences, their std and sem, baseline `expected_abs_tau`.
     """
     with small_work_threads(check_model(model)):
         tokens, layers = _check_order(model, tokens, layers)
@@ -160,9 +157,8 @@ def order_scores(
 
     Args:
         model, tokens, layers, seed, batch_size: as in `reconstruct_order`.
-        drop_first: every method ranks only the n - 1 states other than position 0, the
-            states the first-similarity sort ranks (so it is compared on the same positions);
-            otherwise seriation and the variance sort rank all n.
+        drop_first: every method ranks only the n - 1 states the first-similarity sort ranks
+            (position 0 left out), so all are compared on the same positions.
 
     Returns:
         ``{method: SequenceScores}`` (features: the method's name, probe: "order", metric
