@@ -8,12 +8,10 @@
     adjpos reproduce   the whole study: results, figures and a report
     adjpos convert-gguf   a GGUF model file written as a Hugging Face folder
 
-One module per command; `_options` holds what they share (``--model`` means the same in
-score, probe and train). Bad input (an `adjpos.validation.UsageError`, or an `OSError` such as
-an unwritable output folder or a missing input file) exits with code 2 and
+One module per command; `_options` holds what they share. Bad input (an
+`adjpos.validation.UsageError` or an `OSError`) exits with code 2 and
 ``adjpos COMMAND: error: ...``; any other exception is a bug and shows its traceback. Ctrl-C
-ends a command with one line saying how to go on (exit code 130); the workers of a long job
-stop with it.
+ends a command with one line saying how to go on (exit code 130).
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ def load_model(
             final weights.
 
     Raises:
-        ValueError: `path` is not an adjpos checkpoint folder, it has no snapshot of `step`
-            (the message lists those it has), or `n_ctx` is asked of a learned-position model.
+        ValueError: not a checkpoint folder, no snapshot of `step`, or `n_ctx` asked of a
+            learned-position model.
     """
     folder = Path(path)
     if is_hf_folder(folder):
@@ -141,8 +141,7 @@ def write_weights(model: Any, target: Path, *, dtype: torch.dtype | None = None)
 
 def snapshot_steps(path: str | os.PathLike, count: int | None = None) -> list[int]:
     """The training steps whose snapshots checkpoint folder `path` holds, in order; with
-    `count`, that many of them spread evenly by index, the first and the last among them
-    (`spread_evenly`)."""
+    `count`, that many of them (`spread_evenly`)."""
     folder = Path(path) / SNAPSHOTS
     if not folder.is_dir():
         return []

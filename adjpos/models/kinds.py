@@ -6,8 +6,6 @@ sliding window), ``"chunked_rope"`` (RoPE inside fixed chunks, Llama 4), ``"lear
 (learned absolute positions added to the embeddings), ``"alibi"`` and ``"shortformer"``.
 
 The bridge's own config is not read: it says "rotary" for a SmolLM3 whose layers are all NoPE.
-For the residual stream (``site="resid_post"``) layer 0 is the embeddings: see
-`capture_kinds`.
 """
 
 from __future__ import annotations

@@ -4,26 +4,19 @@ paired interval over sequences.
 A probe score depends on which positions it is asked about and on the folds, and most of its
 uncertainty comes from which sequences were drawn. Two feature sets a and b are compared so:
 
-1. **The same positions.** Each set's samples are the (sequence, position) pairs it has
-   features for; both sets are scored on the pairs they share. ``cosine_first`` and
-   ``cosine_previous`` have nothing at position 0 (their row there is NaN), so a pair with
-   either of them is scored on positions 1..n-1 for both sets.
-2. **The same folds.** `GroupKFold` over the sequences with one seed: the split depends only
-   on the sequences and the seed, so both sets are trained and tested on the same sequences.
-3. **Pooled out-of-fold predictions.** Every sample is predicted once, by the probe fitted on
-   the folds that do not hold its sequence (`adjpos.probes.fit.predict_out_of_fold`), and a
-   set's score is the metric of all its predictions pooled: R^2 = 1 - SSE / sum (y - mean y)^2,
-   the mean absolute error, the accuracy, the mean absolute distance. Each sequence keeps the
-   sums the metrics need (`STATISTICS`), so the score of any multiset of sequences is a ratio
-   of their sums.
+1. **The same positions**: the (sequence, position) pairs both have features for (a pair with
+   ``cosine_first`` or ``cosine_previous`` is scored on positions 1..n-1 for both sets).
+2. **The same folds**: `GroupKFold` over the sequences with one seed.
+3. **Pooled out-of-fold predictions** (`adjpos.probes.fit.predict_out_of_fold`): a set's
+   score is the metric of all its predictions pooled. Each sequence keeps the sums the
+   metrics need (`STATISTICS`), so the score of any multiset of sequences is a ratio of sums.
 4. **A paired bootstrap over sequences** (`adjpos.stats.paired_difference`): both sets'
    scores are recomputed on the same draw of sequences. The probes are not refitted in a draw:
    the interval covers the sampling of the scored sequences given the fitted folds.
 
-With ``best_layer=True`` each side is read at its own best layer (the highest score, the lowest
-error) and the best layers are chosen again in every draw, so the choice is part of the
-uncertainty. The difference is a - b as measured: positive is better for R^2 and accuracy,
-worse for the errors (``mae``, ``mean_abs_distance``).
+With ``best_layer=True`` each side is read at its own best layer, chosen again in every draw.
+The difference is a - b as measured: positive is better for R^2 and accuracy, worse for the
+errors (``mae``, ``mean_abs_distance``).
 """
 
 from __future__ import annotations
