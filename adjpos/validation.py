@@ -1,10 +1,7 @@
 """Checks of user input shared across adjpos: each raises an error naming the value and what is
-allowed, before any work starts. Checks that belong to one package (token ids in `capture`,
-lengths and similarity matrices in `metrics`) live there, and raise `UsageError` too.
-
-`UsageError` is adjpos's own error for input it refuses. It subclasses `ValueError`, so
-``except ValueError`` still catches it; the command line reports it (exit code 2) and lets any
-other exception, a bug, show its traceback.
+allowed, before any work starts (checks that belong to one package live there). `UsageError`,
+a `ValueError`, is adjpos's own error for input it refuses: the command line reports it (exit
+code 2) and lets any other exception, a bug, show its traceback.
 """
 
 from __future__ import annotations

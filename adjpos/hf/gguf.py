@@ -1,8 +1,5 @@
-"""A GGUF file (llama.cpp's format) as a normal Hugging Face folder: `convert_gguf`.
-
-`adjpos.load_hf` reads a .gguf file directly (dequantising it on every load); converting it
-once gives a folder of float safetensors, a config and the tokenizer, which loads faster and
-is read by any tool that reads Hugging Face folders.
+"""A GGUF file (llama.cpp's format) as a normal Hugging Face folder (`convert_gguf`), which
+loads faster than the file itself (dequantised on every load) and any Hugging Face tool reads.
 """
 
 from __future__ import annotations

@@ -71,7 +71,10 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
                 learned = {**kwargs, "positional_embedding_type": "standard", "device": "cpu"}
                 start = HookedTransformer(HookedTransformerConfig(**learned))
                 model = HookedTransformer(HookedTransformerConfig(**kwargs, init_weights=False))
-                _copy_parameters(start, model)
+                weights = dict(start.named_parameters())
+                with torch.no_grad():
+                    for name, param in model.named_parameters():
+                        param.copy_(weights[name])
             else:
                 model = HookedTransformer(HookedTransformerConfig(**kwargs))
     model.adjpos_config = cfg
@@ -97,14 +100,6 @@ def _global_rngs_restored():
     finally:
         random.setstate(py_state)
         np.random.set_state(np_state)
-
-
-def _copy_parameters(source: nn.Module, target: nn.Module) -> None:
-    """Copy every parameter of `target` from the one of the same name in `source`."""
-    weights = dict(source.named_parameters())
-    with torch.no_grad():
-        for name, param in target.named_parameters():
-            param.copy_(weights[name])
 
 
 def _reapply_after_load(model: nn.Module, incompatible_keys: Any) -> None:

@@ -133,7 +133,9 @@ def compare_first_layer(
     predicted = predicted_cosine(n, residual_ratio=rho).float()
     measured = sim.mean(dim=0)
     below = torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
-    entropy = _attention_entropy(cache[_PATTERN])
+    # per query, mean over heads and sequences (xlogy: 0 log 0 = 0 at the masked keys)
+    pattern = cache[_PATTERN].double()
+    entropy = -torch.special.xlogy(pattern, pattern).sum(dim=-1).mean(dim=(0, 1)).float()
     return FirstLayerComparison(
         site=site,
         residual_ratio=rho,
@@ -201,14 +203,6 @@ def _run_block_0(model: Any, tokens: Tensor, names: list[str]) -> dict[str, Tens
     with torch.inference_mode():
         _, cache = model.run_with_cache(tokens, names_filter=names, stop_at_layer=1)
     return {name: cache[name].detach().cpu() for name in names}
-
-
-def _attention_entropy(
-    pattern: Float[Tensor, "batch head query key"],
-) -> Float[Tensor, " query"]:
-    # xlogy gives 0 log 0 = 0 for the masked (future) keys.
-    entropy = -torch.special.xlogy(pattern.double(), pattern.double()).sum(dim=-1)
-    return entropy.mean(dim=(0, 1)).float()
 
 
 def _logit_variance(scores: Float[Tensor, "batch head query key"]) -> float:
