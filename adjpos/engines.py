@@ -67,12 +67,8 @@ class Resources:
 
 
 def check_engine(engine: Any, workers: Any = None, address: Any = None) -> str:
-    """`engine`, checked with the options that go with it (before any work).
-
-    Raises:
-        ValueError: an unknown engine, a negative or non-int worker count, an address without
-            Ray, or Ray not installed (the message names the extra).
-    """
+    """`engine`, checked with the options that go with it before any work (a `ValueError`
+    names the extra when Ray is not installed)."""
     check_choice("engine", engine, ENGINES)
     if workers is not None and (not is_int(workers) or workers < 0):
         raise UsageError(f"workers must be an int >= 0 (0 runs in-process), got {workers!r}")

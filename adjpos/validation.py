@@ -81,11 +81,8 @@ def check_generator(generator: Any) -> None:
 
 
 def resolve_device(device: Any) -> Any:
-    """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU.
-
-    Raises:
-        UsageError: the name is not a device torch knows, or CUDA is asked for and absent.
-    """
+    """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU
+    (a `UsageError` for an unknown name, or for CUDA asked for and absent)."""
     import torch
 
     if device is None or device == "auto":

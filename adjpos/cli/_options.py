@@ -1,7 +1,6 @@
 """What the commands share: one help style, one option per config field, one helper per shared
-option (``--model``, ``--task``, ``--out``, ``--device``, ``--batch-size`` ...) with the
-resolvers behind them, small parsers and output-path checks. An option that two commands share
-is declared here, so it has one name, one help text and one check."""
+option with the resolvers behind it, small parsers and output-path checks: an option two
+commands share has one name, one help text and one check."""
 
 from __future__ import annotations
 
@@ -144,11 +143,7 @@ def task_param(text: str) -> tuple[str, int | str]:
 
 
 def task_from_args(args: argparse.Namespace) -> Any:
-    """The task that ``--task`` and ``--task-param`` name, or None without ``--task``.
-
-    Raises:
-        UsageError: ``--task-param`` without ``--task``, or a parameter the task refuses.
-    """
+    """The task that ``--task`` and ``--task-param`` name, or None without ``--task``."""
     if args.task is None:
         if args.task_param:
             raise UsageError("--task-param sets a parameter of --task; give --task too")

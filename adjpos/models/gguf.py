@@ -16,11 +16,8 @@ GGUF_INSTALL = 'pip install -e ".[gguf]" (or pip install gguf)'
 
 def find_gguf(source: str | os.PathLike) -> Path | None:
     """The .gguf file `source` names: itself, or the one .gguf in a folder that has no
-    ``config.json`` (a folder with a config is a Hugging Face folder). None otherwise.
-
-    Raises:
-        ValueError: a .gguf path that does not exist, or a folder with several .gguf files.
-    """
+    ``config.json`` (a folder with a config is a Hugging Face folder). None otherwise; a
+    missing .gguf path or a folder of several raise `ValueError`."""
     path = Path(source)
     if path.suffix.lower() == ".gguf":
         if not path.is_file():

@@ -82,11 +82,8 @@ class SequenceScores:
     def values(self, metric: str, sums: np.ndarray | None = None) -> np.ndarray:
         """`metric` at each layer of the pooled `sums` [..., layer, statistic] (default: of
         every sequence): R^2 = 1 - squared_error / (sum_y2 - sum_y^2 / count), an error or
-        the accuracy (correct) per count, or a mean per-sequence score.
-
-        Raises:
-            UsageError: a metric these sums cannot give (the message lists those they can).
-        """
+        the accuracy (correct) per count, or a mean per-sequence score (a `UsageError` lists
+        the metrics these sums can give)."""
         available = [m for m, needs in _NEEDS.items() if set(needs) <= set(self.statistics)]
         if metric not in available:
             raise UsageError(
@@ -260,10 +257,7 @@ def compare_scores(
 ) -> list[dict[str, Any]]:
     """The difference a - b of `metric` with its paired bootstrap interval over the sequences
     (one row per layer, or one at each side's best layer): the rows of `COMPARISON_TABLE`.
-
-    Raises:
-        UsageError: the two were not scored on the same sequences, positions and layers.
-    """
+    A `UsageError` when the two were not scored alike."""
     alike = [(s.sums.shape, s.statistics, s.positions, s.layers) for s in (a, b)]
     if alike[0] != alike[1]:
         raise UsageError(

@@ -176,12 +176,8 @@ class Task(abc.ABC):
         self.solve(prompt)
 
     def solve(self, prompt: str) -> str:
-        """The answer to `prompt` (no EOS).
-
-        Raises:
-            ValueError: a character outside the vocabulary, or a malformed prompt (the message
-                quotes the prompt, says what is wrong and what was expected).
-        """
+        """The answer to `prompt` (no EOS); a `ValueError` quotes a malformed prompt, says what
+        is wrong and what was expected."""
         vocab.check_text(prompt)
         return self._answer(self._parse(prompt))
 
@@ -214,11 +210,8 @@ class Task(abc.ABC):
         return self.encode_batch(self.draw_prompts(n, generator=generator, split=split))
 
     def encode_batch(self, prompts: Sequence[str]) -> TaskBatch:
-        """Solve and encode given prompts into a `TaskBatch` padded to `max_len`.
-
-        Raises:
-            ValueError: `prompts` is empty or holds an invalid prompt.
-        """
+        """Solve and encode given prompts (at least one) into a `TaskBatch` padded to
+        `max_len`."""
         _check_count(len(prompts))
         answers = [self.solve(prompt) for prompt in prompts]
         rows = [vocab.encode_ids(p + a + vocab.EOS) for p, a in zip(prompts, answers, strict=True)]

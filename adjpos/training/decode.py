@@ -17,12 +17,8 @@ from adjpos.validation import UsageError
 
 
 def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
-    """Answer each prompt by greedy decoding until the end-of-answer token.
-
-    Prompts of one length are decoded together (no padding ever enters the model).
-
-    Raises:
-        ValueError: a prompt is malformed for `task` (the message names it).
+    """Answer each prompt by greedy decoding until the end-of-answer token, prompts of one
+    length together (no padding ever enters the model); `ValueError` for a malformed prompt.
     """
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings, not one string")

@@ -53,12 +53,9 @@ def train(
             ``cfg.loss="sequence"``; its evaluation is the next-token loss, ``val_loss`` in
             the history, and accuracy on fixed validation windows).
         cfg: the run's settings.
-        out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
-            `adjpos.load_model`; a Hugging Face folder for a bridged model), ``metrics.json``,
-            ``run.json``, ``checkpoint.pt`` and the snapshots that ``cfg.snapshots`` asks for
-            (``load_model(out_dir, step=s)``).
-        resume: continue the run saved in `out_dir` (same config and task required), or
-            start one there when it holds none (``adjpos train --resume`` refuses that).
+        out_dir: checkpoint folder (`adjpos.load_model` reads it, and with ``step=s`` the
+            snapshots ``cfg.snapshots`` asks for), with ``metrics.json`` and ``checkpoint.pt``.
+        resume: continue the run saved in `out_dir` (same config and task), or start one.
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
         progress: show a progress bar (default: only on a terminal).
@@ -239,8 +236,7 @@ def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
 
 def _trajectory(identity: dict) -> dict:
     """What decides the weights step by step: everything but the early-stop target, the
-    snapshots kept and the device (a run may be resumed on another device; the device is
-    provenance)."""
+    snapshots kept and the device (provenance: a run may resume on another)."""
     ignored = ("target_accuracy", "device", "snapshots")
     train = {k: v for k, v in identity["train"].items() if k not in ignored}
     if train.get("loss") == "answer":  # the default: runs from before the option resume
