@@ -1,7 +1,8 @@
 """Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
 against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`) and a claim's
 `Status` from its counts (`Status.of`, the one rule); intervals of proportions, of means over
-units and seeds, and of paired differences; the variance ratio and its Spearman correlation."""
+units and seeds, and of paired differences; the variance ratio and its Spearman correlation.
+Bad input (shapes, counts, a level outside (0, 1)) raises `UsageError` naming it."""
 
 from __future__ import annotations
 
@@ -63,9 +64,6 @@ def compare_intervals(low: float, high: float, other_low: float, other_high: flo
         'within'
         >>> compare_intervals(0.8, 0.9, 1.0, 1.0)
         'below'
-
-    Raises:
-        UsageError: an interval's low exceeds its high.
     """
     if np.isnan(np.array([low, high, other_low, other_high], dtype=float)).any():
         return "within"
@@ -155,9 +153,6 @@ def wilson_interval(successes: int | float, n: int, *, level: float = LEVEL) -> 
         >>> low, high = wilson_interval(64, 64)
         >>> round(low, 3), high
         (0.943, 1.0)
-
-    Raises:
-        ValueError: `n` below 1, `successes` outside 0..n, or `level` outside (0, 1).
     """
     from scipy.stats import norm
 
@@ -189,10 +184,6 @@ def bootstrap_interval(
         >>> low, high = bootstrap_interval([0, 1] * 200)
         >>> 0.44 < low < 0.5 < high < 0.56
         True
-
-    Raises:
-        ValueError: no values, values and weights of different lengths or not finite, or a bad
-            `level` or `n_boot`.
     """
     x = np.asarray(values, dtype=float).reshape(-1)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
@@ -242,9 +233,6 @@ def paired_difference(
         >>> d, low, high = paired_difference(a + 1.0, a)  # every unit 1 higher
         >>> d, low, high
         (1.0, 1.0, 1.0)
-
-    Raises:
-        ValueError: `a` and `b` of different shapes or sharing no unit, or a bad level or n_boot.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim == 0:
@@ -300,9 +288,6 @@ def paired_draw_difference(
     same prompts (one row for an arm without draws), with a percentile bootstrap interval that
     resamples the prompts (the same resample on both sides) and, independently, each side's
     draws.
-
-    Raises:
-        ValueError: not two 2-d arrays over the same prompts, or a bad level or n_boot.
     """
     x, y = np.atleast_2d(np.asarray(a, float)), np.atleast_2d(np.asarray(b, float))
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or not x.size or not y.size:
@@ -333,9 +318,6 @@ def paired_share_difference(
     """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b), each a
     [prompts] count over the same prompts, with a percentile bootstrap interval that resamples
     the prompts (the same resample on both sides). NaN where a side has no total.
-
-    Raises:
-        ValueError: the four are not 1-d over the same prompts, or a bad level or n_boot.
     """
     arrays = [np.asarray(x, float) for x in (hits_a, totals_a, hits_b, totals_b)]
     if any(x.ndim != 1 or x.shape != arrays[0].shape for x in arrays) or not arrays[0].size:
@@ -390,9 +372,6 @@ def variance_ratio(profile: ArrayLike) -> float:
     Example:
         >>> variance_ratio([4.0, 4.0, 3.0, 2.0, 1.0, 1.0])
         0.25
-
-    Raises:
-        ValueError: fewer than 2 positions, or non-finite values.
     """
     values = np.asarray(profile, dtype=float).reshape(-1)
     if values.size < 2 or not np.isfinite(values).all():

@@ -80,9 +80,6 @@ def hf_config(
         [1, 1, 1, 0, 1, 1, 1, 0]
         >>> hf_config("cohere2", nope="all").layer_types[:2]
         ['full_attention', 'full_attention']
-
-    Raises:
-        ValueError: an unknown family, size or layout.
     """
     import transformers
 

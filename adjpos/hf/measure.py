@@ -39,9 +39,6 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
     ``n_below``, ``n_within``: counts, not a verdict), the control's change, ``versus_rope``
     (`adjpos.stats.compare_intervals` of the two spans) and the paired ``difference`` of the
     adjacency (same seed, same weights; mean, min and max over the seeds).
-
-    Raises:
-        ValueError: `rows` lack a column, or a released NoPE layer has no all-RoPE control.
     """
     import pandas as pd
 

@@ -144,9 +144,6 @@ def position_curve_pcs(decomposition: Decomposition, k: int | None = None) -> Po
         decomposition: from `decompose`.
         k: how many components (default: all, min(pos, d_model)).
 
-    Raises:
-        ValueError: `k` is not an int in [1, min(pos, d_model)].
-
     Example:
         >>> t = torch.arange(6.0)[:, None]
         >>> offsets = torch.randn(4, 1, 3, generator=torch.Generator().manual_seed(0))

@@ -33,9 +33,6 @@ def layer_kinds(model: Any) -> list[str]:
         >>> import adjpos
         >>> adjpos.layer_kinds(adjpos.build_model(adjpos.ModelConfig(n_layers=2)))
         ['nope', 'nope']
-
-    Raises:
-        TypeError: `model` is neither a HookedTransformer nor a TransformerBridge.
     """
     if _is_hooked_transformer(model):
         kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
@@ -64,9 +61,6 @@ def is_position_free(model: nn.Module) -> bool:
         >>> import adjpos
         >>> adjpos.is_position_free(adjpos.build_model(adjpos.ModelConfig(n_layers=1)))
         True
-
-    Raises:
-        TypeError: `model` is not a torch module.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(

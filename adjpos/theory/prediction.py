@@ -40,9 +40,6 @@ def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "p
     Returns:
         C[j, k] in float64.
 
-    Raises:
-        ValueError: `n` is not a positive int or `residual_ratio` is negative or not finite.
-
     Example:
         >>> predicted_cosine(3).round(decimals=4)
         tensor([[1.0000, 0.7071, 0.5774],
@@ -125,9 +122,6 @@ def predicted_adjacency(
 
     Returns:
         One score per length, float64, in the order given.
-
-    Raises:
-        ValueError: a length under 3, or another argument out of range.
 
     Example:
         >>> gen = torch.Generator().manual_seed(0)

@@ -70,9 +70,6 @@ def evaluate(
     whose mean is that accuracy), e.g. for an interval over the prompts
     (``adjpos.stats.wilson_interval(sum(hits), len(hits))``).
 
-    Raises:
-        ValueError: a prompt is malformed for `task`.
-
     Example:
         >>> import adjpos, torch
         >>> model, task = adjpos.load_pretrained("reversal")
