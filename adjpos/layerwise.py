@@ -63,9 +63,8 @@ def measure_layers(
             2 sequences).
         rows, center, ties, skip_first: as in `adjpos.adjacency_score`; a sequence with no
             selected row k >= 2 is left out of the adjacency columns (at least 2 must remain).
-        probe_features: feature sets to probe with ridge regression (e.g. ``("variance",
-            "resid")``, see `adjpos.probe_positions`); each adds a column ``r2_<name>``
-            (cross-validated R^2 of position, 1 = read exactly).
+        probe_features: feature sets to probe with ridge regression (`adjpos.probe_positions`),
+            each adding a column ``r2_<name>``, the cross-validated R^2 of position.
         batch_size, progress: as in `adjpos.capture_residuals`.
         n_boot, seed: bootstrap resamples of the sequences, and their seed.
 

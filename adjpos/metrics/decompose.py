@@ -96,10 +96,6 @@ def decompose(
         lengths: true length of each sequence (default: every sequence has all `pos`
             positions, the balanced case). Padding never enters a mean.
 
-    Raises:
-        ValueError: `states` is not [batch, pos, d_model] with every size at least 1 or holds
-            NaN or inf; `lengths` is not one int per sequence in [1, pos].
-
     Example:
         >>> curve = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])  # sums to zero
         >>> states = curve + torch.tensor([[[2.0, 2.0]], [[0.0, 0.0]]])  # 2 sequences
@@ -274,15 +270,10 @@ def decomposition_shares(
     The curve each sequence lost held out is kept (``held_out_curve``).
 
     Args:
-        states: hidden states of right-padded sequences.
+        states, lengths: as in `decompose`.
         tokens: their token ids (for the token part).
-        lengths: true length of each sequence (default: all `pos`).
         folds: how many folds (2 .. batch).
         seed: seed of the fold assignment (`adjpos.seeds.derive_seed`).
-
-    Raises:
-        ValueError: bad states or lengths, tokens of another shape or negative, or `folds`
-            not an int in [2, batch].
 
     Example:
         >>> noise = torch.randn(10, 6, 4, generator=torch.Generator().manual_seed(0))

@@ -62,18 +62,13 @@ def probe_positions(
     probed once, reported at layer 0.
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos], right-padded when `lengths` is given.
-        lengths: true length of each sequence (mixed lengths only for the unshuffled
-            backward-only sets); padding is never a sample.
-        layers: residual-stream layers (default: all; 0 = token embeddings).
-        features: one feature-set name or several.
-        probe: "ridge", "logistic", "spline", or several as a list.
+        model, tokens, layers, batch_size: as in `adjpos.capture_residuals` (resid_post).
+        lengths: true length of each right-padded sequence (mixed lengths only for the
+            unshuffled backward-only sets); padding is never a sample.
+        features, probe: one feature-set or probe name, or several.
         cv: folds (at least 2, at most the number of sequences).
-        seed: the seed each repeat's seed is derived from.
-        repeats: how many repeats (seeds).
+        seed, repeats: the seed each repeat's seed is derived from, and how many repeats.
         model_name: the result's `model` label.
-        batch_size: sequences per forward pass (default: all at once).
         progress: show a progress bar counting the fits (default: only on a terminal).
 
     Returns:
