@@ -86,12 +86,10 @@ def head_similarity(
       token.
     - ``previous_mass``: the attention on keys i - window .. i - 1, and ``self_mass`` on key
       i, averaged over the queries with at least `window` earlier positions (i >= window).
-    - ``n_queries``: how many queries those means average; ``n_correlated``: how many query
-      rows the correlations average; ``n_given_distance``, ``n_given_token``: how many rows
-      each partial correlation averages (a row is defined where both residuals vary).
+    - ``n_queries``, ``n_correlated``, ``n_given_distance``, ``n_given_token``: how many
+      queries or rows each of those means averages.
 
-    Keys a head cannot see (masked to -inf, as in local attention) are left out of the
-    correlations.
+    Keys a head cannot see (masked to -inf) are left out of the correlations.
 
     Args:
         model: a HookedTransformer with causal attention, whatever its positions (the scores

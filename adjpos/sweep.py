@@ -74,7 +74,8 @@ def sweep(
     engine: str = "process",
     address: str | None = None,
 ) -> SweepResult:
-    """Score random-init models over every grid cell and seed; resumable.
+    """Score random-init models over every grid cell and seed; resumable. A bad grid, a folder
+    of other settings or an engine that cannot run is refused before any cell runs.
 
     Args:
         grid: ``{field: [values]}`` of `ModelConfig` fields (or a list of such dicts).
@@ -86,10 +87,6 @@ def sweep(
         progress: show a progress bar (default: only on a terminal).
         engine, workers, address: as in `adjpos.engines.run_units` (the rows do not depend on
             them).
-
-    Raises:
-        ValueError: a bad grid, an `out_dir` holding a run with other settings, or an engine
-            that cannot run (before any cell runs).
     """
     check_engine(engine, workers, address)
     base = base if base is not None else ModelConfig()

@@ -58,11 +58,8 @@ class Table:
         return list(self.columns)
 
     def frame(self, rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-        """`rows` (dicts or a DataFrame) as a DataFrame with exactly these columns and types.
-
-        Raises:
-            ValueError: a column is missing or extra, or a value does not fit its type.
-        """
+        """`rows` (dicts or a DataFrame) as a DataFrame with exactly these columns and types
+        (a `ValueError` for a missing or extra column, or a value that does not fit)."""
         import pandas as pd
 
         data = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -95,11 +92,8 @@ class Table:
         return frame
 
     def read(self, path: str | os.PathLike) -> pd.DataFrame:
-        """The table at `path` with these columns and types.
-
-        Raises:
-            ValueError: the file's header is not these columns.
-        """
+        """The table at `path` with these columns and types (a `ValueError` when its header is
+        not these columns)."""
         import pandas as pd
 
         header = pd.read_csv(path, nrows=0).columns.tolist()

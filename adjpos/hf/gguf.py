@@ -15,10 +15,7 @@ def convert_gguf(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write the GGUF model `source` (a .gguf file, or a folder holding one) as a Hugging Face
     folder `out`: ``config.json``, float32 ``model.safetensors`` (dequantised) and the
     tokenizer. ``adjpos.load_hf(out)`` then gives the same model as ``adjpos.load_hf(source)``.
-
-    Raises:
-        ValueError: `source` is no GGUF file, `out` already holds a model (a config.json), or
-            the ``gguf`` package is missing (the message names the extra).
+    `out` must not hold a model already (a config.json).
     """
     import transformers
 

@@ -20,12 +20,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) -> Any:
     """The tokenizer stored beside a model (a folder, a GGUF file, which holds its tokenizer,
-    or a hub name with the network).
-
-    Raises:
-        ValueError: no tokenizer files there (or the hub is out of reach); score random
-            token ids instead (``adjpos score --random-tokens``).
-    """
+    or a hub name with the network); a `ValueError` when there is none."""
     import transformers
 
     if (gguf := find_gguf(source)) is not None:

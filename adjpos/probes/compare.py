@@ -134,8 +134,7 @@ def compare_feature_sets(
             again in every bootstrap draw; otherwise one row per layer.
         cv: folds grouped by sequence (the same for both sets).
         seed: seed of the folds, of the shuffles of ``shuffled:`` sets and of the bootstrap.
-        n_boot: bootstrap draws.
-        level: confidence level of the percentile interval.
+        n_boot, level: bootstrap draws, and the percentile interval's confidence level.
 
     Returns:
         a frame of `COMPARISON_TABLE`, a row per pair (and layer) and metric: ``layer_b`` is

@@ -115,10 +115,6 @@ def compare_first_layer(
 
     Returns:
         A `FirstLayerComparison`, tensors on the CPU.
-
-    Raises:
-        ValueError: an unknown site or one the model lacks, a model with a positional signal
-            (unless `position_free=True`), sequences shorter than 3 tokens, or bad tokens.
     """
     check_choice("site", site, THEORY_SITES)
     check_site(model, site)
