@@ -6,14 +6,10 @@ The top level holds the verbs a user reaches for::
     model = adjpos.build_model(adjpos.ModelConfig())
     adjpos.adjacency_score(model, tokens)
 
-Everything else lives in namespaces: `adjpos.figures` (plotly figures), `adjpos.theory` (the
-first-layer argument), `adjpos.hf` (Hugging Face models with NoPE layers), `adjpos.sweep`
-(random-init models over a grid of configs), `adjpos.study` (the paper's study: `reproduce`,
-the report), and the packages below
-(`adjpos.probes`, `adjpos.tasks`, ...). Each is an attribute of `adjpos` (``import adjpos;
-adjpos.theory.compare_first_layer``), imported on first use (PEP 562). TransformerLens,
-transformers, scikit-learn and plotly are imported only when a function needs them, so
-``import adjpos`` stays fast.
+Everything else lives in namespaces (`adjpos.figures`, `adjpos.theory`, `adjpos.hf`,
+`adjpos.sweep`, `adjpos.study`, `adjpos.probes`, ...), each an attribute of `adjpos` imported
+on first use (PEP 562). TransformerLens, transformers, scikit-learn and plotly are imported
+only when a function needs them, so ``import adjpos`` stays fast.
 """
 
 __version__ = "0.1.0"

@@ -1,25 +1,21 @@
 """Where the units of a long job run: in this process, in a local process pool, or as Ray tasks.
 
-A long job (a sweep, the study's probing and causal stages) is a list of independent units,
-each a call ``fn(*args)`` of a module-level function returning JSON-able results; the job
-records each result in its `adjpos.runs.RunFolder` as it arrives. `run_units` is the only
-place that decides where the calls run, so the science has one code path whatever the engine:
+A long job is a list of independent units, each a call ``fn(*args)`` of a module-level
+function returning JSON-able results that the job records in its `adjpos.runs.RunFolder`.
+`run_units` is the only place that decides where the calls run:
 
-- ``workers=0``: in this process, one after the other, each with as many threads as a worker
-  would have (`Resources.cpus`);
+- ``workers=0``: in this process, one after the other;
 - ``engine="process"`` (default): a local pool of processes (default: one per core) forked
-  from a server that has torch imported (spawned where there is none),
-  each limited to `Resources.cpus` threads (1), so workers do not oversubscribe the cores;
+  from a server that has torch imported (spawned where there is none);
 - ``engine="ray"``: Ray tasks, on a local Ray that adjpos starts (``workers`` CPUs) or on an
-  existing cluster (``address``, e.g. ``"auto"`` or ``"ray://host:10001"``). Each task asks
-  for `Resources` (CPUs, and a GPU when the job runs on CUDA), so Ray packs units onto a
-  cluster's machines and GPUs. Needs the ``ray`` extra: ``pip install -e ".[ray]"``.
+  existing cluster (``address``, e.g. ``"auto"`` or ``"ray://host:10001"``), each asking for
+  `Resources` (CPUs, and a GPU when the job runs on CUDA). Needs the ``ray`` extra:
+  ``pip install -e ".[ray]"``.
 
 Every unit runs with `Resources.cpus` torch threads (1 by default) wherever it runs, so the
-results do not depend on the engine: a solver that stops at a tolerance (the logistic probe)
-would otherwise stop at a slightly different point with another thread count. Results come
-back in completion order; the job writes them through its run folder, so a run is resumable
-whichever engine ran it, and one started on one engine can be finished on another.
+results do not depend on the engine (a solver that stops at a tolerance, the logistic probe,
+would stop elsewhere with another thread count), and a run started on one engine can be
+finished on another. Results come back in completion order.
 
 Example:
     >>> from operator import add
@@ -71,12 +67,8 @@ class Resources:
 
 
 def check_engine(engine: Any, workers: Any = None, address: Any = None) -> str:
-    """`engine`, checked with the options that go with it (before any work).
-
-    Raises:
-        ValueError: an unknown engine, a negative or non-int worker count, an address without
-            Ray, or Ray not installed (the message names the extra).
-    """
+    """`engine`, checked with the options that go with it before any work (a `ValueError`
+    names the extra when Ray is not installed)."""
     check_choice("engine", engine, ENGINES)
     if workers is not None and (not is_int(workers) or workers < 0):
         raise UsageError(f"workers must be an int >= 0 (0 runs in-process), got {workers!r}")
@@ -204,8 +196,7 @@ def _alive(pid: int) -> bool:
 
 
 def start_early(engine: str, workers: int | None) -> None:
-    """Start the process engine's fork server now, so that it imports torch and
-    TransformerLens while the caller does other work (a no-op for Ray or in-process runs)."""
+    """Start the process engine's fork server now, to import torch while the caller works."""
     if engine == "process" and workers != 0 and _context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
@@ -213,11 +204,9 @@ def start_early(engine: str, workers: int | None) -> None:
 
 
 def _context() -> Any:
-    """Where the pool's workers come from: a fork server started once per process with torch,
-    TransformerLens and adjpos already imported, so each pool after the first starts in a
-    fraction of a second and no worker imports TransformerLens again (about 5 s each; fork
-    itself is unsafe once torch threads exist; a fresh "spawn" worker imports everything
-    again); "spawn" where there is no fork server (Windows)."""
+    """Where the pool's workers come from: a fork server started once per process with
+    `PRELOAD` imported, so no worker imports TransformerLens again (about 5 s each; fork
+    itself is unsafe once torch threads exist); "spawn" where there is none (Windows)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
@@ -246,16 +235,13 @@ def _ray(fn, jobs, workers, address, resources: Resources) -> Iterator:
 
 @contextmanager
 def small_work_threads(model: Any) -> Iterator[None]:
-    """Run the block on one thread (torch's, and numpy's and scipy's BLAS) when `model` is
-    small and nobody chose a thread count, then restore the counts.
+    """Run the block on one thread (torch's, and numpy's and scipy's BLAS) when `model` has
+    at most `SMALL_MODEL` parameters and nobody chose a thread count, then restore the counts.
 
-    Small work (probing, decoding, scoring a model of up to `SMALL_MODEL` parameters) runs
-    ops too small to share out, and shared out they wait at every op for a thread that
-    another busy process keeps off its core, many times slower beside a busy neighbour
-    (``benchmarks/bench_threads.py`` measures ``adjpos probe``). The threads count as chosen when
-    OMP_NUM_THREADS or MKL_NUM_THREADS is set, when torch's count is no longer what it
-    was when adjpos was imported (``torch.set_num_threads`` after ``import adjpos``), and
-    inside a unit of `run_units`, which sets its own.
+    Small work runs ops too small to share out, and shared out they wait at every op for a
+    thread another busy process keeps off its core (``benchmarks/bench_threads.py``). The
+    threads count as chosen when OMP_NUM_THREADS or MKL_NUM_THREADS is set, when torch's count
+    changed since ``import adjpos``, and inside a unit of `run_units`.
     """
     size = sum(p.numel() for p in model.parameters()) if hasattr(model, "parameters") else 0
     if threads_chosen() or size > SMALL_MODEL:

@@ -1,21 +1,13 @@
-"""Which attention heads read similarity: per head, how its scores follow the cosine of the
-states it attends over, and how much attention it puts on the few positions before the query.
+"""Which attention heads read similarity (the second half of the paper's hypothesis, that
+attention can read the similarity of nearby states): per head, how its scores follow the cosine
+of the states it attends over, and how much attention it puts on the few positions before the
+query, both on the same prompts (`head_similarity`).
 
-The paper's hypothesis is that nearby positions have similar residual states and that
-attention can read that similarity. For every head of every block, `head_similarity` measures
-both halves on the same prompts: the correlation, within each query row, between the head's
-attention scores and the cosine similarity of its input states (does the head score a key
-higher the more its state resembles the query's?), and the attention mass on the previous
-`window` positions and on the query itself (does the head look at its neighbours?).
-
-Block l's attention reads adjpos's residual layer l (`blocks.{l}.hook_resid_pre`), through
-its first normalization. The states compared are that normalization's output before its
-learned scale and bias (`blocks.{l}.ln1.hook_normalized`; the residual itself in a block
-without normalization): the scale and bias act the same way on every position, so they are
-part of the head's linear read-out (TransformerLens folds them into W_Q and W_K), and this
-choice gives the same cosines whether or not a model's normalization is folded. Each state is
-divided by a scalar of its own, so these cosines are those of the residual centred over
-d_model (LayerNorm) or of the residual itself (RMSNorm).
+Block l's attention reads residual layer l through its first normalization. The states
+compared are that normalization's output before its learned scale and bias
+(`blocks.{l}.ln1.hook_normalized`; the residual itself without normalization): the scale and
+bias act the same way on every position, so they belong to the head's linear read-out, and the
+cosines are the same whether or not a model's normalization is folded.
 
 Every measure is reduced inside the hooks of one forward pass per batch chunk: the cosine
 matrix of block l is held only until block l's scores arrive.
@@ -79,37 +71,30 @@ def head_similarity(
     docstring for which states):
 
     - ``logit_cosine_pearson``: the Pearson correlation between s[i, j] and c[i, j] over the
-      earlier keys j < i of one query row, averaged over the query rows (of every sequence)
-      where it is defined: rows with at least `MIN_KEYS` keys whose scores and cosines both
-      vary. Within a row, because the softmax ignores a shift of a whole row: pooling rows
-      would credit a head for scoring some queries higher than others. Without j = i, because
-      c[i, i] = 1 is every row's largest cosine by construction (``self_mass`` reports the
-      query's own share). NaN when no row is defined (a head whose scores are constant).
+      earlier keys j < i of one query row, averaged over the query rows where it is defined
+      (at least `MIN_KEYS` keys, scores and cosines both varying; NaN when none is). Within a
+      row, because the softmax ignores a shift of a whole row; without j = i, because
+      c[i, i] = 1 is every row's largest cosine (``self_mass`` reports the query's own share).
     - ``logit_cosine_spearman``: the same with ranks (ties share their mean rank).
-    - ``logit_cosine_given_distance``: the partial Pearson correlation with the distance
-      i - j partialled out: the correlation, within the row, of the residuals of s and of c
-      after a least-squares fit of each on (1, i - j). A head whose scores follow the cosine
-      only because both fall with distance comes out near 0. Rows need `MIN_KEYS` + 1 keys.
-      A linear fit: a cosine that falls with distance in a curve leaves its bend behind.
-    - ``logit_cosine_given_token``: the partial correlation with the key's token identity
-      partialled out: the residuals after removing, within the row, the mean of s (and of c)
-      over the keys that hold the same token, so only keys that share a token with another
-      key of the row count. A head that scores a key by which token it is (and a cosine
-      that is high for a repeated token) comes out near 0. Rows need at least `MIN_KEYS` - 1
-      degrees of freedom left (keys minus distinct tokens).
+    - ``logit_cosine_given_distance``: the partial correlation with the distance i - j
+      partialled out (the residuals of s and c after a least-squares fit on (1, i - j) within
+      the row; rows need `MIN_KEYS` + 1 keys): near 0 for a head whose scores follow the
+      cosine only because both fall with distance (linearly: a curve leaves its bend).
+    - ``logit_cosine_given_token``: the partial correlation with the key's token partialled
+      out (s and c less their means over the row's keys holding the same token; rows need
+      `MIN_KEYS` - 1 degrees of freedom left): near 0 for a head that scores a key by its
+      token.
     - ``previous_mass``: the attention on keys i - window .. i - 1, and ``self_mass`` on key
       i, averaged over the queries with at least `window` earlier positions (i >= window).
-    - ``n_queries``: how many queries those means average; ``n_correlated``: how many query
-      rows the correlations average; ``n_given_distance``, ``n_given_token``: how many rows
-      each partial correlation averages (a row is defined where both residuals vary).
+    - ``n_queries``, ``n_correlated``, ``n_given_distance``, ``n_given_token``: how many
+      queries or rows each of those means averages.
 
-    Keys a head cannot see (masked to -inf inside the causal triangle, as in local attention)
-    are left out of the correlations. Works on any HookedTransformer with causal attention,
-    whatever its positions (NoPE, learned, rotary, ALiBi: the scores are those the head
-    uses). A TransformerBridge is refused: its ``hook_attn_scores`` holds the softmax pattern.
+    Keys a head cannot see (masked to -inf) are left out of the correlations.
 
     Args:
-        model: a HookedTransformer (adjpos's NoPE models, or any other).
+        model: a HookedTransformer with causal attention, whatever its positions (the scores
+            are those the head uses); a TransformerBridge is refused (its
+            ``hook_attn_scores`` holds the softmax pattern).
         tokens: token ids [batch, pos] (or one sequence [pos]), one length, at least
             max(window, MIN_KEYS) + 1 tokens.
         window: how many positions before the query ``previous_mass`` sums.
@@ -119,9 +104,8 @@ def head_similarity(
         A frame with the columns of `HEADS`, ordered by layer, then head.
 
     Raises:
-        UsageError: bad tokens, window or batch_size, sequences too short for `window`, or a
-            model without the hooks, with per-head attention inputs, or whose
-            ``hook_attn_scores`` is not causally masked scores.
+        UsageError: bad tokens, window or batch_size, or a model without the hooks, with
+            per-head attention inputs, or whose scores are not causally masked.
 
     Example:
         >>> import adjpos, torch

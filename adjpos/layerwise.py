@@ -51,13 +51,11 @@ def measure_layers(
 ) -> pd.DataFrame:
     """One row per residual layer (0 = embeddings) of `model` on `tokens` (one length).
 
-    The adjacency columns are the scores S_b of the sequences (`adjpos.adjacency_score` with
-    ``per_sequence=True``, computed on float64 states): ``adjacency`` is their mean over the
-    scored sequences, ``adjacency_low``/``adjacency_high`` its percentile bootstrap interval,
-    and ``change`` at layer l the mean of S_b(l) - S_b(l - 1) over the same sequences, with
-    its own paired interval. The variance columns (`adjpos.stats.variance_summary`) read
-    every position of the raw states (from `skip_first` on), whatever `rows` and `center`
-    say.
+    ``adjacency`` is the mean of the sequences' scores S_b (`adjpos.adjacency_score` with
+    ``per_sequence=True``) with its bootstrap interval, ``change`` at layer l the mean of
+    S_b(l) - S_b(l - 1) with its own paired interval. The variance columns
+    (`adjpos.stats.variance_summary`) read every position from `skip_first` on, whatever
+    `rows` and `center` say.
 
     Args:
         model: any TransformerLens model (adjpos's, a HookedTransformer, `adjpos.load_hf`).
@@ -65,9 +63,8 @@ def measure_layers(
             2 sequences).
         rows, center, ties, skip_first: as in `adjpos.adjacency_score`; a sequence with no
             selected row k >= 2 is left out of the adjacency columns (at least 2 must remain).
-        probe_features: feature sets to probe with ridge regression (e.g. ``("variance",
-            "resid")``, see `adjpos.probe_positions`); each adds a column ``r2_<name>``
-            (cross-validated R^2 of position, 1 = read exactly).
+        probe_features: feature sets to probe with ridge regression (`adjpos.probe_positions`),
+            each adding a column ``r2_<name>``, the cross-validated R^2 of position.
         batch_size, progress: as in `adjpos.capture_residuals`.
         n_boot, seed: bootstrap resamples of the sequences, and their seed.
 
@@ -75,9 +72,8 @@ def measure_layers(
         A frame with the columns of `LAYERS` (``change`` is NaN at layer 0), plus the probes'.
 
     Raises:
-        ValueError: fewer than 2 sequences or 3 tokens (after `skip_first`), `rows` not a
-            [batch, pos] boolean mask or selecting scorable rows in fewer than 2 sequences,
-            or an unknown `ties`.
+        ValueError: fewer than 2 sequences or 3 tokens (after `skip_first`), or bad `rows`
+            (scorable rows in fewer than 2 sequences) or `ties`.
 
     Example:
         >>> import adjpos, torch

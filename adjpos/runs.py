@@ -2,12 +2,10 @@
 study), and the atomic file writes everything in adjpos goes through.
 
 A run folder holds ``run.json`` (the job's kind, its spec: every setting that decides its
-results, and its provenance: library versions, command, seed, device, start time; written once),
-one marker ``done/UNIT.json`` per finished unit of work (holding that unit's JSON result, if
-any), and whatever the job writes. Re-opening a folder with the same spec resumes it: units with
-a marker are skipped. A folder made with another spec, or a non-empty folder that is not a run
-folder, is refused before any work. Every file is written to a temporary name and renamed, so an
-interrupted job never leaves half a file.
+results, and its provenance, written once), one marker ``done/UNIT.json`` per finished unit
+(holding its JSON result), and whatever the job writes. Re-opening a folder with the same spec
+resumes it; another spec, or a non-empty folder that is not a run folder, is refused before
+any work. Every file is written to a temporary name and renamed.
 
 Example:
     >>> import tempfile
@@ -132,19 +130,11 @@ class RunFolder:
         device: str | None = None,
         command: str | None = None,
     ) -> RunFolder:
-        """Claim `path` for a `kind` run with `spec`, or resume the run already there.
-
-        Args:
-            path: the folder (created if needed).
-            kind: what job this is (``"sweep"``, ``"train"``, ...).
-            spec: every setting that decides the results (JSON-able); a re-run must match it.
-            seed, device, command: provenance, recorded once (`command` defaults to argv).
-
-        Raises:
-            ValueError: the folder holds another kind of run, a run with another spec, or
-                files that are not a run's.
-            OSError: the folder cannot be written.
-        """
+        """Claim `path` (created if needed) for a `kind` run (``"sweep"``, ``"train"``, ...)
+        with `spec`, every setting that decides the results (JSON-able), or resume the run
+        already there; `seed`, `device` and `command` (default: argv) are provenance, recorded
+        once. Another kind or spec, or files that are not a run's, raise `ValueError`; an
+        unwritable folder `OSError`."""
         folder = check_writable(path)
         spec = json.loads(json.dumps(spec))
         record_path = folder / RUN_FILE

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, no_type_check
 
 import torch
@@ -52,14 +52,11 @@ def adjacency_score(
     made: ``adjacency_score(model.run_with_cache(tokens)[1])`` equals
     ``adjacency_score(model, tokens)``. A model is run once (per `batch_size` chunk): each
     layer is scored inside its hook (`adjpos.capture.reduce_residuals`), so time is one
-    forward pass and memory one layer deep, whatever the depth. With ``site="resid_post"``
-    there are n_layers + 1 values (layer 0 = embeddings: ``blocks.0.hook_resid_pre``, then
-    ``blocks.{l}.hook_resid_post``); the other sites have one value per block
-    (``blocks.{l}.hook_{site}``).
+    forward pass and memory one layer deep, whatever the depth. One value per layer of `site`,
+    numbered as in `adjpos.capture_residuals` (n_layers + 1 for resid_post, 0 = embeddings).
 
-    Each sequence b gets the matrix score S_b (the mean of its selected defined rows s_k, see
-    `adjpos.adjacency_probability`); the layer's score is the plain mean of S_b over the
-    sequences that have one, each sequence weighing the same whatever its length.
+    The layer's score is the plain mean over the sequences of their matrix scores S_b
+    (`adjpos.adjacency_probability`), each sequence weighing the same whatever its length.
 
     Args:
         model_or_cache: a TransformerLens model, or an `ActivationCache` holding every layer
@@ -71,32 +68,24 @@ def adjacency_score(
         site: which hook site to score (see `adjpos.capture_residuals`).
         batch_size: sequences per forward pass (default: all at once); with a model only.
         progress: show a progress bar (default: only on a terminal).
-        ties: "strict" (the study's definition: a tied pair is not ordered, so chance is
-            below 0.5 where tokens repeat) or "half" (a tied pair counts one half; chance 0.5
-            on any data). See `adjpos.adjacency_rows`.
+        ties: "strict" (the study's definition) or "half" (see `adjpos.adjacency_rows`).
         center: subtract each sequence's mean hidden state (over its real positions) before
-            the cosine, so a direction every state shares (random-init states point nearly
-            the same way) does not enter the similarities.
-        rows: [batch, pos] mask of the rows k to score, e.g. a task's prompt rows or its
-            answer rows (`TaskBatch.answer_rows`); each row still looks at every earlier
-            position. Sequences with no selected row are left out of the mean.
-        per_sequence: return S_b itself, one score per layer and sequence, to bootstrap an
-            interval over the sequences (`adjpos.stats.bootstrap_interval`). NaN marks a
-            sequence without a selected defined row (possible only with `rows`). The default
-            result is exactly ``adjacency_score(..., per_sequence=True).nanmean(dim=1)``.
-        skip_first: leave the first K positions out of the measure (an attention sink such as
-            a BOS token or position 0 of a language model, whose state is unlike the rest):
-            each sequence is scored as if it began at position K (rows, compared positions
-            and the centring mean alike), so it needs at least K + 3 tokens.
+            the cosine, so a direction every state shares does not enter the similarities.
+        rows: [batch, pos] mask of the rows k to score (e.g. `TaskBatch.answer_rows`); each
+            row still looks at every earlier position. Sequences with no selected row are
+            left out of the mean.
+        per_sequence: return S_b itself, [layer, batch] (NaN for a sequence without a
+            selected row), e.g. to bootstrap an interval over the sequences.
+        skip_first: score each sequence as if it began at position K (an attention sink such
+            as a BOS token left out), so it needs at least K + 3 tokens.
 
     Returns:
         Float64 tensor [layer] on the CPU; [layer, batch] with `per_sequence`.
 
     Raises:
-        ValueError: a sequence is shorter than 3 tokens (K + 3 with `skip_first`), bad
-            tokens or lengths, non-finite activations, or a cache without the hooks of
-            `site` (the message names them).
-        TypeError: a model without tokens, or a cache with tokens or a batch_size; a
+        ValueError: too short sequences, bad tokens or lengths, non-finite activations, or a
+            cache without the hooks of `site`.
+        TypeError: a model without tokens, a cache with tokens or a batch_size, or a
             `center` or `per_sequence` that is not a bool.
     """
     check_ties(ties)
@@ -104,7 +93,9 @@ def adjacency_score(
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     options = {"ties": ties, "center": center, "skip_first": skip_first}
-    if _is_cache(model_or_cache):
+    from transformer_lens import ActivationCache
+
+    if isinstance(model_or_cache, ActivationCache):
         cached = _cached_layers(model_or_cache, site, tokens, batch_size)
         lens = _check_batch(cached[0][1].shape[:2], lengths, rows, skip_first)
         scores = [_layer_scores(x, site, acts, lens, rows, options) for x, acts in cached]
@@ -135,14 +126,12 @@ def sequence_scores(
     skip_first: int = 0,
 ) -> Float[Tensor, " batch"]:
     """The adjacency score S_b of each sequence of one layer's `states`, float64 on the CPU:
-    the states taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first`
-    positions dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean
-    of the rows that `rows` selects (NaN for a sequence with none). Ties are decided with the
-    tolerance of the states' own precision (`adjpos.metrics.states_precision`: float32 for a
-    float32 model's states, passed as they are or already in float64), so multiplying each
-    state by a positive factor leaves the score exactly as it was. The step
-    `adjacency_score` and `adjpos.measure_layers` apply to every layer; call it on states you
-    hold to score them exactly as they would be.
+    the step `adjacency_score` and `adjpos.measure_layers` apply to every layer. The states
+    are taken to float64 (`SCORE_DTYPE`) where they are, the first `skip_first` positions
+    dropped, centred with `center` (`adjpos.metrics.center_states`), then the mean of the rows
+    that `rows` selects (NaN for a sequence with none). Ties are decided at the states' own
+    precision (`adjpos.metrics.states_precision`), so rescaling a state leaves the score as it
+    was.
 
     Example:
         >>> states = torch.randn(4, 10, 16, generator=torch.Generator().manual_seed(0))
@@ -249,12 +238,6 @@ def _model_tokens(model: Any, tokens: TokenInput | None, site: str) -> Tensor:
     return tokens
 
 
-def _is_cache(obj: Any) -> bool:
-    from transformer_lens import ActivationCache
-
-    return isinstance(obj, ActivationCache)
-
-
 def _cached_layers(
     cache: Any, site: str, tokens: Any, batch_size: int | None
 ) -> list[tuple[int, Tensor]]:
@@ -269,7 +252,8 @@ def _cached_layers(
         n = n_capture_layers(model, site)
     else:  # the cache's model was dropped: score the blocks the cache holds
         check_choice("site", site, SITES)
-        n = _blocks_in(cache.cache_dict) + (site == "resid_post")
+        found = [int(m[1]) for k in cache.cache_dict if (m := re.match(r"blocks\.(\d+)\.", k))]
+        n = (max(found) + 1 if found else 0) + (site == "resid_post")
     names = [hook_name(site, layer) for layer in range(n)]
     missing = [name for name in names if name not in cache.cache_dict]
     if missing or not names:
@@ -282,8 +266,3 @@ def _cached_layers(
     if not cache.has_batch_dim:
         acts = [a[None] for a in acts]
     return list(enumerate(acts))
-
-
-def _blocks_in(keys: Iterable[str]) -> int:
-    found = [int(m.group(1)) for k in keys if (m := re.match(r"blocks\.(\d+)\.", k))]
-    return max(found) + 1 if found else 0

@@ -15,25 +15,13 @@ import torch
 
 
 def derive_seed(seed: int, *labels: int | str, bits: int = 63) -> int:
-    """A seed for a derived generator, from the run's `seed` and the labels that name the stream.
+    """A seed for a derived generator, from the run's `seed` (a non-negative int) and the
+    `labels` that name the stream (names and indices, mixed by numpy's `SeedSequence`):
+    equal arguments give equal seeds, any other seed, label or order an unrelated one.
 
-    numpy's `SeedSequence` mixes the seed with the labels (strings by their CRC-32): equal
-    arguments give equal seeds, and any change of seed, label or label order gives an
-    unrelated one.
-
-    Args:
-        seed: the user's seed (a non-negative int).
-        *labels: what the stream is for, in order: names ("draw") and indices (3).
-        bits: 63, or 32 for a seed that reaches numpy's legacy seeding (scikit-learn's
-            `random_state`, the seed of `adjpos.ModelConfig`, which TransformerLens gives
-            numpy), which takes seeds below 2**32 only.
-
-    Returns:
-        A non-negative int below 2**bits (valid for `torch.Generator.manual_seed` and numpy).
-
-    Raises:
-        ValueError: if `seed` or an int label is negative, a label is not an int or str, or
-            `bits` is not 63 or 32.
+    Returns a non-negative int below 2**`bits`: 63, or 32 for a seed that reaches numpy's
+    legacy seeding (scikit-learn's `random_state`, `adjpos.ModelConfig`'s seed). A negative
+    int, a label that is not an int or str, or other `bits` raise `ValueError`.
 
     Example:
         >>> derive_seed(0, "draw", 3) == derive_seed(0, "draw", 3)

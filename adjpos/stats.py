@@ -1,7 +1,8 @@
 """Small statistics on plain arrays and the verdicts drawn from them: where one interval lies
 against another (`compare_intervals`), that as an `Outcome` for a claim (`judge`) and a claim's
 `Status` from its counts (`Status.of`, the one rule); intervals of proportions, of means over
-units and seeds, and of paired differences; the variance ratio and its Spearman correlation."""
+units and seeds, and of paired differences; the variance ratio and its Spearman correlation.
+Bad input (shapes, counts, a level outside (0, 1)) raises `UsageError` naming it."""
 
 from __future__ import annotations
 
@@ -52,13 +53,9 @@ OUTCOMES = ("above", "below", "within")
 def compare_intervals(low: float, high: float, other_low: float, other_high: float) -> str:
     """Where the interval [low, high] lies against [other_low, other_high]: "above" when it
     lies wholly above (low > other_high), "below" when wholly below (high < other_low), and
-    "within" when the two overlap or touch: a difference inside the uncertainty is none. An
-    unknown bound (NaN, e.g. the correlation of a constant profile) gives "within" too: nothing
-    can be said.
-
-    A point is an interval of width 0, so ``compare_intervals(x, x, c, c)`` compares two
-    numbers, and the interval of a difference ``gap ± z * error`` against ``(0, 0)`` says
-    whether the difference exceeds z standard errors.
+    "within" when the two overlap or touch (a difference inside the uncertainty is none) or a
+    bound is unknown (NaN). A point is an interval of width 0: ``compare_intervals(x, x, c,
+    c)`` compares two numbers.
 
     Example:
         >>> compare_intervals(0.6, 0.7, 0.4, 0.55)
@@ -67,9 +64,6 @@ def compare_intervals(low: float, high: float, other_low: float, other_high: flo
         'within'
         >>> compare_intervals(0.8, 0.9, 1.0, 1.0)
         'below'
-
-    Raises:
-        UsageError: an interval's low exceeds its high.
     """
     if np.isnan(np.array([low, high, other_low, other_high], dtype=float)).any():
         return "within"
@@ -133,10 +127,9 @@ STATUS_RULE = {
 def judge(
     low: float, high: float, other_low: float, other_high: float, *, favour: str = "above"
 ) -> Outcome:
-    """The one way an interval becomes an outcome: [low, high] against [other_low,
-    other_high] (`adjpos.stats.compare_intervals`; a point is an interval of width 0) is
-    `Outcome.FOR` when it lies wholly on the `favour` side ("above" or "below"), `AGAINST`
-    when wholly on the other, `WITHIN` when they overlap (or a bound is unknown)."""
+    """The one way an interval becomes an outcome: `compare_intervals` of the two is
+    `Outcome.FOR` on the `favour` side ("above" or "below"), `AGAINST` on the other, `WITHIN`
+    otherwise."""
     side = compare_intervals(low, high, other_low, other_high)
     if side == "within":
         return Outcome.WITHIN
@@ -151,19 +144,15 @@ def every_seed(outcomes: Iterable[Outcome]) -> Outcome:
 
 
 def wilson_interval(successes: int | float, n: int, *, level: float = LEVEL) -> tuple[float, float]:
-    """The Wilson score interval of a proportion `successes` / `n` (e.g. prompts answered
-    right): unlike a bootstrap over the units it does not collapse to a point when every unit
-    succeeds (or none does), and it stays inside [0, 1]. Every proportion adjpos reports takes
-    this interval. `successes` may be a mean count (each prompt's hits averaged over random
-    draws): the interval is then that of `n` units, wider than the draws' average needs.
+    """The Wilson score interval of a proportion `successes` / `n`, the interval of every
+    proportion adjpos reports: unlike a bootstrap it does not collapse to a point when every
+    unit succeeds (or none does), and it stays inside [0, 1]. `successes` may be a mean count
+    (hits averaged over random draws): the interval is then that of `n` units.
 
     Example:
         >>> low, high = wilson_interval(64, 64)
         >>> round(low, 3), high
         (0.943, 1.0)
-
-    Raises:
-        ValueError: `n` below 1, `successes` outside 0..n, or `level` outside (0, 1).
     """
     from scipy.stats import norm
 
@@ -188,19 +177,13 @@ def bootstrap_interval(
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the (weighted) mean of `values`.
-
-    Units are resampled with replacement `n_boot` times; with `weights` the statistic is
-    sum(w v) / sum(w) (e.g. per-prompt correct tokens / tokens: the pooled token accuracy).
+    """Percentile bootstrap interval of the mean of `values`, or with `weights` of sum(w v) /
+    sum(w) (e.g. per-prompt correct tokens / tokens: the pooled token accuracy).
 
     Example:
         >>> low, high = bootstrap_interval([0, 1] * 200)
         >>> 0.44 < low < 0.5 < high < 0.56
         True
-
-    Raises:
-        ValueError: no values, values and weights of different lengths, non-finite values,
-            `level` outside (0, 1) or `n_boot` below 1.
     """
     x = np.asarray(values, dtype=float).reshape(-1)
     w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=float).reshape(-1)
@@ -240,23 +223,16 @@ def paired_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> tuple[float, float, float]:
-    """The difference of two measurements of the same units, with a paired percentile
-    bootstrap interval: the units (rows of `a` and `b`, e.g. the same sequences under two
-    models) are resampled together, so what the two share cancels.
-
-    The statistic is ``summary(mean of a's rows) - summary(mean of b's rows)``; `summary`
-    maps mean rows [k, ...] to k numbers (default: the mean itself, so with one number per
-    unit the difference of the means). Units where either side is NaN are left out.
+    """``summary(mean of a's rows) - summary(mean of b's rows)``, with a paired percentile
+    bootstrap interval: the units (rows, e.g. the same sequences under two models) are
+    resampled together, so what the two share cancels. `summary` maps mean rows [k, ...] to k
+    numbers (default: the mean itself). Units where either side is NaN are left out.
 
     Example:
         >>> a = np.arange(50.0)
         >>> d, low, high = paired_difference(a + 1.0, a)  # every unit 1 higher
         >>> d, low, high
         (1.0, 1.0, 1.0)
-
-    Raises:
-        ValueError: `a` and `b` of different shapes, no unit measured on both sides,
-            `level` outside (0, 1) or `n_boot` below 1.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim == 0:
@@ -308,16 +284,10 @@ def paired_draw_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> Interval:
-    """The mean of `a` minus the mean of `b` over the same prompts, with a percentile
-    bootstrap interval that resamples the prompts (paired: the same resample on both sides)
-    and, independently, each side's draws (a random control's).
-
-    Args:
-        a, b: [draws, prompts] per-prompt outcomes (e.g. exact match 0/1), one row per draw
-            (one row for an arm without draws), the same prompts in the same order.
-
-    Raises:
-        ValueError: not two 2-d arrays over the same prompts, or a bad level or n_boot.
+    """The mean of `a` minus the mean of `b`, [draws, prompts] per-prompt outcomes over the
+    same prompts (one row for an arm without draws), with a percentile bootstrap interval that
+    resamples the prompts (the same resample on both sides) and, independently, each side's
+    draws.
     """
     x, y = np.atleast_2d(np.asarray(a, float)), np.atleast_2d(np.asarray(b, float))
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or not x.size or not y.size:
@@ -345,16 +315,9 @@ def paired_share_difference(
     level: float = LEVEL,
     seed: int = 0,
 ) -> Interval:
-    """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b) over the
-    same prompts, with a percentile bootstrap interval that resamples the prompts (the same
-    resample on both sides). NaN where a side has no total (in the point, or a resample).
-
-    Args:
-        hits_a, totals_a, hits_b, totals_b: [prompts] counts per prompt (e.g. wrong characters
-            at an offset, and wrong characters compared), each side's draws summed.
-
-    Raises:
-        ValueError: the four are not 1-d over the same prompts, or a bad level or n_boot.
+    """The pooled share sum(hits_a) / sum(totals_a) minus sum(hits_b) / sum(totals_b), each a
+    [prompts] count over the same prompts, with a percentile bootstrap interval that resamples
+    the prompts (the same resample on both sides). NaN where a side has no total.
     """
     arrays = [np.asarray(x, float) for x in (hits_a, totals_a, hits_b, totals_b)]
     if any(x.ndim != 1 or x.shape != arrays[0].shape for x in arrays) or not arrays[0].size:
@@ -402,16 +365,13 @@ def seed_interval(values: ArrayLike, *, level: float = LEVEL) -> tuple[float, fl
 
 
 def variance_ratio(profile: ArrayLike) -> float:
-    """Mean over the last third of the positions divided by the mean over the first third (a
-    third is at least one position) of a per-position profile, such as the variance of the
-    hidden state: below 1, it shrinks with position.
+    """Mean over the last third of a per-position profile (such as the hidden state's
+    variance) over the mean over its first third (at least one position each): below 1, it
+    shrinks with position.
 
     Example:
         >>> variance_ratio([4.0, 4.0, 3.0, 2.0, 1.0, 1.0])
         0.25
-
-    Raises:
-        ValueError: fewer than 2 positions, or non-finite values.
     """
     values = np.asarray(profile, dtype=float).reshape(-1)
     if values.size < 2 or not np.isfinite(values).all():
@@ -423,8 +383,7 @@ def variance_summary(
     values: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
 ) -> dict:
     """Ratio and Spearman correlation with position of the mean variance profile of
-    `values` [sequence, position], with percentile bootstrap intervals (at `level`) over the
-    sequences."""
+    `values` [sequence, position], with bootstrap intervals over the sequences."""
     n = values.shape[0]
     weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1 / n), size=n_boot)
     boots = weights @ values / n  # [n_boot, position]: the resampled mean profiles
@@ -438,9 +397,8 @@ def variance_summary(
 def variance_difference(
     a: np.ndarray, b: np.ndarray, *, n_boot: int = 1000, level: float = LEVEL, seed: int = 0
 ) -> dict[str, float]:
-    """`variance_summary`'s ratio and Spearman correlation of `a` minus those of `b`, two
-    [sequence, position] variance profiles of the same sequences (e.g. a trained model and
-    its initial weights), each with a paired bootstrap interval (`paired_difference`)."""
+    """`variance_summary`'s statistics of `a` minus those of `b`, variance profiles of the same
+    sequences (e.g. a trained model and its initial weights), with paired intervals."""
     out = {}
     for name, (_, rows) in _SUMMARIES.items():
         value, low, high = paired_difference(a, b, rows, n_boot=n_boot, level=level, seed=seed)
@@ -461,8 +419,7 @@ def spearman(profile: np.ndarray) -> float:
 
 
 def _spearman_rows(rows: np.ndarray) -> np.ndarray:
-    """The Spearman correlation of each row of `rows` [n, positions] with its position: the
-    Pearson correlation of its average ranks with 0..positions-1, all rows at once."""
+    """`spearman` of each row of `rows` [n, positions], all rows at once."""
     from scipy.stats import rankdata
 
     ranks = rankdata(rows, axis=1)

@@ -74,24 +74,19 @@ def sweep(
     engine: str = "process",
     address: str | None = None,
 ) -> SweepResult:
-    """Score random-init models over every grid cell and seed; resumable.
+    """Score random-init models over every grid cell and seed; resumable. A bad grid, a folder
+    of other settings or an engine that cannot run is refused before any cell runs.
 
     Args:
         grid: ``{field: [values]}`` of `ModelConfig` fields (or a list of such dicts).
         seeds: model seeds; the random tokens of a seed are the same in every cell.
-        n_sequences: random sequences per cell.
-        seq_len: tokens per sequence.
+        n_sequences, seq_len: random sequences per cell, and their tokens.
         out_dir: results folder (``sweep.csv``, ``run.json``, ``done/``).
         base: the config every cell starts from (default `ModelConfig()`).
         device: where the models run ("cpu", "cuda", or "auto"/None: CUDA when present).
         progress: show a progress bar (default: only on a terminal).
-        engine, workers, address: as in `adjpos.engines.run_units`. The rows do not depend on
-            them, so a run started on one engine can be finished on another.
-
-    Raises:
-        ValueError: an unknown parameter, a bad value or combination, an empty grid, an
-            `out_dir` holding a run with other settings, or an engine that cannot run (before
-            any cell runs).
+        engine, workers, address: as in `adjpos.engines.run_units` (the rows do not depend on
+            them).
     """
     check_engine(engine, workers, address)
     base = base if base is not None else ModelConfig()
@@ -146,14 +141,10 @@ def read_sweep(out_dir: str | os.PathLike) -> pd.DataFrame:
 def score_cell(
     cfg: ModelConfig, seed: int, n_sequences: int, seq_len: int, *, device: str = "cpu"
 ) -> list[dict]:
-    """Adjacency and variance slope at every layer of one random-init model (one cell x seed).
-
-    The adjacency is `adjpos.adjacency_score`'s (its per-layer step,
-    `adjpos.scoring.sequence_scores`, with its defaults: strict ties, float64 cosines).
-
-    The variance slope is the least-squares slope of the mean (over sequences) variance at
-    position k against k, divided by its mean over positions: the relative change per
-    position; negative when variance shrinks with position.
+    """Adjacency (`adjpos.adjacency_score`'s, with its defaults) and variance slope at every
+    layer of one random-init model (one cell x seed). The variance slope is the least-squares
+    slope of the mean variance at position k against k, over its mean: the relative change per
+    position, negative when variance shrinks with position.
     """
     import torch
 
@@ -187,11 +178,7 @@ def rows_of_subgrid(
     table: pd.DataFrame, subgrid: Mapping[str, Sequence[Any]], base: ModelConfig
 ) -> pd.DataFrame:
     """The rows of one sub-grid of a union grid: its own parameters at its values, every other
-    parameter at its base value.
-
-    A union grid's rows share every column, so a figure over one sub-grid's parameters must
-    not mix in cells of another (a rotary model at init 0.1 is not a point of the init x
-    width heatmap).
+    at its base value (a rotary model at init 0.1 is not a point of the init x width heatmap).
     """
     keep = pd.Series(True, index=table.index)
     for name in table.columns:

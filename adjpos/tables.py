@@ -1,9 +1,8 @@
 """Tidy tables: long-format results (one row per measurement) with declared column types.
 
 Every CSV adjpos writes goes through `Table.write` and is read back by `Table.read`, so a
-column's type never depends on guessing from the text: integers stay integers, a missing value
-is a missing value, and a string column never turns into numbers. Figures and the report take
-these pandas DataFrames.
+column's type never depends on guessing from the text (integers stay integers, a string column
+never turns into numbers).
 
 Example:
     >>> import tempfile
@@ -59,11 +58,8 @@ class Table:
         return list(self.columns)
 
     def frame(self, rows: pd.DataFrame | Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-        """`rows` (dicts or a DataFrame) as a DataFrame with exactly these columns and types.
-
-        Raises:
-            ValueError: a column is missing or extra, or a value does not fit its type.
-        """
+        """`rows` (dicts or a DataFrame) as a DataFrame with exactly these columns and types
+        (a `ValueError` for a missing or extra column, or a value that does not fit)."""
         import pandas as pd
 
         data = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
@@ -96,11 +92,8 @@ class Table:
         return frame
 
     def read(self, path: str | os.PathLike) -> pd.DataFrame:
-        """The table at `path` with these columns and types.
-
-        Raises:
-            ValueError: the file's header is not these columns.
-        """
+        """The table at `path` with these columns and types (a `ValueError` when its header is
+        not these columns)."""
         import pandas as pd
 
         header = pd.read_csv(path, nrows=0).columns.tolist()
@@ -130,16 +123,9 @@ def plain_records(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def config_table(cls: Any, names: Iterable[str]) -> Table:
     """The columns of dataclass `cls`'s fields `names`, typed from their annotations (so a
     sweep over `ModelConfig` fields reads back as the config's types)."""
-    fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    fields = {f.name: str(f.type).replace(" ", "") for f in dataclasses.fields(cls)}
+    dtypes = (("bool", "boolean"), ("int", "Int64"), ("float", "float64"))
     columns = {}
     for name in names:
-        kind = fields[name].replace(" ", "")
-        if kind.startswith("bool"):
-            columns[name] = "boolean"
-        elif kind.startswith("int"):
-            columns[name] = "Int64"
-        elif kind.startswith("float"):
-            columns[name] = "float64"
-        else:
-            columns[name] = "string"
+        columns[name] = next((t for start, t in dtypes if fields[name].startswith(start)), "string")
     return Table(**columns)

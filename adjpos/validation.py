@@ -1,10 +1,7 @@
 """Checks of user input shared across adjpos: each raises an error naming the value and what is
-allowed, before any work starts. Checks that belong to one package (token ids in `capture`,
-lengths and similarity matrices in `metrics`) live there, and raise `UsageError` too.
-
-`UsageError` is adjpos's own error for input it refuses. It subclasses `ValueError`, so
-``except ValueError`` still catches it; the command line reports it (exit code 2) and lets any
-other exception, a bug, show its traceback.
+allowed, before any work starts (checks that belong to one package live there). `UsageError`,
+a `ValueError`, is adjpos's own error for input it refuses: the command line reports it (exit
+code 2) and lets any other exception, a bug, show its traceback.
 """
 
 from __future__ import annotations
@@ -84,11 +81,8 @@ def check_generator(generator: Any) -> None:
 
 
 def resolve_device(device: Any) -> Any:
-    """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU.
-
-    Raises:
-        UsageError: the name is not a device torch knows, or CUDA is asked for and absent.
-    """
+    """The `torch.device` meant by `device`: None or "auto" is CUDA when present, else the CPU
+    (a `UsageError` for an unknown name, or for CUDA asked for and absent)."""
     import torch
 
     if device is None or device == "auto":
@@ -106,20 +100,9 @@ def resolve_device(device: Any) -> Any:
 
 
 def check_model(model: Any, name: str = "model", *, cache: bool = False) -> Any:
-    """Return `model` once it is a TransformerLens model (a torch module with a ``cfg``: a
-    HookedTransformer, or a TransformerBridge from `adjpos.load_hf`) whose weights are all
-    finite (`check_finite_weights`); checked once per call of a measuring verb, before any
-    forward pass.
-
-    Args:
-        model: the object to check.
-        name: the argument's name, for the message.
-        cache: whether the caller also takes an `ActivationCache` (the message says so).
-
-    Raises:
-        TypeError: not a TransformerLens model.
-        UsageError: a weight holds NaN or infinity.
-    """
+    """Return `model` once it is a TransformerLens model (a torch module with a ``cfg``) whose
+    weights are all finite (`check_finite_weights`), else a `TypeError` naming the argument
+    `name` (and, with `cache`, that an `ActivationCache` would do too)."""
     import torch
 
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "cfg"):
@@ -133,13 +116,10 @@ def check_model(model: Any, name: str = "model", *, cache: bool = False) -> Any:
 
 def check_finite_weights(model: Any) -> Any:
     """Return `model`, or raise `UsageError` naming its first parameter that holds NaN or
-    infinite values (a diverged run or a damaged file): such a weight need not show in the
-    activations (a NaN query weight can vanish in the attention mask) and would give finite,
-    meaningless scores.
-
-    One float32 sum per parameter, with no copy of the weights: NaN and infinity survive any
-    sum, and finite weights cannot overflow float32's 3e38. Only a tensor whose sum is not
-    finite is counted value by value, for the message.
+    infinite values: such a weight need not show in the activations (a NaN query weight can
+    vanish in the attention mask) and would give finite, meaningless scores. One float32 sum
+    per parameter (NaN and infinity survive any sum); only a tensor whose sum is not finite
+    is counted value by value.
 
     Example:
         >>> import torch

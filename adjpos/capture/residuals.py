@@ -6,14 +6,10 @@ l-1 (`blocks.{l-1}.hook_resid_post`), so a model with L blocks has L+1 layers. F
 sites (``resid_mid``, ``attn_out``, ``mlp_out``) layer l is block l, L layers in all.
 
 Hooks are attached only inside `run_with_cache(names_filter=...)` or ``model.hooks(...)``,
-which remove them on exit (also on error). Works on any TransformerLens model with
-``cfg.n_layers`` and ``blocks.{l}.hook_*`` points (HookedTransformer, TransformerBridge).
-
-Three ways to read the layers, from the most memory to the least: `capture_residuals` stacks
-them; `iter_residuals` yields them one at a time (one forward pass on a HookedTransformer,
-about (L+1)/2 on a bridge); `reduce_residuals` applies a function inside each layer's hook
-and keeps only its result, one forward pass per batch chunk on any model. A per-layer
-measure belongs in `reduce_residuals`.
+which remove them on exit (also on error). Three ways to read the layers of any
+TransformerLens model, from the most memory to the least: `capture_residuals` stacks them,
+`iter_residuals` yields them one at a time, `reduce_residuals` keeps only what a function
+makes of each inside its hook (where a per-layer measure belongs).
 """
 
 from __future__ import annotations
@@ -49,7 +45,13 @@ def n_capture_layers(model: Any, site: str) -> int:
 def check_site(model: Any, site: str) -> None:
     """Raise unless `site` is known and fires in `model`."""
     check_choice("site", site, SITES)
-    available = available_sites(model)
+    # TransformerLens keeps an idle mlp_out hook in attention-only blocks
+    mlp_free = bool(getattr(model.cfg, "attn_only", False))
+    available = [
+        s
+        for s in SITES
+        if hook_name(s, 0) in model.hook_dict and not (mlp_free and s in ("resid_mid", "mlp_out"))
+    ]
     if site not in available:
         raise UsageError(
             f"site={site!r} does not exist in this model (attention-only models have no "
@@ -57,21 +59,9 @@ def check_site(model: Any, site: str) -> None:
         )
 
 
-def available_sites(model: Any) -> list[str]:
-    """The sites whose hooks fire in `model` (TL keeps an idle mlp_out hook in attn-only blocks)."""
-    mlp_free = bool(getattr(model.cfg, "attn_only", False))
-    return [
-        s
-        for s in SITES
-        if hook_name(s, 0) in model.hook_dict and not (mlp_free and s in ("resid_mid", "mlp_out"))
-    ]
-
-
 def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
-    """Validate token ids for `model`; returns them as int64 on the model's device.
-
-    A 1-D tensor is one sequence and becomes a batch of one.
-    """
+    """Token ids checked for `model`, as int64 [batch, pos] on the model's device (a 1-D
+    tensor is one sequence)."""
     if not isinstance(tokens, Tensor):
         raise TypeError(f"tokens must be a torch.Tensor of token ids, got {type(tokens).__name__}")
     if tokens.is_floating_point() or tokens.is_complex() or tokens.dtype == torch.bool:
@@ -93,12 +83,8 @@ def check_tokens(model: Any, tokens: Any) -> Int[Tensor, "batch pos"]:
             f"token ids must lie in [0, {d_vocab - 1}] (d_vocab={d_vocab}), "
             f"got ids from {lo} to {hi}"
         )
-    return tokens.to(device=model_device(model), dtype=torch.long)
-
-
-def model_device(model: Any) -> torch.device:
-    """The device of the model's first parameter (CPU for a parameterless model)."""
-    return next((p.device for p in model.parameters()), torch.device("cpu"))
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    return tokens.to(device=device, dtype=torch.long)
 
 
 def capture_residuals(
@@ -147,10 +133,9 @@ def iter_residuals(
     """Stream ``(layer, activations[batch, pos, d_model])`` one layer at a time, in layer order.
 
     Memory holds one or two layers, whatever the depth. A HookedTransformer is run block by
-    block (`start_at_layer`/`stop_at_layer`), one forward pass in all; other models (such as
-    TransformerBridge, which cannot start mid-model) are run once per layer, stopping after
-    the block that layer needs, so they cost about (L+1)/2 forward passes: to measure every
-    layer of a bridge, use `reduce_residuals` (one pass). Arguments as `capture_residuals`.
+    block, one forward pass in all; other models (a TransformerBridge cannot start
+    mid-model) are run once per layer, about (L+1)/2 passes: `reduce_residuals` takes one.
+    Arguments as `capture_residuals`.
     """
     tokens = check_tokens(model, tokens)
     layers = sorted(set(check_layers(model, site, layers)))
@@ -178,18 +163,14 @@ def reduce_residuals(
     TransformerBridge), keeping only what `reduce` returns.
 
     `activations` is the layer's [chunk, pos, d_model] tensor and `sequences` the slice of
-    `tokens`' rows the chunk holds (to index per-sequence data such as lengths). Once `reduce`
-    returns, the states can go, so memory holds the forward pass and one layer's reduction
-    (e.g. the cosine counts), whatever the depth. The pass stops right after the deepest
-    requested layer: the blocks past it and the unembedding never run. `reduce` runs under
-    ``torch.inference_mode`` and must not change `activations` in place (they are the
-    model's own). Hooks are removed on exit, also when `reduce` raises.
+    `tokens`' rows the chunk holds. Once `reduce` returns the states can go, so memory holds
+    one layer, whatever the depth; the pass stops right after the deepest requested layer.
+    `reduce` runs under ``torch.inference_mode`` and must not change `activations` in place
+    (they are the model's own).
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos] (or one sequence [pos]).
+        model, tokens, site, layers, batch_size, progress: as `capture_residuals`.
         reduce: called once per (layer, chunk), layers in order within each chunk.
-        site, layers, batch_size, progress: as `capture_residuals`.
 
     Returns:
         ``{layer: [reduce's result on each chunk, in chunk order]}``, layers ascending.
@@ -217,7 +198,11 @@ def reduce_residuals(
                 (hook_name(site, layer), _reducing_hook(reduce, layer, rows, results, bar))
                 for layer in layers
             ]
-            _run_until_reduced(model, chunk, hooks)
+            with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
+                try:
+                    model(chunk, return_type=None)
+                except _Reduced:  # the deepest requested layer's hook ends the pass
+                    pass
             start += len(chunk)
     _check_fired(results, len(chunks), site)
     return results
@@ -238,15 +223,6 @@ def _reducing_hook(reduce, layer, rows, results, bar):
             raise _Reduced
 
     return hook
-
-
-def _run_until_reduced(model: Any, chunk: Tensor, hooks: list) -> None:
-    """One forward pass of `chunk` with `hooks`, ended by the deepest one (`_Reduced`)."""
-    with torch.inference_mode(), model.hooks(fwd_hooks=hooks):
-        try:
-            model(chunk, return_type=None)
-        except _Reduced:
-            pass
 
 
 def _check_fired(results: dict[int, list], n_chunks: int, site: str) -> None:

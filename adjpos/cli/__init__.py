@@ -8,12 +8,10 @@
     adjpos reproduce   the whole study: results, figures and a report
     adjpos convert-gguf   a GGUF model file written as a Hugging Face folder
 
-One module per command; `_options` holds what they share (``--model`` means the same in
-score, probe and train). Bad input (an `adjpos.validation.UsageError`, or an `OSError` such as
-an unwritable output folder or a missing input file) exits with code 2 and
+One module per command; `_options` holds what they share. Bad input (an
+`adjpos.validation.UsageError` or an `OSError`) exits with code 2 and
 ``adjpos COMMAND: error: ...``; any other exception is a bug and shows its traceback. Ctrl-C
-ends a command with one line saying how to go on (exit code 130); the workers of a long job
-stop with it.
+ends a command with one line saying how to go on (exit code 130).
 """
 
 from __future__ import annotations
@@ -58,18 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"adjpos {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        _close_progress_bars()
+        from tqdm.std import tqdm
+
+        for bar in list(tqdm._instances):  # Ctrl-C left them open: the message gets its own line
+            bar.close()
         hint = ON_INTERRUPT.get(args.command)
         print(f"adjpos {args.command}: interrupted{'; ' + hint if hint else ''}", file=sys.stderr)
         return 130
-
-
-def _close_progress_bars() -> None:
-    """End the progress bars Ctrl-C left open, so that the message has a line of its own."""
-    from tqdm.std import tqdm
-
-    for bar in list(tqdm._instances):  # every open bar, of any tqdm class
-        bar.close()
 
 
 def _parser() -> argparse.ArgumentParser:

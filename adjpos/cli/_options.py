@@ -1,7 +1,6 @@
 """What the commands share: one help style, one option per config field, one helper per shared
-option (``--model``, ``--task``, ``--out``, ``--device``, ``--batch-size`` ...) with the
-resolvers behind them, small parsers and output-path checks. An option that two commands share
-is declared here, so it has one name, one help text and one check."""
+option with the resolvers behind it, small parsers and output-path checks: an option two
+commands share has one name, one help text and one check."""
 
 from __future__ import annotations
 
@@ -37,13 +36,10 @@ def add_config_args(
     rename: dict[str, str] | None = None,
     exclude: tuple[str, ...] = (),
 ) -> None:
-    """One option per field of a config dataclass; its help text is the field's own.
-
-    `overrides` changes defaults (None: fitted to the task later); `rename`
-    maps field -> option name (the parsed value lands under the new name); fields in `exclude`
-    get no option (the command adds its own, or the field keeps its default: pass the same
-    `exclude` to `config_values`).
-    """
+    """One option per field of a config dataclass (default: `ModelConfig`), its help the
+    field's own: `overrides` changes defaults (None: fitted to the task later), `rename` maps
+    field -> option name, and fields in `exclude` get none (pass the same `rename` and
+    `exclude` to `config_values`)."""
     if cls is None:
         from adjpos.models import ModelConfig as cls
     overrides, rename = overrides or {}, rename or {}
@@ -117,13 +113,8 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
 def add_task_args(
     parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
 ) -> None:
-    """``--task TASK`` and ``--task-param NAME=VALUE``; `task_from_args` reads them.
-
-    Args:
-        parser: the command's parser.
-        required: whether the command needs a task.
-        default: what the command does without ``--task`` (shown in the help).
-    """
+    """``--task TASK`` and ``--task-param NAME=VALUE`` (`task_from_args` reads them); `default`
+    says in the help what the command does without ``--task``."""
     from adjpos.tasks import TASKS
 
     note = f" (default: {default})" if default else ""
@@ -152,11 +143,7 @@ def task_param(text: str) -> tuple[str, int | str]:
 
 
 def task_from_args(args: argparse.Namespace) -> Any:
-    """The task that ``--task`` and ``--task-param`` name, or None without ``--task``.
-
-    Raises:
-        UsageError: ``--task-param`` without ``--task``, or a parameter the task refuses.
-    """
+    """The task that ``--task`` and ``--task-param`` name, or None without ``--task``."""
     if args.task is None:
         if args.task_param:
             raise UsageError("--task-param sets a parameter of --task; give --task too")
@@ -205,7 +192,6 @@ def check_output_folder(path: Path, option: str = "--out") -> Path:
 
 
 def add_batch_size_arg(parser: argparse.ArgumentParser) -> None:
-    """``--batch-size N``: sequences per forward pass."""
     parser.add_argument(
         "--batch-size", type=positive_int, help="sequences per forward pass (default: all at once)"
     )
@@ -222,7 +208,6 @@ def random_tokens(args: argparse.Namespace, model: Any) -> Any:
 
 
 def add_workers_arg(parser: argparse.ArgumentParser) -> None:
-    """``--workers N``: how many units of a long job run at once."""
     parser.add_argument(
         "--workers",
         type=non_negative_int,
@@ -288,7 +273,6 @@ def add_engine_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_device_arg(parser: argparse.ArgumentParser) -> None:
-    """``--device auto|cpu|cuda``, resolved by `adjpos.validation.resolve_device`."""
     parser.add_argument(
         "--device", choices=DEVICES, default="auto", help="where to run; auto = cuda when available"
     )
@@ -301,25 +285,13 @@ def resolve_model(
     config_values: dict[str, Any] | None = None,
     task: Any = None,
 ) -> tuple[Any, Any]:
-    """The model that ``--model SPEC`` names, on `device`, and the task to run it on.
+    """``(model, task)``: the model that ``--model SPEC`` names, on `device`, and `task` (the
+    caller's, or None for random tokens; a pretrained model brings its own when none is given).
 
-    Args:
-        spec: ``"random"``: a fresh model built from `config_values` (ModelConfig fields;
-            d_vocab or n_ctx None fit `task`, or take ModelConfig's defaults without one);
-            ``"pretrained:TASK"``: the model shipped for TASK; anything else: a checkpoint
-            folder.
-        device: "auto", "cpu", "cuda" or a torch device (see `adjpos.validation.resolve_device`).
-        config_values: the ModelConfig fields of a random model.
-        task: the task the caller asked for, or None.
-
-    Returns:
-        ``(model, task)``: `task` as given, except that a pretrained model brings its own
-        when none was given; None means random tokens.
-
-    Raises:
-        UsageError: an unavailable device, an unknown pretrained task (the message lists the
-            tasks), a folder that is not a checkpoint, a bad config, ModelConfig options
-            given with a model that has its own, or weights that are not finite.
+    SPEC ``"random"`` builds a fresh model from `config_values` (ModelConfig fields; d_vocab
+    or n_ctx None fit `task`, else take ModelConfig's defaults), ``"pretrained:TASK"`` loads
+    the model shipped for TASK, anything else a checkpoint folder. A `UsageError` says what
+    is wrong (the device, the name, the folder, the config or the weights).
     """
     from adjpos.validation import check_model, resolve_device
 
@@ -345,10 +317,12 @@ def resolve_model(
 def _checkpoint(spec: str, device: Any) -> Any:
     """The adjpos checkpoint folder ``--model SPEC``; an error says what --model accepts."""
     from adjpos.models import load_model
+    from adjpos.pretrained import TEXT_MODELS
+    from adjpos.tasks import TASKS
 
     forms = (
         f"--model takes random, a checkpoint folder (from adjpos train or adjpos.save_model) or "
-        f"{PRETRAINED}TASK[:SEED] ({_shipped_names()})"
+        f"{PRETRAINED}TASK[:SEED] (TASK one of {', '.join((*TASKS, *TEXT_MODELS))})"
     )
     if not Path(spec).exists():
         raise UsageError(f"--model {spec}: no such checkpoint folder; {forms}")
@@ -358,14 +332,6 @@ def _checkpoint(spec: str, device: Any) -> Any:
         if not (Path(spec) / "config.json").is_file():
             raise UsageError(f"--model {spec}: {err}; {forms}") from None
         raise UsageError(f"--model {spec}: {err}") from None
-
-
-def _shipped_names() -> str:
-    """The TASK part of ``pretrained:TASK``: the tasks and the text models."""
-    from adjpos.pretrained import TEXT_MODELS
-    from adjpos.tasks import TASKS
-
-    return "TASK one of " + ", ".join((*TASKS, *TEXT_MODELS))
 
 
 def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:

@@ -194,7 +194,7 @@ def _run_intervene(args: argparse.Namespace) -> int:
     # Layers, interventions, read-outs, draws and doses: checked here, before the folder
     # is claimed and before the model runs.
     units = plan_units(model, layers, names, args.readouts, args.control_draws, args.doses)
-    doses, dosed = list(args.doses), any(unit.spec.dosed for unit in units)
+    dosed = any(unit.spec.dosed for unit in units)
     config = getattr(model, "adjpos_config", None)
     spec = {
         "model": args.model,
@@ -203,14 +203,8 @@ def _run_intervene(args: argparse.Namespace) -> int:
         "layers": layers,
         "interventions": names,
         "n_prompts": args.n_prompts,
-        "rank": args.rank,
-        "readouts": args.readouts,
-        "control_draws": args.control_draws,
-        # intervention_table's `seed`; under the key that folders made with --seed hold
-        "seed": args.data_seed,
+        **_shared_spec(args, dosed),
     }
-    if dosed:  # only then: a folder made before the arms resumes with the same settings
-        spec["doses"] = doses
     folder = open_run_folder(args, "intervene", spec, seed=args.data_seed, device=args.device)
     done = len(folder.done_units())
     if done:
@@ -221,16 +215,10 @@ def _run_intervene(args: argparse.Namespace) -> int:
         layers=layers,
         interventions=names,
         n_prompts=args.n_prompts,
-        rank=args.rank,
-        control_draws=args.control_draws,
-        readouts=args.readouts,
-        doses=doses,
-        seed=args.data_seed,
         model_name=args.model,
         model_seed=None if config is None else config.seed,
-        folder=folder,
-        progress=True,
         return_differences=True,
+        **_shared_settings(args, folder),
     )
     arms = table["arm"].notna()
     if not arms.all():
@@ -275,11 +263,11 @@ def _run_on_text(args: argparse.Namespace) -> int:
         tokenizer, text, args.seq_len, max_sequences=args.n_sequences, bos=args.bos
     )
     cut = args.cut if args.cut is not None else args.seq_len // 2
-    names, doses = args.interventions, list(args.doses)
+    names = args.interventions
     # Checked before the folder is claimed (without --interventions, the table's own default
     # differs only in leaving out what a bridge cannot hook).
     planned = names if names is not None else DEFAULT_INTERVENTIONS
-    units = plan_units(model, args.layers, planned, args.readouts, args.control_draws, doses)
+    units = plan_units(model, args.layers, planned, args.readouts, args.control_draws, args.doses)
     spec = {
         "hf": args.hf,
         "nope_layers": args.nope_layers,
@@ -291,13 +279,8 @@ def _run_on_text(args: argparse.Namespace) -> int:
         "skip_first": args.skip_first,
         "layers": args.layers,
         "interventions": names,
-        "rank": args.rank,
-        "readouts": args.readouts,
-        "control_draws": args.control_draws,
-        "seed": args.data_seed,
+        **_shared_spec(args, any(unit.spec.dosed for unit in units)),
     }
-    if any(unit.spec.dosed for unit in units):  # as on a task
-        spec["doses"] = doses
     folder = open_run_folder(args, "intervene-text", spec, seed=args.data_seed, device=args.device)
     table = text_intervention_table(
         model,
@@ -306,14 +289,8 @@ def _run_on_text(args: argparse.Namespace) -> int:
         interventions=names,
         cut=cut,
         skip_first=args.skip_first,
-        rank=args.rank,
-        control_draws=args.control_draws,
-        readouts=args.readouts,
-        doses=doses,
-        seed=args.data_seed,
         model_name=args.hf,
-        folder=folder,
-        progress=True,
+        **_shared_settings(args, folder),
     )
     measured = len(tokens) - len(tokens) // 2
     print(f"\nnext-token loss on the continuation (positions {cut} on), {measured} sequences")
@@ -324,6 +301,26 @@ def _run_on_text(args: argparse.Namespace) -> int:
     write_json(args.out / "interventions.json", {"settings": spec, "units": len(table)})
     print(f"\nwrote interventions.csv, interventions.json to {args.out}")
     return 0
+
+
+def _shared_spec(args: argparse.Namespace, dosed: bool) -> dict[str, Any]:
+    """The settings of both kinds of run, under the keys their folders hold (--data-seed as
+    "seed"); the doses only with dosed arms, so a folder made before the arms resumes."""
+    spec = {"rank": args.rank, "readouts": args.readouts, "control_draws": args.control_draws}
+    return spec | {"seed": args.data_seed} | ({"doses": list(args.doses)} if dosed else {})
+
+
+def _shared_settings(args: argparse.Namespace, folder: Any) -> dict[str, Any]:
+    """The table's options that both kinds of run take from the same flags."""
+    return dict(
+        rank=args.rank,
+        control_draws=args.control_draws,
+        readouts=args.readouts,
+        doses=list(args.doses),
+        seed=args.data_seed,
+        folder=folder,
+        progress=True,
+    )
 
 
 def _model_and_task(args: argparse.Namespace) -> tuple[Any, Any]:

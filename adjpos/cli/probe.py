@@ -105,7 +105,16 @@ def add_probe_parser(commands: Any) -> None:
 
 
 def _run_probe(args: argparse.Namespace) -> int:
-    from adjpos.probes import ProbeResult, check_feature_sets, check_probes
+    import torch
+
+    from adjpos.probes import (
+        ProbeResult,
+        check_feature_sets,
+        check_probes,
+        probe_positions,
+        reconstruct_order,
+        sequences_of_length,
+    )
     from adjpos.validation import resolve_device
 
     features = for_option("--features", check_feature_sets, args.features)
@@ -114,7 +123,11 @@ def _run_probe(args: argparse.Namespace) -> int:
     task = task_from_args(args)
     values = config_values(args)
     model, task = resolve_model(args.model, device=device, config_values=values, task=task)
-    tokens = _probe_tokens(args, model, task)
+    if task is None:
+        tokens = random_tokens(args, model)
+    else:
+        gen = torch.Generator().manual_seed(args.data_seed)
+        tokens = sequences_of_length(task, args.n_sequences, length=args.seq_len, generator=gen)
     _check_probe_input(args, model, tokens)
     spec = _probe_spec(args, model, task, tokens, features, probes)
     folder = open_run_folder(args, "probe", spec, seed=args.probe_seed, device=str(device))
@@ -127,8 +140,14 @@ def _run_probe(args: argparse.Namespace) -> int:
         print(f"\nreused the results in {args.out} (same settings; a new folder recomputes)")
         return 0
     results = {}
+    settings = dict(cv=args.cv, seed=args.probe_seed, repeats=args.repeats, progress=True)
     for stem, label, subject in subjects:
-        results[stem] = _compute_probes(args, subject, label, tokens, features, probes)
+        common = dict(layers=args.layers, model_name=label, batch_size=args.batch_size)
+        result = probe_positions(
+            subject, tokens, features=features, probe=probes, **settings, **common
+        )
+        order = reconstruct_order(subject, tokens, seed=args.probe_seed, progress=False, **common)
+        results[stem] = result + order
         _print_probe_tables(results[stem])
     _write_probes(args.out, results)
     folder.mark_done(UNIT)
@@ -151,16 +170,6 @@ def _subjects(args: argparse.Namespace, model: Any, device: Any) -> list[tuple[s
             copy = build_model(config.with_changes(seed=seed), device=device)
             subjects.append((f"probes_control_seed{seed}", f"random-init (seed {seed})", copy))
     return subjects
-
-
-def _compute_probes(args: argparse.Namespace, model, label, tokens, features, probes) -> Any:
-    from adjpos.probes import probe_positions, reconstruct_order
-
-    common = dict(layers=args.layers, model_name=label, batch_size=args.batch_size)
-    settings = dict(cv=args.cv, seed=args.probe_seed, repeats=args.repeats, progress=True)
-    result = probe_positions(model, tokens, features=features, probe=probes, **settings, **common)
-    order = reconstruct_order(model, tokens, seed=args.probe_seed, progress=False, **common)
-    return result + order
 
 
 def _write_probes(out: Path, results: dict[str, Any]) -> None:
@@ -198,18 +207,6 @@ def _probe_spec(args: argparse.Namespace, model, task, tokens, features, probes)
         "repeats": args.repeats,
         "controls": args.controls,
     }
-
-
-def _probe_tokens(args: argparse.Namespace, model: Any, task: Any) -> Any:
-    import torch
-
-    from adjpos.probes import sequences_of_length
-
-    if task is None:
-        return random_tokens(args, model)
-    gen = torch.Generator().manual_seed(args.data_seed)
-    n, length = args.n_sequences, args.seq_len
-    return sequences_of_length(task, n, length=length, generator=gen, split="test")
 
 
 def _check_probe_input(args: argparse.Namespace, model: Any, tokens: Any) -> None:

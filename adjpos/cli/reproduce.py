@@ -57,8 +57,10 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     from adjpos.study.pipeline import reproduce
 
     check_ray_address(args.engine, args.address)
+    if args.quick and args.size not in (None, "quick"):
+        raise UsageError(f"--quick means --size quick, but --size {args.size} was given too")
     cfg = ReproduceConfig(
-        size=_size(args),
+        size="quick" if args.quick else args.size or ReproduceConfig.size,
         device=args.device,
         workers=args.workers,
         engine=args.engine,
@@ -78,12 +80,3 @@ def _run_reproduce(args: argparse.Namespace) -> int:
     print(f"results in {args.out / 'results'}")
     print(f"report: {result.report} and {args.out / 'report.html'} ({result.seconds:.0f} s)")
     return 0
-
-
-def _size(args: argparse.Namespace) -> str:
-    """``--size``, or ``quick`` for ``--quick``; without either, ReproduceConfig's default."""
-    if args.quick and args.size not in (None, "quick"):
-        raise UsageError(f"--quick means --size quick, but --size {args.size} was given too")
-    if args.quick:
-        return "quick"
-    return args.size if args.size is not None else ReproduceConfig.size

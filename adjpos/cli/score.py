@@ -198,13 +198,11 @@ def _run_score(args: argparse.Namespace) -> int:
     settings = ", ".join(f"{key}={value}" for key, value in options.items())
     print(f"adjacency score per layer of {name} ({args.site}, {what}; {settings})")
     print(f"{'layer':>5}  {'kind':<12}  {'adjacency':>9}")
+    rows = []
     for layer, (kind, value) in enumerate(zip(kinds, scores, strict=True)):
         print(f"{layer:>5}  {kind:<12}  {value:>9.4f}")
+        rows.append({"layer": layer, "kind": kind, "adjacency": value})
     if args.csv is not None:
-        rows = [
-            {"layer": layer, "kind": kind, "adjacency": value}
-            for layer, (kind, value) in enumerate(zip(kinds, scores, strict=True))
-        ]
         Table(layer="int64", kind="string", adjacency="float64").write(args.csv, rows)
     return 0
 

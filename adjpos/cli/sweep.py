@@ -128,12 +128,8 @@ def _run_sweep(args: argparse.Namespace) -> int:
 
 
 def _base_config(args: argparse.Namespace) -> Any:
-    """The config every cell starts from, its seed ModelConfig's default.
-
-    Sweeps once took ``--seed``: it changed no row (each model takes a seed of ``--seeds``) but
-    was recorded in the run folder's base config, so a folder made with it resumes with the
-    seed it recorded.
-    """
+    """The config every cell starts from, its seed ModelConfig's default, or the one recorded
+    in a folder made when sweeps took ``--seed`` (it changed no row), so that folder resumes."""
     from adjpos.models import ModelConfig
     from adjpos.runs import RunFolder, read_run
 

@@ -20,7 +20,7 @@ from adjpos.cli._options import (
     resolve_model,
     task_from_args,
 )
-from adjpos.models import build_model
+from adjpos.models import build_model, layer_kinds
 from adjpos.models.config import POSITIONAL
 from adjpos.text.recipe import LAYOUTS
 from adjpos.validation import UsageError
@@ -75,9 +75,10 @@ def add_train_parser(commands: Any) -> None:
 def _run_train(args: argparse.Namespace) -> int:
     import shlex
 
-    from adjpos.runs import RUN_FILE, RunFolder
+    from adjpos.runs import RUN_FILE, RunFolder, write_json
+    from adjpos.text import save_tokenizer
     from adjpos.training import TrainConfig, train
-    from adjpos.validation import UsageError, resolve_device
+    from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
     if args.resume and not RunFolder.exists(args.out):
@@ -104,8 +105,6 @@ def _run_train(args: argparse.Namespace) -> int:
         model, _ = resolve_model(args.model, device=device, config_values=values, task=task)
     result = train(model, task, cfg, out_dir=args.out, resume=args.resume, progress=True)
     if args.text is not None:  # written last: the run folder must be empty when it starts
-        from adjpos.text import save_tokenizer
-
         save_tokenizer(tokenizer, args.out)
     last = result.history[-1] if result.history else {}
     summary = {
@@ -120,11 +119,7 @@ def _run_train(args: argparse.Namespace) -> int:
         "parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
     }
     if args.text is not None:
-        from adjpos.models import layer_kinds
-
         summary.update(val_loss=last.get("val_loss"), layer_kinds=layer_kinds(model))
-    from adjpos.runs import write_json
-
     write_json(args.out / "train.json", summary)
     if args.text is not None:
         print(

@@ -4,26 +4,17 @@
 (`FAMILIES`); `load_tokenizer` and `text_tokens` turn text into token ids for a model;
 `convert_gguf` writes a GGUF file (llama.cpp's format) as a Hugging Face folder;
 `summarise_kinds` and `nope_layer_effects` read the tables of `measure_layers` by layer kind.
-This package builds on `adjpos.models`, where the bridge itself lives: `load_hf` wraps a
-causal LM (a local folder, a hub name, or a config with random weights) in a
-`TransformerBridge` on which every adjpos function works, optionally with RoPE removed from
-chosen layers of the weights (``nope_layers``: Llama, SmolLM2, Qwen2, Qwen3 and SmolLM3
-checkpoints), and `layer_kinds` says which layers are NoPE, read from the modules
-themselves. Those, and the core's `measure_layers`, are re-exported here.
+The bridge itself (`load_hf`, optionally with RoPE removed from chosen layers), `layer_kinds`
+and `measure_layers` live in the core (`adjpos.models`, `adjpos.layerwise`) and are
+re-exported here.
 """
 
 from adjpos.hf.families import FAMILIES, NOPE_LAYOUTS, hf_config, task_config
 from adjpos.hf.gguf import convert_gguf
-from adjpos.hf.load import (
-    hf_state_dict,
-    load_hf,
-    load_tokenizer,
-    save_hf,
-    supported_architectures,
-    text_tokens,
-)
+from adjpos.hf.load import load_tokenizer, text_tokens
 from adjpos.hf.measure import LAYERS, measure_layers, nope_layer_effects, summarise_kinds
 from adjpos.models import capture_kinds, layer_kinds
+from adjpos.models.bridge import hf_state_dict, load_hf, save_hf, supported_architectures
 
 __all__ = [
     "FAMILIES",

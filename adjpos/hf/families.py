@@ -1,15 +1,10 @@
 """Configs of the production families that interleave NoPE layers with RoPE layers.
 
 Each family is a `transformers` config class with its released interleaving (every fourth
-layer NoPE in all five), built at a tiny size (fast on a CPU, random weights) or at a size the
-user gives. ``nope`` picks the layout:
-
-- ``"released"``: the family's own interleaving (the default);
-- ``"all"``: every layer NoPE;
-- ``"none"``: every layer RoPE (sliding-window RoPE for Cohere2 and AFMoE, whose RoPE layers
-  are sliding-window layers; the window is the config's, longer than the tiny context).
-
-How each family marks its NoPE layers (what `adjpos.layer_kinds` reads back):
+layer NoPE in all five), built at a tiny size or at a size the user gives. ``nope`` picks the
+layout: ``"released"`` (the default), ``"all"`` layers NoPE, or ``"none"`` (every layer RoPE;
+sliding-window RoPE for Cohere2 and AFMoE, the window longer than the tiny context). How each
+family marks its NoPE layers (what `adjpos.layer_kinds` reads back):
 
 ========  ====================================================================
 smollm3   ``no_rope_layers`` (1 = RoPE, 0 = NoPE), every fourth layer NoPE
@@ -76,8 +71,7 @@ def hf_config(
         size: "tiny" (8 layers of width 64, a vocabulary of 256, 128 positions), or a dict of
             config fields that replace the tiny ones (e.g. ``{"num_hidden_layers": 12,
             "hidden_size": 256}``).
-        nope: "released" (the family's interleaving), "all" or "none" (see the module
-            docstring).
+        nope: "released", "all" or "none" (see the module docstring).
         fields: further config fields, applied last.
 
     Example:
@@ -86,9 +80,6 @@ def hf_config(
         [1, 1, 1, 0, 1, 1, 1, 0]
         >>> hf_config("cohere2", nope="all").layer_types[:2]
         ['full_attention', 'full_attention']
-
-    Raises:
-        ValueError: an unknown family, size or layout.
     """
     import transformers
 

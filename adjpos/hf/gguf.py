@@ -1,8 +1,5 @@
-"""A GGUF file (llama.cpp's format) as a normal Hugging Face folder: `convert_gguf`.
-
-`adjpos.load_hf` reads a .gguf file directly (dequantising it on every load); converting it
-once gives a folder of float safetensors, a config and the tokenizer, which loads faster and
-is read by any tool that reads Hugging Face folders.
+"""A GGUF file (llama.cpp's format) as a normal Hugging Face folder (`convert_gguf`), which
+loads faster than the file itself (dequantised on every load) and any Hugging Face tool reads.
 """
 
 from __future__ import annotations
@@ -10,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adjpos.models.gguf import check_gguf_reader, find_gguf, load_gguf
+from adjpos.models.gguf import find_gguf, load_gguf
 from adjpos.validation import UsageError
 
 
@@ -18,10 +15,7 @@ def convert_gguf(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     """Write the GGUF model `source` (a .gguf file, or a folder holding one) as a Hugging Face
     folder `out`: ``config.json``, float32 ``model.safetensors`` (dequantised) and the
     tokenizer. ``adjpos.load_hf(out)`` then gives the same model as ``adjpos.load_hf(source)``.
-
-    Raises:
-        ValueError: `source` is no GGUF file, `out` already holds a model (a config.json), or
-            the ``gguf`` package is missing (the message names the extra).
+    `out` must not hold a model already (a config.json).
     """
     import transformers
 
@@ -31,8 +25,7 @@ def convert_gguf(source: str | os.PathLike, out: str | os.PathLike) -> Path:
     folder = Path(out)
     if (folder / "config.json").exists():
         raise UsageError(f"{str(folder)!r} already holds a model (config.json): pick a new folder")
-    check_gguf_reader()
-    hf = load_gguf(gguf)
+    hf = load_gguf(gguf)  # checks for the gguf package first
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     folder.mkdir(parents=True, exist_ok=True)
     hf.save_pretrained(folder)

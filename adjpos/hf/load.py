@@ -1,8 +1,5 @@
-"""Tokenize text for a Hugging Face model (`load_tokenizer`, `text_tokens`).
-
-Loading, saving and recognising the bridged model itself live in `adjpos.models.bridge`, which
-this package builds on; its names are re-exported here (``adjpos.hf.load.load_hf``, ...).
-"""
+"""Tokenize text for a Hugging Face model (`load_tokenizer`, `text_tokens`); the bridged model
+itself is loaded, saved and recognised in `adjpos.models.bridge`."""
 
 from __future__ import annotations
 
@@ -14,45 +11,16 @@ import torch
 from jaxtyping import Int
 from torch import Tensor
 
-from adjpos.models.bridge import (
-    WEIGHT_FILES,
-    bridge_of,
-    hf_state_dict,
-    hub_offline,
-    is_bridge,
-    is_hf_folder,
-    load_hf,
-    save_hf,
-    supported_architectures,
-)
+from adjpos.models.bridge import hub_offline
 from adjpos.models.gguf import check_gguf_reader, find_gguf
 from adjpos.validation import UsageError, check_positive_int
-
-__all__ = [
-    "TOKENIZER_FILES",
-    "WEIGHT_FILES",
-    "bridge_of",
-    "hf_state_dict",
-    "is_bridge",
-    "is_hf_folder",
-    "load_hf",
-    "load_tokenizer",
-    "save_hf",
-    "supported_architectures",
-    "text_tokens",
-]
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def load_tokenizer(source: str | os.PathLike, *, offline: bool | None = None) -> Any:
     """The tokenizer stored beside a model (a folder, a GGUF file, which holds its tokenizer,
-    or a hub name with the network).
-
-    Raises:
-        ValueError: no tokenizer files there (or the hub is out of reach); score random
-            token ids instead (``adjpos score --random-tokens``).
-    """
+    or a hub name with the network); a `ValueError` when there is none."""
     import transformers
 
     if (gguf := find_gguf(source)) is not None:
@@ -86,26 +54,12 @@ def text_tokens(
     bos: bool = False,
 ) -> Int[Tensor, "batch pos"]:
     """Text as a batch of token ids [n, seq_len]: the one way adjpos turns text into model
-    input (``adjpos score --text`` calls it too).
-
-    The whole text is tokenized once without special tokens and cut into consecutive,
-    non-overlapping sequences; the incomplete tail is dropped. With `bos` every sequence
-    starts with the tokenizer's BOS token, followed by the next ``seq_len - 1`` text tokens
-    (so no text token is lost between sequences); without it, all `seq_len` tokens are text.
-
-    Args:
-        tokenizer: a `transformers` tokenizer, or where one is stored (a model folder or hub
-            name, read with `load_tokenizer`).
-        text: the text.
-        seq_len: tokens per sequence (the BOS token included).
-        max_sequences: at most this many sequences, from the start of the text (default: as
-            many as the text fills).
-        bos: start every sequence with the BOS token.
-
-    Raises:
-        ValueError: `text` is too short for one sequence, a `bos` tokenizer without a BOS
-            token, or `seq_len`/`max_sequences` not a positive int (`seq_len` at least 2
-            with `bos`).
+    input. The whole text is tokenized once without special tokens and cut into consecutive
+    sequences (at most `max_sequences`, from the start; the incomplete tail is dropped). With
+    `bos` every sequence starts with the tokenizer's BOS token, followed by the next
+    ``seq_len - 1`` text tokens. `tokenizer` is a `transformers` tokenizer or where one is
+    stored (read with `load_tokenizer`). Too short a text, a `bos` tokenizer without a BOS
+    token, or bad counts raise `ValueError`.
 
     Example:
         >>> from transformers import PreTrainedTokenizerFast
@@ -127,7 +81,14 @@ def text_tokens(
         check_positive_int("max_sequences", max_sequences)
     if isinstance(tokenizer, str | os.PathLike):
         tokenizer = load_tokenizer(tokenizer)
-    prefix = _bos_prefix(tokenizer, seq_len) if bos else []
+    if bos and getattr(tokenizer, "bos_token_id", None) is None:
+        raise UsageError(
+            "this tokenizer has no BOS token (bos_token_id is None): score without a BOS "
+            "token (bos=False, the default; no --bos on the command line)"
+        )
+    if bos and seq_len < 2:
+        raise UsageError(f"seq_len={seq_len} leaves no room for text after the BOS token")
+    prefix = [int(tokenizer.bos_token_id)] if bos else []
     step = seq_len - len(prefix)
     ids = torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
     n = len(ids) // step
@@ -140,16 +101,3 @@ def text_tokens(
         )
     body = ids[: n * step].view(n, step)
     return torch.cat([torch.tensor(prefix, dtype=torch.long).expand(n, -1), body], dim=1)
-
-
-def _bos_prefix(tokenizer: Any, seq_len: int) -> list[int]:
-    """[the BOS id], for a tokenizer that has one and a sequence with room for text."""
-    bos = getattr(tokenizer, "bos_token_id", None)
-    if bos is None:
-        raise UsageError(
-            "this tokenizer has no BOS token (bos_token_id is None): score without a BOS "
-            "token (bos=False, the default; no --bos on the command line)"
-        )
-    if seq_len < 2:
-        raise UsageError(f"seq_len={seq_len} leaves no room for text after the BOS token")
-    return [int(bos)]

@@ -33,19 +33,12 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
     the all-RoPE model of the same architecture at the same layer (the matched control).
 
     `rows`: `measure_layers` tables stacked, with the columns `by` (one name or several),
-    ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, NoPE layer of the
-    released layout), over the seeds: the change from the layer before (mean, and the span of
-    the seeds' bootstrap intervals), how many seeds' intervals of the change lie above 0, below
-    it, or reach it (``n_above``, ``n_below``, ``n_within``: counts, not a verdict; a status
-    over them is `adjpos.stats.Status.of(n_above, n_below, seeds)`),
-    the control's change at that layer, and ``versus_rope`` ("above", "below": the two spans
-    of intervals apart; "within" otherwise, see `adjpos.stats.compare_intervals`). Same seed,
-    same weights: the layouts differ only in where RoPE is applied, so ``difference``
-    (released minus all-RoPE adjacency at that layer; mean, min and max over the seeds) is a
-    paired comparison.
-
-    Raises:
-        ValueError: `rows` lack a column, or a released NoPE layer has no all-RoPE control.
+    ``layout`` ("released", "none", ...) and ``seed``. For each (`by`, released NoPE layer),
+    over the seeds: the change from the layer before (mean, and the span of the seeds'
+    intervals), how many seeds' intervals lie above 0, below it or reach it (``n_above``,
+    ``n_below``, ``n_within``: counts, not a verdict), the control's change, ``versus_rope``
+    (`adjpos.stats.compare_intervals` of the two spans) and the paired ``difference`` of the
+    adjacency (same seed, same weights; mean, min and max over the seeds).
     """
     import pandas as pd
 
@@ -69,6 +62,7 @@ def nope_layer_effects(rows: pd.DataFrame, *, by: str | list[str] = "family") ->
 def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
     """One released NoPE layer over its seeds (`part`), against its all-RoPE rows (`rope`)."""
     low, high = part["change_low"], part["change_high"]
+    found = [compare_intervals(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
     diff = part["adjacency"].to_numpy() - rope["adjacency"].to_numpy()
     versus = compare_intervals(
         low.min(), high.max(), rope["change_low"].min(), rope["change_high"].max()
@@ -80,7 +74,7 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "change": float(part["change"].mean()),
         "change_low": float(low.min()),
         "change_high": float(high.max()),
-        **_counts(low, high),
+        **{f"n_{where}": found.count(where) for where in OUTCOMES},  # each seed's against 0
         "rope_change": float(rope["change"].mean()),
         "rope_change_low": float(rope["change_low"].min()),
         "rope_change_high": float(rope["change_high"].max()),
@@ -89,9 +83,3 @@ def _effect(part: pd.DataFrame, rope: pd.DataFrame) -> dict:
         "difference_min": float(diff.min()),
         "difference_max": float(diff.max()),
     }
-
-
-def _counts(low: pd.Series, high: pd.Series) -> dict:
-    """Where each seed's interval of the change lies against 0, counted."""
-    found = [compare_intervals(a, b, 0.0, 0.0) for a, b in zip(low, high, strict=True)]
-    return {f"n_{where}": found.count(where) for where in OUTCOMES}

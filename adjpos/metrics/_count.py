@@ -1,12 +1,10 @@
 """Compiled core of the adjacency count: ordered and tied pairs in row prefixes, by merge sort.
 
 For each row r with prefix length m = lengths[r] and a tolerance t >= 0, a pair i < j < m is
-ordered when v[i] < v[j] - t, reversed when v[i] > v[j] + t, and tied otherwise (with t = 0:
-when v[i] == v[j]). A bottom-up merge sort counts, while merging, how many left-run values (all
-earlier) lie below and above each right-run value's window [v - t, v + t]: both runs are
-sorted, and so are the window's ends, so two pointers walk each left run once. The tied pairs
-are the rest. O(m log m) per row, rows in parallel. The window's ends are computed in the
-values' dtype (float64), exactly as the slow reference computes them."""
+ordered when v[i] < v[j] - t, reversed when v[i] > v[j] + t, and tied otherwise. A bottom-up
+merge sort counts, while merging, how many left-run values (all earlier) lie below and above
+each right-run value's window [v - t, v + t], two pointers walking each sorted left run once;
+the tied pairs are the rest. O(m log m) per row, rows in parallel."""
 
 from typing import no_type_check
 

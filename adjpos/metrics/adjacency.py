@@ -4,15 +4,12 @@ Row k (0-indexed) of a self-cosine matrix C, over the earlier positions only:
 
     s_k = #{(i, j) : 0 <= i < j < k and C[k, i] < C[k, j] - t} / C(k, 2),   k >= 2,
 
-the study's strict `<` with the tie tolerance t = `tie_tolerance` (a few machine epsilons of
-the states' dtype): two similarities at most t apart are a tie, which is not ordered, so that
-float rounding cannot order a pair that is equal in exact arithmetic. Where a row holds ties (a
-repeated token gives identical similarities) chance is then below 0.5; ``ties="half"`` counts
-each tied pair as half ordered, so that chance is 0.5 on any data. The matrix score is the
-mean of s_k over the defined rows k = 2 .. len-1. Counting is exact. On the CPU it is a
-compiled merge sort per row, O(n^2 log n) per matrix; on any other device (a GPU) the pairs
-are compared in torch where the matrices are, O(n^3) per matrix but in parallel and without a
-copy to the host.
+the study's strict `<` with the tie tolerance t = `tie_tolerance`: two similarities at most t
+apart are a tie, which is not ordered (chance is then below 0.5 where a row holds ties, as a
+repeated token's do; ``ties="half"`` counts a tie as half ordered, chance 0.5 on any data). The
+matrix score is the mean of s_k over the defined rows k = 2 .. len-1. Counting is exact: on
+the CPU a compiled merge sort per row, O(n^2 log n) per matrix; on another device (a GPU) every
+pair compared in torch where the matrices are, O(n^3) but in parallel.
 """
 
 from __future__ import annotations
@@ -27,11 +24,9 @@ from adjpos.metrics._count import count_ordered_pairs
 from adjpos.metrics.checks import check_lengths, check_scorable, check_square, check_ties
 from adjpos.validation import UsageError
 
-# The one default tie rule of every adjacency score adjpos computes (`adjacency_rows`,
-# `adjacency_probability`, `adjpos.adjacency_score`, `adjpos.measure_layers`, ``adjpos score``,
-# sweeps, the first-layer theory): strict, the paper's definition (with `tie_tolerance` for
-# what counts as a tie), so a number means the same thing wherever it was computed. "half"
-# stays an option everywhere (docs/concepts.md says when each fits).
+# The one default tie rule of every adjacency score adjpos computes: strict, the paper's
+# definition, so a number means the same thing wherever it was computed. "half" stays an
+# option everywhere (docs/concepts.md says when each fits).
 DEFAULT_TIES = "strict"
 
 # The tie tolerance in machine epsilons of the states' dtype (`tie_tolerance` says why 4).
@@ -43,19 +38,13 @@ def tie_tolerance(precision: torch.dtype) -> float:
     machine epsilons of `precision`, the dtype of the states the similarities come from
     (float32: 4.8e-7; float64: 8.9e-16; float16: 3.9e-3; bfloat16: 3.1e-2).
 
-    Why 4: rounding a state to its dtype moves each coordinate by at most u = eps / 2 of
-    itself, which moves its cosine with any vector by at most u (|d cos| <= u sin(angle)).
-    So a cosine of two rounded states, computed exactly (or in float64 from float32 states, as
-    every score of a model's states is), is within eps of the exact one, whatever the width d,
-    and two cosines equal in exact arithmetic (a state multiplied by a positive factor, one
-    state reached along two paths) land at most 2 eps apart: 4 eps covers that twice.
-    Measured on the shipped task models (float32 states, float64 cosines, every layer):
-    rescaling each state moves a cosine by about 1.2e-8 (0.1 eps); the near-ties that float
-    noise makes of equal cosines lie below 2 eps; the gaps between distinct cosines spread
-    evenly from there on, about 6 in 15 million pairs per eps, so 4 eps ties some 24 distinct
-    pairs of those 15 million, while most distinct cosines differ by 1e-3 or more. A cosine
-    computed in float32 also carries the sum's rounding, which grows with d (up to 7.6 eps at
-    d = 64 on those models): that is why `adjpos.scoring.SCORE_DTYPE` is float64.
+    Why 4: rounding a state to its dtype moves its cosine with any vector by at most u =
+    eps / 2, so a cosine of two rounded states, computed exactly (or in float64 from float32
+    states), is within eps of the exact one whatever the width, and two cosines equal in exact
+    arithmetic land at most 2 eps apart: 4 eps covers that twice. On the shipped task models
+    the near-ties float noise makes lie below 2 eps, and 4 eps ties some 24 distinct pairs of
+    15 million. A cosine summed in float32 carries more rounding (up to 7.6 eps at d = 64):
+    hence `adjpos.scoring.SCORE_DTYPE`.
 
     Example:
         >>> tie_tolerance(torch.float32) == 4 * torch.finfo(torch.float32).eps
@@ -70,9 +59,8 @@ def tie_tolerance(precision: torch.dtype) -> float:
 
 
 def states_precision(x: Tensor) -> torch.dtype:
-    """The dtype whose rounding the values of `x` carry, for `tie_tolerance`: `x`'s own,
-    except that float64 values that are all float32 values (float32 states taken to float64,
-    as the study and the interventions pass them) carry float32's.
+    """The dtype whose rounding the values of `x` carry, for `tie_tolerance`: `x`'s own, or
+    float32's for float64 values that are all float32 values (widened float32 states).
 
     Example:
         >>> x = torch.randn(2, 3)
@@ -91,22 +79,16 @@ def adjacency_rows(
     ties: str = DEFAULT_TIES,
     precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch pos"]:
-    """Row adjacency probabilities s_k of each similarity matrix.
-
-    A pair i < j < k is ordered when C[k, i] < C[k, j] - t and tied when the two are at most
-    t = `tie_tolerance` (`precision`) apart; a tie is not ordered (or half, with
-    ``ties="half"``).
+    """Row adjacency probabilities s_k of each similarity matrix (see the module docstring).
 
     Args:
-        sim: square similarity matrices (any real values; usually `cosine_matrix` output,
-            whose values lie in [-1, 1], the scale the tolerance is set for).
+        sim: square similarity matrices (usually `cosine_matrix` output, in [-1, 1], the scale
+            the tie tolerance is set for).
         lengths: true length of each right-padded sequence (default: all `pos`). Positions at
             or beyond a sequence's length are ignored.
-        ties: "strict" (a tied pair is not ordered; the study's definition) or "half" (a tied
-            pair counts one half, so chance is 0.5 whatever the ties).
+        ties: "strict" (a tied pair is not ordered; the study's definition) or "half".
         precision: the dtype of the states the similarities come from, which sets the tie
-            tolerance (default: `sim`'s own dtype; pass the states' when they were widened
-            before the cosine, as `adjpos.scoring.sequence_scores` does).
+            tolerance (default: `sim`'s own; pass the states' when they were widened first).
 
     Returns:
         s_k per row, NaN where undefined: rows 0 and 1 and rows k >= length.
@@ -146,19 +128,14 @@ def adjacency_probability(
     rows: Bool[Tensor, "*batch pos"] | None = None,
     precision: torch.dtype | None = None,
 ) -> Float[Tensor, "*batch"]:
-    """The matrix adjacency score: mean of the defined rows s_k, one value per matrix.
-
-    0.5 is chance (below it where rows hold ties, unless ``ties="half"``; see
-    `adjacency_rows`); 1.0 means similarity to every token rises monotonically toward it.
+    """The matrix adjacency score: mean of the defined rows s_k, one value per matrix. 0.5 is
+    chance (see `adjacency_rows` for ties); 1.0 means similarity to every token rises
+    monotonically toward it.
 
     Args:
-        sim: square similarity matrices.
-        lengths: true length of each right-padded sequence (default: all `pos`).
-        ties: "strict" or "half" (see `adjacency_rows`).
-        rows: which rows k to average (e.g. a task's prompt rows or answer rows; each row
-            still looks at every earlier position). A matrix with no selected defined row
-            scores NaN.
-        precision: the states' dtype, which sets the tie tolerance (see `adjacency_rows`).
+        sim, lengths, ties, precision: as in `adjacency_rows`.
+        rows: which rows k to average (e.g. a task's answer rows; each row still looks at
+            every earlier position). A matrix with no selected defined row scores NaN.
 
     Raises:
         ValueError: a sequence is shorter than 3 tokens, so it has no defined row; or `rows`
@@ -200,12 +177,10 @@ def count_pairs_torch(
     tol: float = 0.0,
     chunk: int = 2**24,
 ) -> Int[Tensor, "rows 2"]:
-    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j] - tol} per row, in torch, and
-    beside it the tied pairs (neither below nor above values[r, j]'s window +- tol).
-
-    The count behind `adjacency_rows` on a non-CPU device: every pair of the row is compared
-    at once, rows in groups of at most `chunk` comparisons (memory stays bounded), on the
-    values' own device, in float64 as the compiled count compares them. 0.0 and -0.0 are a tie.
+    """#{(i, j) : i < j < prefix[r], values[r, i] < values[r, j] - tol} per row, and beside it
+    the tied pairs (neither below nor above values[r, j]'s window +- tol): the count behind
+    `adjacency_rows` on a non-CPU device, rows in groups of at most `chunk` comparisons, in
+    float64 as the compiled count compares them. 0.0 and -0.0 are a tie.
 
     Example:
         >>> count_pairs_torch(torch.tensor([[0.1, 0.3, 0.1, 9.0]]), torch.tensor([3]))
@@ -231,13 +206,9 @@ def count_pairs_torch(
 
 
 def _count_pairs(values: np.ndarray, prefix: np.ndarray, tol: float) -> np.ndarray:
-    """The compiled count on no more threads than torch may use; both settings left as found.
-
-    `torch.set_num_threads` is the one knob: a sweep worker set to one thread must not start
-    more (on a busy machine each parallel call then waits ~10 ms for a core). And numba's
-    first parallel call starts an OpenMP pool in the libgomp torch shares, which resets
-    torch's thread count.
-    """
+    """The compiled count on no more threads than torch may use (`torch.set_num_threads` is
+    the one knob: a worker set to one thread must not start more), both counts left as found
+    (numba's first parallel call resets torch's, through the libgomp they share)."""
     threads = torch.get_num_threads()
     before = numba.get_num_threads()
     numba.set_num_threads(min(threads, before))

@@ -34,10 +34,8 @@ def check_square(sim: Tensor) -> None:
 
 
 def check_lengths(lengths: Tensor | None, batch_shape: tuple[int, ...], n: int) -> Tensor:
-    """Validate per-sequence lengths against [*batch] and pos=n; None means all n.
-
-    Returns an int64 tensor of shape `batch_shape` (on the CPU).
-    """
+    """Per-sequence lengths checked against [*batch] and pos=n (None means all n), as an int64
+    tensor of shape `batch_shape` on the CPU."""
     if lengths is None:
         return torch.full(batch_shape, n, dtype=torch.int64)
     if not isinstance(lengths, Tensor):
@@ -72,11 +70,8 @@ TIES = ("strict", "half")
 
 
 def check_ties(ties: Any) -> str:
-    """How the adjacency count treats tied pairs: "strict" (not ordered) or "half".
-
-    Raises:
-        ValueError: any other value (the message lists the allowed ones).
-    """
+    """How the adjacency count treats tied pairs: "strict" (not ordered) or "half", else a
+    `UsageError` listing them."""
     if ties not in TIES:
         raise UsageError(f"ties={ties!r} is not allowed; choose from {list(TIES)}")
     return ties

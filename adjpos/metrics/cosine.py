@@ -14,15 +14,8 @@ def cosine_matrix(x: Float[Tensor, "*batch pos d_model"]) -> Float[Tensor, "*bat
     """Self-cosine matrix C[i, j] = <x_i, x_j> / (|x_i| |x_j|) of each sequence.
 
     A zero vector has similarity 0 to everything, itself included. Computed in at least
-    float32 (bfloat16/float16 inputs are upcast). Identical states (a repeated token's
-    embedding) get identical similarities, exactly: each such column is a copy of the first,
-    whatever order the matrix product summed them in, so their tie is a tie in every row.
-
-    Args:
-        x: hidden states, positions on the second-to-last axis.
-
-    Raises:
-        ValueError: `x` holds NaN or inf.
+    float32. Identical states (a repeated token's embedding) get identical similarities,
+    exactly, whatever order the matrix product summed them in. NaN or inf raise `ValueError`.
 
     Example:
         >>> x = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
@@ -61,8 +54,8 @@ def _tie_identical_states(
     sim: Float[Tensor, "*batch pos pos"], x: Float[Tensor, "*batch pos d_model"]
 ) -> Float[Tensor, "*batch pos pos"]:
     """`sim` with the column of each state replaced by that of the first identical state of
-    its sequence. A matrix product does not promise equal sums for equal inputs (MKL's float64
-    A @ A.T does not give them), and one ulp turns a tie into an order."""
+    its sequence: a matrix product does not promise equal sums for equal inputs (MKL's does
+    not), and one ulp turns a tie into an order."""
     n, d = x.shape[-2:]
     ints = {torch.float32: torch.int32, torch.float64: torch.int64}[x.dtype]
     bits = (x + 0.0).view(ints).long()  # + 0.0 turns -0.0 into 0.0: equal values, equal bits

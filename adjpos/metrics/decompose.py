@@ -15,12 +15,9 @@ sense). When every sequence has every position (the balanced case) the four part
 orthogonal over the valid entries, so their sums of squares add up to that of the states (a
 two-way analysis of variance without replication); with unequal lengths they need not be.
 
-A part fitted and measured on the same states is partly their noise: with N sequences,
-position[t] holds 1/N of the residual's variance even where no curve exists.
-`decomposition_shares` therefore also reports the shares held out: each part (mean, each
-token's mean state, each length's position curve) fitted on the other folds of sequences and
-measured as how much it reduces the held-out states' sum of squares, with the tokens' part
-as its own share (`SHARE_PARTS`).
+A part fitted and measured on the same states is partly their noise (with N sequences,
+position[t] holds 1/N of the residual's variance even where no curve exists), so
+`decomposition_shares` also reports the shares held out, the tokens' part among them.
 """
 
 from __future__ import annotations
@@ -72,15 +69,10 @@ class Decomposition:
         return whole * self.valid[..., None].to(whole.dtype)
 
     def variance_shares(self) -> dict[str, float]:
-        """Each part's sum of squares over the valid entries, divided by the sum of the four.
-
-        The mean counts once per valid entry, position[t] once per sequence that reaches t,
-        context[c] once per valid position of c. In the balanced case the parts are
-        orthogonal, so each share is exactly the part's share of the states' total
-        (uncentred) sum of squares; with unequal lengths they are not exactly orthogonal,
-        and the shares are of the parts' total. They always sum to 1 (NaN for all-zero
-        states).
-        """
+        """Each part's sum of squares over the valid entries (the mean once per valid entry,
+        position[t] once per sequence that reaches t, context[c] once per valid position of
+        c), divided by the sum of the four: in the balanced case exactly the part's share of
+        the states' (uncentred) sum of squares. They sum to 1 (NaN for all-zero states)."""
         squares = {
             "mean": self.lengths.sum() * self.mean.square().sum(),
             "position": (self.counts[:, None] * self.position.square()).sum(),
@@ -94,23 +86,15 @@ class Decomposition:
 def decompose(
     states: Float[Tensor, "batch pos d_model"], lengths: Int[Tensor, " batch"] | None = None
 ) -> Decomposition:
-    """Split hidden states into mean, position, context and residual parts.
-
-    h[c, t] = mean + position[t] + context[c] + residual[c, t], each part a mean effect over
-    the valid entries (t < length_c): see the module's docstring for the formulas. The
-    states are recovered exactly (`Decomposition.reconstruct`); half-precision states are
-    upcast to float32 first. Every part is fitted on the states it splits, so its share
-    (`Decomposition.variance_shares`) is in sample: `decomposition_shares` gives the shares
-    held out too, with each token's mean state as a part of its own.
+    """Split hidden states into mean, position, context and residual parts (the module's
+    formulas), recovered exactly by `Decomposition.reconstruct`; half-precision states are
+    upcast to float32 first. The parts are fitted on the states they split, so their shares
+    are in sample (`decomposition_shares` gives them held out).
 
     Args:
         states: hidden states of a batch of right-padded sequences.
         lengths: true length of each sequence (default: every sequence has all `pos`
             positions, the balanced case). Padding never enters a mean.
-
-    Raises:
-        ValueError: `states` is not [batch, pos, d_model] with every size at least 1 or holds
-            NaN or inf; `lengths` is not one int per sequence in [1, pos].
 
     Example:
         >>> curve = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])  # sums to zero
@@ -149,16 +133,12 @@ def position_curve_pcs(decomposition: Decomposition, k: int | None = None) -> Po
     """Principal components of the position curve position[t]: is it low-dimensional?
 
     Each position counts with the number of sequences that reach it, as in
-    `Decomposition.variance_shares`, so the ratios split the position part's sum of squares
-    (whose weighted mean over positions is zero by construction: no centring is needed).
+    `Decomposition.variance_shares` (the weighted curve has mean zero: no centring needed).
     The ratios of all components sum to 1; they are NaN when the curve is zero.
 
     Args:
         decomposition: from `decompose`.
         k: how many components (default: all, min(pos, d_model)).
-
-    Raises:
-        ValueError: `k` is not an int in [1, min(pos, d_model)].
 
     Example:
         >>> t = torch.arange(6.0)[:, None]
@@ -195,11 +175,9 @@ def position_context_adjacency(
     curve: Float[Tensor, "*batch pos d_model"] | None = None,
     ties: str = DEFAULT_TIES,
 ) -> PositionContextAdjacency:
-    """The adjacency score of the position curve alone, and of the rest of each sequence.
-
-    Every score is `adjacency_probability` of a self-cosine matrix (`cosine_matrix`), with
-    the tie tolerance of the decomposed states' precision (`Decomposition.precision`) and the
-    mean removed from all three so that they are comparable:
+    """The adjacency score of the position curve alone, and of the rest of each sequence:
+    `adjacency_probability` of a self-cosine matrix, at the decomposed states' precision, the
+    mean removed from all three:
 
     - ``position``: the curve position[t] over the positions some sequence reaches, one
       score (a curve that rises smoothly with t scores near 1);
@@ -207,10 +185,8 @@ def position_context_adjacency(
       `curve` (by default position[t], which leaves context[c] + residual[c, t]);
     - ``whole``: position[t] + context[c] + residual[c, t], the states minus the mean.
 
-    A curve fitted on the same sequences holds 1/N of each one's own states, so removing it
-    takes a little of each sequence's own pattern with it; pass the curve each sequence gets
-    from the other sequences (`DecompositionShares.held_out_curve`) to remove only what the
-    sequences share.
+    A curve fitted on the same sequences holds 1/N of each one's own states; pass the curve
+    fitted on the others (`DecompositionShares.held_out_curve`) to remove only what they share.
 
     Args:
         decomposition: from `decompose`.
@@ -286,26 +262,18 @@ def decomposition_shares(
         context    the per-sequence mean of what is left (always the sequence's own);
         residual   the rest.
 
-    A part's share is how much removing it lowers the sum of squares of the states, over
-    their total sum of squares: the shares sum to 1. In sample every part is fitted on all
-    the sequences (each share is then the part's own sum of squares, never negative; without
-    tokens and with one length, `Decomposition.variance_shares`). Held out, the sequences
-    are split into `folds` seeded folds and each fold's states lose the mean, token means and
-    curves fitted on the other folds (a token or length the other folds lack has no part
-    there), so a part that only fits noise gets a share near 0 or below it. The curve each
-    sequence lost held out is kept (``held_out_curve``): `position_context_adjacency` removes
-    it to score the sequences without what the others share.
+    A part's share is how much removing it lowers the states' sum of squares, over their
+    total: the shares sum to 1. In sample every part is fitted on all the sequences (never
+    negative; without tokens and with one length, `Decomposition.variance_shares`). Held out,
+    each of `folds` seeded folds loses the parts fitted on the other folds (a token or length
+    they lack has no part there), so a part that only fits noise gets a share near 0 or below.
+    The curve each sequence lost held out is kept (``held_out_curve``).
 
     Args:
-        states: hidden states of right-padded sequences.
+        states, lengths: as in `decompose`.
         tokens: their token ids (for the token part).
-        lengths: true length of each sequence (default: all `pos`).
         folds: how many folds (2 .. batch).
         seed: seed of the fold assignment (`adjpos.seeds.derive_seed`).
-
-    Raises:
-        ValueError: bad states or lengths, tokens of another shape or negative, or `folds`
-            not an int in [2, batch].
 
     Example:
         >>> noise = torch.randn(10, 6, 4, generator=torch.Generator().manual_seed(0))

@@ -1,14 +1,10 @@
 """A Hugging Face causal LM as a TransformerLens bridge: load it, tell it apart, save it.
 
-``load_hf`` takes a local folder (written by ``save_pretrained``), a hub name (when the
-network is there), or a `transformers` config (random weights, offline). The bridge then
-answers every adjpos function through the same hook names as a HookedTransformer
-(``blocks.{l}.hook_resid_post``, ...), and its hidden states are the Hugging Face model's own
-(``output_hidden_states``; the last one before the final norm).
-
-A bridge is a model like adjpos's own, so it lives here, beside `build_model` and the
-checkpoints: `adjpos.save_model` writes it as a Hugging Face folder and `adjpos.load_model`
-reads one back. `adjpos.hf` builds on this module (families, tokenizers, layer summaries).
+The bridge answers every adjpos function through the same hook names as a HookedTransformer
+(``blocks.{l}.hook_resid_post``, ...), with the Hugging Face model's own hidden states. It is
+a model like adjpos's own, so it lives beside `build_model` and the checkpoints
+(`adjpos.save_model` writes it as a Hugging Face folder, `adjpos.load_model` reads one back);
+`adjpos.hf` builds on this module.
 """
 
 from __future__ import annotations
@@ -61,11 +57,8 @@ def load_hf(
         offline: never reach the hub (default: the ``HF_HUB_OFFLINE`` environment variable).
         seed: with a config, the seed of the random weights (the global torch RNG is left as
             it was); ignored for a checkpoint.
-        nope_layers: the layers whose RoPE to remove: None (default: the checkpoint as it
-            is), ``"all"``, ``"none"`` (the matched control), ``"released"``, an int k (every
-            k-th layer) or a list of layer indices, for Llama, Qwen2, Qwen3 and SmolLM3
-            checkpoints; see `adjpos.models.nope_layers` for the forms and what each
-            architecture becomes.
+        nope_layers: the layers whose RoPE to remove (Llama, Qwen2, Qwen3 and SmolLM3): None
+            (default: the checkpoint as it is) or a form of `adjpos.models.nope_layers`.
 
     Example:
         >>> import adjpos, torch
@@ -76,11 +69,9 @@ def load_hf(
         torch.Size([9])
 
     Raises:
-        ValueError: an architecture the bridge does not support, a folder without weights
-            or config, a hub name that cannot be fetched (offline or unknown), a token id
-            outside the vocabulary, a Cohere2 config without a sliding window, a GGUF file
-            without the ``gguf`` package, `nope_layers` not allowed for the model, or a weight
-            file that cannot be read (each message says what is allowed).
+        ValueError: a source that cannot be loaded or bridged (an unsupported architecture,
+            no weights or config, an unreachable hub name, a special token id outside the
+            vocabulary, ...) or `nope_layers` not allowed for it; each message says why.
     """
     import transformers
     from safetensors import SafetensorError  # a damaged or truncated weight file
@@ -124,8 +115,13 @@ def load_hf(
 def _checked_source(config: Any, nope_layers: Any) -> list[int] | None:
     """Check `config` before its weights load; the layers `nope_layers` makes NoPE."""
     _check_config(config)
-    architecture = _architecture(config)
-    _check_architecture(architecture)
+    architecture, supported = _architecture(config), supported_architectures()
+    if architecture not in supported:
+        raise UsageError(
+            f"architecture {architecture!r} is not supported by the TransformerLens bridge; "
+            "the interleaved NoPE families are in adjpos.hf.FAMILIES, and all supported causal "
+            f"LMs are: {', '.join(supported)}"
+        )
     if nope_layers is None:
         return None
     return nope_layer_indices(nope_layers, config, architecture)
@@ -177,7 +173,7 @@ def _own_weights(hf: Any) -> dict[str, torch.Tensor]:
     """The wrapped model's tensors under the names the Hugging Face model gives them."""
     wrapped: dict[str, torch.Tensor] = {}
     for key, value in hf.state_dict().items():
-        wrapped.setdefault(_hf_name(key), value)
+        wrapped.setdefault(key.replace("._original_component", ""), value)
     names = sorted(_hf_names(hf.config))
     missing = [name for name in names if name not in wrapped]
     if missing:
@@ -189,10 +185,6 @@ def _extra_parameters(hf: Any, own: dict[str, torch.Tensor]) -> list[torch.nn.Pa
     """Parameters the bridge added to the wrapped model (none of the model's own tensors)."""
     pointers = {value.data_ptr() for value in own.values()}
     return [p for p in hf.parameters() if p.data_ptr() not in pointers]
-
-
-def _hf_name(key: str) -> str:
-    return key.replace("._original_component", "")
 
 
 def _hf_names(config: Any) -> set[str]:
@@ -302,16 +294,6 @@ def supported_architectures() -> list[str]:
     from transformer_lens.factories.architecture_adapter_factory import SUPPORTED_ARCHITECTURES
 
     return sorted(name for name in SUPPORTED_ARCHITECTURES if name.endswith("ForCausalLM"))
-
-
-def _check_architecture(name: str) -> None:
-    supported = supported_architectures()
-    if name not in supported:
-        raise UsageError(
-            f"architecture {name!r} is not supported by the TransformerLens bridge; the "
-            "interleaved NoPE families are in adjpos.hf.FAMILIES, and all supported causal "
-            f"LMs are: {', '.join(supported)}"
-        )
 
 
 def _check_config(config: Any) -> None:

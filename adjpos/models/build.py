@@ -5,18 +5,12 @@ model whose `W_pos` is zeroed and frozen here, and zeroed again after every
 `load_state_dict` by a hook registered here. Nothing else in adjpos touches `W_pos`.
 
 One seed gives one start whatever the position scheme. TransformerLens draws the weights from
-one seeded stream in parameter order, `W_pos` second; a rotary model has no `W_pos`, so every
-weight after `W_E` would come from a shifted stream and a NoPE-vs-RoPE comparison would mix the
-layout with the draw. A rotary model therefore takes its weights from the learned-position model
-of the same config, built here and dropped: it equals the NoPE and learned-position models of
-its seed tensor for tensor, `W_pos` aside. (TransformerLens gives an ALiBi model a `W_pos`, so
-its stream is the learned model's already.)
+one seeded stream in parameter order, `W_pos` second, and a rotary model has no `W_pos`, so it
+takes its weights from the learned-position model of the same config, built here and dropped:
+it equals the NoPE and learned models of its seed tensor for tensor, `W_pos` aside.
 
-A rotary model's `nope_layers` (SmolLM3's hybrid) get their rotation removed here too: the
-attention module of each such block has its `apply_rotary` replaced by the identity, so its
-queries and keys carry no position (its ``hook_rot_q``/``hook_rot_k`` then equal q and k). It is
-an attribute of the module, not of the weights, so every model built here has it and a loaded
-state dict cannot take it away.
+A rotary model's `nope_layers` (SmolLM3's hybrid) have their attention's `apply_rotary`
+replaced by the identity: an attribute of the module, so a loaded state dict cannot undo it.
 """
 
 from __future__ import annotations
@@ -38,10 +32,8 @@ _WITHOUT_W_POS = ("rotary",)  # TransformerLens gives ALiBi a W_pos
 
 @contextmanager
 def quiet_transformer_lens():
-    """Silence TransformerLens's 'deprecated ... removed in 4.0' warning, and only that one.
-
-    adjpos pins transformer-lens<4 on purpose; the warning would otherwise fire on every model.
-    """
+    """Silence TransformerLens's 'deprecated ... removed in 4.0' warning, and only that one
+    (adjpos pins transformer-lens<4 on purpose; it would fire on every model)."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore",
@@ -54,16 +46,13 @@ def quiet_transformer_lens():
 def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -> Any:
     """Build a randomly initialised HookedTransformer from `cfg`.
 
-    Weights are drawn from a private generator state seeded by `cfg.seed`, so the global
-    torch RNG is left as it was. With ``cfg.positional == "none"`` the positional embedding
-    is zero and frozen for the model's life (see `adjpos.is_position_free`).
+    Weights are drawn from a private generator state seeded by `cfg.seed` (the global RNGs
+    are left as they were). With ``cfg.positional == "none"`` the positional embedding is zero
+    and frozen for the model's life. The model keeps its config as ``model.adjpos_config``.
 
     Args:
         cfg: the model description.
         device: where to put the model (default: cuda if available, else cpu).
-
-    Returns:
-        A `transformer_lens.HookedTransformer`, with ``model.adjpos_config = cfg``.
 
     Example:
         >>> import adjpos
@@ -82,7 +71,10 @@ def build_model(cfg: ModelConfig, *, device: str | torch.device | None = None) -
                 learned = {**kwargs, "positional_embedding_type": "standard", "device": "cpu"}
                 start = HookedTransformer(HookedTransformerConfig(**learned))
                 model = HookedTransformer(HookedTransformerConfig(**kwargs, init_weights=False))
-                _copy_parameters(start, model)
+                weights = dict(start.named_parameters())
+                with torch.no_grad():
+                    for name, param in model.named_parameters():
+                        param.copy_(weights[name])
             else:
                 model = HookedTransformer(HookedTransformerConfig(**kwargs))
     model.adjpos_config = cfg
@@ -110,22 +102,14 @@ def _global_rngs_restored():
         np.random.set_state(np_state)
 
 
-def _copy_parameters(source: nn.Module, target: nn.Module) -> None:
-    """Copy every parameter of `target` from the one of the same name in `source`."""
-    weights = dict(source.named_parameters())
-    with torch.no_grad():
-        for name, param in target.named_parameters():
-            param.copy_(weights[name])
+def _reapply_after_load(model: nn.Module, incompatible_keys: Any) -> None:
+    _remove_position(model)
 
 
 def _remove_position(model: nn.Module) -> None:
     with torch.no_grad():
         model.pos_embed.W_pos.zero_()
     model.pos_embed.W_pos.requires_grad_(False)
-
-
-def _reapply_after_load(model: nn.Module, incompatible_keys: Any) -> None:
-    _remove_position(model)
 
 
 def _tl_kwargs(cfg: ModelConfig, device: str | torch.device | None) -> dict[str, Any]:

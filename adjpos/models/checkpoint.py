@@ -71,15 +71,14 @@ def load_model(
     Args:
         path: the checkpoint folder.
         device: where to put the model (default: cuda if available, else cpu).
-        n_ctx: a longer (or shorter) context than the model was built with. Without learned
-            positions no trained weight depends on n_ctx, so a NoPE, rotary or ALiBi model can
-            be run on sequences longer than it was trained on.
+        n_ctx: another context than the model was built with (no trained weight depends on it
+            without learned positions, so a NoPE model can run on longer sequences).
         step: load the training snapshot of this step (see `snapshot_steps`) instead of the
             final weights.
 
     Raises:
-        ValueError: `path` is not an adjpos checkpoint folder, it has no snapshot of `step`
-            (the message lists those it has), or `n_ctx` is asked of a learned-position model.
+        ValueError: not a checkpoint folder, no snapshot of `step`, or `n_ctx` asked of a
+            learned-position model.
     """
     folder = Path(path)
     if is_hf_folder(folder):
@@ -142,8 +141,7 @@ def write_weights(model: Any, target: Path, *, dtype: torch.dtype | None = None)
 
 def snapshot_steps(path: str | os.PathLike, count: int | None = None) -> list[int]:
     """The training steps whose snapshots checkpoint folder `path` holds, in order; with
-    `count`, that many of them spread evenly by index, the first and the last among them
-    (`spread_evenly`)."""
+    `count`, that many of them (`spread_evenly`)."""
     folder = Path(path) / SNAPSHOTS
     if not folder.is_dir():
         return []

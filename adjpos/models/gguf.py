@@ -1,11 +1,5 @@
-"""GGUF checkpoints (llama.cpp's single-file format) read through transformers, dequantised.
-
-`find_gguf` tells whether a source is a .gguf file (or a folder holding one and no
-``config.json``); `load_gguf` reads the model from it with float weights (transformers
-dequantises every quantised tensor on load) and drops the quantizer, so the model is an
-ordinary one that ``save_pretrained`` writes as a normal Hugging Face folder. Reading needs
-the ``gguf`` package, an optional extra: ``pip install -e ".[gguf]"``.
-"""
+"""GGUF checkpoints (llama.cpp's single-file format) read through transformers, dequantised
+to ordinary float models; reading needs the ``gguf`` extra: ``pip install -e ".[gguf]"``."""
 
 from __future__ import annotations
 
@@ -22,11 +16,8 @@ GGUF_INSTALL = 'pip install -e ".[gguf]" (or pip install gguf)'
 
 def find_gguf(source: str | os.PathLike) -> Path | None:
     """The .gguf file `source` names: itself, or the one .gguf in a folder that has no
-    ``config.json`` (a folder with a config is a Hugging Face folder). None otherwise.
-
-    Raises:
-        ValueError: a .gguf path that does not exist, or a folder with several .gguf files.
-    """
+    ``config.json`` (a folder with a config is a Hugging Face folder). None otherwise; a
+    missing .gguf path or a folder of several raise `ValueError`."""
     path = Path(source)
     if path.suffix.lower() == ".gguf":
         if not path.is_file():
@@ -70,14 +61,10 @@ def load_gguf(path: Path, *, dtype: torch.dtype | None = None) -> Any:
     hf = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=dtype or torch.float32
     )
-    drop_quantizer(hf)
-    return hf
-
-
-def drop_quantizer(hf: Any) -> None:
-    """Forget that `hf` was read from a quantised file: its weights are plain floats already,
-    but transformers refuses to save a model that still carries the GGUF quantizer."""
+    # The weights are plain floats already, but transformers refuses to save a model that
+    # still carries the GGUF quantizer.
     hf.hf_quantizer = None
     hf.is_quantized = False
     if hasattr(hf.config, "quantization_config"):
         del hf.config.quantization_config
+    return hf

@@ -6,8 +6,6 @@ sliding window), ``"chunked_rope"`` (RoPE inside fixed chunks, Llama 4), ``"lear
 (learned absolute positions added to the embeddings), ``"alibi"`` and ``"shortformer"``.
 
 The bridge's own config is not read: it says "rotary" for a SmolLM3 whose layers are all NoPE.
-For the residual stream (``site="resid_post"``) layer 0 is the embeddings: see
-`capture_kinds`.
 """
 
 from __future__ import annotations
@@ -28,27 +26,25 @@ _TL_KINDS = {
 
 
 def layer_kinds(model: Any) -> list[str]:
-    """The kind of each block of `model` (one per block, in order).
-
-    Works on adjpos's own models, any HookedTransformer, and a TransformerBridge (from
-    `adjpos.load_hf`) of any architecture; the interleaved families are read from their
-    attention modules (SmolLM3 and Llama 4: ``use_rope``; Cohere2, EXAONE 4 and AFMoE: the
-    sliding window and the layer type), other bridge architectures have one kind throughout.
+    """The kind of each block of `model` (one per block, in order), for any HookedTransformer
+    or TransformerBridge; the interleaved families are read from their attention modules.
 
     Example:
         >>> import adjpos
         >>> adjpos.layer_kinds(adjpos.build_model(adjpos.ModelConfig(n_layers=2)))
         ['nope', 'nope']
-
-    Raises:
-        TypeError: `model` is neither a HookedTransformer nor a TransformerBridge.
     """
     if _is_hooked_transformer(model):
         kind = "nope" if is_position_free(model) else _TL_KINDS[model.cfg.positional_embedding_type]
         if kind != "rope":
             return [kind] * model.cfg.n_layers
         # A hybrid (ModelConfig.nope_layers): read from each attention module itself.
-        return ["nope" if _rotation_removed(block.attn) else "rope" for block in model.blocks]
+        from adjpos.models.build import no_rotation
+
+        return [
+            "nope" if vars(block.attn).get("apply_rotary") is no_rotation else "rope"
+            for block in model.blocks
+        ]
     if is_bridge(model):
         return _bridge_kinds(model)
     raise TypeError(
@@ -58,19 +54,13 @@ def layer_kinds(model: Any) -> list[str]:
 
 def is_position_free(model: nn.Module) -> bool:
     """True when no positional signal can enter `model`: no rotary or ALiBi, and any
-    additive positional embedding is exactly zero and frozen.
-
-    Works on any TransformerLens model with a ``cfg``; a learned-position model whose
-    `W_pos` happens to be zero but is trainable is not position-free. A bridged Hugging Face
-    model is position-free when every layer is NoPE (`adjpos.layer_kinds`).
+    additive positional embedding is exactly zero and frozen (a trainable zero `W_pos` is not
+    position-free); a bridged model, when every layer is NoPE (`adjpos.layer_kinds`).
 
     Example:
         >>> import adjpos
         >>> adjpos.is_position_free(adjpos.build_model(adjpos.ModelConfig(n_layers=1)))
         True
-
-    Raises:
-        TypeError: `model` is not a torch module.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(
@@ -124,12 +114,6 @@ def _attention_kind(attn: Any, layer_type: str | None, model: Any) -> str:
     if kind == "rope" and layer_type == "sliding_attention":
         return "sliding_rope"
     return kind
-
-
-def _rotation_removed(attn: Any) -> bool:
-    from adjpos.models.build import no_rotation
-
-    return vars(attn).get("apply_rotary") is no_rotation
 
 
 def _zero_and_frozen(model: Any) -> bool:

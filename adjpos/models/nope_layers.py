@@ -1,26 +1,21 @@
 """Remove RoPE from chosen layers of a Hugging Face checkpoint, keeping every weight
 (``adjpos.load_hf(source, nope_layers=...)``).
 
-Which layers (`nope_layer_indices`): ``"all"``, ``"none"`` (no layer: the matched control,
-built the same way), ``"released"`` (SmolLM3's own layout), an int k (every k-th layer,
-SmolLM3's convention: layer i, counted from 0, is NoPE when ``(i + 1) % k == 0``, so k = 4
-gives layers 3, 7, 11, ...) or a list of layer indices. Exactly those layers lose RoPE; every
-other layer keeps the checkpoint's own rotary parameters (``rope_parameters``: its theta and
-any scaling), even where it had none before (a SmolLM3's released NoPE layers).
+Which layers (`nope_layer_indices`): ``"all"``, ``"none"`` (the matched control, built the
+same way), ``"released"`` (SmolLM3's own layout), an int k (layer i is NoPE when
+``(i + 1) % k == 0``, SmolLM3's convention) or a list of layer indices. Every other layer keeps
+the checkpoint's own rotary parameters, even where it had none before.
 
 How, per architecture (`remove_rope`):
 
 - SmolLM3: its own switch, ``no_rope_layers`` in the config and ``use_rope`` in each
   attention module.
-- Llama (SmolLM2 is one) and Qwen2: rebuilt as SmolLM3, which is Llama's decoder with that
-  switch. The modules, weight names and forward pass are Llama's, so the same tensors are
-  moved over (no copy) and ``nope_layers="none"`` gives the original logits exactly. Qwen2's
-  attention has biases on the query, key and value projections but not the output one;
-  SmolLM3 has all four or none, so the output projection gets a bias of zeros.
-- Qwen3: its query and key norms have no place in SmolLM3, so the model stays a Qwen3; each
-  attention module gets ``use_rope``, which the bridge honours (`honour_use_rope`), not
-  transformers' own Qwen3 forward. Such a model cannot be saved as a Hugging Face folder
-  (`check_savable`), since its config cannot say which layers are NoPE.
+- Llama (SmolLM2 is one) and Qwen2: rebuilt as SmolLM3, Llama's decoder with that switch,
+  holding the same tensors (``nope_layers="none"`` gives the original logits exactly; Qwen2's
+  output projection gets a bias of zeros, as SmolLM3 has all four biases or none).
+- Qwen3: its query and key norms have no place in SmolLM3, so it stays a Qwen3 whose
+  attention modules get ``use_rope``, which the bridge honours (`honour_use_rope`); its
+  config cannot record that, so it cannot be saved (`check_savable`).
 
 Other families are refused: in Llama 4, Cohere2, EXAONE 4 and AFMoE a layer's RoPE comes
 with other differences (chunked or sliding-window attention, query-key norms only in RoPE

@@ -1,11 +1,9 @@
 """Layer-wise probes of token position: which carrier in the residual stream holds it.
 
-`features` turns one layer's hidden states into per-position probe inputs (variance, norm,
-cosine-similarity sets, the raw residual, and shuffled controls), `fit` cross-validates
-scikit-learn probes by sequence beside chance baselines, `order` recovers a shuffled sequence's
-order from its cosine matrix or its variances, and `positions` composes capture, features and
-probes for a model. Results are `ProbeResult`s. `compare` compares two feature sets fairly: on
-the same positions and folds, with a paired bootstrap interval over sequences.
+`features` turns one layer's hidden states into per-position probe inputs, `fit`
+cross-validates probes by sequence beside chance baselines, `order` recovers a shuffled
+sequence's order, `positions` composes them for a model (results are `ProbeResult`s), and
+`compare` compares two feature sets fairly.
 """
 
 from adjpos.probes.compare import (

@@ -4,28 +4,19 @@ paired interval over sequences.
 A probe score depends on which positions it is asked about and on the folds, and most of its
 uncertainty comes from which sequences were drawn. Two feature sets a and b are compared so:
 
-1. **The same positions.** Each set's samples are the (sequence, position) pairs it has
-   features for; both sets are scored on the pairs they share. ``cosine_first`` and
-   ``cosine_previous`` have nothing at position 0 (their row there is NaN), so a pair with
-   either of them is scored on positions 1..n-1 for both sets.
-2. **The same folds.** `GroupKFold` over the sequences with one seed: the split depends only
-   on the sequences and the seed, so both sets are trained and tested on the same sequences.
-3. **Pooled out-of-fold predictions.** Every sample is predicted once, by the probe fitted on
-   the folds that do not hold its sequence (`adjpos.probes.fit.predict_out_of_fold`), and a
-   set's score is the metric of all its predictions pooled: R^2 = 1 - SSE / sum (y - mean y)^2,
-   the mean absolute error, the accuracy, the mean absolute distance. Each sequence keeps the
-   sums the metrics need (`STATISTICS`), so the score of any multiset of sequences is a ratio
-   of their sums.
-4. **A paired bootstrap over sequences.** Sequences are drawn with replacement, both sets'
-   scores are recomputed on the same draw, and the difference a - b is taken
-   (`adjpos.stats.paired_difference`); the interval is the percentile interval of those
-   differences. The probes are not refitted in a draw: the interval covers the sampling of the
-   scored sequences given the fitted folds, not the variation of the fits themselves.
+1. **The same positions**: the (sequence, position) pairs both have features for (a pair with
+   ``cosine_first`` or ``cosine_previous`` is scored on positions 1..n-1 for both sets).
+2. **The same folds**: `GroupKFold` over the sequences with one seed.
+3. **Pooled out-of-fold predictions** (`adjpos.probes.fit.predict_out_of_fold`): a set's
+   score is the metric of all its predictions pooled. Each sequence keeps the sums the
+   metrics need (`STATISTICS`), so the score of any multiset of sequences is a ratio of sums.
+4. **A paired bootstrap over sequences** (`adjpos.stats.paired_difference`): both sets'
+   scores are recomputed on the same draw of sequences. The probes are not refitted in a draw:
+   the interval covers the sampling of the scored sequences given the fitted folds.
 
-With ``best_layer=True`` each side is read at its own best layer (the highest score, the lowest
-error) and the best layers are chosen again in every draw, so the choice is part of the
-uncertainty. The difference is a - b as measured: positive is better for R^2 and accuracy,
-worse for the errors (``mae``, ``mean_abs_distance``).
+With ``best_layer=True`` each side is read at its own best layer, chosen again in every draw.
+The difference is a - b as measured: positive is better for R^2 and accuracy, worse for the
+errors (``mae``, ``mean_abs_distance``).
 """
 
 from __future__ import annotations
@@ -91,11 +82,8 @@ class SequenceScores:
     def values(self, metric: str, sums: np.ndarray | None = None) -> np.ndarray:
         """`metric` at each layer of the pooled `sums` [..., layer, statistic] (default: of
         every sequence): R^2 = 1 - squared_error / (sum_y2 - sum_y^2 / count), an error or
-        the accuracy (correct) per count, or a mean per-sequence score.
-
-        Raises:
-            UsageError: a metric these sums cannot give (the message lists those they can).
-        """
+        the accuracy (correct) per count, or a mean per-sequence score (a `UsageError` lists
+        the metrics these sums can give)."""
         available = [m for m, needs in _NEEDS.items() if set(needs) <= set(self.statistics)]
         if metric not in available:
             raise UsageError(
@@ -146,18 +134,16 @@ def compare_feature_sets(
             again in every bootstrap draw; otherwise one row per layer.
         cv: folds grouped by sequence (the same for both sets).
         seed: seed of the folds, of the shuffles of ``shuffled:`` sets and of the bootstrap.
-        n_boot: bootstrap draws.
-        level: confidence level of the percentile interval.
+        n_boot, level: bootstrap draws, and the percentile interval's confidence level.
 
     Returns:
-        pandas DataFrame with the columns of `COMPARISON_TABLE`, a row per pair (and layer) and
-        metric: ``layer_b`` is b's layer (a's unless `best_layer`), ``value_a``, ``value_b``
-        the pooled out-of-fold scores, ``difference`` = value_a - value_b, ``low``, ``high``
-        its interval, ``positions`` those scored ("first..last").
+        a frame of `COMPARISON_TABLE`, a row per pair (and layer) and metric: ``layer_b`` is
+        b's layer, ``value_a``, ``value_b`` the pooled out-of-fold scores, ``difference``
+        their difference with its interval ``low``, ``high``.
 
     Raises:
-        UsageError: no pairs, a pair that is not two known sets, a set the probe cannot read,
-            or bad counts, layers or lengths; all checked before any forward pass.
+        UsageError: bad pairs, a set the probe cannot read, or bad counts, layers or lengths;
+            all checked before any forward pass.
 
     Example:
         >>> import adjpos
@@ -200,10 +186,7 @@ def score_sequences(
 ) -> list[dict[str, SequenceScores]]:
     """Per group of feature sets, each set's `SequenceScores`, every set of a group scored on
     the positions all of them have and on the same folds; one forward pass for every group.
-
-    The scores of two models on the same tokens are paired too (the folds depend only on the
-    sequences and the seed), so `compare_scores` can compare a trained model with its
-    random-init copy.
+    Two models' scores on the same tokens are paired too (for `compare_scores`).
 
     Args:
         groups: tuples of feature-set names, e.g. ``[("cosine_first", "variance")]``.
@@ -273,10 +256,7 @@ def compare_scores(
 ) -> list[dict[str, Any]]:
     """The difference a - b of `metric` with its paired bootstrap interval over the sequences
     (one row per layer, or one at each side's best layer): the rows of `COMPARISON_TABLE`.
-
-    Raises:
-        UsageError: the two were not scored on the same sequences, positions and layers.
-    """
+    A `UsageError` when the two were not scored alike."""
     alike = [(s.sums.shape, s.statistics, s.positions, s.layers) for s in (a, b)]
     if alike[0] != alike[1]:
         raise UsageError(

@@ -27,21 +27,11 @@ def sequences_of_length(
 ) -> Int[Tensor, "n length"]:
     """`n` distinct sequences of `task` (prompt, answer, EOS), all `length` tokens long.
 
-    Prompts are drawn from `split` (default: the held-out test split) in rounds until `n`
-    distinct sequences of the length have been seen. Duplicates are dropped: a repeated
-    sequence could otherwise sit in both a training and a test fold.
-
-    Args:
-        task: an `adjpos` task (see `adjpos.get_task`).
-        n: how many sequences.
-        length: tokens per sequence, EOS included (default: the length with the most
-            distinct sequences in the first round of draws; on a tie, the longer).
-        generator: the only source of randomness.
-        split: "test" or "train".
-
-    Raises:
-        ValueError: the split holds fewer than `n` distinct sequences of `length` (the
-            message gives the lengths seen and how many distinct sequences each had).
+    Prompts are drawn from `split` ("test" or "train") with `generator` in rounds until `n`
+    distinct sequences of the length have been seen (a repeated sequence could sit in both a
+    training and a test fold). `length` counts the EOS; its default is the length with the
+    most distinct sequences in the first round (on a tie, the longer). A split with fewer than
+    `n` raises `ValueError` giving the lengths seen and how many each had.
 
     Example:
         >>> from adjpos.tasks import get_task

@@ -18,31 +18,16 @@ name                 size     features of position k
                               neighbours taken around the sequence (mod n); no hidden state
 ===================  =======  ====================================================================
 
-``token_identity`` is the leak-aware baseline: what the prompt format alone gives away (in a task
-the same characters sit at the same places, so layer 0 already reads position there). It does
-not depend on the layer. Its neighbours wrap around the ends so that every position has five
-real tokens and none is marked by a missing neighbour: on uniformly random tokens it is at
-chance.
-
-*Backward-only* sets (variance, norm, cosine_first, cosine_previous, resid) use only what the
-model itself sees at position k: the state X_k, computed causally, and earlier states. The
-other cosine sets and ``token_identity`` also use later tokens; results and figures keep the two
-kinds apart (`backward_only`).
-
-No feature is the token's own position in disguise: there is no padding to count (the sets
-that relate a token to all the others need sequences of one length), every position has the
-same number of features, and the self-similarity C[k, k] = 1 is deleted rather than set to a
-constant. A constant would mark column k, and a linear probe reads its location (with
-near-equal off-diagonal values, sum_j w_j C[k, j] is linear in w_k). With the diagonal
-deleted, hidden states that do not depend on position give every position the same
-distribution of features. Position 0 has no ``cosine_first`` or ``cosine_previous`` feature
-(for ``cosine_first`` it would be its own diagonal): its row is NaN and it is left out of those
-sets' samples, so their probes are asked about positions 1..n-1 only.
-
-``shuffled:NAME`` is the control for any set: each sequence's hidden states are permuted across
-positions (one random permutation per sequence) before the features are computed, and the probe
-is asked for the *slot*: the hidden state in slot k was computed at a random position. Any
-feature set that does not leak its slot by construction scores at chance there.
+``token_identity`` is the leak-aware baseline, what the prompt format alone gives away (the
+same at every layer; its neighbours wrap around so that none is marked by a missing one).
+*Backward-only* sets (variance, norm, cosine_first, cosine_previous, resid) use only the state
+X_k and earlier ones (`backward_only`). No feature is the position in disguise: no padding
+(the sets that relate a token to all others need one length), the same number of features at
+every position, and the diagonal C[k, k] = 1 deleted, not set to a constant that would mark
+column k. Position 0 has no ``cosine_first`` or ``cosine_previous`` (its row is NaN, left out
+of those sets' samples). ``shuffled:NAME`` is the control for any set: each sequence's states
+are permuted across positions first, and the probe is asked for the *slot*. docs/probing.md
+says why each rule is needed.
 """
 
 from __future__ import annotations
@@ -81,11 +66,8 @@ ONE_LENGTH_SETS = ("cosine_profile", "cosine_sorted", "cosine_mean", "token_iden
 
 
 def check_feature_sets(names: str | Sequence[str]) -> list[str]:
-    """Validate feature-set names (one name or several); returns them as a list, in order.
-
-    Raises:
-        ValueError: an unknown name (the message lists the allowed ones) or an empty list.
-    """
+    """Feature-set names (one or several) as a list, each one of `FEATURE_SETS` (else
+    `UsageError`)."""
     control = "(the shuffled-position control)"
     listed = f"{list(BASE_FEATURE_SETS)}, each also as '{SHUFFLED}NAME' {control}"
     return check_names("feature sets", names, FEATURE_SETS, listed)

@@ -9,17 +9,13 @@
   with it; the spline reads any smooth, monotone or not, relation, so two single numbers
   are compared under one flexible probe. Scored and baselined as ridge.
 - ``logistic``: standardise, then multinomial logistic regression over the positions, with weak
-  L2 regularisation (C = 100): a one-number feature (variance, norm) needs large weights to
-  cut its line into n ordered intervals, and C = 1 would hold it back (on clean synthetic
-  data, accuracy 0.63 at C = 1 against 0.97 at C = 100). Fitted in torch, every fold of every
-  repeat as one batched problem (`adjpos.probes.logistic`). Scored by accuracy and the mean
-  absolute distance |predicted - true| (Haviv et al.). Baseline: the same predictions paired
-  with the true positions at random, i.e. the expected score of a guess drawn from the
-  probe's own output frequencies, independent of the truth (computed exactly per fold). For
-  a guess spread evenly over n positions this is accuracy 1/n and distance (n^2 - 1)/(3n),
-  about n/3. The probe's own frequencies matter: a probe with no information that piles its
-  guesses on the middle positions scores a distance near n/4, and one that piles them on the
-  ends near n/2, so no fixed number is the chance level.
+  L2 regularisation (C = 100): a one-number feature needs large weights to cut its line into
+  n ordered intervals (on clean synthetic data, accuracy 0.63 at C = 1 against 0.97 at
+  C = 100). Fitted in torch, every fold of every repeat at once (`adjpos.probes.logistic`).
+  Scored by accuracy and the mean absolute distance |predicted - true| (Haviv et al.).
+  Baseline: the expected score of a guess drawn from the probe's own output frequencies,
+  independent of the truth (exact per fold; accuracy 1/n and distance about n/3 for a guess
+  spread evenly, but a blind probe that piles its guesses on the middle scores near n/4).
 
 Folds are `GroupKFold` with the sequence as the group: no sequence is in both train and test.
 `cross_validate` scores each fold; `predict_out_of_fold` returns every sample's prediction by
@@ -59,17 +55,8 @@ Samples = tuple[Tensor, Tensor, Tensor]
 def check_names(
     what: str, names: str | Sequence[str], allowed: Sequence[str], listed: str | None = None
 ) -> list[str]:
-    """`names` (one name or several) as a list in order, repeats dropped, each one of `allowed`.
-
-    Args:
-        what: what the names are, for the message ("probes", "feature sets").
-        names: the names given.
-        allowed: the names accepted.
-        listed: how the message lists what is allowed (default: `allowed`).
-
-    Raises:
-        UsageError: an unknown name (the message lists the allowed ones) or none.
-    """
+    """`names` (one name or several) as a list in order, repeats dropped, each one of `allowed`;
+    else a `UsageError` naming `what` they are and listing `listed` (default: `allowed`)."""
     names = [names] if isinstance(names, str) else list(names)
     unknown = [n for n in names if n not in allowed]
     if unknown or not names:
@@ -79,11 +66,7 @@ def check_names(
 
 
 def check_probes(names: str | Sequence[str]) -> list[str]:
-    """Validate probe names (one or several) against `PROBES`; returns them as a list.
-
-    Raises:
-        ValueError: an unknown name (the message lists the allowed ones) or an empty list.
-    """
+    """Probe names (one or several) as a list, each one of `PROBES` (else `UsageError`)."""
     return check_names("probes", names, PROBES)
 
 
@@ -147,10 +130,8 @@ def predict_out_of_fold(samples: Samples, *, probe: str, cv: int, seed: int) -> 
     folds that do not hold its sequence (the folds of `cross_validate` with this seed).
 
     Args:
-        samples: ``(features, positions, groups)``: [samples, features] probe inputs,
-            [samples] the target position, [samples] the sequence of each sample.
-        probe: "ridge", "logistic" or "spline" (one-number features only).
-        cv: number of folds.
+        samples: ``(features, positions, groups)``, one sample set of `cross_validate`.
+        probe, cv: as in `cross_validate`.
         seed: shuffles which sequences go to which fold.
 
     Returns:
@@ -202,17 +183,10 @@ def _regression_predictions(probe: str, folds: list) -> list[np.ndarray]:
 
 def _logistic_predictions(probe: str, folds: list) -> list[np.ndarray]:
     classes = int(max(int(y.max()) for _, _, y, _, _ in folds)) + 1
-    on = [
-        (x[train.to(x.device)], y[train.to(y.device)], x[test.to(x.device)])
-        for _, x, y, train, test in folds
-    ]
-    predicted = fit_predict_logistic(
-        [a for a, _, _ in on],
-        [b for _, b, _ in on],
-        [c for _, _, c in on],
-        n_classes=classes,
-        C=LOGISTIC_C,
-    )
+    train_x = [x[train.to(x.device)] for _, x, _, train, _ in folds]
+    train_y = [y[train.to(y.device)] for _, _, y, train, _ in folds]
+    test_x = [x[test.to(x.device)] for _, x, _, _, test in folds]
+    predicted = fit_predict_logistic(train_x, train_y, test_x, n_classes=classes, C=LOGISTIC_C)
     return [p.cpu().numpy() for p in predicted]
 
 

@@ -8,22 +8,16 @@ multinomial objective
 
 over the classes seen in that fold, and stop, as scikit-learn does, once the largest entry of
 the gradient of f / (C n) falls below `tol` (1e-4). The problems are stacked into one batch
-(padded to the largest fold with rows of weight 0; their objectives are independent) and
-solved on the tensors' device, in float64 (Newton-CG's inexact inner solve in float32), by
-one of two methods:
+(padded with rows of weight 0) and solved in float64 by one of two methods, each step ending
+with a backtracking (Armijo) line search:
 
-- **Newton-CG** for up to `WIDE` features: each Newton step is solved by conjugate gradients
-  preconditioned with the Hessian's per-class diagonal blocks (exact for one sample, up to
-  the direction that adds a constant to every class); about 10 to 20 steps.
-- **L-BFGS** in whitened coordinates for more features: the inputs are rotated onto the
+- **Newton-CG** for up to `WIDE` features: conjugate gradients (in float32) preconditioned
+  with the Hessian's per-class diagonal blocks; about 10 to 20 steps.
+- **L-BFGS** in whitened coordinates for more features: the inputs rotated onto the
   eigenvectors of their covariance S and rescaled by (S + 1/(C n))^(-1/2), which leaves f
-  unchanged (the penalty is rewritten in the new coordinates) but lets L-BFGS take the
-  correlated directions of a residual stream at one pace. The stopping test is applied to
-  the gradient in the original coordinates.
+  unchanged but lets L-BFGS take a residual stream's correlated directions at one pace.
 
-Both end with a backtracking (Armijo) line search, so each problem's objective only falls.
-``tests/probes/test_logistic.py`` checks the result against scikit-learn on random data and
-``benchmarks/bench_probes.py`` measures the speed.
+``tests/probes/test_logistic.py`` checks the result against scikit-learn.
 """
 
 from __future__ import annotations
@@ -157,13 +151,10 @@ def _newton_cg(x, yh, weight, mask, *, C, tol):
 
 def _newton_step(objective: _Objective, p: Tensor, grad: Tensor, active: Tensor) -> Tensor:
     """Preconditioned conjugate gradients on H s = -grad, to a relative residual of
-    min(0.5, sqrt(|grad| / (C n))) (inexact Newton: loose far from the optimum).
-
-    The Hessian products and the preconditioner's blocks are computed in float32 (two to three
-    times faster on a CPU): while a problem is unsolved the target residual is at least 1e-2
-    of the gradient's norm, far above float32's rounding, and any positive definite
-    preconditioner leaves the solution of H s = -grad unchanged. The objective, its gradient,
-    the stopping test and the line search stay in float64."""
+    min(0.5, sqrt(|grad| / (C n))) (inexact Newton: loose far from the optimum). The Hessian
+    products and the preconditioner are in float32 (two to three times faster on a CPU): the
+    target residual stays far above float32's rounding, and any positive definite
+    preconditioner leaves the solution unchanged."""
     x, C, penalty = objective.x32, objective.C, objective.penalty
     xt = x.transpose(1, 2)
     f32, f64 = torch.float32, grad.dtype
@@ -274,12 +265,8 @@ def _line_search(objective, w, f, g, p, step, active):
         trial = start_w + t[:, None, None] * step
         f_t, g_t, p_t = objective(trial)
         accept = todo & (f_t <= start_f + 1e-4 * t * slope)
-        w[accept], f[accept], g[accept], p[accept] = (
-            trial[accept],
-            f_t[accept],
-            g_t[accept],
-            p_t[accept],
-        )
+        for old, new in ((w, trial), (f, f_t), (g, g_t), (p, p_t)):
+            old[accept] = new[accept]
         todo &= ~accept
         if not todo.any():
             break

@@ -4,24 +4,17 @@ The leak-free form of the claim that nearby similarity lets a model reconstruct 
 sequence's hidden states are first put in a random order (so no method can fall back on the
 index, not even to break a tie), then ranked by
 
-- ``spectral_seriation`` of the cosine matrix: the order of the Fiedler vector (the eigenvector
-  of the second-smallest eigenvalue) of the graph Laplacian L = D - W, W = (C + 1) / 2
-  (Atkins, Boman and Hendrickson, 1998). It puts similar states next to each other and is
-  exact when W is a Robinson matrix (similarity falls away from the diagonal). The diagonal of
-  W cancels in D - W, so the self-similarity 1.0 is never used.
+- ``spectral_seriation`` of the cosine matrix: the order of the Fiedler vector of the graph
+  Laplacian L = D - W, W = (C + 1) / 2 (Atkins, Boman and Hendrickson, 1998), exact when
+  similarity falls away from the diagonal; the self-similarity cancels in D - W. It uses all
+  pairs, later tokens included.
 - ``variance_sort``: the states sorted by their variance over d_model (Chi et al.).
-- ``first_similarity_sort``: the states sorted by their cosine similarity to the first token's
-  state, the backward-only variant of the seriation: the state at k is compared only with a
-  state the model itself sees at k (the first), not with later ones. The first state is the
-  anchor, so it is scored over the other n - 1 states (chance E|tau| for n - 1 items).
+- ``first_similarity_sort``: the states sorted by their cosine similarity to the first
+  state, the backward-only variant of the seriation, scored over the other n - 1 states.
 
-The seriation uses all pairs, later tokens included; the two sorts use one number per state,
-computed from that state and earlier ones (``backward_only``).
-
-Both give an order up to reversal (a symmetric similarity matrix cannot tell first from last,
-and we do not assume which way variance runs), so the score is |tau|, Kendall's tau between the
-recovered and the true order, in absolute value. Its chance level is E|tau| over uniformly
-random orders, computed exactly by `expected_abs_tau` (about 0.1 for 32 tokens, not 0).
+Each order is known only up to reversal, so the score is |tau|, Kendall's tau between the
+recovered and the true order in absolute value; chance is E|tau| over random orders,
+computed exactly by `expected_abs_tau` (about 0.1 for 32 tokens, not 0).
 """
 
 from __future__ import annotations
@@ -129,11 +122,8 @@ def reconstruct_order(
         model, layers, model_name, batch_size, progress: as in `adjpos.probe_positions`.
 
     Returns:
-        A `ProbeResult` with features "cosine_matrix" (probe "spectral_seriation"),
-        "variance" (probe "variance_sort") and "cosine_first" (probe
-        "first_similarity_sort"), metric "abs_kendall_tau"; value = mean over the sequences,
-        std = their standard deviation, sem = std / sqrt(sequences), baseline =
-        `expected_abs_tau` of the items ranked.
+        A `ProbeResult`, features and probe from `ORDER_METHODS`, metric "abs_kendall_tau":
+        the mean over the sequences, their std and sem, baseline `expected_abs_tau`.
     """
     with small_work_threads(check_model(model)):
         tokens, layers = _check_order(model, tokens, layers)
@@ -167,9 +157,8 @@ def order_scores(
 
     Args:
         model, tokens, layers, seed, batch_size: as in `reconstruct_order`.
-        drop_first: every method ranks only the n - 1 states other than position 0, the
-            states the first-similarity sort ranks (so it is compared on the same positions);
-            otherwise seriation and the variance sort rank all n.
+        drop_first: every method ranks only the n - 1 states the first-similarity sort ranks
+            (position 0 left out), so all are compared on the same positions.
 
     Returns:
         ``{method: SequenceScores}`` (features: the method's name, probe: "order", metric

@@ -34,7 +34,7 @@ from adjpos.probes.fit import METRICS, check_probes, cross_validate, probe_appli
 from adjpos.probes.result import TOKENS, ProbeResult, ProbeScore
 from adjpos.seeds import derive_seed
 from adjpos.types import TokenInput
-from adjpos.validation import UsageError, check_model, check_positive_int
+from adjpos.validation import UsageError, check_model, check_positive_int, is_int
 
 DEFAULT_FEATURES = (*BASE_FEATURE_SETS, "shuffled:cosine_profile", "shuffled:resid")
 
@@ -57,25 +57,18 @@ def probe_positions(
     """How well probes read each token's position from each layer's hidden states.
 
     For every layer and feature set (`adjpos.probes.features`), each probe is cross-validated
-    with the sequences as groups, once per repeat r = 0 .. repeats - 1 with the seed
-    ``adjpos.seeds.derive_seed(seed, "probe repeat", r, bits=32)`` (it picks the folds and the
-    shuffles). The ``spline`` probe reads only the one-number sets and skips the others;
-    ``token_identity`` does not depend on the layer and is probed once, reported at layer 0.
+    with the sequences as groups, once per repeat (`repeat_seeds` picks the folds and the
+    shuffles). ``spline`` skips the sets of more than one number; ``token_identity`` is
+    probed once, reported at layer 0.
 
     Args:
-        model: a TransformerLens model.
-        tokens: token ids [batch, pos], right-padded when `lengths` is given.
-        lengths: true length of each sequence. Mixed lengths are allowed only for the sets
-            that never look past the token (variance, norm, cosine_first, cosine_previous,
-            resid; unshuffled); padding is never a sample.
-        layers: residual-stream layers (default: all; 0 = token embeddings).
-        features: one feature-set name or several.
-        probe: "ridge", "logistic", "spline", or several as a list.
+        model, tokens, layers, batch_size: as in `adjpos.capture_residuals` (resid_post).
+        lengths: true length of each right-padded sequence (mixed lengths only for the
+            unshuffled backward-only sets); padding is never a sample.
+        features, probe: one feature-set or probe name, or several.
         cv: folds (at least 2, at most the number of sequences).
-        seed: the seed each repeat's seed is derived from.
-        repeats: how many repeats (seeds).
+        seed, repeats: the seed each repeat's seed is derived from, and how many repeats.
         model_name: the result's `model` label.
-        batch_size: sequences per forward pass (default: all at once).
         progress: show a progress bar counting the fits (default: only on a terminal).
 
     Returns:
@@ -83,9 +76,8 @@ def probe_positions(
         mean over folds, its baseline (see `adjpos.probes.fit`) and the std over seeds.
 
     Raises:
-        ValueError: an unknown feature set or probe, a layer out of range, fewer sequences
-            than folds, mixed lengths for a set that needs one length, or sequences shorter
-            than 3 tokens; all checked before any forward pass.
+        ValueError: bad names, layers, counts or lengths (sequences shorter than 3 tokens,
+            mixed lengths for a set that needs one), all checked before any forward pass.
     """
     with small_work_threads(check_model(model)):
         tokens = check_tokens(model, tokens)
@@ -110,9 +102,9 @@ def probe_positions(
                 todo = plan.get((layer, name), ())
                 if not todo:  # token_identity after the first layer: nothing to compute
                     continue
-                samples = [
-                    data.samples(acts, name, s) for s in (seeds if _per_seed(name) else seeds[:1])
-                ]
+                # shuffled sets differ from seed to seed; the others are computed once
+                per_seed = seeds if name.startswith(SHUFFLED) else seeds[:1]
+                samples = [data.samples(acts, name, s) for s in per_seed]
                 for p in todo:
                     runs = cross_validate(samples, probe=p, cv=cv, seeds=seeds)
                     scores += _summarise(0 if name == TOKENS else layer, name, p, runs)
@@ -158,11 +150,6 @@ class _Data:
         return feats[real].double(), pos.expand_as(real)[real], groups[real]
 
 
-def _per_seed(name: str) -> bool:
-    """Shuffled sets differ from seed to seed; the others are computed once."""
-    return name.startswith(SHUFFLED)
-
-
 def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
     scores = []
     for metric in METRICS[probe]:
@@ -177,11 +164,8 @@ def _summarise(layer, name, probe, runs) -> list[ProbeScore]:
 
 
 def _check_counts(n_sequences: int, cv: Any, repeats: Any) -> None:
-    for label, value in (("cv", cv), ("repeats", repeats)):
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise UsageError(f"{label} must be an int, got {value!r}")
-    if cv < 2:
-        raise UsageError(f"cv must be at least 2 folds, got {cv}")
+    if not is_int(cv) or cv < 2:
+        raise UsageError(f"cv must be an int of at least 2 folds, got {cv!r}")
     if n_sequences < cv:
         raise UsageError(
             f"{n_sequences} sequences are too few for cv={cv} folds grouped by sequence; "

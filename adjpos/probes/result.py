@@ -11,11 +11,12 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from adjpos.tables import Table
+from adjpos.validation import help_field
 
 # The columns of a probe table: one row per score (``std`` is over seeds, or sequences).
 PROBE_TABLE = Table(
@@ -42,28 +43,21 @@ LOWER_IS_BETTER = ("mae", "mean_abs_distance")
 class ProbeScore:
     """One measured score and the score of a position-blind predictor on the same folds."""
 
-    layer: int = field(metadata={"help": "residual-stream layer (0 = token embeddings)"})
-    features: str = field(metadata={"help": "feature set, e.g. 'variance' or 'shuffled:resid'"})
-    probe: str = field(metadata={"help": "'ridge', 'logistic', or an order-reconstruction method"})
-    metric: str = field(metadata={"help": "e.g. 'r2', 'mae', 'accuracy', 'abs_kendall_tau'"})
-    value: float = field(metadata={"help": "mean over seeds (and folds, or sequences)"})
-    baseline: float = field(metadata={"help": "chance: the same metric for a position-blind guess"})
-    std: float = field(
-        metadata={
-            "help": "std of `value` over the seeds (NaN for one seed); over the sequences "
-            "for order reconstruction"
-        }
+    layer: int = help_field("residual-stream layer (0 = token embeddings)")
+    features: str = help_field("feature set, e.g. 'variance' or 'shuffled:resid'")
+    probe: str = help_field("'ridge', 'logistic', or an order-reconstruction method")
+    metric: str = help_field("e.g. 'r2', 'mae', 'accuracy', 'abs_kendall_tau'")
+    value: float = help_field("mean over seeds (and folds, or sequences)")
+    baseline: float = help_field("chance: the same metric for a position-blind guess")
+    std: float = help_field(
+        "std of `value` over the seeds (NaN for one seed); over the sequences for order "
+        "reconstruction"
     )
-    backward_only: bool = field(
-        default=False,
-        metadata={"help": "the features use only the state at k and earlier ones"},
-    )
-    sem: float = field(
-        default=math.nan,
-        metadata={
-            "help": "standard error of `value`: over the folds (their std / sqrt(folds), "
-            "averaged over seeds), or over the sequences for order reconstruction"
-        },
+    backward_only: bool = help_field("the features use only the state at k and earlier ones", False)
+    sem: float = help_field(
+        "standard error of `value`: over the folds (their std / sqrt(folds), averaged over "
+        "seeds), or over the sequences for order reconstruction",
+        math.nan,
     )
 
     @property
@@ -87,12 +81,12 @@ class ProbeResult:
         demo,1,variance,ridge,r2,0.5,0.0,0.01,,False,0.5,,
     """
 
-    model: str = field(metadata={"help": "label of the model (the CSV's `model` column)"})
-    scores: tuple[ProbeScore, ...] = field(metadata={"help": "one entry per measured score"})
-    n_sequences: int = field(metadata={"help": "sequences probed (each in one fold only)"})
-    seq_len: int = field(metadata={"help": "tokens per sequence (the longest, if mixed)"})
-    cv: int = field(metadata={"help": "folds, grouped by sequence (0: order reconstruction only)"})
-    seeds: tuple[int, ...] = field(metadata={"help": "seeds of the folds and shuffles"})
+    model: str = help_field("label of the model (the CSV's `model` column)")
+    scores: tuple[ProbeScore, ...] = help_field("one entry per measured score")
+    n_sequences: int = help_field("sequences probed (each in one fold only)")
+    seq_len: int = help_field("tokens per sequence (the longest, if mixed)")
+    cv: int = help_field("folds, grouped by sequence (0: order reconstruction only)")
+    seeds: tuple[int, ...] = help_field("seeds of the folds and shuffles")
 
     def __add__(self, other: ProbeResult) -> ProbeResult:
         """Both results' scores under this result's model label and settings."""
@@ -106,13 +100,9 @@ class ProbeResult:
 
     def find(self, layer: int, features: str, probe: str, metric: str) -> ProbeScore:
         """The `ProbeScore` with these keys."""
+        keys = (layer, features, probe, metric)
         for score in self.scores:
-            if (score.layer, score.features, score.probe, score.metric) == (
-                layer,
-                features,
-                probe,
-                metric,
-            ):
+            if (score.layer, score.features, score.probe, score.metric) == keys:
                 return score
         raise KeyError(
             f"no score for layer={layer}, features={features!r}, probe={probe!r}, "

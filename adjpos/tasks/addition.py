@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, no_type_check
 
-from adjpos.tasks.base import Draws, Task, check_digit_range, param
+from adjpos.tasks.base import Draws, Task, param
 from adjpos.validation import UsageError
 
 
@@ -39,7 +39,7 @@ class Addition(Task):
     max_prompt_len: int = param("longest prompt in characters, '=' included", 9)
 
     def __post_init__(self) -> None:
-        check_digit_range(self.min_digits, self.max_digits)
+        super().__post_init__()
         shortest = 2 * self.min_digits + 2
         if not isinstance(self.max_prompt_len, int) or self.max_prompt_len < shortest:
             raise UsageError(

@@ -103,12 +103,13 @@ class Draws:
 class Task(abc.ABC):
     """A synthetic task: prompts with exactly one correct answer, sampled reproducibly.
 
-    Subclasses are frozen dataclasses whose fields are the task's parameters; invalid values
-    raise `ValueError`. Randomness comes only from the `torch.Generator` passed to `sample`
-    or `draw_prompts` (a CPU generator); the global RNG is never touched.
+    Subclasses are frozen dataclasses whose fields are the task's parameters, `min_digits` and
+    `max_digits` among them; invalid values raise `ValueError`. Randomness comes only from the
+    `torch.Generator` passed to `sample` or `draw_prompts` (a CPU generator).
     """
 
     name: ClassVar[str]
+    digit_limit: ClassVar[int | None] = None  # the most digits a prompt's run may hold
     # A prompt matches `pattern` whole, one group per run (the stretches that vary between
     # prompts); `form` is the pattern in words.
     pattern: ClassVar[re.Pattern[str]]
@@ -148,6 +149,19 @@ class Task(abc.ABC):
     def _draw_prompt(self, draws: Draws) -> str:
         """One prompt from the task's distribution (both splits)."""
 
+    def __post_init__(self) -> None:
+        """Check ``1 <= min_digits <= max_digits (<= digit_limit)``, all ints."""
+        check_positive_int("min_digits", self.min_digits)
+        check_positive_int("max_digits", self.max_digits)
+        if self.min_digits > self.max_digits:
+            raise UsageError(
+                f"min_digits={self.min_digits} must not exceed max_digits={self.max_digits}"
+            )
+        if self.digit_limit is not None and self.max_digits > self.digit_limit:
+            raise UsageError(
+                f"max_digits must be between 1 and {self.digit_limit}, got {self.max_digits}"
+            )
+
     @property
     def max_len(self) -> int:
         """Width of a sampled batch: longest prompt + longest answer + EOS."""
@@ -162,12 +176,8 @@ class Task(abc.ABC):
         self.solve(prompt)
 
     def solve(self, prompt: str) -> str:
-        """The answer to `prompt` (no EOS).
-
-        Raises:
-            ValueError: a character outside the vocabulary, or a malformed prompt (the message
-                quotes the prompt, says what is wrong and what was expected).
-        """
+        """The answer to `prompt` (no EOS); a `ValueError` quotes a malformed prompt, says what
+        is wrong and what was expected."""
         vocab.check_text(prompt)
         return self._answer(self._parse(prompt))
 
@@ -200,11 +210,8 @@ class Task(abc.ABC):
         return self.encode_batch(self.draw_prompts(n, generator=generator, split=split))
 
     def encode_batch(self, prompts: Sequence[str]) -> TaskBatch:
-        """Solve and encode given prompts into a `TaskBatch` padded to `max_len`.
-
-        Raises:
-            ValueError: `prompts` is empty or holds an invalid prompt.
-        """
+        """Solve and encode given prompts (at least one) into a `TaskBatch` padded to
+        `max_len`."""
         _check_count(len(prompts))
         answers = [self.solve(prompt) for prompt in prompts]
         rows = [vocab.encode_ids(p + a + vocab.EOS) for p, a in zip(prompts, answers, strict=True)]
@@ -216,13 +223,9 @@ class Task(abc.ABC):
         return TaskBatch(tokens, loss_mask, lengths, tuple(prompts), tuple(answers))
 
     def runs(self, prompt: str) -> tuple[tuple[int, int], ...]:
-        """The runs of `prompt`: the stretches that vary between prompts (reversal's digits,
-        addition's two operands, indexing's list and its query, ordering's two digit strings),
-        each as its (first, last) token position, in order. One token per character, so a
-        position counts characters from the prompt's start.
-
-        Raises:
-            ValueError: `prompt` is not a prompt of this task.
+        """The runs of `prompt` (the stretches that vary between prompts, such as addition's
+        two operands), each as its (first, last) token position, in order; `ValueError` for a
+        prompt of another task.
 
         Example:
             >>> from adjpos.tasks import get_task
@@ -247,16 +250,6 @@ class Task(abc.ABC):
         return UsageError(
             f"malformed {self.name} prompt {prompt!r}: {reason}; expected {self.prompt_format}"
         )
-
-
-def check_digit_range(min_digits: Any, max_digits: Any, upper: int | None = None) -> None:
-    """Raise `ValueError` unless ``1 <= min_digits <= max_digits (<= upper)``, all ints."""
-    check_positive_int("min_digits", min_digits)
-    check_positive_int("max_digits", max_digits)
-    if min_digits > max_digits:
-        raise UsageError(f"min_digits={min_digits} must not exceed max_digits={max_digits}")
-    if upper is not None and max_digits > upper:
-        raise UsageError(f"max_digits must be between 1 and {upper}, got {max_digits}")
 
 
 def _check_count(n: Any) -> None:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, no_type_check
 
-from adjpos.tasks.base import Draws, Task, check_digit_range, param
+from adjpos.tasks.base import Draws, Task, param
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,6 @@ class Indexing(Task):
     form: ClassVar[str] = "wherex(d...,q)="
     min_digits: int = param("fewest digits to search", 1)
     max_digits: int = param("most digits to search", 9)
-
-    def __post_init__(self) -> None:
-        check_digit_range(self.min_digits, self.max_digits)
 
     @property
     def max_prompt_len(self) -> int:

@@ -110,18 +110,11 @@ def error_offset_counts(
     *,
     offsets: Sequence[int] = OFFSETS,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per prompt and offset j in `offsets` (default `OFFSETS`, -2..2): how many wrong answer
-    characters equal the character at offset j (`TASK_OFFSETS`), and how many wrong
-    characters have one there.
-
-    A wrong character is a position i where an answer of the right length differs from it;
-    an answer one or more characters shorter or longer is not compared character by
-    character (its characters no longer line up: `error_offset_shares` counts such answers
-    apart). One character can match several offsets (a digit repeated in the prompt), so the
-    shares need not sum to 1.
-
-    Returns:
-        (matches, counted): two int arrays [prompt, len(offsets)].
+    """``(matches, counted)``, int arrays [prompt, len(offsets)]: per prompt and offset j,
+    how many wrong answer characters equal the character at offset j (`TASK_OFFSETS`), and
+    how many wrong characters have one there. Only answers of the right length are compared
+    character by character; one character can match several offsets (a repeated digit), so
+    the shares need not sum to 1.
     """
     if task not in TASK_OFFSETS:
         raise UsageError(f"no error offsets for task {task!r}; known: {list(TASK_OFFSETS)}")
@@ -152,12 +145,10 @@ def error_offset_shares(
     *,
     offsets: Sequence[int] = OFFSETS,
 ) -> dict[str, float]:
-    """``error_offset_share_{j}`` (j in `offsets`, default -2..2, e.g.
-    ``error_offset_share_-1``; a shift by k needs j = +-k among them): the pooled
-    share of wrong answer characters equal to the character at offset j, with its 95%
-    Wilson interval over those characters (``_low``, ``_high``), ``n_wrong`` (NaN shares without a
-    wrong character), and ``answers_shorter`` / ``answers_longer``: the shares of the answers
-    that are shorter or longer than the right one (not compared character by character)."""
+    """``error_offset_share_{j}`` for each offset j: the pooled share of wrong answer
+    characters equal to the character at offset j, with its 95% Wilson interval (``_low``,
+    ``_high``); ``n_wrong`` (NaN shares without one); and ``answers_shorter`` /
+    ``answers_longer``, the shares of answers of another length than the right one."""
     offsets = sorted(set(offsets) | {0})
     matches, counted = error_offset_counts(predicted, answers, prompts, task, offsets=offsets)
     out: dict[str, float] = {"n_wrong": float(counted[:, offsets.index(0)].sum())}

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, no_type_check
 
-from adjpos.tasks.base import Draws, Task, check_digit_range, param
+from adjpos.tasks.base import Draws, Task, param
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,7 @@ class Ordering(Task):
     form: ClassVar[str] = "ord(o,r)="
     min_digits: int = param("fewest digits to order", 1)
     max_digits: int = param("most digits to order (at most 10: digits are distinct)", 5)
-
-    def __post_init__(self) -> None:
-        check_digit_range(self.min_digits, self.max_digits, upper=10)
+    digit_limit: ClassVar[int | None] = 10
 
     @property
     def max_prompt_len(self) -> int:

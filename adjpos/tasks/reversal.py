@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, no_type_check
 
-from adjpos.tasks.base import Draws, Task, check_digit_range, param
+from adjpos.tasks.base import Draws, Task, param
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,6 @@ class Reversal(Task):
     form: ClassVar[str] = "rev(d...)="
     min_digits: int = param("fewest digits to reverse", 1)
     max_digits: int = param("most digits to reverse", 16)
-
-    def __post_init__(self) -> None:
-        check_digit_range(self.min_digits, self.max_digits)
 
     @property
     def max_prompt_len(self) -> int:

@@ -1,14 +1,11 @@
 """Set a model's measured first layer beside the first-layer prediction.
 
 Two forward passes, both stopped after block 0 and both through
-`run_with_cache(names_filter=...)`, which removes its hooks on exit:
-
-- the tokens as given, for the hidden states at `site` and block 0's attention pattern and
-  logits;
-- every token alone (a batch of one-token sequences), for the residual ratio. A lone token can
-  attend only to itself, so its attention output is exactly its value vector as written to the
-  residual stream (W_O of each head's value, plus b_O), whatever the attention weights would be
-  in a longer sequence; with NoPE its residual input is its token embedding.
+`run_with_cache(names_filter=...)`, which removes its hooks on exit: the tokens as given (the
+hidden states at `site`, block 0's attention pattern and logits), and every token alone (a
+batch of one-token sequences: a lone token's attention output is exactly its value vector as
+written to the residual stream, W_O of each head's value plus b_O; with NoPE its residual input
+is its token embedding), for the residual ratio.
 """
 
 from __future__ import annotations
@@ -37,9 +34,6 @@ _EMBED = "blocks.0.hook_resid_pre"
 _ATTN_OUT = "blocks.0.hook_attn_out"
 
 
-_field = help_field
-
-
 @dataclass(frozen=True)
 class FirstLayerComparison:
     """A model's first layer measured against `adjpos.predicted_cosine`.
@@ -49,28 +43,28 @@ class FirstLayerComparison:
     on both sides) and NaN elsewhere. Entropies are in nats.
     """
 
-    site: str = _field(f"where the hidden states were read (block 0), one of {THEORY_SITES}")
-    residual_ratio: float = _field(
+    site: str = help_field(f"where the hidden states were read (block 0), one of {THEORY_SITES}")
+    residual_ratio: float = help_field(
         "rho of the prediction: mean |embedding|^2 / mean |value vector|^2; 0 at attn_out"
     )
-    measured: Float[Tensor, "pos pos"] = _field("mean self-cosine matrix over the sequences")
-    measured_sem: Float[Tensor, "pos pos"] = _field(
+    measured: Float[Tensor, "pos pos"] = help_field("mean self-cosine matrix over the sequences")
+    measured_sem: Float[Tensor, "pos pos"] = help_field(
         "standard error of that mean: std over sequences / sqrt(batch)"
     )
-    predicted: Float[Tensor, "pos pos"] = _field(
+    predicted: Float[Tensor, "pos pos"] = help_field(
         "predicted_cosine(pos, residual_ratio=residual_ratio)"
     )
-    error: Float[Tensor, "pos pos"] = _field("measured - predicted for j < k, NaN elsewhere")
-    measured_adjacency: float = _field(
+    error: Float[Tensor, "pos pos"] = help_field("measured - predicted for j < k, NaN elsewhere")
+    measured_adjacency: float = help_field(
         "adjacency score at `site`: mean over the sequences (as `adjpos.adjacency_score`)"
     )
-    attention_entropy: Float[Tensor, " pos"] = _field(
+    attention_entropy: Float[Tensor, " pos"] = help_field(
         "entropy of block 0's attention per query position, mean over heads and sequences"
     )
-    uniform_entropy: Float[Tensor, " pos"] = _field(
+    uniform_entropy: Float[Tensor, " pos"] = help_field(
         "log(k+1): the entropy of uniform attention over positions 0..k, the maximum"
     )
-    attention_logit_var: float = _field(
+    attention_logit_var: float = help_field(
         "variance of block 0's attention logits over keys 0..k, mean over queries k >= 1, "
         "heads and sequences; 0 for uniform attention"
     )
@@ -104,38 +98,23 @@ def compare_first_layer(
     - ``"resid_post"`` (default): layer 1 of the residual stream. In a model with MLPs this
       adds block 0's MLP output, which the prediction does not model.
 
-    With a residual, rho is estimated from the model: the mean squared norm of the token
-    embeddings over the mean squared norm of the tokens' value vectors, over every token
-    occurrence in `tokens`. A token's value vector is its attention output when it stands
-    alone (it can then attend only to itself), so this is exactly the rho of the prediction
-    and does not depend on how uniform the attention is. (Block 0's output at position k is
-    not a value vector: under uniform attention its squared norm shrinks like 1/(k+1).)
-
-    The prediction assumes independent value vectors: draw the tokens of a sequence without
-    replacement, or repeated tokens share a value vector and raise the measured cosines. It is
-    a ratio of expectations; at a finite width the mean cosine sits a little below it (by
-    O(1/width)) and each sequence's cosines are noisy.
-
-    How uniform the attention really is: `attention_entropy` beside `uniform_entropy`, and
-    `attention_logit_var`. Entropy is a blunt gauge; logits that vary from query to query with
-    variance s^2 already scale the off-diagonal cosines by about exp(-s^2) while the entropy
-    still looks near uniform (see docs/theory.md).
+    With a residual, rho is `estimate_residual_ratio` (each token's value vector read alone,
+    so exactly the prediction's rho whatever the attention). The prediction assumes
+    independent value vectors (draw a sequence's tokens without replacement) and is a ratio of
+    expectations: at a finite width the mean cosine sits a little below it (by O(1/width)).
+    `attention_entropy` beside `uniform_entropy`, and `attention_logit_var`, say how uniform
+    the attention is (entropy is a blunt gauge: see docs/theory.md).
 
     Args:
         model: a position-free TransformerLens model (see `adjpos.is_position_free`).
         tokens: token ids [batch, pos] (or one sequence [pos]), pos >= 3.
         site: "resid_post" (default), "resid_mid" or "attn_out".
-        position_free: None (default) asks `adjpos.is_position_free`, which recognises the
-            models adjpos builds, or for a bridged Hugging Face model `adjpos.layer_kinds`
-            (block 0 must be NoPE, as in an all-NoPE SmolLM3); True is the caller's word that
-            no positional signal enters block 0, and skips that check; False refuses.
+        position_free: None (default) asks `adjpos.is_position_free` (for a bridged model,
+            whether `adjpos.layer_kinds` says block 0 is NoPE); True is the caller's word that
+            no positional signal enters block 0; False refuses.
 
     Returns:
         A `FirstLayerComparison`, tensors on the CPU.
-
-    Raises:
-        ValueError: an unknown site or one the model lacks, a model with a positional signal
-            (unless `position_free=True`), sequences shorter than 3 tokens, or bad tokens.
     """
     check_choice("site", site, THEORY_SITES)
     check_site(model, site)
@@ -150,7 +129,9 @@ def compare_first_layer(
     predicted = predicted_cosine(n, residual_ratio=rho).float()
     measured = sim.mean(dim=0)
     below = torch.ones(n, n, dtype=torch.bool).tril(diagonal=-1)
-    entropy = _attention_entropy(cache[_PATTERN])
+    # per query, mean over heads and sequences (xlogy: 0 log 0 = 0 at the masked keys)
+    pattern = cache[_PATTERN].double()
+    entropy = -torch.special.xlogy(pattern, pattern).sum(dim=-1).mean(dim=(0, 1)).float()
     return FirstLayerComparison(
         site=site,
         residual_ratio=rho,
@@ -158,18 +139,12 @@ def compare_first_layer(
         measured_sem=sim.std(dim=0) / math.sqrt(sim.shape[0]),
         predicted=predicted,
         error=torch.where(below, measured - predicted, torch.nan),
-        measured_adjacency=_mean_score(cache[name]),
+        # as `adjpos.adjacency_score` gives it: the mean of the sequences' scores
+        measured_adjacency=float(sequence_scores(cache[name], torch.full((len(sim),), n)).mean()),
         attention_entropy=entropy,
         uniform_entropy=torch.arange(1, n + 1, dtype=entropy.dtype).log(),
         attention_logit_var=_logit_variance(cache[_SCORES]),
     )
-
-
-def _mean_score(states: Tensor) -> float:
-    """The adjacency score of `states` [batch, pos, d_model], as `adjpos.adjacency_score`
-    gives it: the mean over the sequences of `adjpos.scoring.sequence_scores`."""
-    lengths = torch.full((states.shape[0],), states.shape[1])
-    return float(sequence_scores(states, lengths).mean())
 
 
 def _check_position_free(model: Any, position_free: bool | None) -> None:
@@ -178,20 +153,16 @@ def _check_position_free(model: Any, position_free: bool | None) -> None:
             "the first-layer prediction assumes no positional signal, and position_free=False "
             "says the model has one"
         )
-    if position_free is None and not _first_block_nope(model):
+    if position_free is not None:  # True: the caller's word
+        return
+    # adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)
+    if not (layer_kinds(model)[0] == "nope" if is_bridge(model) else is_position_free(model)):
         raise UsageError(
             "the first-layer prediction assumes no positional signal in block 0; build the "
             "model with positional='none', or pass position_free=True if you know none enters "
             "it: adjpos.is_position_free(model) is False and adjpos.layer_kinds(model)[0] is "
             "not 'nope'"
         )
-
-
-def _first_block_nope(model: Any) -> bool:
-    """adjpos's NoPE models, and bridged models whose block 0 is NoPE (`adjpos.layer_kinds`)."""
-    if is_bridge(model):
-        return layer_kinds(model)[0] == "nope"
-    return is_position_free(model)
 
 
 def estimate_residual_ratio(model: Any, tokens: TokenInput) -> float:
@@ -228,14 +199,6 @@ def _run_block_0(model: Any, tokens: Tensor, names: list[str]) -> dict[str, Tens
     with torch.inference_mode():
         _, cache = model.run_with_cache(tokens, names_filter=names, stop_at_layer=1)
     return {name: cache[name].detach().cpu() for name in names}
-
-
-def _attention_entropy(
-    pattern: Float[Tensor, "batch head query key"],
-) -> Float[Tensor, " query"]:
-    # xlogy gives 0 log 0 = 0 for the masked (future) keys.
-    entropy = -torch.special.xlogy(pattern.double(), pattern.double()).sum(dim=-1)
-    return entropy.mean(dim=(0, 1)).float()
 
 
 def _logit_variance(scores: Float[Tensor, "batch head query key"]) -> float:

@@ -1,20 +1,7 @@
-"""What uniform causal attention over independent random value vectors predicts.
-
-The idealised first layer: position k holds
-
-    h_k = e_k + (1 / (k+1)) * sum_{i <= k} v_i,
-
-where the value vectors v_i are independent, zero-mean, with E<v_i, v_l> = sigma^2 [i = l], and
-the residual vectors e_k (each token's own embedding, carried by the residual connection) are
-independent of each other and of the values, with E|e_k|^2 = rho * sigma^2. Every cross term
-has mean zero, so for j < k
-
-    E<h_j, h_k> = (1 / ((j+1)(k+1))) * sum_{i <= j} E|v_i|^2 = sigma^2 / (k+1),
-    E|h_k|^2    = rho * sigma^2 + sigma^2 / (k+1).
-
-`predicted_cosine` is the ratio of these expectations; the cosine of an actual draw
-concentrates on it as the width grows. `simulate_first_layer` draws the model at a finite width,
-where the cosine is noisy, and `predicted_adjacency` scores those draws.
+"""What uniform causal attention over independent random value vectors predicts: the closed
+form of the idealised first layer (`predicted_cosine`, derived in its docstring), draws of that
+layer at a finite width, where the cosine is noisy (`simulate_first_layer`), and the adjacency
+scores of those draws (`predicted_adjacency`).
 """
 
 from __future__ import annotations
@@ -42,10 +29,9 @@ def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "p
 
         cos(h_j, h_k) = (1/(k+1)) / sqrt((rho + 1/(j+1)) * (rho + 1/(k+1))),
 
-    which is sqrt((j+1)/(k+1)) without a residual (rho = 0). The matrix is symmetric with a
-    unit diagonal. For every rho it rises strictly with j towards k, so at infinite width the
-    adjacency score is exactly 1; a larger rho lowers every off-diagonal entry and flattens the
-    rise, so at a finite width the noise (see `predicted_adjacency`) reorders more pairs.
+    which is sqrt((j+1)/(k+1)) without a residual (rho = 0). For every rho it rises strictly
+    with j towards k, so at infinite width the adjacency score is exactly 1; a larger rho
+    flattens the rise, so at a finite width the noise (`predicted_adjacency`) reorders more.
 
     Args:
         n: number of positions (>= 1).
@@ -53,9 +39,6 @@ def predicted_cosine(n: int, *, residual_ratio: float = 0.0) -> Float[Tensor, "p
 
     Returns:
         C[j, k] in float64.
-
-    Raises:
-        ValueError: `n` is not a positive int or `residual_ratio` is negative or not finite.
 
     Example:
         >>> predicted_cosine(3).round(decimals=4)
@@ -89,9 +72,8 @@ def simulate_first_layer(
     attention). Only `generator` is drawn from; the global RNG is left alone.
 
     Args:
-        n: number of positions (>= 1).
+        n, residual_ratio: as in `predicted_cosine`.
         d_model: width of the hidden states (>= 1).
-        residual_ratio: rho = E|e|^2 / E|v|^2 (>= 0).
         n_samples: number of independent sequences (>= 1).
         generator: a CPU `torch.Generator`.
 
@@ -129,25 +111,17 @@ def predicted_adjacency(
 
     Draws `n_samples` sequences of the idealised first layer (`simulate_first_layer`) at the
     longest length and scores the first L positions of each, for each L in `lengths`
-    (truncating is exact: under causal attention a position never sees later ones). Each
-    score is the mean over samples of `adjpos.adjacency_probability` of the self-cosine
-    matrix. At infinite width every score is 1 (`predicted_cosine` rises strictly); finite
-    width makes the cosines noisy, and the noise reorders pairs whose predicted cosines are
-    close: far-apart pairs late in long sequences, and all pairs when the residual is large.
-    The standard error is about 0.1 / sqrt(n_samples) or less.
+    (exact: a position never sees later ones), as the mean `adjpos.adjacency_probability` of
+    the self-cosine matrices. The noise of a finite width reorders pairs whose predicted
+    cosines are close (far-apart pairs late in long sequences, all pairs when the residual is
+    large). The standard error is about 0.1 / sqrt(n_samples) or less.
 
     Args:
         lengths: one sequence length or several (each >= 3).
-        d_model: width of the hidden states (>= 1).
-        residual_ratio: rho = E|e|^2 / E|v|^2 (>= 0).
-        n_samples: sequences drawn (>= 1).
-        generator: a CPU `torch.Generator`; the global RNG is never used.
+        d_model, residual_ratio, n_samples, generator: as in `simulate_first_layer`.
 
     Returns:
         One score per length, float64, in the order given.
-
-    Raises:
-        ValueError: a length under 3, or another argument out of range.
 
     Example:
         >>> gen = torch.Generator().manual_seed(0)

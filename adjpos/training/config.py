@@ -106,7 +106,6 @@ class TrainConfig:
         return self.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able dict of every field."""
         return dataclasses.asdict(self)
 
     @classmethod

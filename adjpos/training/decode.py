@@ -17,12 +17,8 @@ from adjpos.validation import UsageError
 
 
 def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
-    """Answer each prompt by greedy decoding until the end-of-answer token.
-
-    Prompts of one length are decoded together (no padding ever enters the model).
-
-    Raises:
-        ValueError: a prompt is malformed for `task` (the message names it).
+    """Answer each prompt by greedy decoding until the end-of-answer token, prompts of one
+    length together (no padding ever enters the model); `ValueError` for a malformed prompt.
     """
     if isinstance(prompts, str):
         raise TypeError("prompts must be a list of strings, not one string")
@@ -33,17 +29,11 @@ def predict(model: Any, task: Task, prompts: Sequence[str]) -> list[str]:
 def predict_cached(
     model: Any, task: Task, prompts: Sequence[str], *, prompt_pass: Any = None
 ) -> list[str]:
-    """`predict` with a key-value cache: each prompt runs once, inside the context manager
-    `prompt_pass()` when given (e.g. ``lambda: intervene(model, iv, layer=l,
-    readout_from=start, keep_readout=True)``), then each new token runs alone, outside it.
-    Needs a HookedTransformer.
-
-    It equals `predict` run with the same change active at every step when the change of a
-    position does not depend on the tokens after it (as with ``keep_readout=True``); a test
-    checks it on every intervention.
-
-    Raises:
-        ValueError: a prompt is malformed for `task`, or `model` is not a HookedTransformer.
+    """`predict` with a key-value cache on a HookedTransformer: each prompt runs once, inside
+    the context manager `prompt_pass()` when given (e.g. an intervention with
+    ``keep_readout=True``), then each new token runs alone, outside it. It equals `predict`
+    with the change active at every step when the change of a position does not depend on the
+    tokens after it; a test checks it on every intervention.
     """
     from transformer_lens import HookedTransformer
 
@@ -73,26 +63,12 @@ def _by_length(task: Task, prompts: Sequence[str], answer: Any) -> list[str]:
 def evaluate(
     model: Any, task: Task, prompts: Sequence[str], *, per_prompt: bool = False
 ) -> tuple[float, dict[int, float]] | list[bool]:
-    """Exact-match accuracy (whole answer right) overall and by prompt length.
+    """Exact-match accuracy (the greedy answer equals ``task.solve(p)``) overall and by prompt
+    length in characters: ``(accuracy, {length: accuracy})``, each prompt decoded once.
 
-    A prompt p is a hit when the greedy answer equals the task's: ``predict(model, task,
-    [p]) == [task.solve(p)]``. The accuracy is hits / prompts, and the accuracy of a length
-    is the same over the prompts of that length (``len(prompt)`` characters).
-
-    Args:
-        model: any model `predict` decodes with.
-        task: the task the prompts belong to.
-        prompts: prompts of `task` (any lengths; each is decoded once).
-        per_prompt: return each prompt's hit instead, e.g. for an interval over the prompts
-            (``adjpos.stats.wilson_interval(sum(hits), len(hits))``).
-
-    Returns:
-        ``(accuracy, {length: accuracy})`` by default; with `per_prompt`, a list of bools,
-        one per prompt in the order of `prompts` (True: the whole answer right), whose mean is
-        that accuracy.
-
-    Raises:
-        ValueError: a prompt is malformed for `task`.
+    With `per_prompt`, each prompt's hit instead (a list of bools in the order of `prompts`,
+    whose mean is that accuracy), e.g. for an interval over the prompts
+    (``adjpos.stats.wilson_interval(sum(hits), len(hits))``).
 
     Example:
         >>> import adjpos, torch

@@ -1,12 +1,9 @@
-"""`train`: one nanoGPT-style loop. No argparse, no print: progress goes to a tqdm bar, a
-callback and `logging`.
+"""`train`: one nanoGPT-style loop; progress goes to a tqdm bar, a callback and `logging`.
 
 Every batch is drawn from a generator seeded by (seed, step), and the learning rate is a pure
 function of the step, so a run resumed from its last checkpoint replays exactly the batches and
-updates of an uninterrupted one. The output folder is an `adjpos.runs.RunFolder` (its spec:
-model, task and every setting that decides the trajectory); the checkpoint is one file of plain
-state dicts (model, optimiser, run state) written with `torch.save` and read back with
-``weights_only=True`` (nothing is unpickled), replaced atomically.
+updates of an uninterrupted one. The output folder is an `adjpos.runs.RunFolder`; the
+checkpoint is one file of plain state dicts, read back with ``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -29,7 +26,7 @@ from adjpos.tasks import VOCAB_SIZE, Task
 from adjpos.text.data import TextTask
 from adjpos.training.config import TrainConfig, TrainResult
 from adjpos.training.decode import evaluate
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, resolve_device
 
 log = logging.getLogger(__name__)
 CHECKPOINT = "checkpoint.pt"
@@ -56,22 +53,16 @@ def train(
             ``cfg.loss="sequence"``; its evaluation is the next-token loss, ``val_loss`` in
             the history, and accuracy on fixed validation windows).
         cfg: the run's settings.
-        out_dir: checkpoint folder: ``model.safetensors`` + ``config.json`` (load it with
-            `adjpos.load_model`; a Hugging Face folder for a bridged model), ``metrics.json``,
-            ``run.json``, ``checkpoint.pt`` and the snapshots that ``cfg.snapshots`` asks for
-            (``load_model(out_dir, step=s)``).
-        resume: continue the run saved in `out_dir` (same config and task required), or
-            start one there when it holds none (``adjpos train --resume`` refuses that).
+        out_dir: checkpoint folder (`adjpos.load_model` reads it, and with ``step=s`` the
+            snapshots ``cfg.snapshots`` asks for), with ``metrics.json`` and ``checkpoint.pt``.
+        resume: continue the run saved in `out_dir` (same config and task), or start one.
         on_step: called after every step with ``{"step", "loss", "lr"}`` (plus ``"accuracy"``
             after an evaluation).
         progress: show a progress bar (default: only on a terminal).
-
-    Returns:
-        A `TrainResult`.
     """
     _check_fits(model, task, cfg)
     folder = Path(out_dir) if out_dir is not None else None
-    device = _resolve_device(cfg.device)
+    device = resolve_device(cfg.device)
     if next(model.parameters()).device != device:
         model.to(device)
     was_free = is_position_free(model)
@@ -169,12 +160,9 @@ def sequence_mask(lengths: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def batch_generator(seed: int, step: int) -> torch.Generator:
-    """The generator of the batch at `step`: ``derived_generator(seed, "batch", step)``, a
-    pure function of (seed, step) that no other (seed, step) shares.
-
-    The models shipped in `adjpos.pretrained` were trained with earlier batch seeds,
-    ``seed * 1_000_000_007 + step``: running the command in a shipped model's ``train.json``
-    trains a model of the same recipe on other batches, not the same weights."""
+    """The generator of the batch at `step`, a pure function of (seed, step) that no other
+    (seed, step) shares. (The shipped models were trained with earlier batch seeds,
+    ``seed * 1_000_000_007 + step``: their ``train.json`` command gives other weights.)"""
     return derived_generator(seed, "batch", step)
 
 
@@ -213,14 +201,6 @@ def _check_fits(model: Any, task: Task | TextTask, cfg: TrainConfig) -> None:
         )
 
 
-def _resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("device='cuda' was asked for but CUDA is not available; use 'cpu'")
-    return torch.device(name)
-
-
 def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
     if RunFolder.exists(folder) and not resume:
         raise UsageError(
@@ -256,8 +236,7 @@ def _start_or_resume(folder, resume, identity, model, opt, run) -> dict:
 
 def _trajectory(identity: dict) -> dict:
     """What decides the weights step by step: everything but the early-stop target, the
-    snapshots kept and the device (a run may be resumed on another device; the device is
-    provenance)."""
+    snapshots kept and the device (provenance: a run may resume on another)."""
     ignored = ("target_accuracy", "device", "snapshots")
     train = {k: v for k, v in identity["train"].items() if k not in ignored}
     if train.get("loss") == "answer":  # the default: runs from before the option resume
