@@ -139,7 +139,12 @@ def text_intervention_table(
             f"cut must be an int in [skip_first + 2, pos - 2] = [{skip_first + 2}, {pos - 2}] "
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
-    names = _names(model, interventions)
+    if interventions is None:  # every default the model can take
+        from transformer_lens import HookedTransformer
+
+        hooked = isinstance(model, HookedTransformer)
+        interventions = [n for n in DEFAULT_INTERVENTIONS if hooked or SPECS[n].site != "pattern"]
+    names = list(interventions)
     context = cut - skip_first
     too_far = [m for m in check_doses(doses) if m >= context]
     dosed = [s.name for s in check_interventions(names) if s.dosed]
@@ -166,15 +171,6 @@ def text_intervention_table(
         progress=progress,
         return_differences=return_differences,
     )
-
-
-def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:
-    from transformer_lens import HookedTransformer
-
-    if interventions is not None:
-        return list(interventions)
-    hooked = isinstance(model, HookedTransformer)
-    return [n for n in DEFAULT_INTERVENTIONS if hooked or SPECS[n].site != "pattern"]
 
 
 class _OnText:
@@ -316,6 +312,6 @@ def _summary(measured: dict[str, Any], seed: int) -> dict[str, Any]:
     return row | {
         "adjacency_at_layer": float(measured["adjacency"].mean()),
         "perturbation": measured["perturbation"],
-        "per_sequence": measured["loss"].mean(axis=0).tolist(),
+        "per_sequence": per_sequence.tolist(),
         "draw_loss": measured["loss"].mean(axis=1).tolist(),
     }

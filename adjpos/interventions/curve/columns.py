@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import Check, Runs
+from adjpos.interventions.curve.arms import Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve, reached_prompts
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
@@ -127,7 +127,10 @@ def curve_columns(
     numbers = [_checks(change, states, tokens, probe, memo) for change in built]
     errors = [e for change in built for e in change.size_errors]
     reached = reached_prompts(built, lengths)
-    check = first.arm.kind.check
+    check, worst = first.arm.kind.check, None
+    if check is not None:  # the draw that passes least (NaN when any draw's is NaN)
+        values = np.array([n[check.number] for n in numbers], float)
+        worst = float(values.max() if check.relation == "<=" else values.min())
     shares = {}
     if task is not None:
         shares = error_offset_shares(
@@ -148,7 +151,7 @@ def curve_columns(
         | {"size_error": max(errors, default=np.nan)}
         | {"unreached_share": 1 - float(np.mean(reached))}
         | {REACHED: reached}
-        | {"check_value": None if check is None else _worst(check, numbers)}
+        | {"check_value": worst}
         | shares
     )
 
@@ -207,13 +210,6 @@ def _checks(
                 sums[name] += len(before) * value
                 totals[name] += len(before)
     return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
-
-
-def _worst(check: Check, numbers: Sequence[Mapping[str, float]]) -> float:
-    """The check number of the draw that passes least: the largest under "<=", else the
-    smallest (NaN when any draw's is NaN)."""
-    values = np.array([n[check.number] for n in numbers], float)
-    return float(values.max() if check.relation == "<=" else values.min())
 
 
 def _nanmean(values: np.ndarray) -> float:
