@@ -1,14 +1,13 @@
 """The rule that reads the position-curve arms (`adjpos.interventions.curve`), written before
-the numbers, shared by the hypothesis claim (on the tasks) and the text claim (on text).
+the numbers (docs/causal.md), shared by the hypothesis claim (on the tasks) and the text claim
+(on text).
 
 Per cell (task x layer x seed) and per size of the dose, each comparison is a paired
 per-prompt difference in exact match, a - b, with a 95% interval (`paired_draw_difference`:
-bootstrap over prompts and control draws together, `adjpos.stats`). The interval's bound,
-never the point,
+bootstrap over prompts and control draws together, `adjpos.stats`). Its bound, never its point,
 is set against the tolerance t (`Criteria.curve_tolerance`, 0.05; on text `Criteria.text_gap`):
-
-- a *breaks* beyond b: high < -t;  a *holds* against b: low > -t (it cannot be t worse);
-- a is *as bad as* b: high < t (a is not t better than b).
+a *breaks* beyond b when high < -t; a *holds* against b when low > -t (it cannot be t worse);
+a is *as bad as* b when high < t (a is not t better than b).
 
 The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``, ``edges``;
 ``random`` is the size-matched random control of the run arms, ``edges_random`` that of the
@@ -35,31 +34,18 @@ On text (`CurveRule.of` with ``on_text``) the harm is a loss rise, t is `Criteri
 nats and one size is enough for locality; nothing is decoded, so there are no error offsets
 and a shift that breaks beyond ``random`` is *for* address by itself (its manipulation check,
 the curve moved by k, already passed); and an arm breaks beyond ``random`` only when fewer than
-`Criteria.percentile` % of the random draws harm more (its row's ``percentile``,
-`SizeNumbers.percentiles`).
-
-An arm's manipulation check (`check_passed`): its size within `Criteria.curve_size_tolerance`
-of the target (``size_error``, every draw, on the fitting prompts) at the prompt lengths where
-it reaches it, those holding at least `Criteria.curve_reach` of the measured prompts (a scatter
-of a short run falls short of a shift's size: every comparison of an arm reads the prompts at
-lengths both its sides reach, `CURVE_DIFFERENCES` ``n_prompts``), and its
-arm's check (`adjpos.interventions.curve.arms.Check`: ``check_value`` against the named
-threshold of `Criteria`; the shift's curve moved its way, the rotation's distances kept within
-`Criteria.curve_distance_kept`, the scatter's locality dropped by `Criteria.curve_locality_drop`).
+`Criteria.percentile` % of the random draws harm more (`SizeNumbers.percentiles`).
 
 Otherwise a size is *within* (undecided). Over the sizes, address, relational and boundary are
-*for*
-(*against*) when some size is and none is the other way; locality is *for* at
-`Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than
-that many sizes are left that are not against (a cell measured at fewer sizes than that, none
-against, stays *within*: too few sizes to decide is not evidence against). The cell's
-reading: "not read" when every counted arm at every size holds against its control; else the
-claims found (address, relational or absolute, locality, boundary), or "undecided".
-
+*for* (*against*) when some size is and none is the other way; locality is *for* at
+`Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than that
+many sizes are left that are not against (too few sizes to decide is not evidence against).
+The cell's reading: "not read" when every counted arm at every size holds against its control;
+else the claims found (address, relational or absolute, locality, boundary), or "undecided".
 So a model that ignores the curve comes out address *against* (no shift breaks), relational
-*within* (there is no broken shift to set rotation against), locality *against*, "not
-read"; a model that reads the curve's absolute directions (rotation breaks it as a shift
-does) relational *against*, read "absolute".
+*within* (no broken shift to set rotation against), locality *against*, "not read"; one that
+reads the curve's absolute directions (rotation breaks it as a shift does) relational
+*against*, read "absolute".
 """
 
 from __future__ import annotations
@@ -192,18 +178,14 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
     counted = _arms(numbers, criteria)
     shifts = [a for a in counted if arm_kind(a).offsets]
 
-    @no_type_check  # made at every call: kept out of the tests' type checker
-    def get(a: str, b: str) -> Interval | None:
-        return diff.get((a, b))
-
     rare = numbers.percentiles.get
     versus = {a: arm_kind(a).versus for a in counted}
     breaks = {
-        a: _breaks(get(a, versus[a]), t)
+        a: _breaks(diff.get((a, versus[a])), t)
         and (criteria.percentile is None or rare(a, math.inf) < criteria.percentile)
         for a in counted
     }
-    holds = {a: _holds(get(a, versus[a]), t) for a in counted}
+    holds = {a: _holds(diff.get((a, versus[a])), t) for a in counted}
     level = numbers.controls.get
 
     @no_type_check
@@ -227,11 +209,11 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
     if all_break and _ok(numbers, "rotate", criteria):
         if holds["rotate"]:
             relational = Outcome.FOR
-        elif all(_as_bad(get("rotate", s), t) for s in shifts):
+        elif all(_as_bad(diff.get(("rotate", s)), t) for s in shifts):
             relational = Outcome.AGAINST
     locality = Outcome.WITHIN
     if shifts and _ok(numbers, "scatter", criteria) and _ok(numbers, "rotate", criteria):
-        versus_scatter = [get("scatter", s) for s in shifts] + [get("scatter", "rotate")]
+        versus_scatter = [diff.get(("scatter", b)) for b in [*shifts, "rotate"]]
         if all(_breaks(d, t) for d in versus_scatter):
             locality = Outcome.FOR
         elif any(_holds(d, t) for d in versus_scatter):
@@ -281,9 +263,10 @@ def check_passed(
     """Whether an arm (named as in the rule: ``shift+1``, ``rotate``) did what its name says:
     its ``size_error`` at most `Criteria.curve_size_tolerance` at the lengths it reaches, those
     lengths holding at least `Criteria.curve_reach` of the measured prompts (1 -
-    ``unreached_share``), and its check number (``check_value``, its row of the arm table's
-    `Check`) on the right side of its threshold (the named `Criteria` field; 0 where none is
-    named). NaN fails.
+    ``unreached_share``: a scatter of a short run falls short of a shift's size, and every
+    comparison reads the prompts at lengths both its sides reach), and its check number
+    (``check_value``, its row of the arm table's `Check`) on the right side of its threshold
+    (the named `Criteria` field; 0 where none is named). NaN fails.
 
     >>> check_passed("rotate", 0.01, 1e-9, criteria=CRITERIA)
     True
