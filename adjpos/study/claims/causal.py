@@ -24,6 +24,7 @@ TITLE = "Does the model read the pattern? (causal tests)"
 # read from the intervention table.
 TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
 WORDS = {name: spec.label for name, spec in SPECS.items()}
+CLAIM_OF = {name: spec.claim for name, spec in SPECS.items()}
 # The causal claims, by the ``claim`` of the interventions that test them (`SPECS`): what each
 # would show if the model needed that carrier.
 CLAIMS = {
@@ -189,7 +190,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     return [
         Verdict.tally(
-            statement, [o for (_, _, n), o in by_cell.items() if _claim(n) == claim], **words
+            statement, [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim], **words
         )
         for claim, statement in CLAIMS.items()
     ]
@@ -258,11 +259,6 @@ def _summary(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     body = [[*key, by_layer(at, means), by_layer(at, counts)] for key, at in found.items()]
     header = ["task", "change", "exact match by layer (control's), mean over seeds"]
     return fmt.table([*header, "findings by layer (seeds)"], body)
-
-
-def _claim(name: str) -> str | None:
-    spec = SPECS.get(name)
-    return None if spec is None else spec.claim
 
 
 def _sizes(r: dict[str, Any]) -> str:

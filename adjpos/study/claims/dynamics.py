@@ -131,11 +131,6 @@ CLAIMS = {
 }
 
 
-def end_vs_start(t: dict[str, Any]) -> str:
-    """Where a trajectory's end interval lies against its start's: 'above', 'below', 'within'."""
-    return compare_intervals(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """One cell per task and layer counted: for when every seed with snapshots ends above its
     start, against when every one ends below."""
@@ -163,7 +158,9 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
         + [f"final exact match ({criteria.level:.0%} Wilson)"],
         [
-            [a["task"], a["seed"], _first_step(a["steps"], solved), a["final_step"]]
+            [a["task"], a["seed"]]
+            + [next((int(step) for step, x in a["steps"] if x >= solved), "not reached")]
+            + [a["final_step"]]
             + [fmt.span(a["final"], a["final_low"], a["final_high"])]
             for a in numbers["accuracy"]
         ],
@@ -172,7 +169,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     for t in numbers["trajectories"]:
         if t["metric"] in SHOWN and t["layer"] >= criteria.first_layer:
             layers = found.setdefault((t["task"], t["seed"], label(t["metric"])), {})
-            layers.setdefault(end_vs_start(t), []).append(t["layer"])
+            side = compare_intervals(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
+            layers.setdefault(side, []).append(t["layer"])
     header = ["task", "seed", "metric", "end above start, at layers", "end below start, at layers"]
     header += ["intervals overlap, at layers"]
     rows = [
@@ -187,11 +185,6 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
 
 
 SIDES = ("above", "below", "within")
-
-
-def _first_step(steps: list[list[float]], solved: float) -> int | str:
-    """The first snapshot's step whose exact match reaches `solved`."""
-    return next((int(step) for step, value in steps if value >= solved), "not reached")
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

@@ -50,12 +50,7 @@ SENSITIVITY = {"at_half": 0.5, "at_double": 2.0}
 
 def measure(context: Context) -> dict[str, Any]:
     """The rule's numbers from the causal stage's saved tables (none without the arms)."""
-    return read_numbers(context.results)
-
-
-def read_numbers(results: Path) -> dict[str, Any]:
-    """`measure`'s numbers from the tables in `results`."""
-    tables = _arm_tables(results)
+    tables = _arm_tables(context.results)
     return {"cells": [], "seeds": []} if tables is None else curve_numbers(*tables)
 
 
@@ -94,8 +89,9 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     readout, found = outcomes(numbers, criteria)
+    t = criteria.curve_tolerance  # the rule's tolerance, varied by each factor
     moved = {
-        name: outcomes(numbers, _scaled(criteria, factor))[1]
+        name: outcomes(numbers, dataclasses.replace(criteria, curve_tolerance=t * factor))[1]
         for name, factor in SENSITIVITY.items()
     }
     unmeasured = sum(o.not_measurable for o in found.values())
@@ -165,11 +161,6 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     rows = tables[0][tables[0]["readout"] == readout]
     found = readings(outcomes(numbers, run_criteria(results.parent))[1])
     return {"curve_arms": (plot_curve_arms(rows, readings=found), fmt.text("hypothesis.caption"))}
-
-
-def _scaled(criteria: Criteria, factor: float) -> Criteria:
-    """`criteria` with the curve rule's tolerance t times `factor`."""
-    return dataclasses.replace(criteria, curve_tolerance=criteria.curve_tolerance * factor)
 
 
 def answers(found: dict[tuple, Any], claim: str) -> str:

@@ -155,4 +155,4 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     scale = sizes["theory_heatmap_scale"]
     drawn = theory_figures(table, matrices, scale)
     captions = fmt.texts("theory.captions", scale=scale)
-    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
+    return fmt.captioned(captions, **drawn)
