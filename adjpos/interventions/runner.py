@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -67,6 +67,7 @@ class OutcomeColumns:
         return tuple(k for k in keys if k)
 
 
+@runtime_checkable  # the tests' type checker checks arguments against it
 class Measurement(Protocol):
     """Where the units run: ``fitted(layer, needs)``, what the specs build from at `layer`
     (`needs` from "states", "prompts"); ``measure(built, unit)``, the unit's columns from its

@@ -155,10 +155,11 @@ class Verdict:
         return dataclasses.asdict(self) | {"status": self.status.value}
 
 
-def per_seed(cell: dict[str, Any], favour: str = "above") -> Outcome:
-    """A cell over its seeds: for when every seed's paired interval (``cell["per_seed"]``, each
-    (low, high)) lies on the `favour` side of 0, against when every one on the other."""
-    return every_seed(judge(low, high, 0.0, 0.0, favour=favour) for low, high in cell["per_seed"])
+def per_seed(cell: dict[str, Any], favour: str = "above", null: float = 0.0) -> Outcome:
+    """A cell over its seeds: for when every seed's interval (``cell["per_seed"]``, each
+    (low, high, ...)) lies on the `favour` side of `null`, against when every one on the other."""
+    seeds = cell["per_seed"]
+    return every_seed(judge(low, high, null, null, favour=favour) for low, high, *_ in seeds)
 
 
 def seeds_text(seeds: Iterable[Any]) -> str:

@@ -174,7 +174,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "seed", "metric", "end above start, at layers", "end below start, at layers"]
     header += ["intervals overlap, at layers"]
     rows = [
-        [*key, *(fmt.join(at.get(side, [])) or "none" for side in SIDES)]
+        [*key, *(fmt.join(at.get(side, [])) or "none" for side in ("above", "below", "within"))]
         for key, at in found.items()
     ]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
@@ -182,9 +182,6 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds "
     text += f"{seeds}. Every layer's start, peak and end: results/dynamics_trajectories.csv."
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
-
-
-SIDES = ("above", "below", "within")
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

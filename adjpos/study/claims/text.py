@@ -1,7 +1,7 @@
 """Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
 every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
-the cells decided here (`seeds_above`; `arms_read`: the rule of the position curve's arms,
-`adjpos.study.rules`, on text: a loss rise in nats as the harm)."""
+the cells decided here (`adjpos.study.claim.per_seed`; `arms_read`: the rule of the position
+curve's arms, `adjpos.study.rules`, on text: a loss rise in nats as the harm)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import adjpos.text_layers as text
 from adjpos.interventions.curve.numbers import CellNumbers, arm_kind, cell_numbers
-from adjpos.stats import Outcome, every_seed, judge
+from adjpos.stats import Outcome, every_seed
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
+from adjpos.study.claim import Context, Criteria, Verdict, per_seed, seeds_text
 from adjpos.study.rules import cell_outcome, check_passed
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
@@ -78,7 +78,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
     if "rule" in cell:
         return arms_read(cell["rule"], criteria)
-    return seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
+    return per_seed(cell, null=0.0 if "a" in cell else criteria.chance)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -142,12 +142,6 @@ def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:
     found = {c.key: cell_outcome(c, criteria, on_text=True) for c in cells}
     rows = causal[causal["readout"] == "kept"].assign(task=causal["layout"])
     return plot_curve_arms(rows, value="loss", readings=readings(found))
-
-
-def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
-    """For when every seed's interval (its first two numbers) lies above `null`, against
-    when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
-    return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
 
 
 def arms_readings(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> list[str]:
