@@ -193,20 +193,20 @@ class _OnText:
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if layer not in self.fitted_at:
-            states, positions, prompts = _fit(self.model, self.fit, layer, self.skip, self.cut)
+            # the fitting half's states from skip_first on, their positions, and their context
+            # (positions skip_first .. cut) as the position curve's one prompt length
+            acts = capture_residuals(self.model, self.fit, layers=[layer], progress=False)[0].cpu()
+            (length,), window = self.counts, slice(self.skip, self.cut + 1)
             self.fitted_at[layer] = Fitted(
                 d_model=self.model.cfg.d_model,
                 seed=self.seed,
                 rank=self.rank,
-                states=states,
-                positions=positions,
-                prompts=prompts,
+                states=acts[:, self.skip :].reshape(-1, acts.shape[-1]),
+                positions=torch.arange(self.skip, acts.shape[1]).repeat(len(self.fit)),
+                prompts={length: (acts[:, window], self.fit[:, window].cpu())},
                 counts=self.counts,
                 runs_of=lambda tokens: self.runs,
-                sizes_on={
-                    length: (self.states_at(layer), self.test[:, self.skip : self.cut + 1])
-                    for length in self.counts
-                },
+                sizes_on={length: (self.states_at(layer), self.test[:, window])},
             )
         return self.fitted_at[layer]
 
@@ -242,16 +242,6 @@ class _OnText:
         """The unchanged model's loss on each measured sequence."""
         args = (self.model, self.test, [NoIntervention()], 0, self.cut, self.skip, True)
         return _measure(*args)["loss"][0]
-
-
-def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:
-    """The fitting half's states at `layer` from position skip_first on, their positions, and
-    their context (positions skip_first .. cut) as the position curve's one prompt length."""
-    acts = capture_residuals(model, fit, layers=[layer], progress=False)[0].cpu()
-    later = acts[:, skip_first:]
-    positions = torch.arange(skip_first, acts.shape[1]).repeat(len(fit))
-    context = (acts[:, skip_first : cut + 1], fit[:, skip_first : cut + 1].cpu())
-    return later.reshape(-1, acts.shape[-1]), positions, {cut + 1 - skip_first: context}
 
 
 def _measure(

@@ -96,19 +96,16 @@ class CellNumbers:
         """The direction and sizes as JSON-able values (`from_plain` reads them back): per
         size its differences [a, b, value, low, high], checks [size_error, check_value] and
         shifts' error offsets {shift: [[j, value, low, high]]}."""
-        sizes = [
-            {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
-            | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
-            | {
-                "offsets": {
-                    n: [[j, *d.plain()] for j, d in o.items()] for n, o in s.offsets.items()
-                }
-            }
-            | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
-            | ({"controls": dict(s.controls)} if s.controls else {})
-            | ({"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {})
-            for s in self.sizes
-        ]
+        sizes = []
+        for s in self.sizes:
+            p = {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
+            p["differences"] = [[a, b, *d.plain()] for (a, b), d in s.differences.items()]
+            offsets = s.offsets.items()
+            p["offsets"] = {n: [[j, *d.plain()] for j, d in o.items()] for n, o in offsets}
+            p |= {"percentiles": dict(s.percentiles)} if s.percentiles else {}
+            p |= {"controls": dict(s.controls)} if s.controls else {}
+            p |= {"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {}
+            sizes.append(p)
         return {"direction": int(self.direction), "sizes": sizes}
 
     @classmethod
