@@ -135,27 +135,17 @@ def cell_outcome(
     rule = CurveRule.of(criteria, on_text=on_text)
     per_size = [_size_outcome(s, cell.direction, rule) for s in cell.sizes]
     locality = [s["locality"] for s in per_size]
-    min_sizes = rule.min_sizes
-    n_for, n_against = locality.count(Outcome.FOR), locality.count(Outcome.AGAINST)
-    outcome = {
-        "address": _combine([s["address"] for s in per_size]),
-        "relational": _combine([s["relational"] for s in per_size]),
-        "boundary": _combine([s["boundary"] for s in per_size]),
-        "locality": Outcome.FOR
-        if n_for >= min_sizes
-        else Outcome.AGAINST
-        if n_against and len(locality) - n_against < min_sizes
-        else Outcome.WITHIN,
-    }
+    min_sizes, n_against = rule.min_sizes, locality.count(Outcome.AGAINST)
+    few_left = n_against > 0 and len(locality) - n_against < min_sizes
+    outcome = {c: _combine([s[c] for s in per_size]) for c in ("address", "relational", "boundary")}
+    outcome["locality"] = _side(locality.count(Outcome.FOR) >= min_sizes, few_left)
     found = ["address"] if outcome["address"] == Outcome.FOR else []
     relational = {Outcome.FOR: ["relational"], Outcome.AGAINST: ["absolute"]}
     found += relational.get(outcome["relational"], [])
     found += ["locality"] if outcome["locality"] == Outcome.FOR else []
     found += ["boundary"] if outcome["boundary"] == Outcome.FOR else []
-    if all(s["not_read"] == "yes" for s in per_size):
-        reading = "not read"
-    else:
-        reading = "+".join(found) or "undecided"
+    not_read = all(s["not_read"] == "yes" for s in per_size)
+    reading = "not read" if not_read else "+".join(found) or "undecided"
     skipped = tuple(
         (s.size, arm)
         for s in cell.sizes
@@ -177,7 +167,6 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
     diff = numbers.differences
     counted = _arms(numbers, criteria)
     shifts = [a for a in counted if arm_kind(a).offsets]
-
     rare = numbers.percentiles.get
     versus = {a: arm_kind(a).versus for a in counted}
     breaks = {
@@ -197,31 +186,20 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         # nothing decoded (text): the shift's breaking is enough (its check: the curve moved)
         share = numbers.follows.get(name)
         follows = not criteria.decoded or (share is not None and share.low > 0)
-        address.append(
-            Outcome.FOR
-            if breaks[name] and follows
-            else Outcome.AGAINST
-            if holds[name]
-            else Outcome.WITHIN
-        )
+        address.append(_side(breaks[name] and follows, holds[name]))
     all_break = bool(shifts) and all(breaks[s] for s in shifts)
     relational = Outcome.WITHIN
     if all_break and _ok(numbers, "rotate", criteria):
-        if holds["rotate"]:
-            relational = Outcome.FOR
-        elif all(_as_bad(diff.get(("rotate", s)), t) for s in shifts):
-            relational = Outcome.AGAINST
+        as_bad = all(_as_bad(diff.get(("rotate", s)), t) for s in shifts)
+        relational = _side(holds["rotate"], as_bad)
     locality = Outcome.WITHIN
     if shifts and _ok(numbers, "scatter", criteria) and _ok(numbers, "rotate", criteria):
         versus_scatter = [diff.get(("scatter", b)) for b in [*shifts, "rotate"]]
-        if all(_breaks(d, t) for d in versus_scatter):
-            locality = Outcome.FOR
-        elif any(_holds(d, t) for d in versus_scatter):
-            locality = Outcome.AGAINST
+        breaks_all = all(_breaks(d, t) for d in versus_scatter)
+        locality = _side(breaks_all, any(_holds(d, t) for d in versus_scatter))
     boundary = Outcome.WITHIN
     if "edges" in counted:
-        edges = {True: Outcome.FOR, False: Outcome.AGAINST}
-        boundary = edges[breaks["edges"]] if breaks["edges"] or holds["edges"] else boundary
+        boundary = _side(breaks["edges"], holds["edges"])
         if not measurable(versus["edges"]):
             boundary = Outcome.WITHIN
     runs_measurable = measurable("random")
@@ -292,6 +270,11 @@ def row_passed(row: Any, criteria: Criteria = CRITERIA) -> bool:
     if not hasattr(row, "get"):
         row = row._asdict()
     return check_passed(row["arm"], *check_numbers(row), criteria=criteria)
+
+
+def _side(for_: bool, against: bool) -> Outcome:
+    """For when `for_`, else against when `against`, else within."""
+    return Outcome.FOR if for_ else Outcome.AGAINST if against else Outcome.WITHIN
 
 
 def _breaks(d: Interval | None, t: float) -> bool:
