@@ -93,9 +93,8 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
         base = by.loc["none"]
         hits, n = round(base["exact_match"] * base["n_prompts"]), int(base["n_prompts"])
         low, high = wilson_interval(hits, n, level=level)
-        baselines.setdefault((task, int(seed)), {"task": task, "seed": int(seed)})
-        baselines[task, int(seed)] |= {"n_prompts": n, "baseline": hits / n}
-        baselines[task, int(seed)] |= {"baseline_low": low, "baseline_high": high}
+        model = {"task": task, "seed": int(seed), "n_prompts": n, "baseline": hits / n}
+        baselines[task, int(seed)] = model | {"baseline_low": low, "baseline_high": high}
         for name in (n for n in TESTED if n in by.index):
             mine, control_name = by.loc[name], by.loc[name, "control"]
             control = by.loc[control_name] if control_name in by.index else None
