@@ -178,9 +178,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         for key, at in found.items()
     ]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
-    text = "What it shows: each metric from step 0 to the end of training, the end 'above' or "
-    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds "
-    text += f"{seeds}. Every layer's start, peak and end: results/dynamics_trajectories.csv."
+    text = fmt.text("dynamics.section", level=criteria.level, seeds=seeds)
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
 
 

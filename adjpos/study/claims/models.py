@@ -89,11 +89,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [solved(m, criteria)]
         for m in models
     ]
-    text = "Each task model is a causal transformer with no positional encoding (NoPE), "
-    text += f"solving its task (for) when its interval lies above {criteria.solved}, against "
-    text += "when below: with n prompts all right the interval still reaches 1 - 3.7/n, so "
-    text += "fewer than about 400 prompts cannot show a rate above 0.99."
-    return fmt.section(fmt.table(header, rows), text)
+    return fmt.section(fmt.table(header, rows), fmt.text("models.section", solved=criteria.solved))
 
 
 def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
@@ -115,8 +111,7 @@ def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
             + ["apart" if apart else "agree"]
         )
     header = ["task", "seed", "premise", "dynamics: last snapshot", "causal: unchanged model"]
-    text = "The same models in the other stages, each on its own draw of held-out prompts "
-    text += f"({criteria.level:.0%} Wilson intervals; 'apart': on one side of the premise's):"
+    text = fmt.text("models.agreement", level=criteria.level)
     return fmt.section(text, fmt.table([*header, "intervals"], rows))
 
 
