@@ -23,7 +23,6 @@ from adjpos.interventions.curve.arms import Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve, reached_prompts
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
-    curve_displacement,
     curve_distance_change,
     curve_offset,
     probe_accuracy,
@@ -196,7 +195,7 @@ def _checks(
             # a shift's points moved its way; another arm's moved at all
             "curve_moved": -np.sign(offset) * moved
             if offset
-            else curve_displacement(curve, new, changed),
+            else curve_offset(curve, new, changed, absolute=True),
             "curve_adjacency": curve_adjacency(new, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
             "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
