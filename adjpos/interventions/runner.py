@@ -107,13 +107,9 @@ def run_table(
     if not return_differences:
         return frame
     outcome, dosed = measurement.outcome, [r for r in rows if r.get("arm") is not None]
-    found = dosed and curve_differences(  # the unchanged model is measured only where needed
-        dosed,
-        measurement.unchanged(),
-        seed=seed,
-        per_draw=outcome.per_draw_item,
-        counts=outcome.per_item_counts,
-    )
+    keys = {"per_draw": outcome.per_draw_item, "counts": outcome.per_item_counts}
+    # the unchanged model is measured only where needed
+    found = dosed and curve_differences(dosed, measurement.unchanged(), seed=seed, **keys)
     return frame, CURVE_DIFFERENCES.frame(found)
 
 

@@ -159,18 +159,11 @@ def text_intervention_table(
             "the context alone, and the continuation's states would dilute their size"
         )
     units = plan_units(model, layers, names, readouts, control_draws, doses)
-    return run_table(
-        units,
-        _OnText(model, tokens, cut, skip_first, rank, seed),
-        table=TEXT_TABLE,
-        control_draws=control_draws,
-        columns={"model": model_name},
-        seed=seed,
-        extra={"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2},
-        folder=folder,
-        progress=progress,
-        return_differences=return_differences,
-    )
+    measured = _OnText(model, tokens, cut, skip_first, rank, seed)
+    extra = {"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2}
+    kept = {"folder": folder, "progress": progress, "return_differences": return_differences}
+    run = {"table": TEXT_TABLE, "control_draws": control_draws, "seed": seed, "extra": extra}
+    return run_table(units, measured, columns={"model": model_name}, **run, **kept)
 
 
 class _OnText:
@@ -256,19 +249,12 @@ def _measure(
     chunk = max(1, _LOGITS_BUDGET // (n * (pos - cut) * vocab))
     loss, accuracy, adjacency, record = [], [], [], []
     target = test[:, cut + 1 :]
+    hooked = {"layer": layer, "readout_from": cut, "keep_readout": keep, "skip_first": skip_first}
     for start in range(0, len(built), chunk):
         part = built[start : start + chunk]
         change = part[0] if len(part) == 1 else Stacked(tuple(part))
         with torch.inference_mode():
-            with intervene(
-                model,
-                change,
-                layer=layer,
-                readout_from=cut,
-                keep_readout=keep,
-                skip_first=skip_first,
-                record=record,
-            ):
+            with intervene(model, change, **hooked, record=record):
                 logits, cache = model.run_with_cache(test.repeat(len(part), 1), names_filter=[site])
         logp = logits[:, cut:-1].double().log_softmax(-1).cpu()
         right = target.repeat(len(part), 1).cpu()
