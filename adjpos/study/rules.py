@@ -146,20 +146,11 @@ def cell_outcome(
     found += ["boundary"] if outcome["boundary"] == Outcome.FOR else []
     not_read = all(s["not_read"] == "yes" for s in per_size)
     reading = "not read" if not_read else "+".join(found) or "undecided"
-    skipped = tuple(
-        (s.size, arm)
-        for s in cell.sizes
-        for arm in _arms(s, rule, counted=False)
-        if not _ok(s, arm, rule)
-    )
+    tested = [(s, arm) for s in cell.sizes for arm in _arms(s, rule, counted=False)]
+    skipped = tuple((s.size, arm) for s, arm in tested if not _ok(s, arm, rule))
     unmeasured = sum(s["measurable"] == "no" for s in per_size)
-    return CellOutcome(
-        **outcome,
-        reading=reading,
-        per_size=tuple(per_size),
-        not_counted=skipped,
-        not_measurable=unmeasured,
-    )
+    said = {"reading": reading, "per_size": tuple(per_size), "not_counted": skipped}
+    return CellOutcome(**outcome, **said, not_measurable=unmeasured)
 
 
 def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> dict:

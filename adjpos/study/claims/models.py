@@ -65,17 +65,11 @@ def solved(model: dict[str, Any], criteria: Criteria) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    models = numbers["models"]
-    return [
-        Verdict.tally(
-            "The trained models solve their tasks (the premise)",
-            [solved(m, criteria) for m in models],
-            seeds=seeds_text(m["seed"] for m in models),
-            unit="trained model",
-            evidence=f"exact match on held-out prompts, {criteria.level:.0%} Wilson interval "
-            f"above {criteria.solved}; fewest prompts {min(m['n_prompts'] for m in models)}",
-        )
-    ]
+    models, claim = numbers["models"], "The trained models solve their tasks (the premise)"
+    evidence = f"exact match on held-out prompts, {criteria.level:.0%} Wilson interval above "
+    evidence += f"{criteria.solved}; fewest prompts {min(m['n_prompts'] for m in models)}"
+    words = {"seeds": seeds_text(m["seed"] for m in models), "unit": "trained model"}
+    return [Verdict.tally(claim, [solved(m, criteria) for m in models], **words, evidence=evidence)]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:

@@ -62,16 +62,12 @@ def above_chance(score: float, criteria: Criteria) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    return [
-        Verdict.tally(
-            "Random-init NoPE models over a hyperparameter grid show the pattern",
-            [above_chance(a, criteria) for a in numbers["nope_deepest"]],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="NoPE sweep model",
-            evidence=f"deepest layer above chance ({fmt.n(criteria.chance)}), point "
-            "estimates over random sequences (the sweep keeps no interval)",
-        )
-    ]
+    claim = "Random-init NoPE models over a hyperparameter grid show the pattern"
+    evidence = f"deepest layer above chance ({fmt.n(criteria.chance)}), point estimates over "
+    evidence += "random sequences (the sweep keeps no interval)"
+    words = {"seeds": seeds_text(numbers["seeds"]), "unit": "NoPE sweep model"}
+    outcomes = [above_chance(a, criteria) for a in numbers["nope_deepest"]]
+    return [Verdict.tally(claim, outcomes, **words, evidence=evidence)]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
