@@ -101,21 +101,15 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         f"{unmeasured} cell sizes not measurable (their random control below "
         f"{fmt.n(criteria.curve_measurable)} exact match); per task: "
     )
+    words = {"seeds": seeds_text(numbers["seeds"]), "unit": "task x layer x seed cell"}
+    blank = {"seeds": "", "unit": "", "evidence": ""}
     out = []
     for claim in CLAIMS:
-        verdict = Verdict.tally(
-            STATEMENTS[claim] + " (causal test)",
-            [getattr(o, claim) for o in found.values()],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="task x layer x seed cell",
-            evidence=evidence + (answers(found, claim) or "no cell tested"),
-        )
-        at = {
-            name: Verdict.tally(
-                claim, [getattr(o, claim) for o in cells.values()], seeds="", unit="", evidence=""
-            ).status.value
-            for name, cells in moved.items()
-        }
+        said = evidence + (answers(found, claim) or "no cell tested")
+        cells = [getattr(o, claim) for o in found.values()]
+        verdict = Verdict.tally(STATEMENTS[claim] + " (causal test)", cells, **words, evidence=said)
+        scaled = {n: [getattr(o, claim) for o in c.values()] for n, c in moved.items()}
+        at = {n: Verdict.tally(claim, o, **blank).status.value for n, o in scaled.items()}
         out.append(dataclasses.replace(verdict, **at))
     return out
 
