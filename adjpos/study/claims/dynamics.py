@@ -134,7 +134,8 @@ CLAIMS = {
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """One cell per task and layer counted: for when every seed with snapshots ends above its
     start, against when every one ends below."""
-    out, seeds = [], seeds_text(t["seed"] for t in numbers["trajectories"])
+    seeds = seeds_text(t["seed"] for t in numbers["trajectories"])
+    out, words = [], {"seeds": seeds, "unit": "task x layer cell"}
     rule = f"{criteria.level:.0%} intervals apart in every seed, layers >= {criteria.first_layer}"
     for metric, claim in CLAIMS.items():
         cells: dict[tuple[str, int], list[Outcome]] = {}
@@ -144,9 +145,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
                 cells.setdefault((t["task"], t["layer"]), []).append(outcome)
         outcomes = [every_seed(per_seed) for per_seed in cells.values()]
         evidence = f"{metric} at the end of training above the initial weights (step 0), {rule}"
-        out.append(
-            Verdict.tally(claim, outcomes, seeds=seeds, unit="task x layer cell", evidence=evidence)
-        )
+        out.append(Verdict.tally(claim, outcomes, **words, evidence=evidence))
     return out
 
 

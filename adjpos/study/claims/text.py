@@ -9,6 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 import adjpos.text_layers as text
 from adjpos.interventions.curve.numbers import CellNumbers, arm_kind, cell_numbers
 from adjpos.stats import Outcome, every_seed
@@ -92,13 +94,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         rows[-1] += [fmt.n(position[(*key, m)]) for m in ("position share", "probe R^2")]
     after = [b + 1 for b in numbers["nope_blocks"]]
     pairs = [c | {"layout": "hybrid - rope"} for c in numbers["versus"] if c["layer"] in after]
+    # an arm compared on no window has no numbers (None): its mean is left blank
     paired = [
         [c["layout"], c["layer"], c["view"], fmt.n(c["value"])]
         + [fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
         + [_outcome(c, criteria)]
         for c in pairs
     ] + [
-        [c["layout"], c["layer"], arm, fmt.n(_mean([x[0] for x in per]))]
+        [c["layout"], c["layer"], arm, fmt.n(pd.Series([x[0] for x in per], dtype=float).mean())]
         + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
                      + ("" if _passed(arm, check, criteria) else " check failed")
                      for _, lo, hi, p, *check in per]),
@@ -168,12 +171,6 @@ def arms_read(
             return None
         found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
     return every_seed(found)
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    """The mean of the numbers among `values` (None: an arm compared on no window)."""
-    found = [v for v in values if v is not None]
-    return sum(found) / len(found) if found else None
 
 
 def _passed(arm: str, check: Sequence[float | None], criteria: Criteria) -> bool:
