@@ -173,10 +173,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"{level:.0%} interval above 0 in every seed, layers >= {criteria.first_layer}; the "
          "other views in the report"),
     ]  # fmt: skip
-    return [
-        Verdict.tally(claim, outcomes, seeds=seeds, unit=unit, evidence=evidence)
-        for claim, outcomes, unit, evidence in found
-    ]
+    return [Verdict.tally(c, o, seeds=seeds, unit=u, evidence=e) for c, o, u, e in found]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:

@@ -100,11 +100,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"random-init model of its own initial weights on the same sequences, {best} of each "
          f"({rule})"),
     ]  # fmt: skip
-    return [
-        Verdict.tally(claim, [c["outcome"] for c in cells[key]], seeds=seeds, unit=unit,
-                      evidence=evidence)
-        for key, claim, unit, evidence in found
-    ]  # fmt: skip
+    outcomes = {key: [c["outcome"] for c in cells[key]] for key in cells}
+    return [Verdict.tally(c, outcomes[k], seeds=seeds, unit=u, evidence=e) for k, c, u, e in found]
 
 
 def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:

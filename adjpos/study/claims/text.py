@@ -26,9 +26,8 @@ PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 def measure(context: Context) -> dict[str, Any]:
     sizes = context.sizes
-    models, tokenizer, missing = text.shipped_text_models(
-        sizes.text_seeds, widths=sizes.text_widths
-    )
+    shipped = text.shipped_text_models(sizes.text_seeds, widths=sizes.text_widths)
+    models, tokenizer, missing = shipped
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
     if models:
         cfg = next(iter(models.values())).cfg
