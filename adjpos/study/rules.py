@@ -154,8 +154,7 @@ def cell_outcome(
 
 
 def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> dict:
-    t = criteria.tolerance
-    diff = numbers.differences
+    t, diff = criteria.tolerance, numbers.differences
     counted = _arms(numbers, criteria)
     shifts = [a for a in counted if arm_kind(a).offsets]
     rare = numbers.percentiles.get
@@ -189,10 +188,8 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         breaks_all = all(_breaks(d, t) for d in versus_scatter)
         locality = _side(breaks_all, any(_holds(d, t) for d in versus_scatter))
     boundary = Outcome.WITHIN
-    if "edges" in counted:
+    if "edges" in counted and measurable(versus["edges"]):
         boundary = _side(breaks["edges"], holds["edges"])
-        if not measurable(versus["edges"]):
-            boundary = Outcome.WITHIN
     runs_measurable = measurable("random")
     if not runs_measurable:  # the random curve breaks the task by itself: nothing to tell
         address, relational, locality = [], Outcome.WITHIN, Outcome.WITHIN
