@@ -180,17 +180,10 @@ class _OnTask:
         fit, test = self.prompts[unit.layer], self.held.test
         if unit.layer not in self.probes:
             self.probes[unit.layer] = fit_position_probe(fit, self.counts)
-        columns = curve_columns(
-            built,
-            answers,
-            lengths=self.lengths,
-            states=self.states_at(unit.layer),
-            tokens={n: fit[n][1] for n in self.counts},
-            probe=self.probes[unit.layer],
-            prompts=test.prompts,
-            answers=test.answers,
-            task=self.task.name,
-        )
+        layout = {"lengths": self.lengths, "states": self.states_at(unit.layer)}
+        fitted = {"tokens": {n: fit[n][1] for n in self.counts}, "probe": self.probes[unit.layer]}
+        decoded = {"prompts": test.prompts, "answers": test.answers, "task": self.task.name}
+        columns = curve_columns(built, answers, **layout, **fitted, **decoded)
         return row | {"draw_hits": draw_hits} | columns
 
     def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:

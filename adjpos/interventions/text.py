@@ -214,14 +214,9 @@ class _OnText:
         if unit.layer not in self.probes:
             self.probes[unit.layer] = fit_position_probe(fit, self.counts)
         (length,) = self.counts
-        columns = curve_columns(
-            built,
-            None,
-            lengths=[length] * self.counts[length],
-            states={(length, self.runs): self.states_at(unit.layer)},
-            tokens={length: fit[length][1]},
-            probe=self.probes[unit.layer],
-        )
+        layout = {"lengths": [length] * self.counts[length], "tokens": {length: fit[length][1]}}
+        layout |= {"states": {(length, self.runs): self.states_at(unit.layer)}}
+        columns = curve_columns(built, None, **layout, probe=self.probes[unit.layer])
         return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns
 
     def states_at(self, layer: int) -> Tensor:
