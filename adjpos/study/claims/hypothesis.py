@@ -125,12 +125,10 @@ def readings(cells: dict[tuple, Any]) -> dict[tuple, list[str]]:
     out: dict[tuple, list[str]] = {}
     for key, by_size in found.items():
         for seeds in by_size.values():
+            tally = {claim: [s[claim] for s in seeds] for claim in CLAIMS}
             said = [
-                f"{claim} "
-                + " ".join(
-                    f"{letters[o]}{n}" for o in Outcome if (n := [s[claim] for s in seeds].count(o))
-                )
-                for claim in CLAIMS
+                f"{claim} " + " ".join(f"{letters[o]}{got.count(o)}" for o in Outcome if o in got)
+                for claim, got in tally.items()
             ]
             low = sum(s["measurable"] == "no" for s in seeds)
             size = sum(s["size"] for s in seeds) / len(seeds)
