@@ -150,3 +150,8 @@ def random_prompts(seed=0, lengths=(6, 7, 9), n=8, d=8, vocab=8):
         noise = 0.1 * torch.randn(n, length, d, generator=gen, dtype=torch.float64)
         out[length] = (embed[tokens] + 2 * curve + noise, tokens)
     return out
+
+
+def prompt_run(length: int) -> tuple[tuple[int, int], ...]:
+    """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
+    return ((0, length - 2),)

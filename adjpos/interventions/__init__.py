@@ -68,51 +68,12 @@ from adjpos.interventions.subspaces import LeaceErase, SubspaceErase, SubspaceSw
 from adjpos.interventions.task import DEFAULT_PROMPTS, INTERVENTION_TABLE, intervention_table
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 
-__all__ = [
-    "ARMS",
-    "CURVE_DIFFERENCES",
-    "DEFAULT_DOSES",
-    "DEFAULT_DRAWS",
-    "DEFAULT_INTERVENTIONS",
-    "DEFAULT_PROMPTS",
-    "DEFAULT_RANK",
-    "DEFAULT_READOUTS",
-    "FAMILIES",
-    "INTERVENTION_TABLE",
-    "NAMES",
-    "READOUTS",
-    "SPECS",
-    "STAGES",
-    "TEXT_TABLE",
-    "ArmKind",
-    "Check",
-    "CurveArm",
-    "CurveChange",
-    "Dose",
-    "Fitted",
-    "HeldOut",
-    "Intervention",
-    "InterventionSpec",
-    "LeaceErase",
-    "NoIntervention",
-    "NormCommonScale",
-    "NormPermute",
-    "NormPermuteControl",
-    "NormScaleControl",
-    "Stacked",
-    "SubspaceErase",
-    "SubspaceSwap",
-    "UniformAttention",
-    "cell_numbers",
-    "check_interventions",
-    "fit_prompt_states",
-    "fit_states",
-    "held_out_prompts",
-    "intervene",
-    "intervention_table",
-    "measure_draws",
-    "plan_units",
-    "position_curves",
-    "specs_in",
-    "text_intervention_table",
-]
+__all__ = ["ARMS", "CURVE_DIFFERENCES", "DEFAULT_DOSES", "DEFAULT_DRAWS", "DEFAULT_INTERVENTIONS"]
+__all__ += ["DEFAULT_PROMPTS", "DEFAULT_RANK", "DEFAULT_READOUTS", "FAMILIES"]
+__all__ += ["INTERVENTION_TABLE", "NAMES", "READOUTS", "SPECS", "STAGES", "TEXT_TABLE", "ArmKind"]
+__all__ += ["Check", "CurveArm", "CurveChange", "Dose", "Fitted", "HeldOut", "Intervention"]
+__all__ += ["InterventionSpec", "LeaceErase", "NoIntervention", "NormCommonScale", "NormPermute"]
+__all__ += ["NormPermuteControl", "NormScaleControl", "Stacked", "SubspaceErase", "SubspaceSwap"]
+__all__ += ["UniformAttention", "cell_numbers", "check_interventions", "fit_prompt_states"]
+__all__ += ["fit_states", "held_out_prompts", "intervene", "intervention_table", "measure_draws"]
+__all__ += ["plan_units", "position_curves", "specs_in", "text_intervention_table"]

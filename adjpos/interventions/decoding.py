@@ -131,9 +131,9 @@ def measure_draws(
             acc["total"] += mask.sum(dim=1).tolist()
             full = torch.full((len(rows),), length)
             acc["adjacency"] += sequence_scores(after, full).tolist()
-            change = (after - before).norm(dim=-1) / before.norm(dim=-1).clamp_min(1e-12)
-            acc["perturbation"].append(change.flatten())
-            acc["log_norm_change"].append((_log_norm(after) - _log_norm(before)).abs().flatten())
+            norm, new_norm = (x.norm(dim=-1).clamp_min(1e-12) for x in (before, after))
+            acc["perturbation"].append(((after - before).norm(dim=-1) / norm).flatten())
+            acc["log_norm_change"].append((new_norm.log() - norm.log()).abs().flatten())
             acc["at_layer"].append((len(rows), position_variance(after).mean(dim=0)))
             acc["last"].append((len(rows), position_variance(final).mean(dim=0)))
             acc["adjacency_last"].append(sequence_scores(final, full))
@@ -155,23 +155,16 @@ def _unit_row(
     hits: np.ndarray, acc: dict[str, Any], perturbation: float | None, seed: int
 ) -> dict[str, Any]:
     """One unit's columns from its prompts' hits and its teacher-forced accumulators."""
-    right, total = np.array(acc["right"]), np.array(acc["total"])
+    right, total, scores = np.sum(acc["right"]), np.sum(acc["total"]), acc["adjacency"]
     if perturbation is None:
         perturbation = float(torch.cat(acc["perturbation"]).mean())
+    found = {  # proportions: Wilson; the score: a bootstrap
+        "exact_match": (hits.mean(), wilson_interval(float(hits.sum()), len(hits))),
+        "token_accuracy": (right / total, wilson_interval(float(right), int(total))),
+        "adjacency_at_layer": (np.mean(scores), bootstrap_interval(scores, seed=seed)),
+    }
     row = {}
-    for name, value, (low, high) in (  # proportions: Wilson; the score: a bootstrap
-        ("exact_match", hits.mean(), wilson_interval(float(hits.sum()), len(hits))),
-        (
-            "token_accuracy",
-            right.sum() / total.sum(),
-            wilson_interval(float(right.sum()), int(total.sum())),
-        ),
-        (
-            "adjacency_at_layer",
-            np.mean(acc["adjacency"]),
-            bootstrap_interval(acc["adjacency"], seed=seed),
-        ),
-    ):
+    for name, (value, (low, high)) in found.items():
         row |= {name: float(value), f"{name}_low": low, f"{name}_high": high}
     return row | {
         "adjacency_last": float(torch.cat(acc["adjacency_last"]).mean()),
@@ -189,7 +182,3 @@ def _mean_ratio(profiles: list[tuple[int, Tensor]]) -> float:
     weights = np.array([w for w, _ in profiles], dtype=float)
     ratios = np.array([variance_ratio(p.numpy()) for _, p in profiles])
     return float((weights * ratios).sum() / weights.sum())
-
-
-def _log_norm(acts: Tensor) -> Tensor:
-    return acts.norm(dim=-1).clamp_min(1e-12).log()

@@ -67,7 +67,7 @@ class OutcomeColumns:
         return tuple(k for k in keys if k)
 
 
-@runtime_checkable
+@runtime_checkable  # the tests' type checker checks arguments against it
 class Measurement(Protocol):
     """Where the units run: ``fitted(layer, needs)``, what the specs build from at `layer`
     (`needs` from "states", "prompts"); ``measure(built, unit)``, the unit's columns from its
@@ -107,13 +107,9 @@ def run_table(
     if not return_differences:
         return frame
     outcome, dosed = measurement.outcome, [r for r in rows if r.get("arm") is not None]
-    found = dosed and curve_differences(  # the unchanged model is measured only where needed
-        dosed,
-        measurement.unchanged(),
-        seed=seed,
-        per_draw=outcome.per_draw_item,
-        counts=outcome.per_item_counts,
-    )
+    keys = {"per_draw": outcome.per_draw_item, "counts": outcome.per_item_counts}
+    # the unchanged model is measured only where needed
+    found = dosed and curve_differences(dosed, measurement.unchanged(), seed=seed, **keys)
     return frame, CURVE_DIFFERENCES.frame(found)
 
 
@@ -152,7 +148,10 @@ def measure_units(
         row |= {"control": spec.control, "rank": getattr(built[0], "rank", None)}
         row |= measurement.measure(built, unit)
         row["control_draws"] = draws if spec.drawn else None
-        row["share"] = _share(built, fitted)
+        # a subspace's change: the mean share of the fitting states' variance in it
+        swapped = fitted.states is not None and hasattr(built[0], "basis")
+        shares = [variance_share(iv.basis, fitted.states) for iv in built] if swapped else None
+        row["share"] = None if shares is None else float(np.mean(shares))
         if folder is not None:
             folder.mark_done(unit.key, row)
         rows.append(row)
@@ -195,10 +194,3 @@ def pair_with_controls(
                 extra["percentile"] = float(100 * share)
         out.append({k: v for k, v in r.items() if k not in outcome.hidden} | extra)
     return out
-
-
-def _share(built: list[Any], fitted: Any) -> float | None:
-    """The mean share of the fitting states' variance in the swapped subspaces."""
-    if fitted.states is None or not hasattr(built[0], "basis"):
-        return None
-    return float(np.mean([variance_share(iv.basis, fitted.states) for iv in built]))

@@ -59,14 +59,8 @@ def _curve_arm(fit: Fitted, *, draw: int, dose: Dose, arm: str, **_: Any) -> Cur
     if fit.runs_of is None:
         raise UsageError("a position-curve arm needs the prompts' runs (Fitted.runs_of)")
     change = CurveArm(arm, dose.offset, draw=draw, seed=fit.seed)
-    return build_curve_change(
-        fit.prompts,
-        fit.counts,
-        change,
-        size=dose.size,
-        runs_of=fit.runs_of,
-        sizes_on=fit.sizes_on,
-    )
+    options = {"size": dose.size, "runs_of": fit.runs_of, "sizes_on": fit.sizes_on}
+    return build_curve_change(fit.prompts, fit.counts, change, **options)
 
 
 def _arm_spec(kind: ArmKind) -> InterventionSpec:

@@ -89,9 +89,8 @@ class SubspaceSwap:
         _check_rank(rank, d_model, "d_model")
         gen = derived_generator(seed, "random subspace", draw)
         if states is None or share is None:
-            basis, _ = torch.linalg.qr(
-                torch.randn(d_model, rank, generator=gen, dtype=torch.float64)
-            )
+            gauss = torch.randn(d_model, rank, generator=gen, dtype=torch.float64)
+            basis = torch.linalg.qr(gauss)[0]
         else:
             basis = tilted_subspace(
                 states, rank, lambda b: variance_share(b, states), share, generator=gen

@@ -126,18 +126,11 @@ def intervention_table(
             prompts or draws, bad doses, or a rank the position subspace cannot have.
     """
     units = plan_units(model, layers, interventions, readouts, control_draws, doses)
-    held = held_out_prompts(task, n_prompts, seed=seed)
-    return run_table(
-        units,
-        _OnTask(model, task, held, rank, seed),
-        table=INTERVENTION_TABLE,
-        control_draws=control_draws,
-        columns={"model": model_name, "task": task.name, "seed": model_seed},
-        seed=seed,
-        folder=folder,
-        progress=progress,
-        return_differences=return_differences,
-    )
+    measured = _OnTask(model, task, held_out_prompts(task, n_prompts, seed=seed), rank, seed)
+    columns = {"model": model_name, "task": task.name, "seed": model_seed}
+    kept = {"folder": folder, "progress": progress, "return_differences": return_differences}
+    run = {"table": INTERVENTION_TABLE, "control_draws": control_draws, "seed": seed}
+    return run_table(units, measured, columns=columns, **run, **kept)
 
 
 class _OnTask:
@@ -177,15 +170,8 @@ class _OnTask:
         )
 
     def measure(self, built: list[Any], unit: Unit) -> dict[str, Any]:
-        measured = measure_draws(
-            self.model,
-            self.task,
-            built,
-            layer=unit.layer,
-            batch=self.held.test,
-            seed=self.seed,
-            readout=unit.readout,
-        )
+        where = {"layer": unit.layer, "batch": self.held.test, "readout": unit.readout}
+        measured = measure_draws(self.model, self.task, built, **where, seed=self.seed)
         answers = [m.pop("answers") for m in measured]
         draw_hits = [m["hits"] for m in measured]
         row = _mean_of_draws(measured)
@@ -194,17 +180,10 @@ class _OnTask:
         fit, test = self.prompts[unit.layer], self.held.test
         if unit.layer not in self.probes:
             self.probes[unit.layer] = fit_position_probe(fit, self.counts)
-        columns = curve_columns(
-            built,
-            answers,
-            lengths=self.lengths,
-            states=self.states_at(unit.layer),
-            tokens={n: fit[n][1] for n in self.counts},
-            probe=self.probes[unit.layer],
-            prompts=test.prompts,
-            answers=test.answers,
-            task=self.task.name,
-        )
+        layout = {"lengths": self.lengths, "states": self.states_at(unit.layer)}
+        fitted = {"tokens": {n: fit[n][1] for n in self.counts}, "probe": self.probes[unit.layer]}
+        decoded = {"prompts": test.prompts, "answers": test.answers, "task": self.task.name}
+        columns = curve_columns(built, answers, **layout, **fitted, **decoded)
         return row | {"draw_hits": draw_hits} | columns
 
     def states_at(self, layer: int) -> dict[tuple[int, Runs], Tensor]:

@@ -139,7 +139,12 @@ def text_intervention_table(
             f"cut must be an int in [skip_first + 2, pos - 2] = [{skip_first + 2}, {pos - 2}] "
             f"(a context of 2 positions, a continuation of 2), got {cut!r}"
         )
-    names = _names(model, interventions)
+    if interventions is None:  # every default the model can take
+        from transformer_lens import HookedTransformer
+
+        hooked = isinstance(model, HookedTransformer)
+        interventions = [n for n in DEFAULT_INTERVENTIONS if hooked or SPECS[n].site != "pattern"]
+    names = list(interventions)
     context = cut - skip_first
     too_far = [m for m in check_doses(doses) if m >= context]
     dosed = [s.name for s in check_interventions(names) if s.dosed]
@@ -154,27 +159,11 @@ def text_intervention_table(
             "the context alone, and the continuation's states would dilute their size"
         )
     units = plan_units(model, layers, names, readouts, control_draws, doses)
-    return run_table(
-        units,
-        _OnText(model, tokens, cut, skip_first, rank, seed),
-        table=TEXT_TABLE,
-        control_draws=control_draws,
-        columns={"model": model_name},
-        seed=seed,
-        extra={"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2},
-        folder=folder,
-        progress=progress,
-        return_differences=return_differences,
-    )
-
-
-def _names(model: Any, interventions: Sequence[Any] | None) -> list[Any]:
-    from transformer_lens import HookedTransformer
-
-    if interventions is not None:
-        return list(interventions)
-    hooked = isinstance(model, HookedTransformer)
-    return [n for n in DEFAULT_INTERVENTIONS if hooked or SPECS[n].site != "pattern"]
+    measured = _OnText(model, tokens, cut, skip_first, rank, seed)
+    extra = {"cut": cut, "skip_first": skip_first, "n_sequences": n - n // 2}
+    kept = {"folder": folder, "progress": progress, "return_differences": return_differences}
+    run = {"table": TEXT_TABLE, "control_draws": control_draws, "seed": seed, "extra": extra}
+    return run_table(units, measured, columns={"model": model_name}, **run, **kept)
 
 
 class _OnText:
@@ -197,20 +186,20 @@ class _OnText:
 
     def fitted(self, layer: int, needs: set[str]) -> Fitted:
         if layer not in self.fitted_at:
-            states, positions, prompts = _fit(self.model, self.fit, layer, self.skip, self.cut)
+            # the fitting half's states from skip_first on, their positions, and their context
+            # (positions skip_first .. cut) as the position curve's one prompt length
+            acts = capture_residuals(self.model, self.fit, layers=[layer], progress=False)[0].cpu()
+            (length,), window = self.counts, slice(self.skip, self.cut + 1)
             self.fitted_at[layer] = Fitted(
                 d_model=self.model.cfg.d_model,
                 seed=self.seed,
                 rank=self.rank,
-                states=states,
-                positions=positions,
-                prompts=prompts,
+                states=acts[:, self.skip :].reshape(-1, acts.shape[-1]),
+                positions=torch.arange(self.skip, acts.shape[1]).repeat(len(self.fit)),
+                prompts={length: (acts[:, window], self.fit[:, window].cpu())},
                 counts=self.counts,
                 runs_of=lambda tokens: self.runs,
-                sizes_on={
-                    length: (self.states_at(layer), self.test[:, self.skip : self.cut + 1])
-                    for length in self.counts
-                },
+                sizes_on={length: (self.states_at(layer), self.test[:, window])},
             )
         return self.fitted_at[layer]
 
@@ -225,14 +214,9 @@ class _OnText:
         if unit.layer not in self.probes:
             self.probes[unit.layer] = fit_position_probe(fit, self.counts)
         (length,) = self.counts
-        columns = curve_columns(
-            built,
-            None,
-            lengths=[length] * self.counts[length],
-            states={(length, self.runs): self.states_at(unit.layer)},
-            tokens={length: fit[length][1]},
-            probe=self.probes[unit.layer],
-        )
+        layout = {"lengths": [length] * self.counts[length], "tokens": {length: fit[length][1]}}
+        layout |= {"states": {(length, self.runs): self.states_at(unit.layer)}}
+        columns = curve_columns(built, None, **layout, probe=self.probes[unit.layer])
         return row | {LOSS.per_draw_item: measured["loss"].tolist()} | columns
 
     def states_at(self, layer: int) -> Tensor:
@@ -248,16 +232,6 @@ class _OnText:
         return _measure(*args)["loss"][0]
 
 
-def _fit(model: Any, fit: Tensor, layer: int, skip_first: int, cut: int) -> tuple:
-    """The fitting half's states at `layer` from position skip_first on, their positions, and
-    their context (positions skip_first .. cut) as the position curve's one prompt length."""
-    acts = capture_residuals(model, fit, layers=[layer], progress=False)[0].cpu()
-    later = acts[:, skip_first:]
-    positions = torch.arange(skip_first, acts.shape[1]).repeat(len(fit))
-    context = (acts[:, skip_first : cut + 1], fit[:, skip_first : cut + 1].cpu())
-    return later.reshape(-1, acts.shape[-1]), positions, {cut + 1 - skip_first: context}
-
-
 def _measure(
     model: Any, test: Tensor, built: list[Any], layer: int, cut: int, skip_first: int, keep: bool
 ) -> dict[str, Any]:
@@ -270,19 +244,12 @@ def _measure(
     chunk = max(1, _LOGITS_BUDGET // (n * (pos - cut) * vocab))
     loss, accuracy, adjacency, record = [], [], [], []
     target = test[:, cut + 1 :]
+    hooked = {"layer": layer, "readout_from": cut, "keep_readout": keep, "skip_first": skip_first}
     for start in range(0, len(built), chunk):
         part = built[start : start + chunk]
         change = part[0] if len(part) == 1 else Stacked(tuple(part))
         with torch.inference_mode():
-            with intervene(
-                model,
-                change,
-                layer=layer,
-                readout_from=cut,
-                keep_readout=keep,
-                skip_first=skip_first,
-                record=record,
-            ):
+            with intervene(model, change, **hooked, record=record):
                 logits, cache = model.run_with_cache(test.repeat(len(part), 1), names_filter=[site])
         logp = logits[:, cut:-1].double().log_softmax(-1).cpu()
         right = target.repeat(len(part), 1).cpu()
@@ -316,6 +283,6 @@ def _summary(measured: dict[str, Any], seed: int) -> dict[str, Any]:
     return row | {
         "adjacency_at_layer": float(measured["adjacency"].mean()),
         "perturbation": measured["perturbation"],
-        "per_sequence": measured["loss"].mean(axis=0).tolist(),
+        "per_sequence": per_sequence.tolist(),
         "draw_loss": measured["loss"].mean(axis=1).tolist(),
     }

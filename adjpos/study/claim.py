@@ -155,10 +155,11 @@ class Verdict:
         return dataclasses.asdict(self) | {"status": self.status.value}
 
 
-def per_seed(cell: dict[str, Any], favour: str = "above") -> Outcome:
-    """A cell over its seeds: for when every seed's paired interval (``cell["per_seed"]``, each
-    (low, high)) lies on the `favour` side of 0, against when every one on the other."""
-    return every_seed(judge(low, high, 0.0, 0.0, favour=favour) for low, high in cell["per_seed"])
+def per_seed(cell: dict[str, Any], favour: str = "above", null: float = 0.0) -> Outcome:
+    """A cell over its seeds: for when every seed's interval (``cell["per_seed"]``, each
+    (low, high, ...)) lies on the `favour` side of `null`, against when every one on the other."""
+    seeds = cell["per_seed"]
+    return every_seed(judge(low, high, null, null, favour=favour) for low, high, *_ in seeds)
 
 
 def seeds_text(seeds: Iterable[Any]) -> str:
@@ -187,13 +188,6 @@ class Context:
         """The run's ``results/`` folder."""
         return Path(self.folder.path) / "results"
 
-    def units(self, fn: Callable[..., Any], jobs: list[tuple]) -> Any:
-        """`fn` over `jobs` on the run's engine (see `adjpos.engines.run_units`)."""
-        from adjpos.engines import Resources, run_units
-
-        where = {"engine": self.engine, "workers": self.workers, "address": self.address}
-        return run_units(fn, jobs, **where, resources=Resources.for_device(self.models.device))
-
     def per_unit(self, stage: str, unit: Callable[..., Any], tables: dict, *, seeds: bool) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
         every trained (task, seed); else seed None) not done yet, `folder` the run's folder
@@ -203,6 +197,7 @@ class Context:
         any); then every unit's rows, by name, and their results in order (``result``)."""
         import pandas as pd
 
+        from adjpos.engines import Resources, run_units
         from adjpos.tasks import TASKS
 
         keys = [
@@ -218,7 +213,10 @@ class Context:
             for key in keys
             if not self.folder.is_done(name[key])
         ]
-        for (*_, task, seed, _), records in self.units(unit, jobs):
+        # on the run's engine (see `adjpos.engines.run_units`)
+        where = {"engine": self.engine, "workers": self.workers, "address": self.address}
+        resources = Resources.for_device(self.models.device)
+        for (*_, task, seed, _), records in run_units(unit, jobs, **where, resources=resources):
             for table, kind in tables.items():
                 kind.write(path(table, (task, seed)), records[table])
             self.folder.mark_done(name[task, seed], records.get("result"))

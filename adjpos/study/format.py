@@ -29,9 +29,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     numeric = [
         all(_is_number(row[i]) or row[i] is None for row in rows) and any(rows) for i in kept
     ]
-    lines = ["| " + " | ".join(_escape(header[i]) for i in kept) + " |"]
+    lines = ["| " + " | ".join(header[i].replace("|", "\\|") for i in kept) + " |"]
     lines.append("|" + "|".join("---:" if num else ":---" for num in numeric) + "|")
-    lines += ["| " + " | ".join(_escape(row[i]) for i in kept) + " |" for row in cells]
+    lines += ["| " + " | ".join(row[i].replace("|", "\\|") for i in kept) + " |" for row in cells]
     for word in dict.fromkeys(cells[0][i] for i in empty):
         names = [header[i] for i in empty if cells[0][i] == word]
         why = f"{word} in every row" if word else "no value in any row"
@@ -141,7 +141,3 @@ _UNSIGNED_ZERO = re.compile(r"-(0\.0+)(?![0-9])")
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, bool)
-
-
-def _escape(text: str) -> str:
-    return text.replace("|", "\\|")

@@ -62,11 +62,6 @@ class ReproduceConfig:
         check_engine(self.engine, self.workers, self.address)
 
     @property
-    def resolved_device(self) -> str:
-        """The device the run uses: `device`, with auto resolved."""
-        return str(resolve_device(self.device))
-
-    @property
     def sizes(self) -> StudySizes:
         """Every size of the run: sequences, seeds, folds, the sweep grid, init scales."""
         return SIZES[self.size]
@@ -111,7 +106,7 @@ def reproduce(
     from adjpos.study.claims import claim
     from adjpos.study.models import Models
 
-    start, device = time.perf_counter(), cfg.resolved_device
+    start, device = time.perf_counter(), str(resolve_device(cfg.device))
     spec = {"settings": cfg.to_dict(), "sizes": cfg.sizes.to_dict(), "criteria": CRITERIA.to_dict()}
     folder = RunFolder.open(out_dir, kind="reproduce", spec=spec, device=device)
     train_dir = folder.path / "models" if cfg.train else None

@@ -62,11 +62,8 @@ def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubj
     (`Models.control` with ``like=seed``), on the task's held-out sequences of one length."""
     model, spec = models.trained(task, seed)
     tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
-    copy = models.control(task, seed, like=seed)
-    return (
-        ProbeSubject(f"{TRAINED} {task} seed {seed}", task, TRAINED, seed, model, tokens),
-        ProbeSubject(f"{RANDOM} {task} seed {seed}", task, RANDOM, seed, copy, tokens),
-    )
+    pair = ((TRAINED, model), (RANDOM, models.control(task, seed, like=seed)))
+    return tuple(ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair)
 
 
 def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int, *_: Any) -> dict:

@@ -108,7 +108,7 @@ def claims_table(found: list[Verdict]) -> str:
     """One row per verdict: the claim, its status, its counts, the seeds, the evidence."""
     rows = [
         [v.claim, v.status.value + (" (sensitive)" if v.sensitive else "")]
-        + [v.counts, _seeds(v.seeds), v.evidence]
+        + [v.counts, f"seed{'' if v.seeds.endswith(' only') else 's'} {v.seeds}", v.evidence]
         for v in found
     ]
     return fmt.table(["claim", "status", "cells for, against, within", "seeds", "evidence"], rows)
@@ -121,10 +121,6 @@ def _size(name: str, value: Any) -> str:
     field = {f.name: f for f in dataclasses.fields(StudySizes)}.get(name)
     found = re.search(r"None: ([^;)]+)", field.metadata.get("help", "") if field else "")
     return found.group(1) if found else "the default"
-
-
-def _seeds(seeds: str) -> str:
-    return f"seed {seeds}" if seeds.endswith(" only") else f"seeds {seeds}"
 
 
 def _numbers(out: Path) -> dict[str, Any]:

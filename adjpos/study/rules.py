@@ -1,14 +1,13 @@
 """The rule that reads the position-curve arms (`adjpos.interventions.curve`), written before
-the numbers, shared by the hypothesis claim (on the tasks) and the text claim (on text).
+the numbers (docs/causal.md), shared by the hypothesis claim (on the tasks) and the text claim
+(on text).
 
 Per cell (task x layer x seed) and per size of the dose, each comparison is a paired
 per-prompt difference in exact match, a - b, with a 95% interval (`paired_draw_difference`:
-bootstrap over prompts and control draws together, `adjpos.stats`). The interval's bound,
-never the point,
+bootstrap over prompts and control draws together, `adjpos.stats`). Its bound, never its point,
 is set against the tolerance t (`Criteria.curve_tolerance`, 0.05; on text `Criteria.text_gap`):
-
-- a *breaks* beyond b: high < -t;  a *holds* against b: low > -t (it cannot be t worse);
-- a is *as bad as* b: high < t (a is not t better than b).
+a *breaks* beyond b when high < -t; a *holds* against b when low > -t (it cannot be t worse);
+a is *as bad as* b when high < t (a is not t better than b).
 
 The arms are named ``shift+k`` / ``shift-k``, ``rotate``, ``scatter``, ``remove``, ``edges``;
 ``random`` is the size-matched random control of the run arms, ``edges_random`` that of the
@@ -35,31 +34,18 @@ On text (`CurveRule.of` with ``on_text``) the harm is a loss rise, t is `Criteri
 nats and one size is enough for locality; nothing is decoded, so there are no error offsets
 and a shift that breaks beyond ``random`` is *for* address by itself (its manipulation check,
 the curve moved by k, already passed); and an arm breaks beyond ``random`` only when fewer than
-`Criteria.percentile` % of the random draws harm more (its row's ``percentile``,
-`SizeNumbers.percentiles`).
-
-An arm's manipulation check (`check_passed`): its size within `Criteria.curve_size_tolerance`
-of the target (``size_error``, every draw, on the fitting prompts) at the prompt lengths where
-it reaches it, those holding at least `Criteria.curve_reach` of the measured prompts (a scatter
-of a short run falls short of a shift's size: every comparison of an arm reads the prompts at
-lengths both its sides reach, `CURVE_DIFFERENCES` ``n_prompts``), and its
-arm's check (`adjpos.interventions.curve.arms.Check`: ``check_value`` against the named
-threshold of `Criteria`; the shift's curve moved its way, the rotation's distances kept within
-`Criteria.curve_distance_kept`, the scatter's locality dropped by `Criteria.curve_locality_drop`).
+`Criteria.percentile` % of the random draws harm more (`SizeNumbers.percentiles`).
 
 Otherwise a size is *within* (undecided). Over the sizes, address, relational and boundary are
-*for*
-(*against*) when some size is and none is the other way; locality is *for* at
-`Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than
-that many sizes are left that are not against (a cell measured at fewer sizes than that, none
-against, stays *within*: too few sizes to decide is not evidence against). The cell's
-reading: "not read" when every counted arm at every size holds against its control; else the
-claims found (address, relational or absolute, locality, boundary), or "undecided".
-
+*for* (*against*) when some size is and none is the other way; locality is *for* at
+`Criteria.min_sizes` or more sizes, *against* when some size is against and fewer than that
+many sizes are left that are not against (too few sizes to decide is not evidence against).
+The cell's reading: "not read" when every counted arm at every size holds against its control;
+else the claims found (address, relational or absolute, locality, boundary), or "undecided".
 So a model that ignores the curve comes out address *against* (no shift breaks), relational
-*within* (there is no broken shift to set rotation against), locality *against*, "not
-read"; a model that reads the curve's absolute directions (rotation breaks it as a shift
-does) relational *against*, read "absolute".
+*within* (no broken shift to set rotation against), locality *against*, "not read"; one that
+reads the curve's absolute directions (rotation breaks it as a shift does) relational
+*against*, read "absolute".
 """
 
 from __future__ import annotations
@@ -149,61 +135,36 @@ def cell_outcome(
     rule = CurveRule.of(criteria, on_text=on_text)
     per_size = [_size_outcome(s, cell.direction, rule) for s in cell.sizes]
     locality = [s["locality"] for s in per_size]
-    min_sizes = rule.min_sizes
-    n_for, n_against = locality.count(Outcome.FOR), locality.count(Outcome.AGAINST)
-    outcome = {
-        "address": _combine([s["address"] for s in per_size]),
-        "relational": _combine([s["relational"] for s in per_size]),
-        "boundary": _combine([s["boundary"] for s in per_size]),
-        "locality": Outcome.FOR
-        if n_for >= min_sizes
-        else Outcome.AGAINST
-        if n_against and len(locality) - n_against < min_sizes
-        else Outcome.WITHIN,
-    }
+    min_sizes, n_against = rule.min_sizes, locality.count(Outcome.AGAINST)
+    few_left = n_against > 0 and len(locality) - n_against < min_sizes
+    outcome = {c: _combine([s[c] for s in per_size]) for c in ("address", "relational", "boundary")}
+    outcome["locality"] = _side(locality.count(Outcome.FOR) >= min_sizes, few_left)
     found = ["address"] if outcome["address"] == Outcome.FOR else []
     relational = {Outcome.FOR: ["relational"], Outcome.AGAINST: ["absolute"]}
     found += relational.get(outcome["relational"], [])
     found += ["locality"] if outcome["locality"] == Outcome.FOR else []
     found += ["boundary"] if outcome["boundary"] == Outcome.FOR else []
-    if all(s["not_read"] == "yes" for s in per_size):
-        reading = "not read"
-    else:
-        reading = "+".join(found) or "undecided"
-    skipped = tuple(
-        (s.size, arm)
-        for s in cell.sizes
-        for arm in _arms(s, rule, counted=False)
-        if not _ok(s, arm, rule)
-    )
+    not_read = all(s["not_read"] == "yes" for s in per_size)
+    reading = "not read" if not_read else "+".join(found) or "undecided"
+    tested = [(s, arm) for s in cell.sizes for arm in _arms(s, rule, counted=False)]
+    skipped = tuple((s.size, arm) for s, arm in tested if not _ok(s, arm, rule))
     unmeasured = sum(s["measurable"] == "no" for s in per_size)
-    return CellOutcome(
-        **outcome,
-        reading=reading,
-        per_size=tuple(per_size),
-        not_counted=skipped,
-        not_measurable=unmeasured,
-    )
+    said = {"reading": reading, "per_size": tuple(per_size), "not_counted": skipped}
+    return CellOutcome(**outcome, **said, not_measurable=unmeasured)
 
 
 def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> dict:
-    t = criteria.tolerance
-    diff = numbers.differences
+    t, diff = criteria.tolerance, numbers.differences
     counted = _arms(numbers, criteria)
     shifts = [a for a in counted if arm_kind(a).offsets]
-
-    @no_type_check  # made at every call: kept out of the tests' type checker
-    def get(a: str, b: str) -> Interval | None:
-        return diff.get((a, b))
-
     rare = numbers.percentiles.get
     versus = {a: arm_kind(a).versus for a in counted}
     breaks = {
-        a: _breaks(get(a, versus[a]), t)
+        a: _breaks(diff.get((a, versus[a])), t)
         and (criteria.percentile is None or rare(a, math.inf) < criteria.percentile)
         for a in counted
     }
-    holds = {a: _holds(get(a, versus[a]), t) for a in counted}
+    holds = {a: _holds(diff.get((a, versus[a])), t) for a in counted}
     level = numbers.controls.get
 
     @no_type_check
@@ -215,33 +176,20 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         # nothing decoded (text): the shift's breaking is enough (its check: the curve moved)
         share = numbers.follows.get(name)
         follows = not criteria.decoded or (share is not None and share.low > 0)
-        address.append(
-            Outcome.FOR
-            if breaks[name] and follows
-            else Outcome.AGAINST
-            if holds[name]
-            else Outcome.WITHIN
-        )
+        address.append(_side(breaks[name] and follows, holds[name]))
     all_break = bool(shifts) and all(breaks[s] for s in shifts)
     relational = Outcome.WITHIN
     if all_break and _ok(numbers, "rotate", criteria):
-        if holds["rotate"]:
-            relational = Outcome.FOR
-        elif all(_as_bad(get("rotate", s), t) for s in shifts):
-            relational = Outcome.AGAINST
+        as_bad = all(_as_bad(diff.get(("rotate", s)), t) for s in shifts)
+        relational = _side(holds["rotate"], as_bad)
     locality = Outcome.WITHIN
     if shifts and _ok(numbers, "scatter", criteria) and _ok(numbers, "rotate", criteria):
-        versus_scatter = [get("scatter", s) for s in shifts] + [get("scatter", "rotate")]
-        if all(_breaks(d, t) for d in versus_scatter):
-            locality = Outcome.FOR
-        elif any(_holds(d, t) for d in versus_scatter):
-            locality = Outcome.AGAINST
+        versus_scatter = [diff.get(("scatter", b)) for b in [*shifts, "rotate"]]
+        breaks_all = all(_breaks(d, t) for d in versus_scatter)
+        locality = _side(breaks_all, any(_holds(d, t) for d in versus_scatter))
     boundary = Outcome.WITHIN
-    if "edges" in counted:
-        edges = {True: Outcome.FOR, False: Outcome.AGAINST}
-        boundary = edges[breaks["edges"]] if breaks["edges"] or holds["edges"] else boundary
-        if not measurable(versus["edges"]):
-            boundary = Outcome.WITHIN
+    if "edges" in counted and measurable(versus["edges"]):
+        boundary = _side(breaks["edges"], holds["edges"])
     runs_measurable = measurable("random")
     if not runs_measurable:  # the random curve breaks the task by itself: nothing to tell
         address, relational, locality = [], Outcome.WITHIN, Outcome.WITHIN
@@ -281,9 +229,10 @@ def check_passed(
     """Whether an arm (named as in the rule: ``shift+1``, ``rotate``) did what its name says:
     its ``size_error`` at most `Criteria.curve_size_tolerance` at the lengths it reaches, those
     lengths holding at least `Criteria.curve_reach` of the measured prompts (1 -
-    ``unreached_share``), and its check number (``check_value``, its row of the arm table's
-    `Check`) on the right side of its threshold (the named `Criteria` field; 0 where none is
-    named). NaN fails.
+    ``unreached_share``: a scatter of a short run falls short of a shift's size, and every
+    comparison reads the prompts at lengths both its sides reach), and its check number
+    (``check_value``, its row of the arm table's `Check`) on the right side of its threshold
+    (the named `Criteria` field; 0 where none is named). NaN fails.
 
     >>> check_passed("rotate", 0.01, 1e-9, criteria=CRITERIA)
     True
@@ -309,6 +258,11 @@ def row_passed(row: Any, criteria: Criteria = CRITERIA) -> bool:
     if not hasattr(row, "get"):
         row = row._asdict()
     return check_passed(row["arm"], *check_numbers(row), criteria=criteria)
+
+
+def _side(for_: bool, against: bool) -> Outcome:
+    """For when `for_`, else against when `against`, else within."""
+    return Outcome.FOR if for_ else Outcome.AGAINST if against else Outcome.WITHIN
 
 
 def _breaks(d: Interval | None, t: float) -> bool:

@@ -123,14 +123,11 @@ class StudySizes:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
-            if f.type == "int":
+            if f.type == "int" or (f.type == "int | None" and value is not None):
                 check_positive_int(f.name, value)
             elif f.name.endswith(("seeds", "_layers", "_widths")) and not unused:
                 check_int_list(f.name, value)
         check_doses(list(self.curve_doses))
-        for name in ("train_steps", "dynamics_snapshots"):
-            if getattr(self, name) is not None:
-                check_positive_int(name, getattr(self, name))
         check_interventions(self.interventions)
         if set(self.text_widths) - set(WIDTHS):
             raise UsageError(

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from adjpos.stats import seed_interval
 from adjpos.tables import Table
 
 # Columns the claims' tables share.
@@ -44,8 +45,6 @@ def span_of(name: str, row: Any) -> dict[str, float]:
 def paired_seeds(group: pd.DataFrame, value: str, low: str, high: str) -> dict[str, Any]:
     """A group of seeds' paired differences `value` with their intervals (`low`, `high`): the
     mean with its Student-t interval over the seeds, and each seed's interval (``per_seed``)."""
-    from adjpos.stats import seed_interval
-
     mean, lo, hi = seed_interval(group[value])
     per_seed = group[[low, high]].astype(float).to_numpy().tolist()
     return {"difference": mean, "difference_low": lo, "difference_high": hi, "per_seed": per_seed}

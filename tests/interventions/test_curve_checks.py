@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from adjpos.interventions.curve.arms import CurveArm, prompt_run
+from adjpos.interventions.curve.arms import CurveArm
 from adjpos.interventions.curve.change import apply_curve
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
@@ -25,6 +25,7 @@ from adjpos.interventions.curve.checks import (
 from adjpos.study.claim import CRITERIA
 from adjpos.study.rules import check_passed
 from adjpos.tasks import get_task
+from factories import prompt_run
 from reference import slow_adjacency_rows, slow_cosine
 
 

@@ -124,11 +124,6 @@ def check_runs(runs: Any, pos: int) -> Runs:
     return runs
 
 
-def prompt_run(length: int) -> Runs:
-    """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
-    return ((0, length - 2),)
-
-
 def changed_positions(kind: ArmKind, runs: Runs, pos: int) -> Bool[Tensor, " pos"]:
     """[pos] the positions an arm of `kind` changes on a prompt with `runs`: every position of
     a run, or (``kind.on == "edges"``) each run's first and last (the first of a run at

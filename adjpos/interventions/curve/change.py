@@ -30,7 +30,7 @@ from torch import Tensor
 from adjpos.interventions.curve.arms import TOLERANCE, CurveArm, Runs, changed_positions
 from adjpos.interventions.curve.position import position_curves
 from adjpos.interventions.spec import check_doses, shift_magnitude
-from adjpos.metrics.norms import with_norms
+from adjpos.metrics.norms import relative_change, with_norms
 from adjpos.types import PromptStates
 from adjpos.validation import UsageError
 
@@ -233,16 +233,6 @@ def apply_curve(
     return torch.where(changed.to(states.device)[:, None], moved, states)
 
 
-def change_size(
-    states: Float[Tensor, "*batch pos d_model"],
-    after: Float[Tensor, "*batch pos d_model"],
-    changed: Bool[Tensor, " pos"],
-) -> Float[Tensor, ""]:
-    """Mean ||h' - h|| / ||h|| over the changed states (a zero state counts 0)."""
-    sizes = (after - states).norm(dim=-1) / states.norm(dim=-1).clamp_min(1e-12)
-    return sizes[..., changed.to(sizes.device)].mean()
-
-
 def length_size(
     arm: CurveArm,
     parameter: float,
@@ -250,9 +240,10 @@ def length_size(
     layouts: Mapping[Runs, Tensor],
     states: Tensor | None = None,
 ) -> float:
-    """`change_size` of `arm` at `parameter` over the states of one prompt length, grouped by
-    their runs (`layouts`: {runs: [n, L, d_model]}), each changed state weighing the same
-    (`states`: the fitting states a random control draws from). 0 where nothing changes."""
+    """Mean ||h' - h|| / ||h|| over the changed states of `arm` at `parameter`, over the
+    states of one prompt length grouped by their runs (`layouts`: {runs: [n, L, d_model]}),
+    each changed state weighing the same (`states`: the fitting states a random control draws
+    from). 0 where nothing changes."""
     total, count = 0.0, 0
     for runs, group in layouts.items():
         changed = changed_positions(arm.kind, runs, curve.shape[0])
@@ -261,7 +252,7 @@ def length_size(
             continue
         new = arm.new_curve(curve.double(), parameter, runs, states)
         after = apply_curve(group, curve.double(), new, changed)
-        total += float(change_size(group, after, changed)) * n
+        total += float(relative_change(group[:, changed], after[:, changed])) * n
         count += n
     return total / count if count else 0.0
 

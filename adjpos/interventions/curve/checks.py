@@ -3,9 +3,9 @@ its name says it changes, one number each. They are numbers only: the study judg
 (`adjpos.study.rules.check_passed`, thresholds in `adjpos.study.claim.Criteria`), and a row
 whose change did not do what its name says is reported and not counted. They read the curve
 (its distances, `curve_distance_change`; where its changed points sit on the unchanged curve,
-`curve_offset`, `curve_displacement`; its locality, `curve_adjacency`), the changed states
-(their adjacency, `prompt_adjacency`; as seen from the read-out,
-`readout_similarity_spearman`) and a position probe (`probe_accuracy`, `probe_offset`).
+`curve_offset`; its locality, `curve_adjacency`), the changed states (their adjacency,
+`prompt_adjacency`; as seen from the read-out, `readout_similarity_spearman`) and a position
+probe (`probe_accuracy`, `probe_offset`).
 Every adjacency here uses the library's one tie rule (`adjpos.metrics.adjacency_probability`).
 """
 
@@ -45,28 +45,16 @@ def curve_offset(
     curve: Float[Tensor, "pos d_model"],
     new_curve: Float[Tensor, "pos d_model"],
     changed: Bool[Tensor, " pos"],
+    *,
+    absolute: bool = False,
 ) -> float:
     """The mean over the changed positions t of s(t) - t, s(t) the position whose point of
     the unchanged curve is nearest c'[t] (-k after a full shift by k away from the clamp; 0
-    for a change that leaves each point nearest its own). NaN without a changed position."""
-    return _moves(curve, new_curve, changed).mean().item()
-
-
-def curve_displacement(
-    curve: Float[Tensor, "pos d_model"],
-    new_curve: Float[Tensor, "pos d_model"],
-    changed: Bool[Tensor, " pos"],
-) -> float:
-    """The mean over the changed positions t of |s(t) - t|, s(t) as in `curve_offset`: how far
-    the changed points moved along the unchanged curve (0: each still nearest its own). NaN
-    without a changed position."""
-    return _moves(curve, new_curve, changed).abs().mean().item()
-
-
-def _moves(curve: Tensor, new_curve: Tensor, changed: Tensor) -> Tensor:
-    """[changed] s(t) - t of `curve_offset`, as floats."""
+    for a change that leaves each point nearest its own); with `absolute`, of |s(t) - t|: how
+    far the changed points moved along the unchanged curve. NaN without a changed position."""
     index = changed.nonzero().flatten()
-    return (torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1) - index).double()
+    moves = (torch.cdist(new_curve[index].double(), curve.double()).argmin(dim=1) - index).double()
+    return (moves.abs() if absolute else moves).mean().item()
 
 
 def curve_adjacency(curve: Float[Tensor, "pos d_model"], changed: Bool[Tensor, " pos"]) -> float:

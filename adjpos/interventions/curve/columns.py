@@ -19,11 +19,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from adjpos.interventions.curve.arms import Check, Runs
+from adjpos.interventions.curve.arms import Runs
 from adjpos.interventions.curve.change import CurveChange, apply_curve, reached_prompts
 from adjpos.interventions.curve.checks import (
     curve_adjacency,
-    curve_displacement,
     curve_distance_change,
     curve_offset,
     probe_accuracy,
@@ -127,7 +126,10 @@ def curve_columns(
     numbers = [_checks(change, states, tokens, probe, memo) for change in built]
     errors = [e for change in built for e in change.size_errors]
     reached = reached_prompts(built, lengths)
-    check = first.arm.kind.check
+    check, worst = first.arm.kind.check, None
+    if check is not None:  # the draw that passes least (NaN when any draw's is NaN)
+        values = np.array([n[check.number] for n in numbers], float)
+        worst = float(values.max() if check.relation == "<=" else values.min())
     shares = {}
     if task is not None:
         shares = error_offset_shares(
@@ -148,7 +150,7 @@ def curve_columns(
         | {"size_error": max(errors, default=np.nan)}
         | {"unreached_share": 1 - float(np.mean(reached))}
         | {REACHED: reached}
-        | {"check_value": None if check is None else _worst(check, numbers)}
+        | {"check_value": worst}
         | shares
     )
 
@@ -193,7 +195,7 @@ def _checks(
             # a shift's points moved its way; another arm's moved at all
             "curve_moved": -np.sign(offset) * moved
             if offset
-            else curve_displacement(curve, new, changed),
+            else curve_offset(curve, new, changed, absolute=True),
             "curve_adjacency": curve_adjacency(new, varying),
             "prompt_adjacency": float(prompt_adjacency(after, changed).nanmean()),
             "readout_spearman": _nanmean(readout_similarity_spearman(after, length - 1)),
@@ -207,13 +209,6 @@ def _checks(
                 sums[name] += len(before) * value
                 totals[name] += len(before)
     return {name: sums[name] / totals[name] if totals[name] else np.nan for name in CHECKS}
-
-
-def _worst(check: Check, numbers: Sequence[Mapping[str, float]]) -> float:
-    """The check number of the draw that passes least: the largest under "<=", else the
-    smallest (NaN when any draw's is NaN)."""
-    values = np.array([n[check.number] for n in numbers], float)
-    return float(values.max() if check.relation == "<=" else values.min())
 
 
 def _nanmean(values: np.ndarray) -> float:

@@ -96,19 +96,16 @@ class CellNumbers:
         """The direction and sizes as JSON-able values (`from_plain` reads them back): per
         size its differences [a, b, value, low, high], checks [size_error, check_value] and
         shifts' error offsets {shift: [[j, value, low, high]]}."""
-        sizes = [
-            {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
-            | {"differences": [[a, b, *d.plain()] for (a, b), d in s.differences.items()]}
-            | {
-                "offsets": {
-                    n: [[j, *d.plain()] for j, d in o.items()] for n, o in s.offsets.items()
-                }
-            }
-            | ({"percentiles": dict(s.percentiles)} if s.percentiles else {})
-            | ({"controls": dict(s.controls)} if s.controls else {})
-            | ({"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {})
-            for s in self.sizes
-        ]
+        sizes = []
+        for s in self.sizes:
+            p = {"size": s.size, "checks": {a: _plain_pair(c) for a, c in s.checks.items()}}
+            p["differences"] = [[a, b, *d.plain()] for (a, b), d in s.differences.items()]
+            offsets = s.offsets.items()
+            p["offsets"] = {n: [[j, *d.plain()] for j, d in o.items()] for n, o in offsets}
+            p |= {"percentiles": dict(s.percentiles)} if s.percentiles else {}
+            p |= {"controls": dict(s.controls)} if s.controls else {}
+            p |= {"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {}
+            sizes.append(p)
         return {"direction": int(self.direction), "sizes": sizes}
 
     @classmethod
@@ -256,7 +253,7 @@ def cell_numbers(
     `harm` -1 (text: a loss rise is the harm) negates each difference a - b (the interval's
     ends swapped), so the rule's *breaks* (upper bound below -t) is a rise above t.
     """
-    rows = [r for r in _records(rows) if _present(r.get("arm")) and r["readout"] == readout]
+    rows = [r for r in _records(rows) if pd.notna(r.get("arm")) and r["readout"] == readout]
     diffs = [d for d in _records(differences) if d["readout"] == readout]
     sizes: dict[tuple, dict[int, dict[str, Any]]] = defaultdict(lambda: defaultdict(dict))
     for r in rows:
@@ -273,7 +270,7 @@ def cell_numbers(
             follows = {d["a"]: _oriented(d, +1) for d in here if not _outcome(d)}
             checks = {a: check_numbers(r) for a, r in arms.items()}
             rare = {
-                a: float(r["percentile"]) for a, r in arms.items() if _present(r.get("percentile"))
+                a: float(r["percentile"]) for a, r in arms.items() if pd.notna(r.get("percentile"))
             }
             offsets = (
                 {}
@@ -284,7 +281,7 @@ def cell_numbers(
             controls = {
                 a: float(r["exact_match"])
                 for a, r in arms.items()
-                if harm > 0 and arm_kind(a).control and _present(r.get("exact_match"))
+                if harm > 0 and arm_kind(a).control and pd.notna(r.get("exact_match"))
             }
             numbers.append(SizeNumbers(size, found, checks, offsets, rare, controls, follows))
         direction = 1 if task is None else TASK_OFFSETS[task].direction
@@ -296,7 +293,7 @@ def check_numbers(row: Mapping[str, Any]) -> tuple[float, ...]:
     """An arm row's `CHECK_NUMBERS`: NaN where missing (a check not measured fails), but
     ``unreached_share`` 0 (a row without it reached every prompt)."""
     return tuple(
-        float(row[k]) if _present(row.get(k)) else (0.0 if k == "unreached_share" else math.nan)
+        float(row[k]) if pd.notna(row.get(k)) else (0.0 if k == "unreached_share" else math.nan)
         for k in CHECK_NUMBERS
     )
 
@@ -305,14 +302,14 @@ def _key(row: Mapping[str, Any], keys: Sequence[str]) -> tuple:
     """The row's `keys` as plain values (numpy scalars as Python ones; a missing seed None)."""
     values = [row[k].item() if hasattr(row[k], "item") else row[k] for k in keys]
     return tuple(
-        (int(v) if _present(v) else None) if k == "seed" else v
+        (int(v) if pd.notna(v) else None) if k == "seed" else v
         for k, v in zip(keys, values, strict=True)
     )
 
 
 def _outcome(d: Mapping[str, Any]) -> bool:
     """A difference of the outcome (a table without a ``measure`` column has only those)."""
-    return not _present(d.get("measure")) or d["measure"] == "outcome"
+    return pd.isna(d.get("measure")) or d["measure"] == "outcome"
 
 
 def _oriented(d: Mapping[str, Any], harm: int) -> Interval:
@@ -327,8 +324,3 @@ def _shares(row: Mapping[str, Any]) -> dict[int, Interval]:
 
 def _records(table: Any) -> list[dict[str, Any]]:
     return table.to_dict("records") if hasattr(table, "to_dict") else list(table)
-
-
-def _present(value: Any) -> bool:
-    """Not None, NaN or pandas' NA."""
-    return not pd.isna(value)

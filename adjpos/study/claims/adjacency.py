@@ -66,7 +66,7 @@ def measure_adjacency(
     its own initial weights and its learned-position twin, each with a 95% bootstrap interval
     over the sequences; and each trained seed minus its own initial weights on the same
     sequences, with a paired bootstrap interval."""
-    out, paired = [], []
+    out, paired, draws = [], [], {"n_boot": n_boot, "level": level}
     for name in TASKS:
         batch = models.trained(name)[1].sample(sizes.n_sequences, generator=gen(2), split="test")
         tokens, masks = task_masks(batch)
@@ -76,33 +76,28 @@ def measure_adjacency(
                 for view, scores in views.items():
                     scored.setdefault((label, seed), {})[layer, view] = scores
                     kept = scores[~np.isnan(scores)]
-                    low, high = bootstrap_interval(kept, n_boot=n_boot, level=level)
+                    low, high = bootstrap_interval(kept, **draws)
                     key = {"task": name, "model": label, "seed": seed, "layer": layer}
                     out.append(
                         key
-                        | dict(zip(("rows", "centred", "ties"), view, strict=True))
+                        | dict(zip(VIEW.names, view, strict=True))
                         | {"adjacency": float(kept.mean()), "low": low, "high": high}
                         | {"mean_cosine": float(cosines[view[1]].mean())}
                         | {"n_sequences": kept.size}
                     )
-            if label == RANDOM:  # the seed's own initial weights: pair them with the seed
-                draws = {"n_boot": n_boot, "level": level}
-                paired += _paired(name, seed, scored[TRAINED, seed], scored[label, seed], draws)
+            if label != RANDOM:
+                continue
+            # the seed's own initial weights: paired with the seed on the same sequences
+            for (layer, view), scores in scored[TRAINED, seed].items():
+                theirs = scored[label, seed][layer, view]
+                difference, low, high = paired_difference(scores, theirs, **draws)
+                paired.append(
+                    {"task": name, "seed": seed, "layer": layer}
+                    | dict(zip(VIEW.names, view, strict=True))
+                    | {"difference": difference, "low": low, "high": high}
+                    | {"n_sequences": int((~np.isnan(scores - theirs)).sum())}
+                )
     return ADJACENCY.frame(out), PAIRED.frame(paired)
-
-
-def _paired(name: str, seed: int, trained: dict, control: dict, draws: dict) -> list[dict]:
-    rows = []
-    for (layer, view), scores in trained.items():
-        theirs = control[layer, view]
-        difference, low, high = paired_difference(scores, theirs, **draws)
-        rows.append(
-            {"task": name, "seed": seed, "layer": layer}
-            | dict(zip(("rows", "centred", "ties"), view, strict=True))
-            | {"difference": difference, "low": low, "high": high}
-            | {"n_sequences": int((~np.isnan(scores - theirs)).sum())}
-        )
-    return rows
 
 
 def score_view(table: pd.DataFrame, key: tuple[str, bool, str]) -> pd.DataFrame:
@@ -120,11 +115,15 @@ def adjacency_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, An
     for key, label in ADJACENCY_VIEWS.items():
         summary = seed_summary(score_view(table, key), "adjacency", "low", "high")
         differences = score_view(paired, key)
-        cells = [
-            _versus(task, layer, g, differences)
-            for (task, layer), g in _cells(summary)
-            if ((differences["task"] == task) & (differences["layer"] == layer)).any()
-        ]
+        cells = []
+        for (task, layer), group in summary.groupby(["task", "layer"], sort=False):
+            seeds = differences[(differences["task"] == task) & (differences["layer"] == layer)]
+            if seeds.empty or not {TRAINED, RANDOM} <= set(group["model"]):
+                continue
+            by = group.set_index("model")
+            cell = {"task": task, "layer": int(layer)} | span_of("trained", by.loc[TRAINED])
+            cell |= span_of("control", by.loc[RANDOM])
+            cells.append(cell | paired_seeds(seeds, "difference", "low", "high"))
         views.append({"view": label, "ties": key[2], "cells": cells})
     main = score_view(table, MAIN_VIEW)
     kept = main[main["model"].isin([TRAINED, RANDOM])]
@@ -134,19 +133,6 @@ def adjacency_numbers(table: pd.DataFrame, paired: pd.DataFrame) -> dict[str, An
         "means": records(seed_summary(main, "adjacency", "low", "high")),
         "mean_cosine": records(seed_summary(main, "mean_cosine")),
     }
-
-
-def _cells(summary: pd.DataFrame):
-    for (task, layer), group in summary.groupby(["task", "layer"], sort=False):
-        if {TRAINED, RANDOM} <= set(group["model"]):
-            yield (task, layer), group.set_index("model")
-
-
-def _versus(task: str, layer: int, by: pd.DataFrame, paired: pd.DataFrame) -> dict[str, Any]:
-    seeds = paired[(paired["task"] == task) & (paired["layer"] == layer)]
-    cell = {"task": task, "layer": int(layer)} | span_of("trained", by.loc[TRAINED])
-    cell |= span_of("control", by.loc[RANDOM])
-    return cell | paired_seeds(seeds, "difference", "low", "high")
 
 
 def over_layer0(numbers: dict[str, Any], model: str, criteria: Criteria) -> list[dict]:
@@ -187,10 +173,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"{level:.0%} interval above 0 in every seed, layers >= {criteria.first_layer}; the "
          "other views in the report"),
     ]  # fmt: skip
-    return [
-        Verdict.tally(claim, outcomes, seeds=seeds, unit=unit, evidence=evidence)
-        for claim, outcomes, unit, evidence in found
-    ]
+    return [Verdict.tally(c, o, seeds=seeds, unit=u, evidence=e) for c, o, u, e in found]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:

@@ -24,6 +24,7 @@ TITLE = "Does the model read the pattern? (causal tests)"
 # read from the intervention table.
 TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
 WORDS = {name: spec.label for name, spec in SPECS.items()}
+CLAIM_OF = {name: spec.claim for name, spec in SPECS.items()}
 # The causal claims, by the ``claim`` of the interventions that test them (`SPECS`): what each
 # would show if the model needed that carrier.
 CLAIMS = {
@@ -92,9 +93,8 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
         base = by.loc["none"]
         hits, n = round(base["exact_match"] * base["n_prompts"]), int(base["n_prompts"])
         low, high = wilson_interval(hits, n, level=level)
-        baselines.setdefault((task, int(seed)), {"task": task, "seed": int(seed)})
-        baselines[task, int(seed)] |= {"n_prompts": n, "baseline": hits / n}
-        baselines[task, int(seed)] |= {"baseline_low": low, "baseline_high": high}
+        model = {"task": task, "seed": int(seed), "n_prompts": n, "baseline": hits / n}
+        baselines[task, int(seed)] = model | {"baseline_low": low, "baseline_high": high}
         for name in (n for n in TESTED if n in by.index):
             mine, control_name = by.loc[name], by.loc[name, "control"]
             control = by.loc[control_name] if control_name in by.index else None
@@ -189,7 +189,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     return [
         Verdict.tally(
-            statement, [o for (_, _, n), o in by_cell.items() if _claim(n) == claim], **words
+            statement, [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim], **words
         )
         for claim, statement in CLAIMS.items()
     ]
@@ -258,11 +258,6 @@ def _summary(rows: list[dict[str, Any]], criteria: Criteria) -> str:
     body = [[*key, by_layer(at, means), by_layer(at, counts)] for key, at in found.items()]
     header = ["task", "change", "exact match by layer (control's), mean over seeds"]
     return fmt.table([*header, "findings by layer (seeds)"], body)
-
-
-def _claim(name: str) -> str | None:
-    spec = SPECS.get(name)
-    return None if spec is None else spec.claim
 
 
 def _sizes(r: dict[str, Any]) -> str:

@@ -131,15 +131,11 @@ CLAIMS = {
 }
 
 
-def end_vs_start(t: dict[str, Any]) -> str:
-    """Where a trajectory's end interval lies against its start's: 'above', 'below', 'within'."""
-    return compare_intervals(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
-
-
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     """One cell per task and layer counted: for when every seed with snapshots ends above its
     start, against when every one ends below."""
-    out, seeds = [], seeds_text(t["seed"] for t in numbers["trajectories"])
+    seeds = seeds_text(t["seed"] for t in numbers["trajectories"])
+    out, words = [], {"seeds": seeds, "unit": "task x layer cell"}
     rule = f"{criteria.level:.0%} intervals apart in every seed, layers >= {criteria.first_layer}"
     for metric, claim in CLAIMS.items():
         cells: dict[tuple[str, int], list[Outcome]] = {}
@@ -149,9 +145,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
                 cells.setdefault((t["task"], t["layer"]), []).append(outcome)
         outcomes = [every_seed(per_seed) for per_seed in cells.values()]
         evidence = f"{metric} at the end of training above the initial weights (step 0), {rule}"
-        out.append(
-            Verdict.tally(claim, outcomes, seeds=seeds, unit="task x layer cell", evidence=evidence)
-        )
+        out.append(Verdict.tally(claim, outcomes, **words, evidence=evidence))
     return out
 
 
@@ -163,7 +157,9 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
         + [f"final exact match ({criteria.level:.0%} Wilson)"],
         [
-            [a["task"], a["seed"], _first_step(a["steps"], solved), a["final_step"]]
+            [a["task"], a["seed"]]
+            + [next((int(step) for step, x in a["steps"] if x >= solved), "not reached")]
+            + [a["final_step"]]
             + [fmt.span(a["final"], a["final_low"], a["final_high"])]
             for a in numbers["accuracy"]
         ],
@@ -172,26 +168,17 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     for t in numbers["trajectories"]:
         if t["metric"] in SHOWN and t["layer"] >= criteria.first_layer:
             layers = found.setdefault((t["task"], t["seed"], label(t["metric"])), {})
-            layers.setdefault(end_vs_start(t), []).append(t["layer"])
+            side = compare_intervals(t["end_low"], t["end_high"], t["start_low"], t["start_high"])
+            layers.setdefault(side, []).append(t["layer"])
     header = ["task", "seed", "metric", "end above start, at layers", "end below start, at layers"]
     header += ["intervals overlap, at layers"]
     rows = [
-        [*key, *(fmt.join(at.get(side, [])) or "none" for side in SIDES)]
+        [*key, *(fmt.join(at.get(side, [])) or "none" for side in ("above", "below", "within"))]
         for key, at in found.items()
     ]
     seeds = seeds_text(a["seed"] for a in numbers["accuracy"])
-    text = "What it shows: each metric from step 0 to the end of training, the end 'above' or "
-    text += f"'below' the start when their {criteria.level:.0%} intervals are apart; seeds "
-    text += f"{seeds}. Every layer's start, peak and end: results/dynamics_trajectories.csv."
+    text = fmt.text("dynamics.section", level=criteria.level, seeds=seeds)
     return fmt.section(figures("dynamics"), accuracy, fmt.table(header, rows), text)
-
-
-SIDES = ("above", "below", "within")
-
-
-def _first_step(steps: list[list[float]], solved: float) -> int | str:
-    """The first snapshot's step whose exact match reaches `solved`."""
-    return next((int(step) for step, value in steps if value >= solved), "not reached")
 
 
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import INTERVENTION_TABLE
-from adjpos.interventions.curve.numbers import RANDOM, CellNumbers
+from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, RANDOM, CellNumbers
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
 from adjpos.study.claims.causal import KEYS, judged
@@ -50,12 +50,7 @@ SENSITIVITY = {"at_half": 0.5, "at_double": 2.0}
 
 def measure(context: Context) -> dict[str, Any]:
     """The rule's numbers from the causal stage's saved tables (none without the arms)."""
-    return read_numbers(context.results)
-
-
-def read_numbers(results: Path) -> dict[str, Any]:
-    """`measure`'s numbers from the tables in `results`."""
-    tables = _arm_tables(results)
+    tables = _arm_tables(context.results)
     return {"cells": [], "seeds": []} if tables is None else curve_numbers(*tables)
 
 
@@ -64,8 +59,6 @@ def _arm_tables(results: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     path = results / "curve_differences.csv"
     if not path.is_file():
         return None
-    from adjpos.interventions import CURVE_DIFFERENCES
-
     return INTERVENTION_TABLE.read(results / "curve_arms.csv"), CURVE_DIFFERENCES.read(path)
 
 
@@ -94,8 +87,9 @@ def outcomes(numbers: dict[str, Any], criteria: Criteria) -> tuple[str, dict[tup
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     readout, found = outcomes(numbers, criteria)
+    t = criteria.curve_tolerance  # the rule's tolerance, varied by each factor
     moved = {
-        name: outcomes(numbers, _scaled(criteria, factor))[1]
+        name: outcomes(numbers, dataclasses.replace(criteria, curve_tolerance=t * factor))[1]
         for name, factor in SENSITIVITY.items()
     }
     unmeasured = sum(o.not_measurable for o in found.values())
@@ -105,21 +99,15 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
         f"{unmeasured} cell sizes not measurable (their random control below "
         f"{fmt.n(criteria.curve_measurable)} exact match); per task: "
     )
+    words = {"seeds": seeds_text(numbers["seeds"]), "unit": "task x layer x seed cell"}
+    blank = {"seeds": "", "unit": "", "evidence": ""}
     out = []
     for claim in CLAIMS:
-        verdict = Verdict.tally(
-            STATEMENTS[claim] + " (causal test)",
-            [getattr(o, claim) for o in found.values()],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="task x layer x seed cell",
-            evidence=evidence + (answers(found, claim) or "no cell tested"),
-        )
-        at = {
-            name: Verdict.tally(
-                claim, [getattr(o, claim) for o in cells.values()], seeds="", unit="", evidence=""
-            ).status.value
-            for name, cells in moved.items()
-        }
+        said = evidence + (answers(found, claim) or "no cell tested")
+        cells = [getattr(o, claim) for o in found.values()]
+        verdict = Verdict.tally(STATEMENTS[claim] + " (causal test)", cells, **words, evidence=said)
+        scaled = {n: [getattr(o, claim) for o in c.values()] for n, c in moved.items()}
+        at = {n: Verdict.tally(claim, o, **blank).status.value for n, o in scaled.items()}
         out.append(dataclasses.replace(verdict, **at))
     return out
 
@@ -137,12 +125,10 @@ def readings(cells: dict[tuple, Any]) -> dict[tuple, list[str]]:
     out: dict[tuple, list[str]] = {}
     for key, by_size in found.items():
         for seeds in by_size.values():
+            tally = {claim: [s[claim] for s in seeds] for claim in CLAIMS}
             said = [
-                f"{claim} "
-                + " ".join(
-                    f"{letters[o]}{n}" for o in Outcome if (n := [s[claim] for s in seeds].count(o))
-                )
-                for claim in CLAIMS
+                f"{claim} " + " ".join(f"{letters[o]}{got.count(o)}" for o in Outcome if o in got)
+                for claim, got in tally.items()
             ]
             low = sum(s["measurable"] == "no" for s in seeds)
             size = sum(s["size"] for s in seeds) / len(seeds)
@@ -165,11 +151,6 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     rows = tables[0][tables[0]["readout"] == readout]
     found = readings(outcomes(numbers, run_criteria(results.parent))[1])
     return {"curve_arms": (plot_curve_arms(rows, readings=found), fmt.text("hypothesis.caption"))}
-
-
-def _scaled(criteria: Criteria, factor: float) -> Criteria:
-    """`criteria` with the curve rule's tolerance t times `factor`."""
-    return dataclasses.replace(criteria, curve_tolerance=criteria.curve_tolerance * factor)
 
 
 def answers(found: dict[tuple, Any], claim: str) -> str:

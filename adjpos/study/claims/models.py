@@ -65,17 +65,11 @@ def solved(model: dict[str, Any], criteria: Criteria) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    models = numbers["models"]
-    return [
-        Verdict.tally(
-            "The trained models solve their tasks (the premise)",
-            [solved(m, criteria) for m in models],
-            seeds=seeds_text(m["seed"] for m in models),
-            unit="trained model",
-            evidence=f"exact match on held-out prompts, {criteria.level:.0%} Wilson interval "
-            f"above {criteria.solved}; fewest prompts {min(m['n_prompts'] for m in models)}",
-        )
-    ]
+    models, claim = numbers["models"], "The trained models solve their tasks (the premise)"
+    evidence = f"exact match on held-out prompts, {criteria.level:.0%} Wilson interval above "
+    evidence += f"{criteria.solved}; fewest prompts {min(m['n_prompts'] for m in models)}"
+    words = {"seeds": seeds_text(m["seed"] for m in models), "unit": "trained model"}
+    return [Verdict.tally(claim, [solved(m, criteria) for m in models], **words, evidence=evidence)]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -89,11 +83,7 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         + [solved(m, criteria)]
         for m in models
     ]
-    text = "Each task model is a causal transformer with no positional encoding (NoPE), "
-    text += f"solving its task (for) when its interval lies above {criteria.solved}, against "
-    text += "when below: with n prompts all right the interval still reaches 1 - 3.7/n, so "
-    text += "fewer than about 400 prompts cannot show a rate above 0.99."
-    return fmt.section(fmt.table(header, rows), text)
+    return fmt.section(fmt.table(header, rows), fmt.text("models.section", solved=criteria.solved))
 
 
 def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
@@ -115,8 +105,7 @@ def agreement(numbers: dict[str, Any], criteria: Criteria) -> str:
             + ["apart" if apart else "agree"]
         )
     header = ["task", "seed", "premise", "dynamics: last snapshot", "causal: unchanged model"]
-    text = "The same models in the other stages, each on its own draw of held-out prompts "
-    text += f"({criteria.level:.0%} Wilson intervals; 'apart': on one side of the premise's):"
+    text = fmt.text("models.agreement", level=criteria.level)
     return fmt.section(text, fmt.table([*header, "intervals"], rows))
 
 

@@ -100,11 +100,8 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
          f"random-init model of its own initial weights on the same sequences, {best} of each "
          f"({rule})"),
     ]  # fmt: skip
-    return [
-        Verdict.tally(claim, [c["outcome"] for c in cells[key]], seeds=seeds, unit=unit,
-                      evidence=evidence)
-        for key, claim, unit, evidence in found
-    ]  # fmt: skip
+    outcomes = {key: [c["outcome"] for c in cells[key]] for key in cells}
+    return [Verdict.tally(c, outcomes[k], seeds=seeds, unit=u, evidence=e) for k, c, u, e in found]
 
 
 def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -219,9 +216,6 @@ def _control_table(versus: list[dict], cells: list[dict]) -> str:
     return fmt.table([*header, "mean over seeds (t interval)", "over the seeds"], body)
 
 
-CAPTION = "Position probes per layer: {model} (the other seeds are in the tables)."
-
-
 def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     """The probe scores of each task's first trained seed by layer (every seed and copy is
     in probes.csv and the report's tables)."""
@@ -233,5 +227,6 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
         task = result.model.removeprefix(f"{TRAINED} ").split(" ")[0]
         if task not in drawn:  # sorted by seed within a task: the first seed
             drawn.add(task)
-            out[path.stem] = (plot_probe_scores(result), CAPTION.format(model=result.model))
+            said = f"Position probes per layer: {result.model} (the other seeds are in the tables)."
+            out[path.stem] = (plot_probe_scores(result), said)
     return out

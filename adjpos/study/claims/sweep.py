@@ -62,16 +62,12 @@ def above_chance(score: float, criteria: Criteria) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    return [
-        Verdict.tally(
-            "Random-init NoPE models over a hyperparameter grid show the pattern",
-            [above_chance(a, criteria) for a in numbers["nope_deepest"]],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="NoPE sweep model",
-            evidence=f"deepest layer above chance ({fmt.n(criteria.chance)}), point "
-            "estimates over random sequences (the sweep keeps no interval)",
-        )
-    ]
+    claim = "Random-init NoPE models over a hyperparameter grid show the pattern"
+    evidence = f"deepest layer above chance ({fmt.n(criteria.chance)}), point estimates over "
+    evidence += "random sequences (the sweep keeps no interval)"
+    words = {"seeds": seeds_text(numbers["seeds"]), "unit": "NoPE sweep model"}
+    outcomes = [above_chance(a, criteria) for a in numbers["nope_deepest"]]
+    return [Verdict.tally(claim, outcomes, **words, evidence=evidence)]
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -89,10 +85,9 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
         for key in ("deepest", "nope_deepest")
     )
-    text = f"What it shows: {every} of {len(numbers['deepest'])} random-init models (NoPE or "
-    text += f"not) and {nope} of {len(numbers['nope_deepest'])} NoPE ones score above chance at "
-    text += f"their deepest layer; the mean score reaches {fmt.n(criteria.band)} at init scales "
-    text += f"{fmt.join(band) if band else 'none'} (Claim 4: why it weakens at both ends)."
+    models = {"n": len(numbers["deepest"]), "n_nope": len(numbers["nope_deepest"])}
+    scales = {"band": fmt.n(criteria.band), "scales": fmt.join(band) if band else "none"}
+    text = fmt.text("sweep.section", every=every, nope=nope, **models, **scales)
     return fmt.section(figures("sweep"), table, text)
 
 

@@ -1,7 +1,7 @@
 """Trained NoPE layers on text: the shipped language models (all-NoPE, all-RoPE, the hybrid with
 every 4th layer NoPE) on held-out text shipped with the package, measured by `adjpos.text_layers`,
-the cells decided here (`seeds_above`; `arms_read`: the rule of the position curve's arms,
-`adjpos.study.rules`, on text: a loss rise in nats as the harm)."""
+the cells decided here (`adjpos.study.claim.per_seed`; `arms_read`: the rule of the position
+curve's arms, `adjpos.study.rules`, on text: a loss rise in nats as the harm)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 import adjpos.text_layers as text
 from adjpos.interventions.curve.numbers import CellNumbers, arm_kind, cell_numbers
-from adjpos.stats import Outcome, every_seed, judge
+from adjpos.stats import Outcome, every_seed
 from adjpos.study import format as fmt
-from adjpos.study.claim import Context, Criteria, Verdict, seeds_text
+from adjpos.study.claim import Context, Criteria, Verdict, per_seed, seeds_text
 from adjpos.study.rules import cell_outcome, check_passed
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
@@ -24,9 +26,8 @@ PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 def measure(context: Context) -> dict[str, Any]:
     sizes = context.sizes
-    models, tokenizer, missing = text.shipped_text_models(
-        sizes.text_seeds, widths=sizes.text_widths
-    )
+    shipped = text.shipped_text_models(sizes.text_seeds, widths=sizes.text_widths)
+    models, tokenizer, missing = shipped
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
     if models:
         cfg = next(iter(models.values())).cfg
@@ -78,7 +79,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 def _outcome(cell: dict[str, Any], criteria: Criteria) -> Any:
     if "rule" in cell:
         return arms_read(cell["rule"], criteria)
-    return seeds_above(cell["per_seed"], 0.0 if "a" in cell else criteria.chance)
+    return per_seed(cell, null=0.0 if "a" in cell else criteria.chance)
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
@@ -92,13 +93,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
         rows[-1] += [fmt.n(position[(*key, m)]) for m in ("position share", "probe R^2")]
     after = [b + 1 for b in numbers["nope_blocks"]]
     pairs = [c | {"layout": "hybrid - rope"} for c in numbers["versus"] if c["layer"] in after]
+    # an arm compared on no window has no numbers (None): its mean is left blank
     paired = [
         [c["layout"], c["layer"], c["view"], fmt.n(c["value"])]
         + [fmt.join([f"[{fmt.n(s[0])}, {fmt.n(s[1])}]" for s in c["per_seed"]])]
         + [_outcome(c, criteria)]
         for c in pairs
     ] + [
-        [c["layout"], c["layer"], arm, fmt.n(_mean([x[0] for x in per]))]
+        [c["layout"], c["layer"], arm, fmt.n(pd.Series([x[0] for x in per], dtype=float).mean())]
         + [fmt.join([f"[{fmt.n(lo)}, {fmt.n(hi)}]" + ("" if p is None else f" {p:.0f}%")
                      + ("" if _passed(arm, check, criteria) else " check failed")
                      for _, lo, hi, p, *check in per]),
@@ -144,12 +146,6 @@ def text_arms_figure(causal: Any, differences: Any, results: Any) -> Any:
     return plot_curve_arms(rows, value="loss", readings=readings(found))
 
 
-def seeds_above(per_seed: Sequence[Sequence[float]], null: float) -> Outcome:
-    """For when every seed's interval (its first two numbers) lies above `null`, against
-    when every one lies below, within otherwise (`adjpos.stats.every_seed`)."""
-    return every_seed(judge(s[0], s[1], null, null) for s in per_seed)
-
-
 def arms_readings(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> list[str]:
     """Each seed's reading of the arms (`adjpos.study.rules.cell_outcome`'s: "not read",
     "address", ...) by the rule on text."""
@@ -174,12 +170,6 @@ def arms_read(
             return None
         found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
     return every_seed(found)
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    """The mean of the numbers among `values` (None: an arm compared on no window)."""
-    found = [v for v in values if v is not None]
-    return sum(found) / len(found) if found else None
 
 
 def _passed(arm: str, check: Sequence[float | None], criteria: Criteria) -> bool:

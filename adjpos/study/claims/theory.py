@@ -102,17 +102,12 @@ def agrees(row: dict[str, Any], key: str, criteria: Criteria) -> Outcome:
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
-    attn = [r for r in numbers["rows"] if r["site"] == "attn_out"]
-    return [
-        Verdict.tally(
-            "The first-layer averaging argument predicts the first layer",
-            [agrees(r, "predicted", criteria) for r in attn],
-            seeds=seeds_text(numbers["seeds"]),
-            unit="init scale",
-            evidence=f"attention output's {criteria.level:.0%} t-interval over seeds inside "
-            f"the full-width prediction +- {fmt.n(criteria.theory_tolerance)}",
-        )
-    ]
+    claim = "The first-layer averaging argument predicts the first layer"
+    evidence = f"attention output's {criteria.level:.0%} t-interval over seeds inside the "
+    evidence += f"full-width prediction +- {fmt.n(criteria.theory_tolerance)}"
+    words = {"seeds": seeds_text(numbers["seeds"]), "unit": "init scale"}
+    found = [agrees(r, "predicted", criteria) for r in numbers["rows"] if r["site"] == "attn_out"]
+    return [Verdict.tally(claim, found, **words, evidence=evidence)]
 
 
 # Why a scale's interval over seeds is missing.
@@ -161,4 +156,4 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     scale = sizes["theory_heatmap_scale"]
     drawn = theory_figures(table, matrices, scale)
     captions = fmt.texts("theory.captions", scale=scale)
-    return {stem: (fig, captions[stem]) for stem, fig in drawn.items()}
+    return fmt.captioned(captions, **drawn)
