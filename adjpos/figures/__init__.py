@@ -17,22 +17,8 @@ from adjpos.figures.save import SavedFigure, save_figure, save_figures
 from adjpos.figures.sweep import sweep_heatmap, sweep_histogram, sweep_layer_lines
 from adjpos.figures.theory import plot_first_layer_theory
 
-__all__ = [
-    "SavedFigure",
-    "plot_adjacency_by_layer",
-    "plot_cosine_heatmaps",
-    "plot_curve_arms",
-    "plot_first_layer_theory",
-    "plot_head_similarity",
-    "plot_intervals",
-    "plot_interventions",
-    "plot_layer_kinds",
-    "plot_probe_scores",
-    "plot_variance_by_position",
-    "plot_variance_shares",
-    "save_figure",
-    "save_figures",
-    "sweep_heatmap",
-    "sweep_histogram",
-    "sweep_layer_lines",
-]
+__all__ = ["SavedFigure", "plot_adjacency_by_layer", "plot_cosine_heatmaps", "plot_curve_arms"]
+__all__ += ["plot_first_layer_theory", "plot_head_similarity", "plot_intervals"]
+__all__ += ["plot_interventions", "plot_layer_kinds", "plot_probe_scores"]
+__all__ += ["plot_variance_by_position", "plot_variance_shares", "save_figure", "save_figures"]
+__all__ += ["sweep_heatmap", "sweep_histogram", "sweep_layer_lines"]

@@ -45,9 +45,9 @@ def plot_curve_arms(
 ) -> go.Figure:
     """`value` (exact match, or on text the loss) against the change size (``size_target``)
     for each arm: every seed a point, the seeds' mean a line through the doses (at the mean
-    of the seeds' sizes); each random
-    control drawn grey, its bar spanning its seeds' intervals. One panel per (``task``,
-    ``layer``); under each, the lines of `readings` for it (the rule's reading per size).
+    of the seeds' sizes); each random control drawn grey, its bar spanning its seeds'
+    intervals. One panel per (``task``, ``layer``); under each, the lines of `readings` for it
+    (the rule's reading per size).
 
     Args:
         rows: arm rows (`adjpos.interventions.ARM_TABLE` columns with `value` and its
@@ -58,17 +58,8 @@ def plot_curve_arms(
     Raises:
         UsageError: a needed column is missing, or there is no arm row.
     """
-    need = [
-        "task",
-        "seed",
-        "layer",
-        "arm",
-        "dose",
-        "size_target",
-        value,
-        f"{value}_low",
-        f"{value}_high",
-    ]
+    need = ["task", "seed", "layer", "arm", "dose", "size_target", value, f"{value}_low"]
+    need.append(f"{value}_high")
     missing = [c for c in need if c not in rows.columns]
     if missing:
         raise UsageError(f"arm rows lack columns {missing}; need {need}")

@@ -41,24 +41,14 @@ def plot_layer_kinds(
     missing = {"layer", "kind", y, color} - set(frame.columns)
     if missing:
         raise UsageError(f"rows lack the columns {sorted(missing)}")
-    fig = plot_intervals(
-        frame,
-        x="layer",
-        y=y,
-        color=color,
-        low=low,
-        high=high,
-        facet_col=facet_col,
-        title=title,
-        y_title=y_title,
-    )
+    options = dict(low=low, high=high, facet_col=facet_col, title=title, y_title=y_title)
+    fig = plot_intervals(frame, x="layer", y=y, color=color, **options)
     ordered = frame.sort_values([color, "layer"])  # the panel order plot_intervals used
     panels = list(ordered[facet_col].unique()) if facet_col else [None]
     for index, panel in enumerate(panels):
         part = frame if panel is None else frame[frame[facet_col] == panel]
-        nope = part[
-            (part["kind"] == "nope") & ((part[color] == ring) if ring is not None else True)
-        ]
+        ringed = (part[color] == ring) if ring is not None else True
+        nope = part[(part["kind"] == "nope") & ringed]
         if nope.empty:
             continue
         marker = go.Scatter(

@@ -29,12 +29,7 @@ class SavedFigure:
     png_skipped: str | None = None
 
 
-def save_figure(
-    fig: go.Figure,
-    stem: str | os.PathLike,
-    *,
-    png: bool = True,
-) -> SavedFigure:
+def save_figure(fig: go.Figure, stem: str | os.PathLike, *, png: bool = True) -> SavedFigure:
     """Write `fig` to ``stem.html`` (self-contained) and, when static export works, ``stem.png``.
 
     Args:
@@ -52,10 +47,9 @@ def save_figure(
     fig.write_html(html, include_plotlyjs=True, full_html=True)
     if not png:
         return SavedFigure((html,), "PNG not requested")
-    reason = _write_png(fig, stem.with_name(stem.name + ".png"))
-    if reason is None:
-        return SavedFigure((html, stem.with_name(stem.name + ".png")))
-    return SavedFigure((html,), reason)
+    image = stem.with_name(stem.name + ".png")
+    reason = _write_png(fig, image)
+    return SavedFigure((html,) if reason else (html, image), reason)
 
 
 def frame_size(fig: go.Figure) -> tuple[int, int]:
@@ -119,17 +113,12 @@ def save_figures(
     if not png or not figures:
         return SavedFigure(tuple(written), None if figures and png else "PNG not requested")
     reason = _write_pngs(list(figures.values()), pngs)
-    if reason is not None:
-        return SavedFigure(tuple(written), reason)
-    return SavedFigure(tuple(written + pngs))
+    return SavedFigure(tuple(written if reason else written + pngs), reason)
 
 
 def _write_pngs(figures: list[go.Figure], paths: list[Path]) -> str | None:
-    """Write the PNGs in one kaleido batch; on failure, one figure at a time (which retries)."""
-    try:
-        import kaleido  # noqa: F401
-    except ImportError:
-        return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
+    """Write the PNGs in one kaleido batch; on failure (kaleido missing too), one figure at a
+    time (which retries, or says why not)."""
     try:
         pio.write_images(
             figures,

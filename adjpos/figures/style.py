@@ -14,37 +14,15 @@ FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
 # Okabe and Ito's colour-blind-safe palette without its yellow (faint on white) and black, then
 # Tol's muted colours, then black, then the two of Tol's older 12-colour set that the muted one
 # lacks: enough for the kinds below and ten other lines (the probes' feature sets).
-COLORS = (
-    "#0072B2",
-    "#D55E00",
-    "#009E73",
-    "#CC79A7",
-    "#E69F00",
-    "#332288",
-    "#882255",
-    "#44AA99",
-    "#56B4E9",
-    "#999933",
-    "#AA4499",
-    "#117733",
-    "#CC6677",
-    "#88CCEE",
-    "#DDCC77",
-    "#000000",
-    "#6699CC",
-    "#661100",
-)
+COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
+COLORS += ("#332288", "#882255", "#44AA99", "#56B4E9", "#999933", "#AA4499", "#117733")
+COLORS += ("#CC6677", "#88CCEE", "#DDCC77", "#000000", "#6699CC", "#661100")
 # The model kinds the study compares (adjpos.study.models; the sweep's random-init models by
 # their positional encoding, `POSITIONAL_KINDS`) and the text models' layouts (`LAYOUTS`) each
 # keep one colour in every figure, and no other line takes it: a reader who learns "trained is
 # blue" once can trust it.
-MODEL_KINDS = (
-    "trained",
-    "random-init",
-    "random-init, learned positions",
-    "random-init, rotary positions",
-    "random-init, alibi positions",
-)
+MODEL_KINDS = ("trained", "random-init", "random-init, learned positions")
+MODEL_KINDS += ("random-init, rotary positions", "random-init, alibi positions")
 POSITIONAL_KINDS = dict(zip(("none", "learned", "rotary", "alibi"), MODEL_KINDS[1:], strict=True))
 LAYOUTS = {"nope": "NoPE", "rope": "RoPE", "hybrid": "hybrid"}
 KIND_COLORS = dict(zip((*MODEL_KINDS, *LAYOUTS.values()), COLORS, strict=False))

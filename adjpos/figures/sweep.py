@@ -10,14 +10,7 @@ import pandas as pd
 import plotly.express as px
 import plotly.graph_objects as go
 
-from adjpos.figures.style import (
-    CHANCE,
-    POSITIONAL_KINDS,
-    apply_style,
-    color,
-    label,
-    line_colors,
-)
+from adjpos.figures.style import CHANCE, POSITIONAL_KINDS, apply_style, color, label, line_colors
 from adjpos.validation import UsageError
 
 Rows = pd.DataFrame | Sequence[dict[str, Any]]
@@ -83,18 +76,10 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
         color_discrete_map=colours,
     )
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
-    fig.update_layout(
-        xaxis_title="layer",
-        yaxis_title="adjacency score",
-        yaxis_range=[0.4, 1.0],
-        xaxis_dtick=1,
-        legend_title_text="",
-    )
-    return apply_style(
-        fig,
-        title=f"Adjacency score by layer, by {label(by)} (mean over seeds and the other grid "
-        "values)",
-    )
+    fig.update_layout(xaxis_title="layer", yaxis_title="adjacency score", yaxis_range=[0.4, 1.0])
+    fig.update_layout(xaxis_dtick=1, legend_title_text="")
+    title = f"Adjacency score by layer, by {label(by)} (mean over seeds and the other grid values)"
+    return apply_style(fig, title=title)
 
 
 def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
@@ -109,13 +94,8 @@ def sweep_histogram(rows: Rows, *, layer: int | None = None) -> go.Figure:
     values = at["adjacency"]
     if values.empty:
         raise UsageError(f"no rows at layer {layer}")
-    fig = go.Figure(
-        go.Histogram(
-            x=values.tolist(),
-            xbins={"start": 0.0, "end": 1.0, "size": 0.025},
-            marker_color=color(0),
-        )
-    )
+    bins = {"start": 0.0, "end": 1.0, "size": 0.025}
+    fig = go.Figure(go.Histogram(x=values.tolist(), xbins=bins, marker_color=color(0)))
     fig.add_vline(x=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(xaxis_title="adjacency score", yaxis_title="models", xaxis_range=[0.3, 1.0])
     return apply_style(

@@ -20,19 +20,9 @@ def plot_text_layers(adjacency: pd.DataFrame, position: pd.DataFrame) -> dict[st
     ranges = position.groupby(["layout", "measure", "layer"], as_index=False, sort=False)
     ranges = ranges.agg(value=("value", "mean"), low=("value", "min"), high=("value", "max"))
     axes = {"x": "layer", "y": "value", "low": "low", "high": "high", "color": "layout"}
+    adjacency = dict(facet_col="view", title="Adjacency on held-out text")
+    position = dict(facet_col="measure", title="Position in the text models' states")
     return {
-        "text_adjacency": plot_intervals(
-            spans,
-            **axes,
-            facet_col="view",
-            title="Adjacency on held-out text",
-            y_title="adjacency score",
-        ),
-        "text_position": plot_intervals(
-            ranges,
-            **axes,
-            facet_col="measure",
-            title="Position in the text models' states",
-            y_title="share or R^2",
-        ),
+        "text_adjacency": plot_intervals(spans, **axes, **adjacency, y_title="adjacency score"),
+        "text_position": plot_intervals(ranges, **axes, **position, y_title="share or R^2"),
     }
