@@ -34,13 +34,8 @@ from jaxtyping import Int
 from torch import Tensor
 
 from adjpos.capture import capture_residuals
-from adjpos.interventions import specs_in
-from adjpos.interventions.curve.numbers import (
-    CHECK_NUMBERS,
-    CURVE_DIFFERENCES,
-    arm_kind,
-    cell_numbers,
-)
+from adjpos.interventions import CURVE_DIFFERENCES, cell_numbers, specs_in
+from adjpos.interventions.curve.numbers import CHECK_NUMBERS, arm_kind
 from adjpos.interventions.text import TEXT_TABLE, text_intervention_table
 from adjpos.metrics import decomposition_shares
 from adjpos.models import capture_kinds

@@ -34,14 +34,8 @@ TEXT_MODELS = tuple(f"text-{sized(layout, d)}" for d in WIDTHS for layout in LAY
 # 99.9% there. The loss is the answer's, except ordering: every real next token ("sequence"; with
 # the answer's loss, seeds of every width tried stalled at chance beyond one digit).
 RECIPE_MODEL = {"n_layers": 4, "d_model": 64, "n_heads": 8}
-RECIPE_TRAIN = {
-    "lr": 1e-3,
-    "batch_size": 64,
-    "warmup_steps": 500,
-    "eval_every": 250,
-    "target_accuracy": 0.999,
-    "loss": "answer",
-}
+RECIPE_TRAIN = dict(lr=1e-3, batch_size=64, warmup_steps=500, eval_every=250)
+RECIPE_TRAIN |= dict(target_accuracy=0.999, loss="answer")
 RECIPE_LOSS = {"ordering": "sequence"}
 RECIPE_STEPS = {"addition": 24_000, "reversal": 20_000, "indexing": 20_000, "ordering": 20_000}
 # Earlier recipes, each of which failed on some seed (docs/pretrained.md), kept so that the
@@ -50,13 +44,7 @@ RECIPE_STEPS = {"addition": 24_000, "reversal": 20_000, "indexing": 20_000, "ord
 # width 128, 8 heads, 1e-3 (warmup 500), evaluation every 500 steps, stop at 99.5%; "h8": the
 # recipe above with the answer's loss for every task.
 FAST_MODEL = {"n_layers": 4, "d_model": 64, "n_heads": 4}
-FAST_TRAIN = {
-    "lr": 3e-3,
-    "batch_size": 64,
-    "warmup_steps": 200,
-    "eval_every": 250,
-    "target_accuracy": 0.995,
-}
+FAST_TRAIN = dict(lr=3e-3, batch_size=64, warmup_steps=200, eval_every=250, target_accuracy=0.995)
 WIDE_MODEL = {"n_layers": 4, "d_model": 128, "n_heads": 8}
 WIDE_TRAIN = {**RECIPE_TRAIN, "eval_every": 500, "target_accuracy": 0.995}
 WIDE_STEPS = {"addition": 20_000, "reversal": 12_000, "indexing": 20_000, "ordering": 12_000}
@@ -101,12 +89,8 @@ def pretrained_seeds(name: str, family: str | None = None) -> list[int]:
     `family` (e.g. "smollm3"), those of that Hugging Face architecture trained on it."""
     prefix = "seed" if family is None else f"{family}_seed"
     folders = (HERE / name).glob(f"{prefix}*") if name in (*TASKS, *TEXT_MODELS) else ()
-    found = [
-        f
-        for f in folders
-        if f.name[len(prefix) :].isdigit() and (f / "model.safetensors").is_file()
-    ]
-    return sorted(int(f.name[len(prefix) :]) for f in found)
+    found = [f for f in folders if (f / "model.safetensors").is_file()]
+    return sorted(int(f.name[len(prefix) :]) for f in found if f.name[len(prefix) :].isdigit())
 
 
 def pretrained_folder(name: str, seed: int = 0, family: str | None = None) -> Path:
@@ -204,14 +188,8 @@ def heldout_check(model: Any, task: Task, n_prompts: int = CHECK_PROMPTS) -> dic
 
     from adjpos.training import evaluate
 
-    prompts = task.draw_prompts(
-        n_prompts, generator=torch.Generator().manual_seed(CHECK_SEED), split="test"
-    )
+    generator = torch.Generator().manual_seed(CHECK_SEED)
+    prompts = task.draw_prompts(n_prompts, generator=generator, split="test")
     accuracy, per_length = evaluate(model, task, prompts)
-    return {
-        "accuracy": accuracy,
-        "n_prompts": n_prompts,
-        "prompt_seed": CHECK_SEED,
-        "per_length_accuracy": per_length,
-        "passes": accuracy >= PASS,
-    }
+    found = {"accuracy": accuracy, "n_prompts": n_prompts, "prompt_seed": CHECK_SEED}
+    return found | {"per_length_accuracy": per_length, "passes": accuracy >= PASS}

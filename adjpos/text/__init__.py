@@ -14,18 +14,6 @@ from adjpos.text.prepare import corpus_task, file_task
 from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, layout_config, layout_of
 from adjpos.text.tokenizer import encode_text, load_tokenizer, save_tokenizer, train_tokenizer
 
-__all__ = [
-    "LAYOUTS",
-    "TextTask",
-    "corpus_task",
-    "encode_text",
-    "fetch_corpus",
-    "file_task",
-    "hybrid_nope_layers",
-    "layout_config",
-    "layout_of",
-    "load_tokenizer",
-    "read_split",
-    "save_tokenizer",
-    "train_tokenizer",
-]
+__all__ = ["LAYOUTS", "TextTask", "corpus_task", "encode_text", "fetch_corpus", "file_task"]
+__all__ += ["hybrid_nope_layers", "layout_config", "layout_of", "load_tokenizer", "read_split"]
+__all__ += ["save_tokenizer", "train_tokenizer"]

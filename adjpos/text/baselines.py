@@ -112,11 +112,7 @@ class BigramModel(UnigramModel):
     """
 
     def __init__(
-        self,
-        d_vocab: int,
-        *,
-        strength: float | None = None,
-        unigram_strength: float | None = None,
+        self, d_vocab: int, *, strength: float | None = None, unigram_strength: float | None = None
     ) -> None:
         super().__init__(d_vocab, strength=strength)
         self.unigram_strength = unigram_strength

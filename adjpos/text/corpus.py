@@ -78,11 +78,8 @@ def fetch_corpus(folder: str | os.PathLike | None = None) -> Path:
     for name in SPLITS:
         text = "\n\n".join(plain_text(plays[slug]) for slug in split[name]) + "\n"
         write_text(folder / f"{name}.txt", text)
-        manifest["splits"][name] = {
-            "plays": split[name],
-            "characters": len(text),
-            "words": len(text.split()),
-        }
+        counts = {"characters": len(text), "words": len(text.split())}
+        manifest["splits"][name] = {"plays": split[name]} | counts
     write_json(folder / "manifest.json", manifest)
     return folder
 
@@ -106,11 +103,8 @@ def split_plays(slugs: list[str]) -> dict[str, list[str]]:
         raise UsageError(f"need more than {N_TEST + N_VALIDATION} documents, got {len(slugs)}")
     ordered = sorted(slugs, key=lambda s: hashlib.sha256(s.encode()).hexdigest())
     cut = N_TEST + N_VALIDATION
-    return {
-        "train": sorted(ordered[cut:]),
-        "validation": sorted(ordered[N_TEST:cut]),
-        "test": sorted(ordered[:N_TEST]),
-    }
+    parts = {"train": ordered[cut:], "validation": ordered[N_TEST:cut], "test": ordered[:N_TEST]}
+    return {name: sorted(part) for name, part in parts.items()}
 
 
 def plain_text(markdown: str) -> str:

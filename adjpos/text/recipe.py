@@ -27,17 +27,8 @@ RECIPE_DATA = {"vocab_size": 2048, "context": 128}
 RECIPE_MODEL = {"n_layers": 8, "d_model": 64, "n_heads": 4}
 # The widths shipped: the recipe's and a second size (``text-LAYOUT-d128``), all else kept.
 WIDTHS = (RECIPE_MODEL["d_model"], 128)
-RECIPE_TRAIN = {
-    "steps": 3000,
-    "batch_size": 16,
-    "lr": 2e-3,
-    "warmup_steps": 200,
-    "weight_decay": 0.1,
-    "eval_every": 250,
-    "eval_size": 64,
-    "target_accuracy": None,
-    "loss": "sequence",
-}
+RECIPE_TRAIN = dict(steps=3000, batch_size=16, lr=2e-3, warmup_steps=200, weight_decay=0.1)
+RECIPE_TRAIN |= dict(eval_every=250, eval_size=64, target_accuracy=None, loss="sequence")
 
 
 def sized(layout: str, d_model: int = WIDTHS[0]) -> str:
