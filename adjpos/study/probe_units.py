@@ -82,17 +82,13 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
 def measure_probes(subject: ProbeSubject, sizes: Any) -> ProbeResult:
     """Every feature set with every probe, and order reconstruction."""
     common = {"model_name": subject.label, "progress": False}
-    features, probes = list(sizes.features), list(sizes.probes)
-    result = probe_positions(
-        subject.model, subject.tokens, features=features, probe=probes, cv=sizes.cv,
-        repeats=sizes.repeats, **common,
-    )  # fmt: skip
+    options = {"features": list(sizes.features), "probe": list(sizes.probes), "cv": sizes.cv}
+    options |= {"repeats": sizes.repeats}
+    result = probe_positions(subject.model, subject.tokens, **options, **common)
     return result + reconstruct_order(subject.model, subject.tokens, **common)
 
 
-def compare_within(
-    subject: ProbeSubject, sizes: Any, first: int = 1, **draws: Any
-) -> list[dict[str, Any]]:
+def compare_within(subject: ProbeSubject, sizes: Any, first: int = 1, **draws: Any) -> list[dict]:
     """The `COMPARISONS` this size measures and the `ORDER_COMPARISONS` of one trained model,
     each side at its best layer >= `first`: the rows of ``probe_comparisons.csv``."""
     rows = _paired(subject, subject, COMPARISONS, sizes, first, **draws)

@@ -99,15 +99,15 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
             mine, control_name = by.loc[name], by.loc[name, "control"]
             control = by.loc[control_name] if control_name in by.index else None
             theirs = dict.fromkeys(CELL) if control is None else _cell(control)
+            draws = None if control is None else _number(control["control_draws"], int)
             rows.append(
                 {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
                 | {"readout": readout, "control": None if control is None else control_name}
                 | _cell(mine)
                 | {f"control_{k}": v for k, v in theirs.items()}
-                | {f"baseline{k}": _float(base[f"exact_match{k}"]) for k in ("", "_low", "_high")}
-                | {k: _float(mine[k]) for k in ("difference", "difference_low", "difference_high")}
-                | {"percentile": _float(mine["percentile"])}
-                | {"control_draws": None if control is None else _int(control["control_draws"])}
+                | {f"baseline{k}": _number(base[f"exact_match{k}"]) for k in ("", "_low", "_high")}
+                | {k: _number(mine[k]) for k in ("difference", "difference_low", "difference_high")}
+                | {"percentile": _number(mine["percentile"]), "control_draws": draws}
             )
     seeds = sorted(int(s) for s in table["seed"].dropna().unique())
     return {"rows": rows, "seeds": seeds, "baselines": list(baselines.values())}
@@ -128,7 +128,7 @@ FINDINGS += Table(control_draws="Int64", finding="string")
 
 
 def _cell(row: pd.Series) -> dict[str, Any]:
-    return {name: _float(row[column]) for name, column in CELL.items()}
+    return {name: _number(row[column]) for name, column in CELL.items()}
 
 
 # What a row's finding says of its claim (the other findings: within).
@@ -286,9 +286,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     return {"interventions": (drawn, fmt.text("causal.caption"))}
 
 
-def _float(value: Any) -> float | None:
-    return None if pd.isna(value) else float(value)
-
-
-def _int(value: Any) -> int | None:
-    return None if pd.isna(value) else int(value)
+def _number(value: Any, kind: type = float) -> Any:
+    return None if pd.isna(value) else kind(value)

@@ -153,17 +153,14 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     if not numbers["tasks"]:
         return "What it shows: nothing: no measured model has training snapshots."
     solved = criteria.solved
-    accuracy = fmt.table(
-        ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
-        + [f"final exact match ({criteria.level:.0%} Wilson)"],
-        [
-            [a["task"], a["seed"]]
-            + [next((int(step) for step, x in a["steps"] if x >= solved), "not reached")]
-            + [a["final_step"]]
-            + [fmt.span(a["final"], a["final_low"], a["final_high"])]
-            for a in numbers["accuracy"]
-        ],
-    )
+    header = ["task", "seed", f"first snapshot at {solved} exact match", "last step"]
+    header += [f"final exact match ({criteria.level:.0%} Wilson)"]
+    rows = [
+        [a["task"], a["seed"], next((int(s) for s, x in a["steps"] if x >= solved), "not reached")]
+        + [a["final_step"], fmt.span(a["final"], a["final_low"], a["final_high"])]
+        for a in numbers["accuracy"]
+    ]
+    accuracy = fmt.table(header, rows)
     found: dict[tuple, dict[str, list[int]]] = {}  # (task, seed, metric) -> side -> layers
     for t in numbers["trajectories"]:
         if t["metric"] in SHOWN and t["layer"] >= criteria.first_layer:

@@ -72,15 +72,9 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     band = [r["init_range"] for r in numbers["by_init"] if r["mean"] >= criteria.band]
-    table = fmt.table(
-        [
-            "initial weight scale (std)",
-            f"mean adjacency at layer {numbers['deepest_layer']}",
-            "std",
-            "models",
-        ],
-        [[r["init_range"], r["mean"], r["std"], r["n"]] for r in numbers["by_init"]],
-    )
+    header = ["initial weight scale (std)", f"mean adjacency at layer {numbers['deepest_layer']}"]
+    rows = [[r["init_range"], r["mean"], r["std"], r["n"]] for r in numbers["by_init"]]
+    table = fmt.table([*header, "std", "models"], rows)
     every, nope = (
         sum(above_chance(a, criteria) == Outcome.FOR for a in numbers[key])
         for key in ("deepest", "nope_deepest")

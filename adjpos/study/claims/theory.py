@@ -115,14 +115,14 @@ ONE_SEED = "one seed: no interval"
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
-    header = [
-        "initial weight scale (std)",
-        "site",
-        "attention entropy ratio",
+    header = ["initial weight scale (std)", "site", "attention entropy ratio"]
+    header += [
         "measured (t over seeds)",
         "std",
+        "predicted (full width)",
+        "agrees (full width)",
+        "effective width",
     ]
-    header += ["predicted (full width)", "agrees (full width)", "effective width"]
     header += ["predicted (effective width)", "agrees (effective width)"]
     rows = [
         [r["init_range"], r["site"], r["entropy_ratio"]]
@@ -154,6 +154,5 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = THEORY.read(results / "theory.csv")
     matrices = json.loads((results / "theory_matrices.json").read_text())
     scale = sizes["theory_heatmap_scale"]
-    drawn = theory_figures(table, matrices, scale)
     captions = fmt.texts("theory.captions", scale=scale)
-    return fmt.captioned(captions, **drawn)
+    return fmt.captioned(captions, **theory_figures(table, matrices, scale))
