@@ -93,17 +93,13 @@ def plot_curve_arms(
         lines = (readings or {}).get((task, layer), ())
         if lines:
             n = (where["row"] - 1) * len(layers) + where["col"]
+            axis = f"{n if n > 1 else ''} domain"
+            place = dict(
+                xref=f"x{axis}", yref=f"y{axis}", x=0, y=-0.3, xanchor="left", yanchor="top"
+            )
+            text = "<br>".join(lines)
             fig.add_annotation(
-                text="<br>".join(lines),
-                xref=f"x{n if n > 1 else ''} domain",
-                yref=f"y{n if n > 1 else ''} domain",
-                x=0,
-                y=-0.3,
-                xanchor="left",
-                yanchor="top",
-                align="left",
-                showarrow=False,
-                font=dict(size=10),
+                text=text, **place, align="left", showarrow=False, font=dict(size=10)
             )
     fig.update_xaxes(title_text=label("size_target"))
     fig.update_yaxes(title_text=label(value), col=1)

@@ -55,16 +55,9 @@ def plot_variance_shares(
         raise UsageError(f"part must be one of {list(PARTS)}, got {unknown}")
     groups = frame.groupby([*keys, "part"], sort=False)["share"].mean()
     frame = groups.reset_index().sort_values(x, kind="stable")
-    fig = px.bar(
-        frame,
-        x=x,
-        y="share",
-        color="part",
-        facet_col=facet_col,
-        facet_row=facet_row,
-        category_orders={"part": list(PARTS)},
-        color_discrete_map=line_colors(PARTS),
-    )
+    colouring = dict(category_orders={"part": list(PARTS)}, color_discrete_map=line_colors(PARTS))
+    facets = dict(facet_col=facet_col, facet_row=facet_row)
+    fig = px.bar(frame, x=x, y="share", color="part", **facets, **colouring)
     fig.for_each_trace(lambda trace: trace.update(name=PARTS[trace.name]))
     fig.update_layout(barmode="relative", legend_title_text="")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))

@@ -53,21 +53,9 @@ def plot_intervals(
     if low is not None and high is not None:
         frame = frame.assign(_up=frame[high] - frame[y], _down=frame[y] - frame[low])
         errors = {"error_y": "_up", "error_y_minus": "_down"}
-    fig = px.line(
-        frame,
-        x=x,
-        y=y,
-        color=color,
-        facet_col=facet_col,
-        facet_row=facet_row,
-        facet_col_spacing=0.06,
-        markers=True,
-        log_x=log_x,
-        category_orders={color: list(colours)},
-        color_discrete_map=colours,
-        labels={x: label(x)},
-        **errors,
-    )
+    options = dict(facet_col=facet_col, facet_row=facet_row, facet_col_spacing=0.06, markers=True)
+    options |= dict(log_x=log_x, category_orders={color: list(colours)}, color_discrete_map=colours)
+    fig = px.line(frame, x=x, y=y, color=color, labels={x: label(x)}, **options, **errors)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_yaxes(matches=None, showticklabels=True, title_text="")
     fig.update_layout(legend_title_text="")

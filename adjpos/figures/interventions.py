@@ -84,16 +84,10 @@ def plot_interventions(
                     fig.add_trace(trace, row=row, col=col)
                 shown.add(words[name])
             centres = [i * width + (width - 2) / 2 for i in range(len(layers))]
-            fig.update_xaxes(
-                tickmode="array",
-                tickvals=centres,
-                ticktext=[f"layer {layer}" for layer in layers],
-                range=[-0.6, len(layers) * width - 1.4],
-                showgrid=False,
-                zeroline=False,
-                row=row,
-                col=col,
-            )
+            names = [f"layer {layer}" for layer in layers]
+            axis = dict(tickmode="array", tickvals=centres, ticktext=names, showgrid=False)
+            axis |= dict(range=[-0.6, len(layers) * width - 1.4], zeroline=False)
+            fig.update_xaxes(axis, row=row, col=col)
     fig.update_xaxes(title_text="layer intervened at", row=len(tasks))
     fig.update_yaxes(range=[-0.05, 1.05])
     fig.update_yaxes(title_text=label("exact_match"), col=1)

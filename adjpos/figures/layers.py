@@ -53,9 +53,8 @@ def plot_adjacency_by_layer(
     fig.update_yaxes(title_text="adjacency score", col=1)
     fig.add_hline(y=0.5, line=CHANCE, row="all", col="all")
     default = "Adjacency score by layer (mean over seeds; bars: std)"
-    return apply_style(
-        fig, title=title or default, rows=_grid(stats["_panel"].nunique(dropna=False))[0]
-    )
+    n_rows = _grid(stats["_panel"].nunique(dropna=False))[0]
+    return apply_style(fig, title=title or default, rows=n_rows)
 
 
 def plot_variance_by_position(
@@ -80,9 +79,8 @@ def plot_variance_by_position(
     fig.update_xaxes(title_text="position", tickformat="d")
     fig.update_yaxes(title_text="variance of the hidden state over its dimensions", col=1)
     default = "Variance of the hidden state by position (mean over sequences and seeds)"
-    return apply_style(
-        fig, title=title or default, rows=_grid(stats["_panel"].nunique(dropna=False))[0]
-    )
+    n_rows = _grid(stats["_panel"].nunique(dropna=False))[0]
+    return apply_style(fig, title=title or default, rows=n_rows)
 
 
 def summarise_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) -> pd.DataFrame:

@@ -19,21 +19,14 @@ from adjpos.validation import UsageError
 if TYPE_CHECKING:
     from adjpos.probes.result import ProbeResult
 
-METRIC_TITLES = {
-    "r2": "R^2",
-    "mae": "mean abs. error (lower is better)",
-    "accuracy": "accuracy",
-    "mean_abs_distance": "mean abs. distance (lower is better)",
-    "abs_kendall_tau": "|Kendall's tau|",
-}
+METRIC_TITLES = {"r2": "R^2", "mae": "mean abs. error (lower is better)", "accuracy": "accuracy"}
+METRIC_TITLES |= {"mean_abs_distance": "mean abs. distance (lower is better)"}
+METRIC_TITLES |= {"abs_kendall_tau": "|Kendall's tau|"}
 # Order reconstruction methods share one panel per group, so cosine and variance sit side by
 # side.
 ORDER_METRIC, ORDER_PANEL = "abs_kendall_tau", "order of shuffled states"
-GROUPS = {
-    "backward": "backward-only sets",
-    "later": "sets using later tokens",
-    "control": "shuffled controls",
-}
+GROUPS = {"backward": "backward-only sets", "later": "sets using later tokens"}
+GROUPS["control"] = "shuffled controls"
 # The one set that does not depend on the layer: drawn as a level line across the layers.
 LAYER_FREE = "token_identity"
 # The feature sets (adjpos.probes.features, and the order reconstruction's cosine matrix) in
@@ -127,25 +120,11 @@ def _traces(name, scores, colour, group, layers, shown: set[str]) -> list[go.Sca
         x, values, baselines, spread = layers, values * len(layers), baselines * len(layers), []
     # dash-dot, not long dashes: the legend's short sample of a long dash looks solid
     dash = {"control": CONTROL_DASH, "later": "dashdot"}.get(group, "solid")
-    line = go.Scatter(
-        x=x,
-        y=values,
-        error_y=dict(type="data", array=spread, thickness=1, width=3),
-        mode="lines+markers",
-        name=label(name),
-        legendgroup=name,
-        showlegend=name not in shown,
-        line=dict(color=colour, dash=dash),
-    )
-    chance = go.Scatter(
-        x=x,
-        y=baselines,
-        mode="lines",
-        name=f"chance: {label(name)}",
-        legendgroup=name,
-        showlegend=name not in shown,
-        hoverinfo="name+y",
-        line={**CHANCE, "color": colour, "width": 1},
-    )
+    group = dict(x=x, legendgroup=name, showlegend=name not in shown)
+    bars = dict(type="data", array=spread, thickness=1, width=3)
+    line = go.Scatter(y=values, error_y=bars, mode="lines+markers", name=label(name), **group)
+    line.update(line=dict(color=colour, dash=dash))
+    chance = go.Scatter(y=baselines, mode="lines", name=f"chance: {label(name)}", **group)
+    chance.update(hoverinfo="name+y", line={**CHANCE, "color": colour, "width": 1})
     shown.add(name)
     return [line, chance]

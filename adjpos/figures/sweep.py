@@ -36,20 +36,11 @@ def sweep_heatmap(rows: Rows, x: str, y: str, *, layer: int | None = None) -> go
     means = at.groupby([y, x])["adjacency"].mean().unstack(x)
     means = means.loc[_sorted(means.index), _sorted(means.columns)]
     z = [[None if pd.isna(v) else float(v) for v in row] for row in means.to_numpy()]
-    fig = go.Figure(
-        go.Heatmap(
-            x=[str(v) for v in means.columns],
-            y=[str(v) for v in means.index],
-            z=z,
-            zmin=0.0,
-            zmax=1.0,
-            zmid=0.5,
-            colorscale="RdBu_r",
-            colorbar={"title": "adjacency score"},
-            text=[[f"{v:.2f}" if v is not None else "" for v in r] for r in z],
-            texttemplate="%{text}",
-        )
-    )
+    text = [[f"{v:.2f}" if v is not None else "" for v in r] for r in z]
+    axes = dict(x=[str(v) for v in means.columns], y=[str(v) for v in means.index])
+    scale = dict(zmin=0.0, zmax=1.0, zmid=0.5, colorscale="RdBu_r")
+    heatmap = go.Heatmap(z=z, **axes, **scale, colorbar={"title": "adjacency score"}, text=text)
+    fig = go.Figure(heatmap.update(texttemplate="%{text}"))
     fig.update_layout(xaxis_title=label(x), yaxis_title=label(y))
     return apply_style(fig, title=f"Adjacency score at {where} (mean over seeds)")
 
@@ -66,15 +57,8 @@ def sweep_layer_lines(rows: Rows, by: str) -> go.Figure:
 
     means[by] = [name(v) for v in means[by]]
     colours = line_colors(name(v) for v in _sorted(table[by].dropna().unique()))  # kinds first
-    fig = px.line(
-        means,
-        x="layer",
-        y="adjacency",
-        color=by,
-        markers=True,
-        category_orders={by: list(colours)},
-        color_discrete_map=colours,
-    )
+    colouring = dict(category_orders={by: list(colours)}, color_discrete_map=colours)
+    fig = px.line(means, x="layer", y="adjacency", color=by, markers=True, **colouring)
     fig.add_hline(y=0.5, line=CHANCE, annotation_text="chance")
     fig.update_layout(xaxis_title="layer", yaxis_title="adjacency score", yaxis_range=[0.4, 1.0])
     fig.update_layout(xaxis_dtick=1, legend_title_text="")

@@ -56,17 +56,12 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
     for index, site in enumerate(dict.fromkeys(measured["_line"])):
         points, prediction = (s[s["_line"] == site] for s in (measured, predicted))
         where = "" if site == "" else f" ({label(site)})"
-        fig.add_trace(
-            _line(points, f"measured{where}", dict(color=color(index)), errors=True), row=1, col=1
-        )
-        fig.add_trace(
-            _line(prediction, f"predicted{where}", dict(color=color(index), dash="dash")),
-            row=1,
-            col=1,
-        )
-    entropy = summarise_rows(
-        table.assign(site="all"), None, "site", x="init_range", y="entropy_ratio"
-    )
+        measured_line = _line(points, f"measured{where}", dict(color=color(index)), errors=True)
+        fig.add_trace(measured_line, row=1, col=1)
+        dashed = dict(color=color(index), dash="dash")
+        fig.add_trace(_line(prediction, f"predicted{where}", dashed), row=1, col=1)
+    every_site = table.assign(site="all")
+    entropy = summarise_rows(every_site, None, "site", x="init_range", y="entropy_ratio")
     fig.add_trace(_line(entropy, "entropy ratio", THEORY), row=1, col=2)
     for col, y, text, side in ((1, 0.5, "chance", "left"), (2, 1.0, "uniform", "right")):
         where = {"annotation_text": text, "annotation_position": f"bottom {side}"}
