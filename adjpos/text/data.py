@@ -68,11 +68,8 @@ class TextTask:
     def to_dict(self) -> dict[str, Any]:
         """What identifies the data (a resumed run must see the same): the context, the
         vocabulary size, and each split's token count and sha256."""
-        return {
-            "context": self.context,
-            "d_vocab": self.d_vocab,
-            "splits": {name: _describe(ids) for name, ids in sorted(self.splits.items())},
-        }
+        splits = {name: _describe(ids) for name, ids in sorted(self.splits.items())}
+        return {"context": self.context, "d_vocab": self.d_vocab, "splits": splits}
 
     def windows(self, n: int, *, generator: torch.Generator, split: str = "train") -> Tensor:
         """`n` windows of `context` tokens from `split`, each at a uniform random start."""
@@ -101,11 +98,9 @@ class TextTask:
         with torch.no_grad():
             for chunk in windows.split(batch_size):
                 chunk = chunk.to(device)
-                logits = model(chunk)[:, :-1]
-                target = chunk[:, 1:]
-                total += float(
-                    F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
-                )
+                logits, target = model(chunk)[:, :-1], chunk[:, 1:]
+                loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="sum")
+                total += float(loss)
                 correct += int((logits.argmax(-1) == target).sum())
                 count += target.numel()
         return {"loss": total / count, "accuracy": correct / count}

@@ -166,18 +166,12 @@ def _differences(per_chunk: dict, draws: dict, seed: int, level: float) -> pd.Da
                 pairs.append(((split, scored), (a, factor), (a, 1)))
     rows = []
     for (split, scored), (a, fa), (b, fb) in pairs:
-        seeds = sorted(
-            s
-            for (layout, s, sp, f, sc) in per_chunk
-            if (layout, sp, f, sc) == (a, split, fa, scored)
-            and (b, s, split, fb, scored) in per_chunk
-        )
         base = {"split": split, "scored": scored, "a_layout": a, "a_factor": fa}
         base |= {"b_layout": b, "b_factor": fb}
         values = []
-        for s in seeds:
-            x = per_chunk[a, s, split, fa, scored]
-            y = per_chunk[b, s, split, fb, scored]
+        mine = [s for (layout, s, *cell) in per_chunk if (layout, *cell) == (a, split, fa, scored)]
+        for s in sorted(s for s in mine if (b, s, split, fb, scored) in per_chunk):
+            x, y = per_chunk[a, s, split, fa, scored], per_chunk[b, s, split, fb, scored]
             d, low, high = paired_difference(x, y, **draws, seed=seed)
             rows.append(base | {"seed": s, "difference": d, "low": low, "high": high, "n": len(x)})
             values.append(d)

@@ -39,10 +39,9 @@ def train_tokenizer(text: str, vocab_size: int) -> object:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
+        vocab_size=vocab_size, initial_alphabet=alphabet, show_progress=False
     )
     tokenizer.train_from_iterator(_pieces(text), trainer=trainer)
     return tokenizer
