@@ -70,13 +70,9 @@ def plot_curve_arms(
     panels = list(dict.fromkeys(zip(table["task"], table["layer"], strict=True)))
     tasks = list(dict.fromkeys(table["task"]))
     layers = sorted(table["layer"].unique())
-    fig = make_subplots(
-        rows=len(tasks),
-        cols=len(layers),
-        subplot_titles=[f"{label(t)}, layer {x}" for t in tasks for x in layers],
-        vertical_spacing=0.5 / len(tasks),
-        horizontal_spacing=0.08,
-    )
+    titles = [f"{label(t)}, layer {x}" for t in tasks for x in layers]
+    spacing = dict(vertical_spacing=0.5 / len(tasks), horizontal_spacing=0.08)
+    fig = make_subplots(rows=len(tasks), cols=len(layers), subplot_titles=titles, **spacing)
     span = float(table["size_target"].max() - table["size_target"].min()) or 0.1
     names = [f for f in (*STYLES, *CONTROLS.values()) if f in set(table["family"])]
     names += sorted(set(table["family"]) - set(names))

@@ -67,13 +67,9 @@ def plot_head_similarity(
     """
     table, values = _checked(rows, values, panel)
     panels = list(dict.fromkeys(table["_panel"]))
-    fig = make_subplots(
-        rows=len(values),
-        cols=len(panels),
-        subplot_titles=[str(key) for key in panels] + [""] * len(panels) * (len(values) - 1),
-        horizontal_spacing=0.12 / len(panels),
-        vertical_spacing=0.3 / len(values),
-    )
+    titles = [str(key) for key in panels] + [""] * len(panels) * (len(values) - 1)
+    spacing = dict(horizontal_spacing=0.12 / len(panels), vertical_spacing=0.3 / len(values))
+    fig = make_subplots(rows=len(values), cols=len(panels), subplot_titles=titles, **spacing)
     for row, value in enumerate(values, start=1):
         axis = "coloraxis" if row == 1 else f"coloraxis{row}"
         for col, key in enumerate(panels, start=1):

@@ -66,13 +66,8 @@ def plot_cosine_heatmaps(
     zmin, zmax = shared_range(grids)
     columns = max(1, min(columns, len(grids)))
     n_rows = math.ceil(len(grids) / columns)
-    fig = make_subplots(
-        rows=n_rows,
-        cols=columns,
-        subplot_titles=list(titles),
-        horizontal_spacing=0.2 / columns,
-        vertical_spacing=0.25 / n_rows,
-    )
+    spacing = dict(horizontal_spacing=0.2 / columns, vertical_spacing=0.25 / n_rows)
+    fig = make_subplots(rows=n_rows, cols=columns, subplot_titles=list(titles), **spacing)
     panel_px = min(
         max((WIDTH - FRAME_PX) / columns, MIN_PANEL_PX), (MAX_WIDTH - FRAME_PX) / columns
     )
@@ -145,18 +140,11 @@ def _tick_text(grids, titles, labels) -> list[list[str] | None]:
 
 def _heatmap(grid: np.ndarray, zmin: float, zmax: float, *, showscale: bool) -> go.Heatmap:
     positions = list(range(len(grid)))
-    return go.Heatmap(
-        z=np.where(np.isnan(grid), None, grid).tolist(),  # None: blank cells in the JSON
-        x=positions,
-        y=positions,
-        zmin=zmin,
-        zmax=zmax,
-        colorscale=COLORSCALE,
-        showscale=showscale,
-        colorbar=dict(title=dict(text="cosine", side="right"), thickness=15),
-        hoverongaps=False,
-        hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>",
-    )
+    z = np.where(np.isnan(grid), None, grid).tolist()  # None: blank cells in the JSON
+    scale = dict(zmin=zmin, zmax=zmax, colorscale=COLORSCALE, showscale=showscale)
+    bar = dict(title=dict(text="cosine", side="right"), thickness=15)
+    hover = dict(hoverongaps=False, hovertemplate="row %{y}, column %{x}: %{z:.3f}<extra></extra>")
+    return go.Heatmap(z=z, x=positions, y=positions, **scale, colorbar=bar, **hover)
 
 
 def _axes(index: int, n: int, text, *, panel_px: float) -> tuple[dict, dict]:

@@ -58,14 +58,9 @@ def plot_interventions(
     panels = _panels([n for n in names if n not in baseline], controls, families)
     tasks = list(dict.fromkeys(table["task"]))
     layers = sorted(table["layer"].unique())
-    fig = make_subplots(
-        rows=len(tasks),
-        cols=len(panels),
-        subplot_titles=[f"{t}: {p}" if t else p for t in tasks for p in panels],
-        shared_yaxes=True,
-        horizontal_spacing=0.04,
-        vertical_spacing=0.3 / len(tasks),
-    )
+    titles = [f"{t}: {p}" if t else p for t in tasks for p in panels]
+    spacing = dict(shared_yaxes=True, horizontal_spacing=0.04, vertical_spacing=0.3 / len(tasks))
+    fig = make_subplots(rows=len(tasks), cols=len(panels), subplot_titles=titles, **spacing)
     colours = _colours(panels, controls)
     is_control = {controls[n] for n in names if controls[n] != n}
     words = {n: (labels or {}).get(n, label(n)) for n in names}

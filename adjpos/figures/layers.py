@@ -110,13 +110,10 @@ def _draw_panels(
     panels = list(dict.fromkeys(stats["_panel"]))
     colours = _colours(list(dict.fromkeys(stats["_line"])), line)
     n_rows, columns = _grid(len(panels))
+    titles = None if panel is None else [_label(panel, key) for key in panels]
+    spacing = dict(horizontal_spacing=0.04 if shared_y else 0.08, vertical_spacing=0.35 / n_rows)
     fig = make_subplots(
-        rows=n_rows,
-        cols=columns,
-        subplot_titles=None if panel is None else [_label(panel, key) for key in panels],
-        shared_yaxes=shared_y,
-        horizontal_spacing=0.04 if shared_y else 0.08,
-        vertical_spacing=0.35 / n_rows,
+        rows=n_rows, cols=columns, subplot_titles=titles, shared_yaxes=shared_y, **spacing
     )
     shown: set[Hashable] = set()
     for index, key in enumerate(panels):

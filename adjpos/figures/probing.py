@@ -67,14 +67,9 @@ def plot_probe_scores(
     specs = [
         [{} if r * columns + c < len(keys) else None for c in range(columns)] for r in range(rows)
     ]
-    fig = make_subplots(
-        rows=rows,
-        cols=columns,
-        specs=specs,
-        subplot_titles=[f"{p}: {METRIC_TITLES.get(m, m)}<br>{GROUPS[g]}" for p, m, g in keys],
-        horizontal_spacing=0.1,
-        vertical_spacing=min(0.5 / rows, 0.22),
-    )
+    titles = [f"{p}: {METRIC_TITLES.get(m, m)}<br>{GROUPS[g]}" for p, m, g in keys]
+    spacing = dict(horizontal_spacing=0.1, vertical_spacing=min(0.5 / rows, 0.22))
+    fig = make_subplots(rows=rows, cols=columns, specs=specs, subplot_titles=titles, **spacing)
     colours = feature_colours(result.feature_sets)
     layers = result.layers
     shown: set[str] = set()

@@ -45,12 +45,8 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
     bad = sorted(float(v) for v in table.loc[~(table["init_range"] > 0), "init_range"].unique())
     if bad:
         raise UsageError(f"init_range must be > 0 for the log axis; got {bad}")
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("adjacency score at the first layer", "attention entropy H / log(k+1)"),
-        horizontal_spacing=0.1,
-    )
+    titles = ("adjacency score at the first layer", "attention entropy H / log(k+1)")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.1)
     measured = summarise_rows(table, None, "site", x="init_range", y="measured_adjacency")
     predicted = summarise_rows(table, None, "site", x="init_range", y="predicted_adjacency")
     for index, site in enumerate(dict.fromkeys(measured["_line"])):
@@ -76,12 +72,11 @@ def plot_first_layer_theory(rows: Rows, *, title: str | None = None) -> go.Figur
 
 def _line(points: pd.DataFrame, name: str, line: dict, *, errors: bool = False) -> go.Scatter:
     bars = errors and bool((points["size"] > 1).any())
+    error = dict(type="data", array=points["std"].tolist(), thickness=1, width=3) if bars else None
     return go.Scatter(
         x=points["init_range"].tolist(),
         y=points["mean"].tolist(),
-        error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
-        if bars
-        else None,
+        error_y=error,
         # a dashed prediction is a line, but a single init_range leaves only its point
         mode="lines" if line.get("dash") and len(points) > 1 else "lines+markers",
         marker=dict(symbol="diamond-open" if line.get("dash") else "circle"),
