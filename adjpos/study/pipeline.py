@@ -151,13 +151,10 @@ def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...
     if record.get("source") != source or not all((out / p).is_file() for p in record["written"]):
         drawn = run_figures(out)
         saved = save_figures({s: fig for s, (fig, _) in drawn.items()}, out / "figures", png=png)
-        record = {
-            "source": source,
-            "written": [str(p.relative_to(out)) for p in saved.written],
-            "png_skipped": saved.png_skipped,
-            "captions": [(stem, caption) for stem, (_, caption) in drawn.items()],  # in order
-            "frames": {stem: frame_size(fig) for stem, (fig, _) in drawn.items()},
-        }
+        files = [str(p.relative_to(out)) for p in saved.written]
+        record = {"source": source, "written": files, "png_skipped": saved.png_skipped}
+        record["captions"] = [(stem, caption) for stem, (_, caption) in drawn.items()]  # in order
+        record["frames"] = {stem: frame_size(fig) for stem, (fig, _) in drawn.items()}
         write_json(record_path, record)
     written = tuple(out / p for p in record["written"])
     pngs = {p.stem for p in written if p.suffix == ".png"}

@@ -57,20 +57,17 @@ class ProbeSubject:
     tokens: torch.Tensor
 
 
-def probe_pair(models: Any, sizes: Any, task: str, seed: int) -> tuple[ProbeSubject, ProbeSubject]:
-    """Trained seed `seed` of `task` and the random-init model of its own initial weights
-    (`Models.control` with ``like=seed``), on the task's held-out sequences of one length."""
-    model, spec = models.trained(task, seed)
-    tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
-    pair = ((TRAINED, model), (RANDOM, models.control(task, seed, like=seed)))
-    return tuple(ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair)
-
-
 def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int, *_: Any) -> dict:
     """One unit of the probing stage (`Context.per_unit`), all in its ``result``: both models'
     `ProbeResult` s (as JSON), the comparisons within the trained model and, for each of the
-    `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer."""
-    trained, copy = probe_pair(models, sizes, task, seed)
+    `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer. The copy
+    is `Models.control` with ``like=seed``; both read the task's held-out sequences of one
+    length."""
+    model, spec = models.trained(task, seed)
+    tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
+    pair = ((TRAINED, model), (RANDOM, models.control(task, seed, like=seed)))
+    subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair]
+    trained, copy = subjects
     first, draws = criteria.first_layer, criteria.draws
     probed = [json.loads(measure_probes(s, sizes).to_json()) for s in (trained, copy)]
     unit = {"task": task, "seed": seed, "trained": probed[0], "control": probed[1]}

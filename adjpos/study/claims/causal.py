@@ -187,12 +187,11 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     evidence += f"{fmt.n(criteria.size_slack)} times the control's; layers >= "
     evidence += f"{criteria.first_layer}, read-out positions {readout}"
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
-    return [
-        Verdict.tally(
-            statement, [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim], **words
-        )
-        for claim, statement in CLAIMS.items()
-    ]
+    out = []
+    for claim, statement in CLAIMS.items():
+        outcomes = [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim]
+        out.append(Verdict.tally(statement, outcomes, **words))
+    return out
 
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:

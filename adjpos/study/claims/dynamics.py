@@ -30,10 +30,8 @@ TITLE = "When the pattern appears: training dynamics"
 DYNAMICS = Table(task="string", seed="int64", step="int64", layer="Int64", metric="string")
 DYNAMICS += Table(value="float64") + INTERVAL
 # metric -> the adjacency view it reads (rows, centred, ties); see adjpos.scoring.sequence_views.
-ADJACENCY_METRICS = {
-    "adjacency": ("all", False, "strict"),
-    "adjacency_prompt_centred": ("prompt", True, "half"),
-}
+ADJACENCY_METRICS = {"adjacency": ("all", False, "strict")}
+ADJACENCY_METRICS["adjacency_prompt_centred"] = ("prompt", True, "half")
 # The metrics the report tabulates and judges (dynamics.csv has them all).
 SHOWN = ("adjacency", "adjacency_prompt_centred", "variance_ratio", "probe_gain")
 # Each trajectory's start, peak and end (``dynamics_trajectories.csv``; the report counts them).

@@ -67,13 +67,9 @@ def _carriers(result: ProbeResult, first: int) -> dict[str, Any]:
     their best layer >= `first` (each value, std, sem, layer, chance; None when not probed)."""
 
     def best(metric: str, probe: str, features: str | None = None, layer: int | None = None):
-        found = [
-            s
-            for s in result.scores
-            if (s.metric, s.probe) == (metric, probe)
-            and (s.layer >= first if layer is None else s.layer == layer)
-            and features in (None, s.features)
-        ]
+        found = [s for s in result.scores if (s.metric, s.probe) == (metric, probe)]
+        found = [s for s in found if features in (None, s.features)]
+        found = [s for s in found if (s.layer >= first if layer is None else s.layer == layer)]
         s = max(found, key=lambda s: s.value, default=None)
         return s and dict(value=s.value, std=s.std, sem=s.sem, layer=s.layer, chance=s.baseline)
 
@@ -149,13 +145,9 @@ def _summary_cell(cell: dict) -> str:
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     rows, cells = numbers["rows"], tally(numbers)
     by_cell = [{c["cell"]: c for c in cells[name]} for name in CELLS]  # each column's, by task
-    summary = fmt.table(
-        ["task", *(header for _, header in CELLS.values())],
-        [
-            [cell[0], *[_summary_cell(by_task[cell]) for by_task in by_cell]]
-            for cell in [c["cell"] for c in cells["cosine"]]
-        ],
-    )
+    keys = [c["cell"] for c in cells["cosine"]]
+    by_task = [[key[0], *[_summary_cell(by[key]) for by in by_cell]] for key in keys]
+    summary = fmt.table(["task", *(header for _, header in CELLS.values())], by_task)
     probes = fmt.table(
         ["task", "seed", "best backward cosine", "variance", "cosine - variance"]
         + ["profile - variance (ridge, many vs one)", "token_identity R^2"]

@@ -31,7 +31,7 @@ def measure(context: Context) -> dict[str, Any]:
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
     if models:
         cfg = next(iter(models.values())).cfg
-        tokens = text.held_out_windows(tokenizer, context.sizes.text_sequences, cfg.n_ctx)
+        tokens = text.held_out_windows(tokenizer, sizes.text_sequences, cfg.n_ctx)
         blocks = hybrid_nope_layers(cfg.n_layers)
         options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
         result = text.measure_text_models(models, tokens, causal_layers=blocks, **options)
