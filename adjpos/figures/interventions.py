@@ -153,16 +153,9 @@ def _points(
         x=x, y=y, mode="markers", marker=marker, name=name, legendgroup=name, showlegend=True
     )
     means = seeds.mean()
-    mean_bars = go.Scatter(
-        x=[places[layer] for layer in means.index],
-        y=means.tolist(),
-        mode="markers",
-        marker=MEAN | dict(color=style["color"]),
-        name=f"{name} (mean)",
-        legendgroup=name,
-        showlegend=False,
-        hoverinfo="name+y",
-    )
+    mean_bars = go.Scatter(x=[places[layer] for layer in means.index], y=means.tolist())
+    mean_bars.update(mode="markers", marker=MEAN | dict(color=style["color"]), hoverinfo="name+y")
+    mean_bars.update(name=f"{name} (mean)", legendgroup=name, showlegend=False)
     return [seed_points, mean_bars]
 
 
@@ -171,14 +164,8 @@ def _baseline(fig: go.Figure, rows: pd.DataFrame, layers: list, width: int, row:
     means = rows.groupby("layer")["exact_match"].mean()
     for i, layer in enumerate(layers):
         if layer in means.index:
-            trace = go.Scatter(
-                x=[i * width - 0.4, i * width + width - 1.6],
-                y=[means[layer]] * 2,
-                mode="lines",
-                line=BASELINE,
-                name="unchanged model",
-                legendgroup="unchanged model",
-                showlegend=row == col == i + 1 == 1,
-                hoverinfo="name+y",
-            )
+            x = [i * width - 0.4, i * width + width - 1.6]
+            trace = go.Scatter(x=x, y=[means[layer]] * 2, mode="lines", line=BASELINE)
+            trace.update(name="unchanged model", legendgroup="unchanged model", hoverinfo="name+y")
+            trace.update(showlegend=row == col == i + 1 == 1)
             fig.add_trace(trace, row=row, col=col)

@@ -122,18 +122,11 @@ def _draw_panels(
         for value in (v for v in colours if v in set(mine["_line"])):
             points = mine[mine["_line"] == value]
             bars = errors and bool((points["size"] > 1).any())
-            trace = go.Scatter(
-                x=points[x].tolist(),
-                y=points["mean"].tolist(),
-                error_y=dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
-                if bars
-                else None,
-                mode="lines+markers",
-                name=_label(line, value),
-                legendgroup=str(value),
-                showlegend=value not in shown,
-                line=dict(color=colours[value]),
-            )
+            y = points["mean"].tolist()
+            std = dict(type="data", array=points["std"].tolist(), thickness=1, width=3)
+            trace = go.Scatter(x=points[x].tolist(), y=y, error_y=std if bars else None)
+            trace.update(mode="lines+markers", name=_label(line, value), legendgroup=str(value))
+            trace.update(showlegend=value not in shown, line=dict(color=colours[value]))
             fig.add_trace(trace, **where)
             shown.add(value)
     fig.update_layout(legend_title_text=label(line))
