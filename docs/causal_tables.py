@@ -102,7 +102,8 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
         out = []
         for (layer, dose, arm), cell in group.groupby(["layer", "dose", "arm"], sort=False):
             cell = cell.sort_values("seed")
-            row = {"layer": layer, "size": f"{dose:g}" if dose else "-", "arm": arm}
+            size = (int(dose) if float(dose).is_integer() else dose) if dose else "-"
+            row = {"layer": layer, "size": size, "arm": arm}
             row["change"] = f"{cell['perturbation'].mean():.3f}"
             row["exact match"] = f"{cell['exact_match'].mean():.2f}"
             row["- random, by seed"] = " / ".join(
