@@ -28,7 +28,7 @@ from adjpos.interventions.curve.change import (
     measured_curves,
     reached_prompts,
 )
-from adjpos.interventions.curve.columns import ARM_TABLE
+from adjpos.interventions.curve.columns import ARM_TABLE, curve_columns, fit_position_probe
 from adjpos.interventions.curve.numbers import CellNumbers, SizeNumbers
 from adjpos.interventions.specs import plan_units
 from adjpos.runs import RunFolder
@@ -123,6 +123,18 @@ def test_a_fractional_dose_is_that_share_of_the_shift_by_one_with_the_shifts_ble
             assert shift.matched[length].target == pytest.approx(target / 2)
             assert shift.matched[length].reached and shift.matched[length].parameter < 1
         assert max(shift.matched[length].parameter for shift in whole) == 1.0
+    # the shift's check reads the direction it moves in: the same at half a blend as whole
+    counts = {13: 5, 16: 4}
+    fitted = Fitted(8, prompts=prompts, counts=counts, runs_of=lambda t: ((1, len(t) - 2),))
+    shifts = [SPECS["position_shift"].build(fitted, draw=0, dose=Dose(m, 1)) for m in (0.5, 1)]
+    measured = dict(
+        lengths=[13] * 5 + [16] * 4,
+        states={(n, ((1, n - 2),)): prompts[n][0][: counts[n]] for n in counts},
+        tokens={n: prompts[n][1] for n in counts},
+        probe=fit_position_probe(prompts, counts),
+    )
+    moved = [curve_columns([b], None, **measured)["curve_moved"] for b in shifts]
+    assert moved[0] == pytest.approx(moved[1]) and moved[0] > 0
 
 
 def _long_runs(tokens):

@@ -45,7 +45,7 @@ ARM_TABLE = Table(
     # (the change size measured while decoding is `perturbation`)
     distance_change="float64",  # relative change of the pairwise distances of the curve
     curve_offset="float64",  # nearest unchanged curve point's position minus t (-k: shift k)
-    curve_moved="float64",  # a shift's curve_offset times -sign(k) (> 0: moved its way); else
+    curve_moved="float64",  # a shift's full curve_offset times -sign(k) (> 0: moved its way); else
     # the mean distance of each changed point's nearest unchanged point from its own position
     curve_adjacency="float64",  # the changed curve's own locality (adjacency of its points)
     curve_adjacency_before="float64",  # the same of the unchanged curve
@@ -192,8 +192,10 @@ def _checks(
         found = memo[key] | {
             "distance_change": curve_distance_change(curve, new, changed),
             "curve_offset": moved,
-            # a shift's points moved its way; another arm's moved at all
-            "curve_moved": -np.sign(offset) * moved
+            # a shift's points moved its way (at its full blend: a blended point lies between
+            # two points of the curve, as near one as the other at half); another arm's at all
+            "curve_moved": -np.sign(offset)
+            * curve_offset(curve, change.arm.new_curve(curve, 1.0, runs), changed)
             if offset
             else curve_offset(curve, new, changed, absolute=True),
             "curve_adjacency": curve_adjacency(new, varying),
