@@ -102,7 +102,7 @@ def arm_tables(run: Path) -> dict[str, pd.DataFrame]:
         out = []
         for (layer, dose, arm), cell in group.groupby(["layer", "dose", "arm"], sort=False):
             cell = cell.sort_values("seed")
-            size = (int(dose) if float(dose).is_integer() else dose) if dose else "-"
+            size = (int(dose) if float(dose).is_integer() else f"{dose:g}") if dose else "-"
             row = {"layer": layer, "size": size, "arm": arm}
             row["change"] = f"{cell['perturbation'].mean():.3f}"
             row["exact match"] = f"{cell['exact_match'].mean():.2f}"
