@@ -47,7 +47,8 @@ def plot_curve_arms(
     for each arm: every seed a point, the seeds' mean a line through the doses (at the mean
     of the seeds' sizes); each random control drawn grey, its bar spanning its seeds'
     intervals. One panel per (``task``, ``layer``); under each, the lines of `readings` for it
-    (the rule's reading per size).
+    (the rule's reading per size). An arm row that reached its size on no prompt
+    (``unreached_share`` 1) is left out.
 
     Args:
         rows: arm rows (`adjpos.interventions.ARM_TABLE` columns with `value` and its
@@ -64,6 +65,8 @@ def plot_curve_arms(
     if missing:
         raise UsageError(f"arm rows lack columns {missing}; need {need}")
     table = rows.dropna(subset=["arm"])
+    if "unreached_share" in table:  # an arm that reached its size on no prompt changed nothing
+        table = table[~(table["unreached_share"] >= 1)]
     if table.empty:
         raise UsageError("no arm rows to draw (the 'arm' column is empty)")
     table = table.assign(family=table["arm"].map(lambda a: CONTROLS.get(a, family(a))))

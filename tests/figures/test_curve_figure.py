@@ -76,3 +76,15 @@ def test_bad_rows_get_a_clear_error():
         plot_curve_arms(_rows().drop(columns="size_target"))
     with pytest.raises(UsageError, match="no arm rows"):
         plot_curve_arms(_rows().assign(arm=None))
+
+
+def test_an_arm_that_reached_its_size_on_no_prompt_is_not_drawn():
+    rows = _rows().assign(unreached_share=0.0)
+    scatter = rows["arm"] == "scatter"
+    drawn = plot_curve_arms(rows)
+    assert "scatter" in {t.name for t in drawn.data}
+    rows.loc[scatter, "unreached_share"] = 1.0
+    assert "scatter" not in {t.name for t in plot_curve_arms(rows).data}
+    rows.loc[scatter & (rows["dose"] == 1), "unreached_share"] = 0.4  # compared on 60%
+    kept = [t for t in plot_curve_arms(rows).data if t.name == "scatter"]
+    assert kept and all(len(t.x) <= 3 for t in kept)  # one size: its seeds, no line through two
