@@ -71,10 +71,9 @@ def frame_size(fig: go.Figure) -> tuple[int, int]:
 def _write_png(fig: go.Figure, path: Path) -> str | None:
     """Write the PNG; on failure return a one-line reason instead of raising."""
     path.unlink(missing_ok=True)  # never leave a PNG from an earlier run beside new HTML
-    try:
-        import kaleido  # noqa: F401
-    except ImportError:
-        return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
+    missing = _kaleido_missing()
+    if missing:
+        return missing
     error = None
     for attempt in range(3):  # kaleido's browser page is now and then not ready: retry
         try:
@@ -85,6 +84,15 @@ def _write_png(fig: go.Figure, path: Path) -> str | None:
             time.sleep(0.5 * (attempt + 1))
     first = next((line for line in str(error).splitlines() if line.strip()), "unknown error")
     return f"PNG skipped: {first.strip()[:200]}; {ENABLE_PNG}"
+
+
+def _kaleido_missing() -> str | None:
+    """The reason to skip PNGs when kaleido cannot be imported, else None."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return f"PNG skipped: kaleido is not installed; {ENABLE_PNG}"
+    return None
 
 
 def save_figures(
@@ -119,6 +127,9 @@ def save_figures(
 def _write_pngs(figures: list[go.Figure], paths: list[Path]) -> str | None:
     """Write the PNGs in one kaleido batch; on failure (kaleido missing too), one figure at a
     time (which retries, or says why not)."""
+    missing = _kaleido_missing()  # plotly may hold kaleido from an earlier import
+    if missing:
+        return missing
     try:
         pio.write_images(
             figures,
