@@ -1,14 +1,17 @@
 """What each layout of the text models learns: held-out loss per layout and seed, at the training
-context and at 2x and 4x it (length extrapolation), and the layouts paired by seed
+context and at 2x, 4x and 8x it (length extrapolation), and the layouts paired by seed
 (`adjpos.text.evaluate`; docs/text-models.md gives the tables and how they are computed).
 
-    python examples/text_losses.py [--seeds 0 1 2] [--max-chunks 64] [--out runs/text-losses]
+    python examples/text_losses.py [--seeds 0 1 2] [--widths 64 128] [--factors 1 2 4 8]
+        [--max-chunks 64] [--out runs/text-losses]
 
-reads the shipped models (``pretrained:text-LAYOUT:SEED``, every shipped seed by default; the
-seeds asked for but not shipped are named), the corpus's validation and test splits (fetched
-once, see `adjpos.text.corpus`), writes ``losses.csv`` and ``differences.csv`` to ``--out`` and
-prints the tables as markdown. ``--quick`` runs tiny random models of each layout on a generated
-text (no corpus, no shipped model): the smoke test.
+reads the shipped models of each width (``pretrained:text-LAYOUT:SEED`` at d_model 64,
+``pretrained:text-LAYOUT-d128:SEED`` at 128; every shipped seed by default; the seeds asked for
+but not shipped are named), the corpus's validation and test splits (fetched once, see
+`adjpos.text.corpus`), writes ``losses.csv`` and ``differences.csv`` to ``--out`` and prints the
+tables as markdown: the layouts paired within a width, and each layout's widths paired. ``--quick``
+runs tiny random models of each layout on a generated text (no corpus, no shipped model): the
+smoke test.
 """
 
 import argparse
@@ -20,10 +23,10 @@ import torch
 
 import adjpos
 from adjpos.text.evaluate import DIFFERENCES, FACTORS, LOSSES, evaluate_layouts
-from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, layout_config
+from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, WIDTHS, layout_config, sized
 from adjpos.text_layers import shipped_text_models
 
-QUICK = {"context": 8, "max_chunks": 6, "seeds": (0, 1), "n_boot": 200}
+QUICK = {"context": 8, "max_chunks": 6, "seeds": (0, 1), "n_boot": 200, "factors": FACTORS}
 
 
 def quick_inputs() -> tuple[dict, dict]:
@@ -34,7 +37,7 @@ def quick_inputs() -> tuple[dict, dict]:
 
     tokenizer = train_tokenizer(generated_text(), 300)
     ids = torch.tensor(encode_text(tokenizer, generated_text(1200)))
-    n_ctx = QUICK["context"] * max(FACTORS)
+    n_ctx = QUICK["context"] * max(QUICK["factors"])
     tiny = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": n_ctx}
     models = {
         (layout, seed): adjpos.build_model(layout_config(layout, **tiny, seed=seed)).eval()
@@ -44,11 +47,13 @@ def quick_inputs() -> tuple[dict, dict]:
     return models, {"validation": ids[: len(ids) // 2], "test": ids[len(ids) // 2 :]}
 
 
-def shipped_inputs(seeds: list[int] | None) -> tuple[dict, dict]:
-    """The shipped models (read at 4x their context) and the corpus's held-out splits."""
+def shipped_inputs(seeds: list[int] | None, widths: list[int], factors: list[int]) -> tuple:
+    """The shipped models of `widths` (read at the largest of `factors` times their context)
+    and the corpus's held-out splits."""
     from adjpos.text import encode_text, read_split
 
-    models, tokenizer, missing = shipped_text_models(seeds, n_ctx=max(FACTORS) * 128)
+    n_ctx = max(factors) * RECIPE_DATA["context"]
+    models, tokenizer, missing = shipped_text_models(seeds, n_ctx=n_ctx, widths=widths)
     if not models:
         sys.exit("no text model is shipped: examples/train_text.py trains and installs them")
     if missing:
@@ -98,6 +103,8 @@ def difference_table(differences: pd.DataFrame, context: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument("--widths", nargs="+", type=int, default=list(WIDTHS), choices=WIDTHS)
+    parser.add_argument("--factors", nargs="+", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--max-chunks", type=int, default=64, help="chunks per split")
     parser.add_argument("--out", type=Path, default=Path("runs/text-losses"))
     parser.add_argument("--quick", action="store_true")
@@ -106,23 +113,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         models, splits = quick_inputs()
         options = {"train_context": QUICK["context"], "max_chunks": QUICK["max_chunks"]}
-        options["n_boot"] = QUICK["n_boot"]
+        options |= {"n_boot": QUICK["n_boot"], "factors": QUICK["factors"]}
     else:
-        models, splits = shipped_inputs(args.seeds)
+        models, splits = shipped_inputs(args.seeds, args.widths, args.factors)
         options = {"train_context": RECIPE_DATA["context"], "max_chunks": args.max_chunks}
+        options["factors"] = args.factors
     progress = {
         "on_model": lambda layout, seed: print(f"measured {layout} seed {seed}", file=sys.stderr)
     }
     losses, differences = evaluate_layouts(models, splits, **options, **progress)
     LOSSES.write(args.out / "losses.csv", losses)
     DIFFERENCES.write(args.out / "differences.csv", differences)
-    n, chunk = losses["n_chunks"].iloc[0], max(FACTORS) * options["train_context"]
+    n, chunk = losses["n_chunks"].iloc[0], max(options["factors"]) * options["train_context"]
     print(f"Held-out loss (nats per token; {n} chunks of {chunk} tokens per split):\n")
     print(loss_table(losses))
-    layouts = differences[differences["a_layout"] != differences["b_layout"]]
-    print("\nLayouts paired by seed (a - b):\n")
-    print(difference_table(layouts, options["train_context"]))
-    print("\nLength extrapolation (each layout at 2x and 4x the training context - at 1x):\n")
+    width = {sized(x, d): d for x in LAYOUTS for d in WIDTHS}
+    layout = {sized(x, d): x for x in LAYOUTS for d in WIDTHS}
+    a, b = differences["a_layout"], differences["b_layout"]
+    same_width = (a != b) & (a.map(width) == b.map(width))
+    print("\nLayouts paired by seed within a width (a - b):\n")
+    print(difference_table(differences[same_width], options["train_context"]))
+    widths = (a.map(width) != b.map(width)) & (a.map(layout) == b.map(layout))
+    if widths.any():
+        print("\nWidths paired by seed, each layout (a - b):\n")
+        print(difference_table(differences[widths], options["train_context"]))
+    times = ", ".join(f"{f}x" for f in options["factors"][1:])
+    print(f"\nLength extrapolation (each layout at {times} the training context - at 1x):\n")
     same = differences[differences["a_layout"] == differences["b_layout"]]
     print(difference_table(same, options["train_context"]))
 
