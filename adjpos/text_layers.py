@@ -12,9 +12,10 @@ windows of held-out text (`held_out_windows`):
   windows as groups; chance is 0);
 - the causal position-curve tests with next-token loss as the measure
   (`adjpos.interventions.text_intervention_table`): at the input of each block of
-  `causal_layers`, the position curve's arms at the size of its full shift by 1 (shifted by -1
-  and +1, rotated, scattered), each against the random curve of its size, the sink kept; the
-  study's rule of the arms (`adjpos.study.rules`) reads them with a loss rise as the harm.
+  `causal_layers`, the position curve's arms at the sizes of its full shifts by 1 and by 2
+  (`CURVE_DOSES`; shifted by -m and +m, rotated, scattered, its edges moved), each against
+  the random curve of its size, the sink kept; the study's rule of the arms
+  (`adjpos.study.rules`) reads them with a loss rise as the harm.
 
 Then the hybrid against the all-RoPE model of the same seed, on the same windows: per layer
 and view, the per-window difference in adjacency (hybrid - rope) with a paired bootstrap
@@ -53,9 +54,11 @@ from adjpos.validation import UsageError
 VIEWS = {"raw": (False, 0), "raw, sink out": (False, 1)}
 VIEWS |= {"centred": (True, 0), "centred, sink out": (True, 1)}
 # The causal tests: the position curve's arms the study runs on text (`specs_in("text")`, each
-# compared with the random curve of its size) at the sizes of its full shifts by `CURVE_DOSES`.
+# compared with the random curve of its size) at the sizes of its full shifts by `CURVE_DOSES`:
+# by 1 and by 2, the shift that costs text models the most (docs/text-models.md, "How much can
+# a change of the curve cost on text?"; no curve change costs 0.1 nats at any block).
 CURVE_INTERVENTIONS = specs_in("text")
-CURVE_DOSES = (1,)
+CURVE_DOSES = (1, 2)
 SHARES = ("token", "position", "context")
 KEYS = Table(layout="string", seed="int64", layer="int64")
 ADJACENCY = KEYS + Table(kind="string", view="string", adjacency="float64")

@@ -18,10 +18,22 @@ import scipy.stats  # noqa: F401
 import torch
 from filelock import FileLock
 from hypothesis import settings
+from jaxtyping import install_import_hook
 from threadpoolctl import threadpool_limits
 
-from adjpos.models import build_model
-from factories import TINY_REPRODUCE, tiny_config
+# The shape checker: jaxtyping with beartype on every adjpos module that declares array
+# shapes (imports jaxtyping), installed before adjpos is imported. The other modules hold no
+# shapes to check, and checking their plain hints cost a fifth of the suite's time.
+_ADJPOS = Path(__file__).parents[1] / "adjpos"
+SHAPED = sorted(
+    ".".join(path.relative_to(_ADJPOS.parent).with_suffix("").parts).removesuffix(".__init__")
+    for path in _ADJPOS.rglob("*.py")
+    if "from jaxtyping import" in path.read_text(encoding="utf-8")
+)
+install_import_hook(SHAPED, "beartype.beartype")
+
+from adjpos.models import build_model  # noqa: E402
+from factories import TINY_REPRODUCE, tiny_config  # noqa: E402
 
 # The models and probes here are tiny, so threads buy nothing, and on a busy machine OpenMP
 # and BLAS threads waiting for a free core made a small logistic fit 40x slower. The
@@ -106,7 +118,7 @@ def tokens():
 
 @contextlib.contextmanager
 def shape_checks_off():
-    """The test-time shape checker (``--jaxtyping-packages`` in pyproject.toml) switched off."""
+    """The test-time shape checker (`SHAPED`, above) switched off."""
     import jaxtyping
 
     jaxtyping.config.update("jaxtyping_disable", True)

@@ -112,6 +112,10 @@ class StudySizes:
     theory_heatmap_scale: float = help_field("init scale of the first-layer heatmaps", 0.1)
     text_sequences: int = help_field("windows of held-out text per text model", 64)
     text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
+    text_doses: tuple[int | float, ...] = help_field(
+        "the text arms' sizes (as curve_doses): the shift by 2 costs text models the most",
+        (1, 2),
+    )
     text_widths: tuple[int, ...] = help_field(
         "widths of the text models read (64: text-LAYOUT; 128: text-LAYOUT-d128)", WIDTHS
     )
@@ -128,6 +132,7 @@ class StudySizes:
             elif f.name.endswith(("seeds", "_layers", "_widths")) and not unused:
                 check_int_list(f.name, value)
         check_doses(list(self.curve_doses))
+        check_doses(list(self.text_doses))
         check_interventions(self.interventions)
         if set(self.text_widths) - set(WIDTHS):
             raise UsageError(
@@ -162,7 +167,7 @@ QUICK = dataclasses.replace(
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),
     theory_samples=128,
-    **dict(text_sequences=12, text_seeds=(0,), text_widths=WIDTHS[:1]),
+    **dict(text_sequences=12, text_seeds=(0,), text_widths=WIDTHS[:1], text_doses=(1,)),
 )
 # What TINY changes from QUICK: it only proves the pipeline runs.
 TINY = dataclasses.replace(
