@@ -10,6 +10,7 @@ from adjpos.text import corpus
 from adjpos.text.recipe import layout_config
 from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
 from adjpos.text_layers import (
+    CURVE_DOSES,
     CURVE_INTERVENTIONS,
     VIEWS,
     held_out_windows,
@@ -75,22 +76,24 @@ def test_position_and_causal_rows_and_their_numbers(measured):
     causal = result.causal
     assert set(causal["intervention"]) == {*CURVE_INTERVENTIONS, "position_random"}
     assert set(causal["layer"]) == {3} and set(causal["skip_first"]) == {1}
-    assert set(causal["dose"].dropna()) == {1}
+    assert set(causal["dose"].dropna()) == set(CURVE_DOSES) == {1, 2}
     numbers = summarise(result)
     (cell,) = [c for c in numbers["causal"] if c["layout"] == "nope"]
     assert cell["seeds"] == [0, 1] and len(cell["rule"]) == 2
-    assert set(cell["arms"]) == {"shift-1", "shift+1", "rotate", "scatter", "edges"}
-    rows = causal.query("layout == 'nope' and arm == 'shift+1'")
+    shifts = {f"shift{s}{m}" for s in "+-" for m in CURVE_DOSES}
+    assert set(cell["arms"]) == shifts | {"rotate", "scatter", "edges"}
     columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
-    assert [a[:4] for a in cell["arms"]["shift+1"]] == rows[columns].to_numpy().tolist()
-    # the rule reads each difference with a loss rise as the harm: negated, ends swapped
-    for plain, (_, r) in zip(cell["rule"], rows.iterrows(), strict=True):
-        (size,) = plain["sizes"]
-        found = {(a, b): rest for a, b, *rest in size["differences"]}
-        value, low, high = found["shift+1", "random"]
-        assert (value, low, high) == pytest.approx(
-            [-r.loss_difference, -r.loss_difference_high, -r.loss_difference_low]
-        )
+    for m in CURVE_DOSES:
+        rows = causal.query(f"layout == 'nope' and arm == 'shift+{m}'")
+        assert [a[:4] for a in cell["arms"][f"shift+{m}"]] == rows[columns].to_numpy().tolist()
+        # the rule reads each difference with a loss rise as the harm: negated, ends swapped
+        for plain, (_, r) in zip(cell["rule"], rows.iterrows(), strict=True):
+            (size,) = [s for s in plain["sizes"] if f"shift+{m}" in s["checks"]]
+            found = {(a, b): rest for a, b, *rest in size["differences"]}
+            value, low, high = found[f"shift+{m}", "random"]
+            assert (value, low, high) == pytest.approx(
+                [-r.loss_difference, -r.loss_difference_high, -r.loss_difference_low]
+            )
     assert set(result.differences["layout"]) == {"nope", "rope", "hybrid"}
     assert numbers["seeds"] == [0, 1]
 
