@@ -55,8 +55,9 @@ VIEWS = {"raw": (False, 0), "raw, sink out": (False, 1)}
 VIEWS |= {"centred": (True, 0), "centred, sink out": (True, 1)}
 # The causal tests: the position curve's arms the study runs on text (`specs_in("text")`, each
 # compared with the random curve of its size) at the sizes of its full shifts by `CURVE_DOSES`:
-# by 1 and by 2, the shift that costs text models the most (docs/text-models.md, "How much can
-# a change of the curve cost on text?"; no curve change costs 0.1 nats at any block).
+# by 1 and by 2 (two sizes for the rule; on text a full shift by more is hardly larger, and no
+# change of the curve costs 0.1 nats at any block: docs/text-models.md, "How much can a change
+# of the curve cost on text?").
 CURVE_INTERVENTIONS = specs_in("text")
 CURVE_DOSES = (1, 2)
 SHARES = ("token", "position", "context")

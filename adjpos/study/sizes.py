@@ -113,7 +113,8 @@ class StudySizes:
     text_sequences: int = help_field("windows of held-out text per text model", 64)
     text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
     text_doses: tuple[int | float, ...] = help_field(
-        "the text arms' sizes (as curve_doses): the shift by 2 costs text models the most",
+        "the text arms' sizes (as curve_doses): a second size for the rule; a full shift by "
+        "more than 2 is hardly larger on text",
         (1, 2),
     )
     text_widths: tuple[int, ...] = help_field(
