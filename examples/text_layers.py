@@ -2,7 +2,7 @@
 four views, decomposition shares, position probes, causal position-curve tests) and the
 stage's verdicts, as ``adjpos reproduce`` measures and judges them (`adjpos.study.claims.text`).
 
-    python examples/text_layers.py [--size full|quick] [--out runs/text-layers]
+    python examples/text_layers.py [--size full|quick] [--out runs/text-layers] [--print-only]
 
 writes the stage's tables (``results/text_*.csv``) and numbers (``text.json``) under ``--out``
 and prints the verdicts and the report's section. ``--quick`` measures tiny random models of
@@ -22,7 +22,7 @@ from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import claim
 from adjpos.study.rules import row_passed
 from adjpos.study.sizes import SIZES
-from adjpos.text.recipe import LAYOUTS, layout_config
+from adjpos.text.recipe import LAYOUTS, WIDTHS, layout_config, sized
 
 VIEW = "raw, sink out"
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 2048, "n_ctx": 32}
@@ -52,21 +52,24 @@ def span(cell: dict) -> str:
     return f"{cell['value']:.3f} ({low:.3f} to {high:.3f})"
 
 
-def layer_table(numbers: dict) -> str:
-    """One row per layer, the layouts side by side: kind and score (raw, sink left out), and
-    for each layout the probe's R^2 (the all-NoPE model's position share too)."""
+def layer_table(numbers: dict, width: int = WIDTHS[0]) -> str:
+    """One row per layer, the layouts of one width side by side: kind and score (raw, sink
+    left out), and for each layout the probe's R^2 (the all-NoPE model's position share
+    too)."""
     adjacency = {(c["layout"], c["layer"]): c for c in numbers["adjacency"] if c["view"] == VIEW}
     position = {(c["layout"], c["layer"], c["measure"]): c["value"] for c in numbers["position"]}
-    layouts = [x for x in LAYOUTS if any(key[0] == x for key in adjacency)]
+    named = [sized(x, width) for x in LAYOUTS]
+    layouts = [x for x in named if any(key[0] == x for key in adjacency)]
     head = ["layer"] + [f"{x}: kind, score" for x in layouts] + [f"{x}: R^2" for x in layouts]
     lines = [
-        "| " + " | ".join(head + ["nope: position share"]) + " |",
+        "| " + " | ".join(head + [f"{named[0]}: position share"]) + " |",
         "|---" * (len(head) + 1) + "|",
     ]
     for layer in sorted({key[1] for key in adjacency}):
         cells = [f"{adjacency[x, layer]['kind']} {span(adjacency[x, layer])}" for x in layouts]
         cells += [f"{position[x, layer, 'probe R^2']:.2f}" for x in layouts]
-        cells.append(f"{position.get(('nope', layer, 'position share'), float('nan')):.3f}")
+        share = position.get((named[0], layer, "position share"), float("nan"))
+        cells.append(f"{share:.3f}")
         lines.append(f"| {layer} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -79,14 +82,15 @@ def causal_table(results: Path) -> str:
     table = layers.CAUSAL.read(results / "text_causal.csv")
     arms = table[table["arm"].notna() & (table["arm"] != "random")]
     lines = [
-        "| layout | seed | block | arm | loss - random | % draws above | size | offset | check |"
+        "| layout | seed | block | dose | arm | loss - random | % draws above | size | offset "
+        "| check |"
     ]
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
     for r in arms.itertuples():
         interval = (
             f"{r.loss_difference:.3f} [{r.loss_difference_low:.3f}, {r.loss_difference_high:.3f}]"
         )
-        cells = [r.layout, r.seed, r.layer, r.arm, interval, f"{r.percentile:.0f}"]
+        cells = [r.layout, r.seed, r.layer, f"{r.dose:g}", r.arm, interval, f"{r.percentile:.0f}"]
         cells += [
             f"{r.perturbation:.3f}",
             f"{r.curve_offset:+.2f}",
@@ -101,11 +105,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="full")
     parser.add_argument("--out", type=Path, default=Path("runs/text-layers"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--print-only", action="store_true", help="print the tables of the results in --out"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     results, stage = args.out / "results", claim("text")
     results.mkdir(parents=True, exist_ok=True)
-    if args.quick:
+    if args.print_only:
+        numbers = json.loads((results / "text.json").read_text())
+    elif args.quick:
         numbers = quick_numbers(results)
     else:
         context = Context(SimpleNamespace(path=args.out), None, SIZES[args.size], CRITERIA)
@@ -116,12 +125,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{verdict.claim}: {verdict.status} ({verdict.counts}; seeds {verdict.seeds})")
     print()
     print(stage.section(numbers, CRITERIA, lambda prefix: ""))
-    if numbers["seeds"]:
-        print("\nBy layer, the layouts side by side:\n")
-        print(layer_table(numbers))
-        if (results / "text_causal.csv").is_file():
-            print("\nThe causal tests, each arm against the random curve of its size:\n")
-            print(causal_table(results))
+    widths = [
+        d for d in WIDTHS if any(c["layout"] == sized("nope", d) for c in numbers["adjacency"])
+    ]
+    for width in widths if numbers["seeds"] else ():
+        print(f"\nBy layer, the layouts of width {width} side by side:\n")
+        print(layer_table(numbers, width))
+    if numbers["seeds"] and (results / "text_causal.csv").is_file():
+        print("\nThe causal tests, each arm against the random curve of its size:\n")
+        print(causal_table(results))
 
 
 if __name__ == "__main__":

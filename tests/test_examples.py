@@ -628,7 +628,7 @@ def test_text_baselines(run_example):
     assert out.count("| tiny-") == 3
 
 
-def test_text_layers(run_example):
+def test_text_layers(run_example, capsys):
     # The printed adjacency (sink left out) of a tiny model's layer 2, its mean over the two
     # seeds recomputed by the slow pair-counting reference from TransformerLens's states.
     from adjpos.text.corpus import HELD_OUT
@@ -647,6 +647,9 @@ def test_text_layers(run_example):
             scores.append(slow_adjacency(residual(model, tokens, 2)[:, 1:]))
         assert printed == pytest.approx(np.mean(scores), abs=ROUNDING[3])
     assert "NoPE layers read the position curve as an address on text (causal):" in out
+    assert "| layout | seed | block | dose | arm |" in out
+    script["main"](["--print-only"])  # the tables again, from the results the run wrote
+    assert capsys.readouterr().out == out
 
 
 def test_text_curve_doses(run_example):
