@@ -1,3 +1,5 @@
+import functools
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -161,7 +163,7 @@ def _hf_bridge():
 def test_reduced_states_are_the_captured_ones(site, batch_size, picked, kind):
     """Whatever the site, layers and chunks, reduce sees exactly the states the per-layer
     capture gives (the old path: one run per layer on a bridge), with the rows of its chunk."""
-    model = _MODELS[kind]
+    model = _model(kind)
     layers = [x for x in picked if x < (3 if site == "resid_post" else 2)] or [0]
     tokens = torch.randint(0, 20, (5, 9), generator=torch.Generator().manual_seed(len(picked)))
     seen = reduce_residuals(
@@ -184,7 +186,11 @@ def test_reduced_states_are_the_captured_ones(site, batch_size, picked, kind):
     assert _no_hooks_left(model)
 
 
-_MODELS = {"hooked": build_model(tiny_config()), "bridge": tiny_bridge()}
+@functools.cache
+def _model(kind: str):
+    """One model of each kind for the property test's examples, built on first use (not while
+    the test files are collected)."""
+    return build_model(tiny_config()) if kind == "hooked" else tiny_bridge()
 
 
 @pytest.mark.parametrize("kind", ["hooked", "bridge", "hf"])
