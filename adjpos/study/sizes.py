@@ -77,10 +77,9 @@ class StudySizes:
     curve_doses: tuple[int | float, ...] = help_field(
         "the arms' sizes: at m, the size of the curve's full shift by m, at m < 1 that fraction "
         "of the shift by 1's (a size needs a shift for the rule to read it, and locality two "
-        "sizes; the half and quarter shifts keep sizes measurable where the shift by 1 already "
-        "breaks the random control, as at reversal's layer 2, and within a short interior's "
-        "reach)",
-        (0.25, 0.5, 1, 2),
+        "sizes; the half shift keeps a size measurable where the shift by 1 already breaks the "
+        "random control, and within a short interior's reach)",
+        (0.5, 1, 2),
     )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
