@@ -9,6 +9,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from adjpos.text.recipe import WIDTHS, sized
+
 TEMPLATE = "plotly_white"
 FONT = dict(family="Helvetica, Arial, sans-serif", size=13)
 # Okabe and Ito's colour-blind-safe palette without its yellow (faint on white) and black, then
@@ -59,6 +61,8 @@ LABELS = {
     "resid_mid": "residual after attention",
     "resid_post": "residual after the block",
 } | LAYOUTS
+# The text models of the other widths (`adjpos.text.recipe.sized`): "NoPE, width 128".
+LABELS |= {sized(x, d): f"{w}, width {d}" for x, w in LAYOUTS.items() for d in WIDTHS[1:]}
 CHANCE = dict(color="#888888", dash="dash", width=1.5)
 # Controls (shuffled positions) are drawn dotted so they never pass for a carrier.
 CONTROL_DASH = "dot"

@@ -23,7 +23,7 @@ from adjpos.figures import (
     plot_variance_shares,
 )
 from adjpos.figures.decomposition import PARTS
-from adjpos.figures.style import KIND_COLORS, MODEL_KINDS, line_colors, log_ticks
+from adjpos.figures.style import KIND_COLORS, MODEL_KINDS, label, line_colors, log_ticks
 from figure_checks import (
     assert_axes_named,
     assert_log_ticks_are_numbers,
@@ -175,3 +175,8 @@ def test_no_figure_is_wider_than_a_report_frame_allows():
     )  # fmt: skip
     for fig in (*_figures(), many, heads):
         assert fig.layout.width <= MAX_WIDTH and not math.isnan(fig.layout.height)
+
+
+def test_the_text_models_of_the_second_width_are_named_in_words():
+    assert label("nope") == "NoPE" and label("nope-d128") == "NoPE, width 128"
+    assert label("hybrid-d128") == "hybrid, width 128"
