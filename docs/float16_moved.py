@@ -23,7 +23,7 @@ import torch
 
 from adjpos.capture import capture_residuals
 from adjpos.models import load_model
-from adjpos.pretrained import pretrained_folder
+from adjpos.pretrained import load_pretrained
 from adjpos.scoring import sequence_scores
 from adjpos.stats import paired_difference
 from adjpos.text.evaluate import token_losses
@@ -36,14 +36,8 @@ RUN = re.compile(r"(?P<name>[a-z]+(?:-d\d+)?)-seed-(?P<seed>\d+)")
 def compare(run: Path, windows: int) -> dict:
     """One run's float32 weights against the shipped float16 ones: the numbers of the doc."""
     match = RUN.fullmatch(run.name)
-    shipped = pretrained_folder(f"text-{match['name']}", int(match["seed"]))
-    models = {
-        "float32": load_model(run, device="cpu"),
-        "float16": load_model(shipped, device="cpu"),
-    }
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(shipped / "tokenizer.json"))
+    shipped, tokenizer = load_pretrained(f"text-{match['name']}", int(match["seed"]), device="cpu")
+    models = {"float32": load_model(run, device="cpu"), "float16": shipped}
     context = RECIPE_DATA["context"]
     window = held_out_windows(tokenizer, windows, context)
     losses, logits, scores = {}, {}, {}
