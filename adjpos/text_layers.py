@@ -19,13 +19,15 @@ windows of held-out text (`held_out_windows`):
 
 Then the hybrid against the all-RoPE model of the same seed, on the same windows: per layer
 and view, the per-window difference in adjacency (hybrid - rope) with a paired bootstrap
-interval. `measure_text_models` does it all for a set of models.
+interval. `measure_text_models` does it all for a set of models; `measure_text_model` one
+model's part and `paired_layouts` the pairing, for work split by model.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,6 +71,9 @@ VERSUS = Table(a="string", b="string", seed="int64", layer="int64", view="string
 VERSUS += Table(difference="float64", low="float64", high="float64")
 CAUSAL = Table(layout="string", seed="int64") + TEXT_TABLE
 DIFFERENCES = Table(layout="string") + CURVE_DIFFERENCES  # the arms' paired loss differences
+# the tables of one model (`measure_text_model`), by name; `VERSUS` pairs two models
+PARTS = {"adjacency": ADJACENCY, "position": POSITION, "causal": CAUSAL}
+PARTS |= {"differences": DIFFERENCES}
 
 
 @dataclass(frozen=True)
@@ -115,32 +120,74 @@ def measure_text_models(
     ),
 ) -> TextLayers:
     """Every measure of the module doc for each model of `models` ((layout, seed) -> model),
-    all on the same `tokens`, and each layout pair (a, b) of `pairs` paired by seed (the
-    seeds both have)."""
-    draws = {"n_boot": n_boot, "level": level}
-    adjacency, position, causal, differences, scores = [], [], [], [], {}
+    all on the same `tokens` (`measure_text_model`), and each layout pair (a, b) of `pairs`
+    paired by seed (the seeds both have; `paired_layouts`)."""
+    options = {"causal_layers": causal_layers, "interventions": interventions, "doses": doses}
+    options |= {"control_draws": control_draws, "folds": folds, "n_boot": n_boot, "level": level}
+    parts: dict[str, list[dict[str, Any]]] = {p: [] for p in PARTS}
+    scores = {}
     for (layout, seed), model in models.items():
-        key = {"layout": layout, "seed": seed}
-        rows, scores[layout, seed] = _layers(model, tokens, seed, folds, draws)
-        adjacency += [key | r for r in rows[0]]
-        position += [key | r for r in rows[1]]
-        if causal_layers:
-            options = {"layers": list(causal_layers), "interventions": list(interventions)}
-            options |= {"skip_first": 1, "control_draws": control_draws, "progress": False}
-            options |= {"doses": doses, "return_differences": True, "model_name": layout}
-            table, found = text_intervention_table(model, tokens, **options, seed=seed)
-            causal += [key | r for r in table.to_dict("records")]
-            differences += [key | r | {"seed": seed} for r in found.to_dict("records")]
+        rows, scores[layout, seed] = measure_text_model(model, tokens, layout, seed, **options)
+        for part in PARTS:
+            parts[part] += rows[part]
+    versus = paired_layouts(scores, pairs, n_boot=n_boot, level=level)
+    frames = {p: table.frame(parts[p]) for p, table in PARTS.items()}
+    return TextLayers(**frames, versus=VERSUS.frame(versus))
+
+
+def measure_text_model(
+    model: Any,
+    tokens: Int[Tensor, "batch pos"],
+    layout: str,
+    seed: int,
+    *,
+    causal_layers: Sequence[int] = (),
+    interventions: Sequence[str] = CURVE_INTERVENTIONS,
+    doses: Sequence[int | float] = CURVE_DOSES,
+    control_draws: int = 5,
+    folds: int = 4,
+    n_boot: int = 1000,
+    level: float = 0.95,
+) -> tuple[dict[str, list[dict[str, Any]]], dict[tuple[int, str], np.ndarray]]:
+    """One model's part of `measure_text_models` (named `layout` and `seed` in its rows): its
+    records of `PARTS` ({"adjacency": [...], ...}) and its per-window adjacency scores by
+    (layer, view), which `paired_layouts` pairs with another model's."""
+    key = {"layout": layout, "seed": seed}
+    rows, scores = _layers(model, tokens, seed, folds, {"n_boot": n_boot, "level": level})
+    found: dict[str, list[dict[str, Any]]] = {p: [] for p in PARTS}
+    found["adjacency"] = [key | r for r in rows[0]]
+    found["position"] = [key | r for r in rows[1]]
+    if causal_layers:
+        options = {"layers": list(causal_layers), "interventions": list(interventions)}
+        options |= {"skip_first": 1, "control_draws": control_draws, "progress": False}
+        options |= {"doses": doses, "return_differences": True, "model_name": layout}
+        table, differences = text_intervention_table(model, tokens, **options, seed=seed)
+        found["causal"] = [key | r for r in table.to_dict("records")]
+        found["differences"] = [key | r | {"seed": seed} for r in differences.to_dict("records")]
+    return found, scores
+
+
+def paired_layouts(
+    scores: Mapping[tuple[str, int], Mapping[tuple[int, str], Any]],
+    pairs: Sequence[tuple[str, str]],
+    *,
+    n_boot: int = 1000,
+    level: float = 0.95,
+) -> list[dict[str, Any]]:
+    """`VERSUS` records: for each layout pair (a, b) of `pairs` and each seed both have in
+    `scores` ((layout, seed) -> {(layer, view): per-window adjacency}, as `measure_text_model`
+    returns them), per layer and view the per-window difference a - b with a paired bootstrap
+    interval."""
     versus = []
     for (a, b), seed in ((p, s) for p in pairs for (la, s) in scores if la == p[0]):
         if (b, seed) not in scores:
             continue
         for (layer, view), x in scores[a, seed].items():
-            d, low, high = paired_difference(x, scores[b, seed][layer, view], **draws, seed=seed)
+            y = scores[b, seed][layer, view]
+            d, low, high = paired_difference(x, y, n_boot=n_boot, level=level, seed=seed)
             versus.append({"a": a, "b": b, "seed": seed, "layer": layer, "view": view})
             versus[-1] |= {"difference": d, "low": low, "high": high}
-    frames = ADJACENCY.frame(adjacency), POSITION.frame(position), VERSUS.frame(versus)
-    return TextLayers(*frames, CAUSAL.frame(causal), DIFFERENCES.frame(differences))
+    return versus
 
 
 def _layers(model: Any, tokens: Tensor, seed: int, folds: int, draws: dict) -> tuple:
@@ -185,12 +232,22 @@ def shipped_text_models(
     Raises:
         ValueError: the models do not share one tokenizer (they cannot read the same text).
     """
-    from tokenizers import Tokenizer
-
     from adjpos.models import load_model
+
+    folders, missing = shipped_text_folders(seeds, widths=widths)
+    tokenizer = shared_tokenizer(folders.values())
+    models = {key: load_model(f, device="cpu", n_ctx=n_ctx) for key, f in folders.items()}
+    return models, tokenizer, missing
+
+
+def shipped_text_folders(
+    seeds: Sequence[int] | None = None, *, widths: Sequence[int] = WIDTHS[:1]
+) -> tuple[dict[tuple[str, int], Path], list[str]]:
+    """The folders of the models `shipped_text_models` loads, by (layout, seed), and the
+    (layout, seed) asked for but not shipped: nothing loaded."""
     from adjpos.pretrained import pretrained_folder, pretrained_seeds
 
-    models, missing, files = {}, [], set()
+    folders, missing = {}, []
     names = [sized(x, d) for d in widths for x in LAYOUTS]
     wanted = sorted({s for x in names for s in pretrained_seeds(f"text-{x}")} | set(seeds or ()))
     for layout in names:
@@ -198,13 +255,24 @@ def shipped_text_models(
         for seed in wanted if seeds is None else seeds:
             if seed not in shipped:
                 missing.append(f"text-{layout}:{seed}")
-                continue
-            folder = pretrained_folder(f"text-{layout}", seed)
-            models[layout, seed] = load_model(folder, device="cpu", n_ctx=n_ctx)
-            files.add((folder / "tokenizer.json").read_text())
+            else:
+                folders[layout, seed] = pretrained_folder(f"text-{layout}", seed)
+    return folders, missing
+
+
+def shared_tokenizer(folders: Iterable[Path]) -> Any:
+    """The one tokenizer the model `folders` hold (a `tokenizers.Tokenizer`; None for no
+    folder).
+
+    Raises:
+        ValueError: they hold different tokenizers (the models cannot read the same text).
+    """
+    from tokenizers import Tokenizer
+
+    files = {(Path(f) / "tokenizer.json").read_text() for f in folders}
     if len(files) > 1:
         raise UsageError("the shipped text models hold different tokenizers; reinstall them")
-    return models, Tokenizer.from_str(files.pop()) if files else None, missing
+    return Tokenizer.from_str(files.pop()) if files else None
 
 
 def summarise(result: TextLayers) -> dict[str, Any]:

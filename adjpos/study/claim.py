@@ -10,7 +10,7 @@ Every verdict is a `Verdict`: a `Status` with its counts, from `Verdict.tally` o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,34 +188,45 @@ class Context:
         """The run's ``results/`` folder."""
         return Path(self.folder.path) / "results"
 
-    def per_unit(self, stage: str, unit: Callable[..., Any], tables: dict, *, seeds: bool) -> Any:
+    def per_unit(
+        self,
+        stage: str,
+        unit: Callable[..., Any],
+        tables: dict,
+        *,
+        seeds: bool = False,
+        keys: Sequence[tuple[str, int | None]] | None = None,
+    ) -> Any:
         """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
-        every trained (task, seed); else seed None) not done yet, `folder` the run's folder
-        with unit names prefixed by the unit's own (`Prefixed`: a unit can resume part by
-        part); it returns {name: records}, each written to ``results/NAME_TASK[_seed_S].csv``
-        by its `Table` in `tables` {name: Table}, and is marked done (with its ``result``, if
-        any); then every unit's rows, by name, and their results in order (``result``)."""
+        every trained (task, seed); else seed None; or every (name, seed) of `keys`, the
+        name in the task's place) not done yet, `folder` the run's folder with unit names
+        prefixed by the unit's own (`Prefixed`: a unit can resume part by part); it returns
+        {name: records}, each written to ``results/NAME_TASK[_seed_S].csv`` by its `Table`
+        in `tables` {name: Table}, and is marked done (with its ``result``, if any); then
+        every unit's rows, by name, and their results in the order of the keys
+        (``result``)."""
         import pandas as pd
 
         from adjpos.engines import Resources, run_units
         from adjpos.tasks import TASKS
 
-        keys = [
-            (t, s) for t in TASKS for s in (self.models.seeds(t, self.sizes) if seeds else [None])
-        ]
+        if keys is None:
+            per_task = {t: self.models.seeds(t, self.sizes) if seeds else [None] for t in TASKS}
+            keys = [(t, s) for t, found in per_task.items() for s in found]
         name = {(t, s): f"{stage} {t}" + ("" if s is None else f" seed {s}") for t, s in keys}
 
         def path(table: str, key: tuple) -> Path:
             return self.results / (table + name[key][len(stage) :].replace(" ", "_") + ".csv")
 
+        models = None if self.models is None else self.models.fresh()
         jobs = [
-            (self.models.fresh(), self.sizes, self.criteria, *key, Prefixed(self.folder, name[key]))
+            (models, self.sizes, self.criteria, *key, Prefixed(self.folder, name[key]))
             for key in keys
             if not self.folder.is_done(name[key])
         ]
         # on the run's engine (see `adjpos.engines.run_units`)
         where = {"engine": self.engine, "workers": self.workers, "address": self.address}
-        resources = Resources.for_device(self.models.device)
+        resources = Resources.for_device(getattr(models, "device", None))
         for (*_, task, seed, _), records in run_units(unit, jobs, **where, resources=resources):
             for table, kind in tables.items():
                 kind.write(path(table, (task, seed)), records[table])

@@ -131,3 +131,21 @@ def test_readings_count_each_claims_outcomes_over_the_seeds_per_size():
             " (not measurable in 1 of 1 seeds)"
         ],
     }
+
+
+def test_a_stage_runs_units_of_its_own_keys(tmp_path):
+    """keys: units named by (name, seed) pairs of the stage's own (text: a model's layout),
+    their results in the keys' order, however they finish."""
+    from adjpos.tables import Table
+
+    folder = _Folder()
+    folder.path = tmp_path
+    context = Context(folder, None, sizes=None, criteria=CRITERIA, workers=0)
+    tables = {"a": Table(task="string", x="float64"), "b": Table(task="string", seed="int64")}
+    keys = [("nope-d128", 0), ("rope", 2)]
+    found = context.per_unit("text", _two_tables, tables, keys=keys)
+    assert list(found["b"]["task"]) == ["nope-d128", "rope"]
+    assert list(found["b"]["seed"]) == [0, 2]
+    assert found["result"] == [{"unit": "nope-d128 0"}, {"unit": "rope 2"}]
+    assert (tmp_path / "results" / "a_nope-d128_seed_0.csv").is_file()
+    assert folder.done == {"text nope-d128 seed 0", "text rope seed 2"}

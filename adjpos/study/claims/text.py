@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import adjpos.text_layers as text
@@ -17,7 +18,7 @@ from adjpos.stats import Outcome, every_seed
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, per_seed, seeds_text
 from adjpos.study.rules import cell_outcome, check_passed
-from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, sized
 
 TITLE = "Trained NoPE layers on text"
 VIEW = "raw, sink out"  # the view the verdicts judge
@@ -25,22 +26,50 @@ PARTS = ("adjacency", "position", "versus", "causal", "differences")
 
 
 def measure(context: Context) -> dict[str, Any]:
+    """Each shipped text model a unit of the run's engine (`text_unit`, resumable), then the
+    hybrid paired with the all-RoPE model of its width and seed."""
     sizes = context.sizes
-    shipped = text.shipped_text_models(sizes.text_seeds, widths=sizes.text_widths)
-    models, tokenizer, missing = shipped
+    folders, missing = text.shipped_text_folders(sizes.text_seeds, widths=sizes.text_widths)
     found = {"missing": missing, "seeds": [], "nope_blocks": []} | dict.fromkeys(PARTS, [])
-    if models:
-        cfg = next(iter(models.values())).cfg
-        tokens = text.held_out_windows(tokenizer, sizes.text_sequences, cfg.n_ctx)
-        blocks = hybrid_nope_layers(cfg.n_layers)
-        options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
-        options["doses"] = sizes.text_doses
-        result = text.measure_text_models(models, tokens, causal_layers=blocks, **options)
-        for part in PARTS:
-            table = getattr(text, part.upper())
-            table.write(context.results / f"text_{part}.csv", getattr(result, part))
-        found |= {"nope_blocks": list(blocks)} | text.summarise(result)
-    return found
+    if not folders:
+        return found
+    text.shared_tokenizer(folders.values())  # one tokenizer, or a clear error before any work
+    tables = {f"text_{p}": table for p, table in text.PARTS.items()}
+    done = context.per_unit("text", text_unit, tables, keys=list(folders))
+    frames = {p: done[f"text_{p}"] for p in text.PARTS}
+    scores = {}
+    for key, result in zip(folders, done["result"], strict=True):
+        scores[key] = {(layer, view): np.array(x) for layer, view, x in result["scores"]}
+    pairs = [(sized("hybrid", d), sized("rope", d)) for d in sizes.text_widths]
+    frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, pairs))
+    for part in PARTS:
+        getattr(text, part.upper()).write(context.results / f"text_{part}.csv", frames[part])
+    blocks = done["result"][0]["blocks"]
+    return found | {"nope_blocks": blocks} | text.summarise(text.TextLayers(**frames))
+
+
+def text_unit(
+    models: Any, sizes: Any, criteria: Criteria, layout: str, seed: int, folder: Any
+) -> dict[str, Any]:
+    """One shipped text model (`layout`, `seed`) measured by `adjpos.text_layers` at the
+    study's `sizes` on the held-out windows (every model reads the same ones): its rows by
+    table, and (``result``) the NoPE blocks its causal tests ran at and its per-window
+    adjacency scores, for the pairing."""
+    from adjpos.models import load_model
+    from adjpos.pretrained import pretrained_folder
+
+    where = pretrained_folder(f"text-{layout}", seed)
+    model = load_model(where, device=getattr(models, "device", None) or "cpu")
+    tokenizer = text.shared_tokenizer([where])
+    tokens = text.held_out_windows(tokenizer, sizes.text_sequences, model.cfg.n_ctx)
+    blocks = hybrid_nope_layers(model.cfg.n_layers)
+    options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
+    options |= {"doses": sizes.text_doses, "causal_layers": blocks}
+    rows, scores = text.measure_text_model(model, tokens, layout, seed, **options)
+    plain = [[layer, view, x.tolist()] for (layer, view), x in scores.items()]
+    return {f"text_{p}": r for p, r in rows.items()} | {
+        "result": {"blocks": list(blocks), "scores": plain}
+    }
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
