@@ -113,9 +113,14 @@ def measure_draws(
         mask = batch.loss_mask[rows, : length - 1]
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
+            # a change of block `layer`'s input: each copy's pass starts at that block
+            inputs, begin = tokens, {}
+            if layer > 0 and site.endswith("resid_pre") and isinstance(model, HookedTransformer):
+                inputs, begin = clean[site], {"start_at_layer": layer}
+            repeated = inputs.repeat(n_draws, *[1] * (inputs.dim() - 1))
             with hooked(_stack(interventions, runs), readout_from=start):
                 logits, cache = model.run_with_cache(
-                    tokens.repeat(n_draws, 1), names_filter=[site, last]
+                    repeated, names_filter=[site, last], **begin
                 )
         before = clean[site].double().cpu()
         chunks = zip(

@@ -238,6 +238,8 @@ def _measure(
     """Per draw and sequence: the continuation's mean next-token loss and accuracy, and the
     adjacency score of the states at the layer; the change size pooled over all draws."""
     # the states the intervention writes: block `layer`'s input, or its output for a pattern
+    from transformer_lens import HookedTransformer
+
     site = f"blocks.{layer}.hook_resid_{'post' if built[0].site == 'pattern' else 'pre'}"
     n, pos = test.shape
     vocab = model.cfg.d_vocab_out if model.cfg.d_vocab_out > 0 else model.cfg.d_vocab
@@ -245,12 +247,19 @@ def _measure(
     loss, accuracy, adjacency, record = [], [], [], []
     target = test[:, cut + 1 :]
     hooked = {"layer": layer, "readout_from": cut, "keep_readout": keep, "skip_first": skip_first}
+    # a change of block `layer`'s input leaves the blocks before it as they are: they run
+    # once, and each draw's pass starts at the block (a HookedTransformer's start_at_layer)
+    inputs, begin = test, {}
+    if layer > 0 and site.endswith("resid_pre") and isinstance(model, HookedTransformer):
+        inputs = capture_residuals(model, test, layers=[layer], progress=False)[0]
+        begin = {"start_at_layer": layer}
     for start in range(0, len(built), chunk):
         part = built[start : start + chunk]
         change = part[0] if len(part) == 1 else Stacked(tuple(part))
+        repeated = inputs.repeat(len(part), *[1] * (inputs.dim() - 1))
         with torch.inference_mode():
             with intervene(model, change, **hooked, record=record):
-                logits, cache = model.run_with_cache(test.repeat(len(part), 1), names_filter=[site])
+                logits, cache = model.run_with_cache(repeated, names_filter=[site], **begin)
         logp = logits[:, cut:-1].double().log_softmax(-1).cpu()
         right = target.repeat(len(part), 1).cpu()
         nll = -logp.gather(-1, right[..., None])[..., 0]

@@ -12,7 +12,7 @@ from adjpos.interventions import READOUTS, check_interventions, specs_in
 from adjpos.interventions.spec import check_doses
 from adjpos.sweep import DEFAULT_GRID
 from adjpos.text.recipe import WIDTHS
-from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field
+from adjpos.validation import UsageError, check_int_list, check_positive_int, help_field, is_int
 
 Grid = tuple[dict[str, list[Any]], ...]
 QUICK_GRID: Grid = (
@@ -81,6 +81,12 @@ class StudySizes:
         "random control, and within a short interior's reach)",
         (0.5, 1, 2),
     )
+    curve_added: int = help_field(
+        "sizes a layer's arms may add where fewer than Criteria.min_sizes of curve_doses are "
+        "measurable (each chosen from the random control's exact match so far: "
+        "adjpos.study.claims.causal.added_dose; 0: none)",
+        3,
+    )
     dynamics_seeds: tuple[int, ...] = help_field(
         "trained seeds whose training snapshots the dynamics stage measures (one shipped seed "
         "of a task keeps its snapshots; seeds without them are skipped; a run that trains its "
@@ -113,8 +119,9 @@ class StudySizes:
     text_sequences: int = help_field("windows of held-out text per text model", 64)
     text_seeds: tuple[int, ...] | None = help_field("text models' seeds (None: all shipped)", None)
     text_doses: tuple[int | float, ...] = help_field(
-        "the text arms' sizes (as curve_doses): a second size for the rule; a full shift by "
-        "more than 2 is hardly larger on text",
+        "the text arms' sizes (as curve_doses; curve_draws draws, in the models with NoPE "
+        "blocks): a second size for the rule; a full shift by more than 2 is hardly larger "
+        "on text",
         (1, 2),
     )
     text_widths: tuple[int, ...] = help_field(
@@ -128,6 +135,10 @@ class StudySizes:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
+            if f.name == "curve_added" and not (is_int(value) and value >= 0):
+                raise UsageError(f"curve_added must be an int >= 0, got {value!r}")
+            if f.name == "curve_added":
+                continue
             if f.type == "int" or (f.type == "int | None" and value is not None):
                 check_positive_int(f.name, value)
             elif f.name.endswith(("seeds", "_layers", "_widths")) and not unused:
@@ -163,7 +174,7 @@ QUICK = dataclasses.replace(
     interventions=("none", "norm_permute", "norm_scale_control", "subspace_swap")
     + ("subspace_swap_random",),
     # The arms at one size (locality, which needs two, stays within): a smoke test.
-    **dict(curve_layers=(1,), curve_prompts=8, curve_draws=2, curve_doses=(1,)),
+    **dict(curve_layers=(1,), curve_prompts=8, curve_draws=2, curve_doses=(1,), curve_added=0),
     **dict(dynamics_snapshots=2, dynamics_prompts=32, dynamics_sequences=16),
     **dict(grid=QUICK_GRID, sweep_seeds=(0,), sweep_sequences=8, sweep_len=16, sweep_layers=2),
     **dict(theory_scales=(0.02, 0.1, 0.5), theory_seeds=(0,), theory_sequences=64),

@@ -70,6 +70,41 @@ def test_the_baseline_reproduces_the_models_own_scores(addition):
     assert row["n_prompts"] == len(batch.prompts)
 
 
+class _Scale:
+    """A change of every state by a fixed factor (the same on any batch)."""
+
+    site = "resid_pre"
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __call__(self, acts, readout=None):
+        return acts * self.factor
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_teacher_forced_draws_start_at_the_changed_block_as_the_whole_model_would(addition, layer):
+    """Each draw's teacher-forced pass starts at the changed block (start_at_layer at layer >
+    0): token accuracy and the last layer's states as the whole model gives them under the
+    change, one sequence at a time."""
+    model, task = addition
+    batch = held_out_prompts(task, 40, seed=2).test
+    draws = [_Scale(0.5), _Scale(3.0)]
+    rows = measure_draws(model, task, draws, layer=layer, batch=batch)
+    for change, row in zip(draws, rows, strict=True):
+        right = total = 0
+        for i, length in enumerate(batch.lengths.tolist()):
+            tokens = batch.tokens[i : i + 1, :length]
+            start = len(task.encode(batch.prompts[i])) - 1
+            with torch.inference_mode(), intervene(model, change, layer=layer, readout_from=start):
+                predicted = model(tokens)[0, :-1].argmax(-1)
+            mask = batch.loss_mask[i, : length - 1]
+            right += int((predicted == tokens[0, 1:])[mask].sum())
+            total += int(mask.sum())
+        assert row["token_accuracy"] == pytest.approx(right / total)
+    assert rows[0]["token_accuracy"] != rows[1]["token_accuracy"]  # the changes did differ
+
+
 def test_the_size_matched_control_changes_norms_as_much(addition):
     model, task = addition
     batch = held_out_prompts(task, 60, seed=2).test

@@ -18,6 +18,7 @@ from adjpos.interventions import (
 )
 from adjpos.interventions import text as text_module
 from adjpos.metrics import adjacency_probability, cosine_matrix
+from adjpos.scoring import sequence_scores
 from factories import tiny_bridge, tiny_config, word_tokenizer
 
 
@@ -86,6 +87,26 @@ def test_with_the_readout_kept_only_the_context_changes_at_the_layer():
     torch.testing.assert_close(seen[True][:, 6:], clean[site][:, 6:])
     assert not torch.allclose(seen[True][:, :6], clean[site][:, :6])
     assert not torch.allclose(seen[False][:, 6:], clean[site][:, 6:])
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_each_draw_starts_at_the_changed_block_as_the_whole_model_would(layer):
+    """A change of block `layer`'s input runs the blocks before it once (start_at_layer): the
+    loss and the states written equal the whole model run under the change."""
+    model, test = _model(), _tokens(n=5)
+    draws = [NormPermute(seed=3), NormPermute(seed=4)]
+    got = text_module._measure(model, test, draws, layer, 5, 1, False)
+    site = f"blocks.{layer}.hook_resid_pre"
+    for draw, change in enumerate(draws):
+        with torch.inference_mode():
+            with intervene(model, change, layer=layer, readout_from=5, skip_first=1):
+                logits, cache = model.run_with_cache(test, names_filter=[site])
+        nll = torch.nn.functional.cross_entropy(
+            logits[:, 5:-1].transpose(1, 2), test[:, 6:], reduction="none"
+        ).mean(dim=1)
+        torch.testing.assert_close(torch.as_tensor(got["loss"][draw]), nll)
+        score = sequence_scores(cache[site], torch.full((5,), 12), skip_first=1)
+        torch.testing.assert_close(torch.as_tensor(got["adjacency"][draw]), score.double())
 
 
 def test_draws_chunked_to_the_logits_budget_give_the_same_rows(monkeypatch):

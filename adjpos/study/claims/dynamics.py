@@ -40,19 +40,23 @@ TRAJECTORIES += Table(peak_step="int64", **with_interval("start", "peak", "end")
 
 
 def measure(context: Context) -> dict[str, Any]:
-    """One unit per task (its seeds' snapshots), run by the engine, then the combined table."""
-    table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS}, seeds=False)
+    """One unit per trained seed (its snapshots), run by the engine, then the combined table."""
+    table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS}, seeds=True)
     table = DYNAMICS.write(context.results / "dynamics.csv", table["dynamics"])
     numbers = dynamics_numbers(table, context.sizes.dynamics_prompts)
     TRAJECTORIES.write(context.results / "dynamics_trajectories.csv", numbers["trajectories"])
     return numbers
 
 
-def dynamics_unit(models: Any, sizes: Any, criteria: Criteria, name: str, *_: Any) -> dict:
-    """One unit of the dynamics stage (`Context.per_unit`, no seed): every snapshot of task
-    `name`'s seeds, as {"dynamics": records}."""
-    rows = []
-    for seed in (s for s in sizes.dynamics_seeds if s in models.seeds(name, sizes)):
+def dynamics_unit(
+    models: Any, sizes: Any, criteria: Criteria, name: str, seed: int | None = None, *_: Any
+) -> dict:
+    """One unit of the dynamics stage (`Context.per_unit`): every snapshot of trained `seed`
+    of task `name` (None: of each of its seeds) when it is one of `sizes.dynamics_seeds`, as
+    {"dynamics": records}."""
+    rows, wanted = [], sizes.dynamics_seeds if seed is None else (seed,)
+    trained = models.seeds(name, sizes)
+    for seed in (s for s in wanted if s in sizes.dynamics_seeds and s in trained):
         folder, task = models.folder(name, seed), models.trained(name, seed)[1]
         for step in snapshot_steps(folder, sizes.dynamics_snapshots):  # none: skipped
             model = load_model(folder, step=step, device=models.device)

@@ -52,10 +52,10 @@ def text_unit(
     models: Any, sizes: Any, criteria: Criteria, layout: str, seed: int, folder: Any
 ) -> dict[str, Any]:
     """One shipped text model (`layout`, `seed`) measured by `adjpos.text_layers` at the
-    study's `sizes` on the held-out windows (every model reads the same ones): its rows by
-    table, and (``result``) the NoPE blocks its causal tests ran at and its per-window
+    study's `sizes` on the held-out windows (every model reads the same ones), the curve's
+    arms at the hybrid's NoPE blocks in a model with NoPE blocks: its rows by table, and (``result``) the NoPE blocks its causal tests ran at and its per-window
     adjacency scores, for the pairing."""
-    from adjpos.models import load_model
+    from adjpos.models import layer_kinds, load_model
     from adjpos.pretrained import pretrained_folder
 
     where = pretrained_folder(f"text-{layout}", seed)
@@ -63,8 +63,10 @@ def text_unit(
     tokenizer = text.shared_tokenizer([where])
     tokens = text.held_out_windows(tokenizer, sizes.text_sequences, model.cfg.n_ctx)
     blocks = hybrid_nope_layers(model.cfg.n_layers)
-    options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.control_draws}
-    options |= {"doses": sizes.text_doses, "causal_layers": blocks}
+    # the arms where a block reads no rotary position (all-RoPE: no NoPE block, no claim)
+    tested = blocks if "nope" in layer_kinds(model) else ()
+    options = {"folds": min(sizes.cv, len(tokens)), "control_draws": sizes.curve_draws}
+    options |= {"doses": sizes.text_doses, "causal_layers": tested}
     rows, scores = text.measure_text_model(model, tokens, layout, seed, **options)
     plain = [[layer, view, x.tolist()] for (layer, view), x in scores.items()]
     return {f"text_{p}": r for p, r in rows.items()} | {
