@@ -108,29 +108,22 @@ def measure_text_models(
     models: Mapping[tuple[str, int], Any],
     tokens: Int[Tensor, "batch pos"],
     *,
-    causal_layers: Sequence[int] = (),
-    interventions: Sequence[str] = CURVE_INTERVENTIONS,
-    doses: Sequence[int | float] = CURVE_DOSES,
-    control_draws: int = 5,
-    folds: int = 4,
-    n_boot: int = 1000,
-    level: float = 0.95,
     pairs: Sequence[tuple[str, str]] = tuple(
         (sized("hybrid", d), sized("rope", d)) for d in WIDTHS
     ),
+    **options: Any,
 ) -> TextLayers:
     """Every measure of the module doc for each model of `models` ((layout, seed) -> model),
-    all on the same `tokens` (`measure_text_model`), and each layout pair (a, b) of `pairs`
-    paired by seed (the seeds both have; `paired_layouts`)."""
-    options = {"causal_layers": causal_layers, "interventions": interventions, "doses": doses}
-    options |= {"control_draws": control_draws, "folds": folds, "n_boot": n_boot, "level": level}
+    all on the same `tokens` (`measure_text_model`, with its keyword `options`), and each
+    layout pair (a, b) of `pairs` paired by seed (the seeds both have; `paired_layouts`)."""
     parts: dict[str, list[dict[str, Any]]] = {p: [] for p in PARTS}
     scores = {}
     for (layout, seed), model in models.items():
         rows, scores[layout, seed] = measure_text_model(model, tokens, layout, seed, **options)
         for part in PARTS:
             parts[part] += rows[part]
-    versus = paired_layouts(scores, pairs, n_boot=n_boot, level=level)
+    draws = {k: options[k] for k in ("n_boot", "level") if k in options}
+    versus = paired_layouts(scores, pairs, **draws)
     frames = {p: table.frame(parts[p]) for p, table in PARTS.items()}
     return TextLayers(**frames, versus=VERSUS.frame(versus))
 

@@ -12,12 +12,12 @@ each layout on the shipped held-out text instead of the shipped models (the smok
 import argparse
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
 import adjpos
 import adjpos.text_layers as layers
+from adjpos.runs import RunFolder
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims import claim
 from adjpos.study.rules import row_passed
@@ -111,14 +111,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     results, stage = args.out / "results", claim("text")
+    folder = None
+    if not (args.print_only or args.quick):  # each model a unit: on both cores, resumable
+        folder = RunFolder.open(args.out, kind="text-layers", spec={"size": args.size})
     results.mkdir(parents=True, exist_ok=True)
     if args.print_only:
         numbers = json.loads((results / "text.json").read_text())
     elif args.quick:
         numbers = quick_numbers(results)
     else:
-        context = Context(SimpleNamespace(path=args.out), None, SIZES[args.size], CRITERIA)
-        numbers = stage.measure(context)
+        numbers = stage.measure(Context(folder, None, SIZES[args.size], CRITERIA))
     numbers = json.loads(json.dumps(numbers))
     (results / "text.json").write_text(json.dumps(numbers, indent=1))
     for verdict in stage.verdicts(numbers, CRITERIA):
