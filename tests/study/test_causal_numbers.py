@@ -1,7 +1,11 @@
 """The causal findings follow from the intervals and the change sizes alone, each threshold on
 an interval's bound."""
 
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adjpos.interventions import INTERVENTION_TABLE, SPECS
 from adjpos.study.claim import CRITERIA
@@ -217,3 +221,33 @@ def test_a_long_causal_table_is_summed_up_per_task_and_change():
         "| 1: necessary 40; 2: necessary 40 |"
     )
     assert "results/causal_findings.csv" in text
+
+
+@given(
+    floor_at=st.floats(0.05, 4.0),
+    steep=st.floats(0.5, 20.0),
+    doses=st.sampled_from([(0.5, 1, 2), (1, 2), (1,), (0.5, 1, 2, 3)]),
+)
+@settings(max_examples=200, deadline=None)
+def test_added_sizes_are_new_valid_doses_until_two_are_measurable(floor_at, steep, doses):
+    """The random control's exact match falling with the dose (a logistic curve through 0.25
+    at `floor_at`): each added size is a dose the arms accept and not run before, and three
+    tries leave two measurable sizes wherever half the smallest dose is measurable."""
+    from adjpos.interventions.spec import check_doses
+    from adjpos.study.claims.causal import added_dose
+
+    def level(d):
+        return 1 / (1 + 3 * math.exp(steep * (d - floor_at)))  # 0.25 at floor_at
+
+    levels = {float(d): level(d) for d in doses}
+    for last in (False, False, True):
+        dose = added_dose(levels, 0.25, 2, last=last)
+        if dose is None:
+            break
+        assert dose not in levels
+        check_doses([dose])
+        levels[float(dose)] = level(dose)
+    measurable = sum(v >= 0.25 for v in levels.values())
+    if level(min(doses) / 2) >= 0.25 and min(doses) / 2 < 1:
+        assert measurable >= 2
+    assert added_dose(levels, 0.25, 2) is None or measurable < 2
