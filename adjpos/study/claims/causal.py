@@ -76,8 +76,10 @@ def causal_unit(
         arms = folder and Prefixed(folder, "arms")
         table, differences = intervention_table(model, task, **options, **common, folder=arms)
         tables, found = [table], [differences]
-        for layer in sizes.curve_layers:  # sizes added where too few are measurable
-            options |= {"layers": [layer], "interventions": CURVE_ARMS}
+        # sizes added where too few are measurable (an arm built whole runs at the first only)
+        dosed = tuple(a for a in CURVE_ARMS if not SPECS[a].params.get("once"))
+        for layer in sizes.curve_layers:
+            options |= {"layers": [layer], "interventions": dosed}
             for last in [n == sizes.curve_added for n in range(1, sizes.curve_added + 1)]:
                 levels = random_levels(pd.concat(tables), layer)
                 dose = added_dose(levels, criteria.curve_measurable, criteria.min_sizes, last=last)
