@@ -63,10 +63,10 @@ def causal_tables(run: Path) -> dict[str, pd.DataFrame]:
                     "control's": _mean(cell["control_exact_match"]),
                     "difference by seed": differences,
                     "necessary": _count(cell),
-                    "read-out changed: necessary": _count(other) if len(other) else "-",
                 }
+                | ({"read-out changed: necessary": _count(other)} if len(changed) else {})
             )
-        tables[task] = pd.DataFrame(out)
+        tables[task] = pd.DataFrame(out)  # the changed variant's column only where it ran
     return tables
 
 

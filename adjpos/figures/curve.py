@@ -44,9 +44,9 @@ def plot_curve_arms(
     title: str | None = None,
 ) -> go.Figure:
     """`value` (exact match, or on text the loss) against the change size (``size_target``)
-    for each arm: every seed a point, the seeds' mean a line through the doses (at the mean
-    of the seeds' sizes); each random control drawn grey, its bar spanning its seeds'
-    intervals. One panel per (``task``, ``layer``); under each, the lines of `readings` for it
+    for each arm: every seed a point, the seeds' mean a line through the doses every seed ran
+    (at the mean of the seeds' sizes); each random control drawn grey, its bar spanning its
+    seeds' intervals (at a size only some seeds ran, each seed's own point and interval). One panel per (``task``, ``layer``); under each, the lines of `readings` for it
     (the rule's reading per size). An arm row that reached its size on no prompt
     (``unreached_share`` 1) is left out.
 
@@ -116,7 +116,10 @@ def plot_curve_arms(
 def _traces(part: pd.DataFrame, value: str, name: str, x0: float, *, control: bool) -> list:
     """A family's seed points and its mean line (a control: one grey bar per size spanning its
     seeds' intervals, around their mean)."""
-    by_size = part.groupby("dose", sort=True)  # the seeds' sizes differ a little: their mean
+    # the line through the doses every seed ran (a size added to one seed's layer: a point)
+    seeds_at = part.groupby("dose")["seed"].nunique()
+    everyone = part["dose"].isin(seeds_at.index[seeds_at == part["seed"].nunique()])
+    by_size = part[everyone].groupby("dose", sort=True)  # the seeds' sizes differ a little
     mean = by_size[value].mean()
     x = [s + x0 for s in by_size["size_target"].mean()]
     if control:
@@ -124,7 +127,16 @@ def _traces(part: pd.DataFrame, value: str, name: str, x0: float, *, control: bo
         bar = dict(type="data", symmetric=False, array=(high - mean).tolist())
         bar |= dict(arrayminus=(mean - low).tolist(), thickness=6, width=0, color="#BBBBBB")
         line = go.Scatter(x=x, y=mean.tolist(), mode="lines+markers", name=name, error_y=bar)
-        return [line.update(line=CONTROL_LINE, marker=dict(color="#777777", symbol="diamond"))]
+        drawn = [line.update(line=CONTROL_LINE, marker=dict(color="#777777", symbol="diamond"))]
+        alone = part[~everyone]
+        if len(alone):  # each seed's own point and interval
+            bar = dict(type="data", symmetric=False, thickness=6, width=0, color="#BBBBBB")
+            bar |= dict(array=(alone[f"{value}_high"] - alone[value]).tolist())
+            bar["arrayminus"] = (alone[value] - alone[f"{value}_low"]).tolist()
+            points = go.Scatter(x=[s + x0 for s in alone["size_target"]], y=alone[value].tolist())
+            marker = dict(color="#777777", symbol="diamond-open", size=8)
+            drawn.append(points.update(mode="markers", name="", error_y=bar, marker=marker))
+        return drawn
     index, symbol = STYLES.get(name, (6, "diamond"))
     colour = color(index)
     seeds = go.Scatter(

@@ -195,6 +195,7 @@ def _size_outcome(numbers: SizeNumbers, direction: int, criteria: CurveRule) -> 
         address, relational, locality = [], Outcome.WITHIN, Outcome.WITHIN
     return {
         "size": numbers.size,
+        "dose": numbers.dose,
         "address": _combine(address, strict=True),
         "relational": relational,
         "locality": locality,

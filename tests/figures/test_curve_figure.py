@@ -88,3 +88,25 @@ def test_an_arm_that_reached_its_size_on_no_prompt_is_not_drawn():
     rows.loc[scatter & (rows["dose"] == 1), "unreached_share"] = 0.4  # compared on 60%
     kept = [t for t in plot_curve_arms(rows).data if t.name == "scatter"]
     assert kept and all(len(t.x) <= 3 for t in kept)  # one size: its seeds, no line through two
+
+
+def test_a_size_added_to_one_seed_is_a_point_off_the_mean_lines():
+    """A size only seed 0 ran (added where too few were measurable): no mean line passes
+    through it; the arm's seed point and the control's own point and interval are drawn."""
+    rows = _rows()
+    extra = rows[(rows["seed"] == 0) & (rows["dose"] == 1)].assign(dose=0.75)
+    extra = extra[~extra["arm"].str.startswith("edges")]  # built whole: never added
+    extra["size_target"] = extra["size_target"] * 0.75
+    fig = plot_curve_arms(pd.concat([rows, extra], ignore_index=True))
+    panel = [t for t in fig.data if t.xaxis == "x" and t.yaxis == "y"]  # reversal, layer 1
+    lines = [t for t in panel if t.name and "lines" in (t.mode or "")]
+    assert lines and all(len(t.x) <= 2 for t in lines)  # doses 1 and 2 at most: not 0.75
+    added = extra[(extra["task"] == "reversal") & (extra["layer"] == 1)]
+    random = added[added["arm"] == "random"].iloc[0]
+    own = [t for t in panel if not t.name and t.error_y.array is not None]
+    assert [list(t.y) for t in own] == [[random["exact_match"]]]
+    assert list(own[0].error_y.array) == pytest.approx([0.04])
+    points = [t for t in panel if not t.name and t.error_y.array is None]
+    here = rows[(rows["task"] == "reversal") & (rows["layer"] == 1)].dropna(subset=["arm"])
+    tested = pd.concat([here, added])
+    assert sum(len(t.y) for t in points) == (~tested["arm"].str.contains("random")).sum()

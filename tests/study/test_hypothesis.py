@@ -149,3 +149,23 @@ def test_a_stage_runs_units_of_its_own_keys(tmp_path):
     assert found["result"] == [{"unit": "nope-d128 0"}, {"unit": "rope 2"}]
     assert (tmp_path / "results" / "a_nope-d128_seed_0.csv").is_file()
     assert folder.done == {"text nope-d128 seed 0", "text rope seed 2"}
+
+
+def test_readings_put_a_size_added_to_one_seed_on_its_own_line():
+    """Seed 0 ran an added dose (0.75) between 0.5 and 1 that seed 1 did not: the lines go
+    by dose, each counting the seeds that ran it, and the dose survives the trip to JSON."""
+    sized = [(0.5, 0.05), (0.75, 0.08), (1.0, 0.1)]
+    seed0 = [dataclasses.replace(_size(s, 0.1), dose=d) for d, s in sized]
+    seed1 = [dataclasses.replace(_size(s, 0.95), dose=d) for d, s in (sized[0], sized[2])]
+    made = [
+        CellNumbers(("reversal", 1, 0), seed0, direction=1),
+        CellNumbers(("reversal", 1, 1), seed1, direction=1),
+    ]
+    back = [CellNumbers.from_plain(c.key, json.loads(json.dumps(c.to_plain()))) for c in made]
+    assert [s.dose for s in back[0].sizes] == [0.5, 0.75, 1.0]
+    found = readings(hypothesis_outcomes(back)["cells"])
+    assert found[("reversal", 1)] == [
+        "size 0.05: address F1 A1 · relational F1 W1 · locality W2 · boundary W2",
+        "size 0.08: address F1 · relational F1 · locality W1 · boundary W1",
+        "size 0.10: address F1 A1 · relational F1 W1 · locality W2 · boundary W2",
+    ]

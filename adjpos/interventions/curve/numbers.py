@@ -72,6 +72,7 @@ class SizeNumbers:
             low, the size is not measurable).
         follows: {shift: its share of wrong characters at its offset minus its control's},
             paired over prompts (on a task).
+        dose: the dose m the size was run at (None where not recorded).
     """
 
     size: float
@@ -81,6 +82,7 @@ class SizeNumbers:
     percentiles: Mapping[str, float] = field(default_factory=dict)
     controls: Mapping[str, float] = field(default_factory=dict)
     follows: Mapping[str, Interval] = field(default_factory=dict)
+    dose: float | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class CellNumbers:
             p |= {"percentiles": dict(s.percentiles)} if s.percentiles else {}
             p |= {"controls": dict(s.controls)} if s.controls else {}
             p |= {"follows": {a: d.plain() for a, d in s.follows.items()}} if s.follows else {}
+            p |= {"dose": s.dose} if s.dose is not None else {}
             sizes.append(p)
         return {"direction": int(self.direction), "sizes": sizes}
 
@@ -120,6 +123,7 @@ class CellNumbers:
                 s.get("percentiles", {}),
                 s.get("controls", {}),
                 {a: Interval.of(d) for a, d in s.get("follows", {}).items()},
+                s.get("dose"),
             )
             for s in plain["sizes"]
         ]
@@ -277,13 +281,15 @@ def cell_numbers(
                 if task is None
                 else {a: _shares(r) for a, r in arms.items() if arm_kind(a).offsets or a == RANDOM}
             )
-            size = float(next(iter(arms.values()))["size_target"])
+            # the size of the dose: its random control's (the edges' is their own, larger)
+            size = float(arms.get(RANDOM, next(iter(arms.values())))["size_target"])
             controls = {
                 a: float(r["exact_match"])
                 for a, r in arms.items()
                 if harm > 0 and arm_kind(a).control and pd.notna(r.get("exact_match"))
             }
-            numbers.append(SizeNumbers(size, found, checks, offsets, rare, controls, follows))
+            found_at = (found, checks, offsets, rare, controls, follows)
+            numbers.append(SizeNumbers(size, *found_at, dose=dose))
         direction = 1 if task is None else TASK_OFFSETS[task].direction
         cells.append(CellNumbers(key, numbers, direction))
     return cells

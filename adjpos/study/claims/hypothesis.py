@@ -117,14 +117,15 @@ def readings(cells: dict[tuple, Any]) -> dict[tuple, list[str]]:
     by (task, layer, seed)) counted over the seeds: "size 0.12: address F2 W1 · locality W3
     · ..." (F for, A against, W within; seeds whose random control leaves the size not
     measurable said apart)."""
-    found: dict[tuple, dict[int, list[dict]]] = {}
+    found: dict[tuple, dict[float, list[dict]]] = {}
     for (task, layer, _), cell in cells.items():
-        for index, size in enumerate(cell.per_size):
-            found.setdefault((task, layer), {}).setdefault(index, []).append(size)
+        for index, size in enumerate(cell.per_size):  # by dose (a size added to some seeds)
+            dose = index if size.get("dose") is None else size["dose"]
+            found.setdefault((task, layer), {}).setdefault(dose, []).append(size)
     letters = {Outcome.FOR: "F", Outcome.AGAINST: "A", Outcome.WITHIN: "W"}
     out: dict[tuple, list[str]] = {}
     for key, by_size in found.items():
-        for seeds in by_size.values():
+        for _, seeds in sorted(by_size.items()):
             tally = {claim: [s[claim] for s in seeds] for claim in CLAIMS}
             said = [
                 f"{claim} " + " ".join(f"{letters[o]}{got.count(o)}" for o in Outcome if o in got)
