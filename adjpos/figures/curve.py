@@ -46,7 +46,8 @@ def plot_curve_arms(
     """`value` (exact match, or on text the loss) against the change size (``size_target``)
     for each arm: every seed a point, the seeds' mean a line through the doses every seed ran
     (at the mean of the seeds' sizes); each random control drawn grey, its bar spanning its
-    seeds' intervals (at a size only some seeds ran, each seed's own point and interval). One panel per (``task``, ``layer``); under each, the lines of `readings` for it
+    seeds' intervals (at a size only some seeds ran, each seed's own point and interval).
+    One panel per (``task``, ``layer``); under each, the lines of `readings` for it
     (the rule's reading per size). An arm row that reached its size on no prompt
     (``unreached_share`` 1) is left out.
 

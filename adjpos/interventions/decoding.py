@@ -119,9 +119,7 @@ def measure_draws(
                 inputs, begin = clean[site], {"start_at_layer": layer}
             repeated = inputs.repeat(n_draws, *[1] * (inputs.dim() - 1))
             with hooked(_stack(interventions, runs), readout_from=start):
-                logits, cache = model.run_with_cache(
-                    repeated, names_filter=[site, last], **begin
-                )
+                logits, cache = model.run_with_cache(repeated, names_filter=[site, last], **begin)
         before = clean[site].double().cpu()
         chunks = zip(
             logits.split(len(rows)),

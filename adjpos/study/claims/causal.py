@@ -86,8 +86,8 @@ def causal_unit(
                 if dose is None:
                     break
                 options["doses"] = [dose]
-                table, differences = intervention_table(model, task, **options, **common, folder=arms)
-                tables, found = [*tables, table], [*found, differences]
+                added = intervention_table(model, task, **options, **common, folder=arms)
+                tables, found = [*tables, added[0]], [*found, added[1]]
         out["curve_arms"] = pd.concat(tables).to_dict("records")
         out["curve_differences"] = pd.concat(found).to_dict("records")
     return out

@@ -53,7 +53,8 @@ def text_unit(
 ) -> dict[str, Any]:
     """One shipped text model (`layout`, `seed`) measured by `adjpos.text_layers` at the
     study's `sizes` on the held-out windows (every model reads the same ones), the curve's
-    arms at the hybrid's NoPE blocks in a model with NoPE blocks: its rows by table, and (``result``) the NoPE blocks its causal tests ran at and its per-window
+    arms at the hybrid's NoPE blocks in a model with NoPE blocks: its rows by table, and
+    (``result``) the NoPE blocks its causal tests ran at and its per-window
     adjacency scores, for the pairing."""
     from adjpos.models import layer_kinds, load_model
     from adjpos.pretrained import pretrained_folder
