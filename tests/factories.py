@@ -155,3 +155,21 @@ def random_prompts(seed=0, lengths=(6, 7, 9), n=8, d=8, vocab=8):
 def prompt_run(length: int) -> tuple[tuple[int, int], ...]:
     """The whole prompt before its read-out position as one run: ((0, length - 2),)."""
     return ((0, length - 2),)
+
+
+class MemoryFolder:
+    """A run folder's unit markers in memory (`adjpos.runs.RunFolder`'s ``is_done``,
+    ``mark_done`` and ``result``): ``done`` maps each finished unit to its result; a stage
+    writes into ``path``/results."""
+
+    def __init__(self, path=None):
+        self.path, self.done = path, {}
+
+    def is_done(self, unit):
+        return unit in self.done
+
+    def mark_done(self, unit, result=None):
+        self.done[unit] = result
+
+    def result(self, unit):
+        return self.done[unit]

@@ -14,6 +14,7 @@ from adjpos.stats import Interval
 from adjpos.study.claim import CRITERIA, Context
 from adjpos.study.claims.hypothesis import curve_numbers, outcomes, readings
 from adjpos.study.rules import hypothesis_outcomes
+from factories import MemoryFolder
 
 KEYS = ["task", "seed", "layer", "readout"]
 
@@ -73,24 +74,6 @@ class _Models:
         return self
 
 
-class _Folder:
-    def __init__(self):
-        self.results = {}
-
-    @property
-    def done(self):
-        return set(self.results)
-
-    def is_done(self, unit):
-        return unit in self.results
-
-    def mark_done(self, unit, result=None):
-        self.results[unit] = result
-
-    def result(self, unit):
-        return self.results[unit]
-
-
 def _two_tables(models, sizes, criteria, task, seed, folder):
     tables = {"a": [{"task": task, "x": 1.0}], "b": [{"task": task, "seed": seed}]}
     return tables | {"result": {"unit": f"{task} {seed}"}}
@@ -100,14 +83,13 @@ def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
     from adjpos.tables import Table
     from adjpos.tasks import TASKS
 
-    folder = _Folder()
-    folder.path = tmp_path
+    folder = MemoryFolder(tmp_path)
     context = Context(folder, _Models(), sizes=None, criteria=CRITERIA, workers=0)
     tables = {"a": Table(task="string", x="float64"), "b": Table(task="string", seed="int64")}
     found = context.per_unit("stage", _two_tables, tables, seeds=True)
     assert list(found["a"]["task"]) == list(found["b"]["task"]) == list(TASKS)
     assert (tmp_path / "results" / "b_reversal_seed_0.csv").is_file()
-    assert folder.done == {f"stage {t} seed 0" for t in TASKS}
+    assert set(folder.done) == {f"stage {t} seed 0" for t in TASKS}
     again = context.per_unit("stage", _two_tables, tables, seeds=True)  # every unit done
     assert again["b"].equals(found["b"])
     assert again["result"] == found["result"] == [{"unit": f"{t} 0"} for t in TASKS]
@@ -138,8 +120,7 @@ def test_a_stage_runs_units_of_its_own_keys(tmp_path):
     their results in the keys' order, however they finish."""
     from adjpos.tables import Table
 
-    folder = _Folder()
-    folder.path = tmp_path
+    folder = MemoryFolder(tmp_path)
     context = Context(folder, None, sizes=None, criteria=CRITERIA, workers=0)
     tables = {"a": Table(task="string", x="float64"), "b": Table(task="string", seed="int64")}
     keys = [("nope-d128", 0), ("rope", 2)]
@@ -148,7 +129,7 @@ def test_a_stage_runs_units_of_its_own_keys(tmp_path):
     assert list(found["b"]["seed"]) == [0, 2]
     assert found["result"] == [{"unit": "nope-d128 0"}, {"unit": "rope 2"}]
     assert (tmp_path / "results" / "a_nope-d128_seed_0.csv").is_file()
-    assert folder.done == {"text nope-d128 seed 0", "text rope seed 2"}
+    assert set(folder.done) == {"text nope-d128 seed 0", "text rope seed 2"}
 
 
 def test_readings_put_a_size_added_to_one_seed_on_its_own_line():

@@ -3,7 +3,6 @@ temporary package folder, and with none installed (as in a copy without the text
 
 import dataclasses
 import json
-from types import SimpleNamespace
 
 import pytest
 
@@ -16,6 +15,7 @@ from adjpos.text.recipe import LAYOUTS, layout_config
 from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
 from adjpos.text_layers import shipped_text_models
 from adjpos.validation import UsageError
+from factories import MemoryFolder
 
 STAGE = claim("text")
 TINY = {"n_layers": 4, "d_model": 16, "n_heads": 2, "d_vocab": 300, "n_ctx": 24}
@@ -28,23 +28,10 @@ def generated_text() -> str:
     )
 
 
-class _Folder(SimpleNamespace):
-    """A run folder's unit markers in memory; the stage writes into `path`/results only."""
-
-    def is_done(self, unit):
-        return unit in self.done
-
-    def mark_done(self, unit, result=None):
-        self.done[unit] = result
-
-    def result(self, unit):
-        return self.done[unit]
-
-
 def run_stage(results):
     """The stage in this process (its units read the models of the patched package folder),
     its numbers as the pipeline writes them."""
-    context = Context(_Folder(path=results.parent, done={}), None, SIZES["tiny"], CRITERIA)
+    context = Context(MemoryFolder(results.parent), None, SIZES["tiny"], CRITERIA)
     context = dataclasses.replace(context, workers=0)
     return json.loads(json.dumps(STAGE.measure(context)))
 
