@@ -145,16 +145,33 @@ def measure_text_model(
     """One model's part of `measure_text_models` (named `layout` and `seed` in its rows): its
     records of `PARTS` ({"adjacency": [...], ...}) and its per-window adjacency scores by
     (layer, view), which `paired_layouts` pairs with another model's."""
-    key = {"layout": layout, "seed": seed}
-    rows, scores = _layers(model, tokens, seed, folds, {"n_boot": n_boot, "level": level})
+    from adjpos.probes import probe_positions
+
     found: dict[str, list[dict[str, Any]]] = {p: [] for p in PARTS}
-    found["adjacency"] = [key | r for r in rows[0]]
-    found["position"] = [key | r for r in rows[1]]
+    kinds, n, scores = capture_kinds(model), tokens.shape[1], {}
+    lengths = torch.full((len(tokens),), n)
+    stack = capture_residuals(model, tokens, progress=False).double().cpu()
+    options = {"features": "resid", "probe": "ridge", "cv": folds, "seed": seed, "repeats": 1}
+    probe = probe_positions(model, tokens, **options)
+    for layer, states in enumerate(stack):
+        key = {"layout": layout, "seed": seed, "layer": layer, "kind": kinds[layer]}
+        for view, (centred, skip) in VIEWS.items():
+            values = sequence_scores(states, lengths, center=centred, skip_first=skip).numpy()
+            scores[layer, view] = values
+            low, high = bootstrap_interval(values, n_boot=n_boot, level=level, seed=seed)
+            found["adjacency"].append(key | {"view": view, "adjacency": float(np.mean(values))})
+            found["adjacency"][-1] |= {"low": low, "high": high, "n_sequences": len(values)}
+        fold_seed = derive_seed(seed, "text decomposition")
+        shares = decomposition_shares(states, tokens, folds=folds, seed=fold_seed).held_out
+        found["position"] += [key | {"measure": f"{p} share", "value": shares[p]} for p in SHARES]
+        r2 = probe.value(layer, "resid", "ridge", "r2")
+        found["position"].append(key | {"measure": "probe R^2", "value": r2})
     if causal_layers:
         options = {"layers": list(causal_layers), "interventions": list(interventions)}
         options |= {"skip_first": 1, "control_draws": control_draws, "progress": False}
         options |= {"doses": doses, "return_differences": True, "model_name": layout}
         table, differences = text_intervention_table(model, tokens, **options, seed=seed)
+        key = {"layout": layout, "seed": seed}
         found["causal"] = [key | r for r in table.to_dict("records")]
         found["differences"] = [key | r | {"seed": seed} for r in differences.to_dict("records")]
     return found, scores
@@ -181,34 +198,6 @@ def paired_layouts(
             versus.append({"a": a, "b": b, "seed": seed, "layer": layer, "view": view})
             versus[-1] |= {"difference": d, "low": low, "high": high}
     return versus
-
-
-def _layers(model: Any, tokens: Tensor, seed: int, folds: int, draws: dict) -> tuple:
-    """One model's adjacency rows, position rows, and its per-window scores by (layer,
-    view)."""
-    from adjpos.probes import probe_positions
-
-    kinds, n = capture_kinds(model), tokens.shape[1]
-    lengths = torch.full((len(tokens),), n)
-    stack = capture_residuals(model, tokens, progress=False).double().cpu()
-    probe = probe_positions(
-        model, tokens, features="resid", probe="ridge", cv=folds, seed=seed, repeats=1
-    )
-    adjacency, position, scores = [], [], {}
-    for layer, states in enumerate(stack):
-        key = {"layer": layer, "kind": kinds[layer]}
-        for view, (centred, skip) in VIEWS.items():
-            values = sequence_scores(states, lengths, center=centred, skip_first=skip).numpy()
-            scores[layer, view] = values
-            low, high = bootstrap_interval(values, **draws, seed=seed)
-            adjacency.append(key | {"view": view, "adjacency": float(np.mean(values))})
-            adjacency[-1] |= {"low": low, "high": high, "n_sequences": len(values)}
-        fold_seed = derive_seed(seed, "text decomposition")
-        shares = decomposition_shares(states, tokens, folds=folds, seed=fold_seed).held_out
-        position += [key | {"measure": f"{p} share", "value": shares[p]} for p in SHARES]
-        r2 = probe.value(layer, "resid", "ridge", "r2")
-        position.append(key | {"measure": "probe R^2", "value": r2})
-    return (adjacency, position), scores
 
 
 def shipped_text_models(
