@@ -97,6 +97,33 @@ def check_doses(doses: Sequence[int | float]) -> tuple[int | float, ...]:
     return doses
 
 
+def added_dose(
+    levels: dict[float, float], floor: float, need: int, *, last: bool = False
+) -> float | None:
+    """The next dose of a layer's arms where fewer than `need` of the doses so far leave their
+    random control at least `floor` exact match (`levels`: dose -> exact match): the midpoint
+    of the largest such dose and the next dose above it (a fraction below 1); where there is
+    none, or on the `last` try, half the smallest dose (a smaller change harms less). None when
+    enough doses are measurable.
+
+    >>> added_dose({0.5: 0.53, 1.0: 0.05, 2.0: 0.01}, 0.25, 2)
+    0.75
+    >>> added_dose({0.5: 0.53, 0.75: 0.2, 1.0: 0.05}, 0.25, 2, last=True)
+    0.25
+    >>> added_dose({0.5: 0.99, 1.0: 0.9, 2.0: 0.3}, 0.25, 2) is None
+    True
+    """
+    measurable = [d for d, level in levels.items() if level >= floor]
+    if len(measurable) >= need or not levels:
+        return None
+    above = [d for d in levels if d > max(measurable, default=0.0)]
+    middle = (max(measurable) + min(above)) / 2 if measurable and above else 1.0
+    if not (last or middle >= 1 or middle in levels):
+        return middle
+    half = min(levels) / 2 if min(levels) / 2 < 1 else int(min(levels) / 2)
+    return None if half in levels else half
+
+
 def shift_magnitude(size: int | float) -> int:
     """The |k| of the shifts measured at the size of dose `size`: m, or 1 for a fraction."""
     return math.ceil(size)

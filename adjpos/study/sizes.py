@@ -84,7 +84,7 @@ class StudySizes:
     curve_added: int = help_field(
         "sizes a layer's arms may add where fewer than Criteria.min_sizes of curve_doses are "
         "measurable (each chosen from the random control's exact match so far: "
-        "adjpos.study.claims.causal.added_dose; 0: none)",
+        "adjpos.interventions.spec.added_dose; 0: none)",
         3,
     )
     dynamics_seeds: tuple[int, ...] = help_field(

@@ -233,8 +233,7 @@ def test_added_sizes_are_new_valid_doses_until_two_are_measurable(floor_at, stee
     """The random control's exact match falling with the dose (a logistic curve through 0.25
     at `floor_at`): each added size is a dose the arms accept and not run before, and three
     tries leave two measurable sizes wherever half the smallest dose is measurable."""
-    from adjpos.interventions.spec import check_doses
-    from adjpos.study.claims.causal import added_dose
+    from adjpos.interventions.spec import added_dose, check_doses
 
     def level(d):
         return 1 / (1 + 3 * math.exp(steep * (d - floor_at)))  # 0.25 at floor_at

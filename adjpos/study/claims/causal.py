@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from adjpos.interventions import FAMILIES, INTERVENTION_TABLE, SPECS, intervention_table
+from adjpos.interventions.spec import added_dose
 from adjpos.stats import every_seed, judge, wilson_interval
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
@@ -75,14 +76,17 @@ def causal_unit(
         options |= {"doses": sizes.curve_doses, "return_differences": True}
         arms = folder and Prefixed(folder, "arms")
         table, differences = intervention_table(model, task, **options, **common, folder=arms)
-        tables, found = [table], [differences]
+        tables, found, n_added = [table], [differences], sizes.curve_added
         # sizes added where too few are measurable (an arm built whole runs at the first only)
         dosed = tuple(a for a in CURVE_ARMS if not SPECS[a].params.get("once"))
         for layer in sizes.curve_layers:
             options |= {"layers": [layer], "interventions": dosed}
-            for last in [n == sizes.curve_added for n in range(1, sizes.curve_added + 1)]:
-                levels = random_levels(pd.concat(tables), layer)
-                dose = added_dose(levels, criteria.curve_measurable, criteria.min_sizes, last=last)
+            for n in range(1, sizes.curve_added + 1):
+                rows = pd.concat(tables)  # the random control's exact match at each dose so far
+                rows = rows[(rows["intervention"] == "position_random") & (rows["layer"] == layer)]
+                levels = dict(zip(rows["dose"].astype(float), rows["exact_match"], strict=True))
+                floor, need, last = criteria.curve_measurable, criteria.min_sizes, n == n_added
+                dose = added_dose(levels, floor, need, last=last)
                 if dose is None:
                     break
                 options["doses"] = [dose]
@@ -91,41 +95,6 @@ def causal_unit(
         out["curve_arms"] = pd.concat(tables).to_dict("records")
         out["curve_differences"] = pd.concat(found).to_dict("records")
     return out
-
-
-def random_levels(rows: pd.DataFrame, layer: int) -> dict[float, float]:
-    """{dose: exact match} of the arms' random control at `layer`, the read-out kept."""
-    mine = rows[(rows["intervention"] == "position_random") & (rows["layer"] == layer)]
-    mine = mine[mine["readout"] == "kept"]
-    return {float(d): float(e) for d, e in zip(mine["dose"], mine["exact_match"], strict=True)}
-
-
-def added_dose(
-    levels: dict[float, float], floor: float, need: int, *, last: bool = False
-) -> float | None:
-    """The next size of a layer's arms, given its random control's exact match at each dose
-    so far (`levels`), where fewer than `need` doses leave at least `floor` (measurable): the
-    midpoint between the largest measurable dose and the next dose above it (a fraction below
-    1), or, when there is none or on the `last` try, half the smallest dose (the random control
-    harms less at a smaller size). None when enough doses are measurable.
-
-    >>> added_dose({0.5: 0.53, 1.0: 0.05, 2.0: 0.01}, 0.25, 2)
-    0.75
-    >>> added_dose({0.5: 0.53, 0.75: 0.2, 1.0: 0.05}, 0.25, 2, last=True)
-    0.25
-    >>> added_dose({0.5: 0.99, 1.0: 0.9, 2.0: 0.3}, 0.25, 2) is None
-    True
-    """
-    measurable = [d for d, level in levels.items() if level >= floor]
-    if len(measurable) >= need or not levels:
-        return None
-    above = [d for d in levels if d > max(measurable, default=0.0)]
-    middle = (max(measurable) + min(above)) / 2 if measurable and above else 1.0
-    if not (last or middle >= 1 or middle in levels):
-        return middle
-    half = min(levels) / 2  # a fraction, or a whole shift magnitude
-    half = half if half < 1 else int(half)
-    return None if half in levels else half
 
 
 def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
