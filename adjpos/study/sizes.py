@@ -137,9 +137,9 @@ class StudySizes:
             unused = value is None or (f.name == "curve_layers" and value == ())  # arms not run
             if f.name == "curve_added" and not (is_int(value) and value >= 0):
                 raise UsageError(f"curve_added must be an int >= 0, got {value!r}")
-            if f.name == "curve_added":
-                continue
-            if f.type == "int" or (f.type == "int | None" and value is not None):
+            if f.name != "curve_added" and (
+                f.type == "int" or f.type == "int | None" and value is not None
+            ):
                 check_positive_int(f.name, value)
             elif f.name.endswith(("seeds", "_layers", "_widths")) and not unused:
                 check_int_list(f.name, value)

@@ -37,9 +37,10 @@ def measure(context: Context) -> dict[str, Any]:
     tables = {f"text_{p}": table for p, table in text.PARTS.items()}
     done = context.per_unit("text", text_unit, tables, keys=list(folders))
     frames = {p: done[f"text_{p}"] for p in text.PARTS}
-    scores = {}
-    for key, result in zip(folders, done["result"], strict=True):
-        scores[key] = {(layer, view): np.array(x) for layer, view, x in result["scores"]}
+    scores = {
+        k: {(x[0], x[1]): np.array(x[2]) for x in r["scores"]}
+        for k, r in zip(folders, done["result"], strict=True)
+    }
     pairs = [(sized("hybrid", d), sized("rope", d)) for d in sizes.text_widths]
     frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, pairs))
     for part in PARTS:
@@ -51,11 +52,9 @@ def measure(context: Context) -> dict[str, Any]:
 def text_unit(
     models: Any, sizes: Any, criteria: Criteria, layout: str, seed: int, folder: Any
 ) -> dict[str, Any]:
-    """One shipped text model (`layout`, `seed`) measured by `adjpos.text_layers` at the
-    study's `sizes` on the held-out windows (every model reads the same ones), the curve's
-    arms at the hybrid's NoPE blocks in a model with NoPE blocks: its rows by table, and
-    (``result``) the NoPE blocks its causal tests ran at and its per-window
-    adjacency scores, for the pairing."""
+    """One shipped text model (`adjpos.text_layers.measure_text_model` at the study's
+    `sizes`, the arms at the hybrid's NoPE blocks where the model has any): its rows by
+    table, and (``result``) those blocks and its per-window scores, for the pairing."""
     from adjpos.models import layer_kinds, load_model
     from adjpos.pretrained import pretrained_folder
 
@@ -70,9 +69,8 @@ def text_unit(
     options |= {"doses": sizes.text_doses, "causal_layers": tested}
     rows, scores = text.measure_text_model(model, tokens, layout, seed, **options)
     plain = [[layer, view, x.tolist()] for (layer, view), x in scores.items()]
-    return {f"text_{p}": r for p, r in rows.items()} | {
-        "result": {"blocks": list(blocks), "scores": plain}
-    }
+    found = {"blocks": list(blocks), "scores": plain}
+    return {f"text_{p}": r for p, r in rows.items()} | {"result": found}
 
 
 def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
