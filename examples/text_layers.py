@@ -41,8 +41,8 @@ def quick_numbers(out: Path) -> dict:
         for layout in LAYOUTS
     }
     result = layers.measure_text_models(models, tokens, causal_layers=[3], control_draws=2)
-    for part in ("adjacency", "position", "causal", "differences"):
-        getattr(layers, part.upper()).write(out / f"text_{part}.csv", getattr(result, part))
+    for part, table in layers.PARTS.items():
+        table.write(out / f"text_{part}.csv", getattr(result, part))
     return {"missing": [], "nope_blocks": [3]} | layers.summarise(result)
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from adjpos.capture import check_tokens
-from adjpos.interventions.hooks import Stacked, intervene
+from adjpos.interventions.hooks import Stacked, intervene, start_at_block
 from adjpos.interventions.spec import READOUTS
 from adjpos.metrics import position_variance
 from adjpos.scoring import sequence_scores
@@ -113,10 +113,8 @@ def measure_draws(
         mask = batch.loss_mask[rows, : length - 1]
         with torch.inference_mode():
             _, clean = model.run_with_cache(tokens, names_filter=[site])
-            # a change of block `layer`'s input: each copy's pass starts at that block
-            inputs, begin = tokens, {}
-            if layer > 0 and site.endswith("resid_pre") and isinstance(model, HookedTransformer):
-                inputs, begin = clean[site], {"start_at_layer": layer}
+            begin = start_at_block(model, layer, site)  # each copy's pass starts there
+            inputs = clean[site] if begin else tokens
             repeated = inputs.repeat(n_draws, *[1] * (inputs.dim() - 1))
             with hooked(_stack(interventions, runs), readout_from=start):
                 logits, cache = model.run_with_cache(repeated, names_filter=[site, last], **begin)

@@ -198,6 +198,16 @@ def intervene(
         yield model
 
 
+def start_at_block(model: Any, layer: int, site: str) -> dict[str, int]:
+    """``{"start_at_layer": layer}`` where a change at `site`, block `layer`'s input, leaves the
+    blocks before it as they are and `model` can start a pass there (a HookedTransformer, past
+    its embeddings); else {} (the pass runs the whole model)."""
+    from transformer_lens import HookedTransformer
+
+    starts = layer > 0 and site.endswith("resid_pre") and isinstance(model, HookedTransformer)
+    return {"start_at_layer": layer} if starts else {}
+
+
 def _before_readout(acts: Tensor, intervention: Any, readout_from: int, record: Any) -> Tensor:
     """`intervention` applied to positions 0 .. readout_from - 1 alone (the prompt before the
     read-out; for a pattern, its query-by-key block), every later position kept."""

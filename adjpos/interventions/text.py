@@ -40,7 +40,7 @@ from torch import Tensor
 
 from adjpos.capture import capture_residuals, check_tokens
 from adjpos.interventions.curve.columns import ARM_TABLE, curve_columns, fit_position_probe
-from adjpos.interventions.hooks import NoIntervention, Stacked, intervene
+from adjpos.interventions.hooks import NoIntervention, Stacked, intervene, start_at_block
 from adjpos.interventions.runner import DEFAULT_DRAWS, OutcomeColumns, run_table
 from adjpos.interventions.spec import (
     DEFAULT_DOSES,
@@ -238,8 +238,6 @@ def _measure(
     """Per draw and sequence: the continuation's mean next-token loss and accuracy, and the
     adjacency score of the states at the layer; the change size pooled over all draws."""
     # the states the intervention writes: block `layer`'s input, or its output for a pattern
-    from transformer_lens import HookedTransformer
-
     site = f"blocks.{layer}.hook_resid_{'post' if built[0].site == 'pattern' else 'pre'}"
     n, pos = test.shape
     vocab = model.cfg.d_vocab_out if model.cfg.d_vocab_out > 0 else model.cfg.d_vocab
@@ -247,12 +245,9 @@ def _measure(
     loss, accuracy, adjacency, record = [], [], [], []
     target = test[:, cut + 1 :]
     hooked = {"layer": layer, "readout_from": cut, "keep_readout": keep, "skip_first": skip_first}
-    # a change of block `layer`'s input leaves the blocks before it as they are: they run
-    # once, and each draw's pass starts at the block (a HookedTransformer's start_at_layer)
-    inputs, begin = test, {}
-    if layer > 0 and site.endswith("resid_pre") and isinstance(model, HookedTransformer):
-        inputs = capture_residuals(model, test, layers=[layer], progress=False)[0]
-        begin = {"start_at_layer": layer}
+    # the blocks before a changed input run once; each draw's pass starts at the block
+    begin = start_at_block(model, layer, site)
+    inputs = capture_residuals(model, test, layers=[layer], progress=False)[0] if begin else test
     for start in range(0, len(built), chunk):
         part = built[start : start + chunk]
         change = part[0] if len(part) == 1 else Stacked(tuple(part))

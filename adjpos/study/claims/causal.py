@@ -76,7 +76,7 @@ def causal_unit(
         options |= {"doses": sizes.curve_doses, "return_differences": True}
         arms = folder and Prefixed(folder, "arms")
         table, differences = intervention_table(model, task, **options, **common, folder=arms)
-        tables, found, n_added = [table], [differences], sizes.curve_added
+        tables, found = [table], [differences]
         # sizes added where too few are measurable (an arm built whole runs at the first only)
         dosed = tuple(a for a in CURVE_ARMS if not SPECS[a].params.get("once"))
         for layer in sizes.curve_layers:
@@ -85,8 +85,8 @@ def causal_unit(
                 rows = pd.concat(tables)  # the random control's exact match at each dose so far
                 rows = rows[(rows["intervention"] == "position_random") & (rows["layer"] == layer)]
                 levels = dict(zip(rows["dose"].astype(float), rows["exact_match"], strict=True))
-                floor, need, last = criteria.curve_measurable, criteria.min_sizes, n == n_added
-                dose = added_dose(levels, floor, need, last=last)
+                floor, need = criteria.curve_measurable, criteria.min_sizes
+                dose = added_dose(levels, floor, need, last=n == sizes.curve_added)
                 if dose is None:
                     break
                 options["doses"] = [dose]
