@@ -415,11 +415,16 @@ def _ratio_rows(rows: np.ndarray) -> np.ndarray:
 def spearman(profile: np.ndarray) -> float:
     """Spearman correlation of a profile with its position (average ranks for ties; NaN for a
     constant profile, which has no rank order)."""
-    return float(_spearman_rows(np.asarray(profile, dtype=float).reshape(1, -1))[0])
+    return float(spearman_rows(np.asarray(profile, dtype=float).reshape(1, -1))[0])
 
 
-def _spearman_rows(rows: np.ndarray) -> np.ndarray:
-    """`spearman` of each row of `rows` [n, positions], all rows at once."""
+def spearman_rows(rows: np.ndarray) -> np.ndarray:
+    """`spearman` of each row of `rows` [n, positions], all rows at once.
+
+    Example:
+        >>> spearman_rows(np.array([[1.0, 2.0, 3.0], [3.0, 1.0, 1.0], [2.0, 2.0, 2.0]]))
+        array([ 1.       , -0.8660254,        nan])
+    """
     from scipy.stats import rankdata
 
     ranks = rankdata(rows, axis=1)
@@ -431,4 +436,4 @@ def _spearman_rows(rows: np.ndarray) -> np.ndarray:
 
 
 # variance_summary's statistics: each on one profile, and on every row of a [n, positions] array.
-_SUMMARIES = {"ratio": (variance_ratio, _ratio_rows), "spearman": (spearman, _spearman_rows)}
+_SUMMARIES = {"ratio": (variance_ratio, _ratio_rows), "spearman": (spearman, spearman_rows)}

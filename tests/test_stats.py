@@ -80,9 +80,9 @@ def test_the_spearman_of_many_rows_is_scipys_row_by_row(rows):
     """Ties and constant rows included: the bootstrap's vectorised path against scipy."""
     from scipy.stats import spearmanr
 
-    from adjpos.stats import _spearman_rows
+    from adjpos.stats import spearman_rows
 
-    got = _spearman_rows(np.array(rows))
+    got = spearman_rows(np.array(rows))
     for row, value in zip(rows, got, strict=True):
         expected = spearmanr(row, np.arange(len(row))).statistic
         if np.isnan(expected):

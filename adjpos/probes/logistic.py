@@ -13,9 +13,12 @@ with a backtracking (Armijo) line search:
 
 - **Newton-CG** for up to `WIDE` features: conjugate gradients (in float32) preconditioned
   with the Hessian's per-class diagonal blocks; about 10 to 20 steps.
-- **L-BFGS** in whitened coordinates for more features: the inputs rotated onto the
-  eigenvectors of their covariance S and rescaled by (S + 1/(C n))^(-1/2), which leaves f
-  unchanged but lets L-BFGS take a residual stream's correlated directions at one pace.
+- for more features, in whitened coordinates (the inputs rotated onto the eigenvectors of
+  their covariance S and rescaled by (S + 1/(C n))^(-1/2), which leaves f unchanged but puts a
+  residual stream's correlated directions on one scale): **L-BFGS** in float32 to `ROUGH`
+  times `tol` (its first steps are cheap, its tail is slow), then **Newton-CG** from there in
+  float64, preconditioned with the Hessian's diagonal (its blocks would cost more than the
+  steps they save at this width), to `tol`.
 
 ``tests/probes/test_logistic.py`` checks the result against scikit-learn.
 """
@@ -34,9 +37,10 @@ from adjpos.validation import UsageError
 
 LOGISTIC_C = 100.0
 TOLERANCE = 1e-4  # scikit-learn's default `tol`, on the same scale of the gradient
-WIDE = 32  # more features than this: whitened L-BFGS instead of Newton-CG
+WIDE = 32  # more features than this: the whitened solve
 NEWTON_MAX_ITER = 100
 LBFGS_MAX_ITER = 2000
+ROUGH = 10  # the whitened solve's float32 L-BFGS stops at ROUGH * tol, Newton-CG finishes
 _CG_MAX_ITER = 50
 _HISTORY = 10  # L-BFGS memory (scikit-learn's, through scipy, is 10)
 
@@ -74,7 +78,7 @@ def fit_predict_logistic(
         raise UsageError("give one training set, label set and test set per problem")
     x, yh, weight, mask, tests = _stack(train_x, train_y, test_x, n_classes)
     width = x.shape[-1] - 1
-    solve = _newton_cg if width <= WIDE else _whitened_lbfgs
+    solve = _newton_cg if width <= WIDE else _whitened
     w, converged = solve(x, yh, weight, mask, C=C, tol=tol)
     if not bool(converged.all()):
         warnings.warn(
@@ -124,10 +128,16 @@ class _Objective:
         return self.x.to(torch.float32)
 
     def __call__(self, w: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        logp = torch.log_softmax(self.x @ w + self.mask, dim=-1).nan_to_num(neginf=0.0)
+        z = self.x @ w
+        masked = z + self.mask
+        top = masked.amax(dim=-1, keepdim=True)
+        e = torch.exp(masked - top)  # one exponential: the probabilities and the log-sum-exp
+        total = e.sum(dim=-1, keepdim=True)
+        p = e / total
+        # each row's cross-entropy: its log-sum-exp minus its label's logit (padding weighs 0)
+        entropy = (self.weight * (top + total.log())[..., 0]).sum(dim=1) - (z * self.yh).sum((1, 2))
         penalised = self.penalty * w
-        f = self.C * -(logp * self.yh).sum(dim=(1, 2)) + 0.5 * (w * penalised).sum(dim=(1, 2))
-        p = logp.exp() * (self.mask == 0)
+        f = self.C * entropy + 0.5 * (w * penalised).sum(dim=(1, 2))
         grad = self.C * (self.xt @ (p * self.weight[..., None] - self.yh)) + penalised
         return f / self.scale, grad / self.scale[:, None, None], p
 
@@ -138,43 +148,50 @@ def _newton_cg(x, yh, weight, mask, *, C, tol):
     penalty[-1] = 0.0
     objective = _Objective(x, yh, weight, mask, C, penalty)
     w = torch.zeros(x.shape[0], width, yh.shape[-1], dtype=x.dtype, device=x.device)
+    return _newton(objective, w, tol=tol, gradient_of=lambda g: g, blocks=True)
+
+
+def _newton(objective: _Objective, w: Tensor, *, tol: float, gradient_of: Callable, blocks: bool):
+    """Newton-CG from `w` (`_newton_step`) until the largest entry of `gradient_of` the
+    gradient is at most `tol`."""
     f, g, p = objective(w)
-    active = _largest(g) > tol
+    active = _largest(gradient_of(g)) > tol
     for _ in range(NEWTON_MAX_ITER):
         if not active.any():
             break
-        step = _newton_step(objective, p, g * objective.scale[:, None, None], active)
+        step = _newton_step(objective, p, g * objective.scale[:, None, None], active, blocks)
         w, f, g, p, stalled = _line_search(objective, w, f, g, p, step, active)
-        active &= (_largest(g) > tol) & ~stalled
-    return w, _largest(g) <= tol
+        active &= (_largest(gradient_of(g)) > tol) & ~stalled
+    return w, _largest(gradient_of(g)) <= tol
 
 
-def _newton_step(objective: _Objective, p: Tensor, grad: Tensor, active: Tensor) -> Tensor:
+def _newton_step(
+    objective: _Objective, p: Tensor, grad: Tensor, active: Tensor, blocks: bool
+) -> Tensor:
     """Preconditioned conjugate gradients on H s = -grad, to a relative residual of
     min(0.5, sqrt(|grad| / (C n))) (inexact Newton: loose far from the optimum). The Hessian
     products and the preconditioner are in float32 (two to three times faster on a CPU): the
     target residual stays far above float32's rounding, and any positive definite
-    preconditioner leaves the solution unchanged."""
+    preconditioner leaves the solution unchanged: the Hessian's per-class diagonal blocks
+    with `blocks`, else its diagonal."""
     x, C, penalty = objective.x32, objective.C, objective.penalty
     xt = x.transpose(1, 2)
     f32, f64 = torch.float32, grad.dtype
     p32 = p.to(f32)
     pw = p32 * objective.weight.to(f32)[..., None]
-    eye = torch.eye(x.shape[-1], dtype=f64, device=x.device)
-    blocks = C * torch.einsum("bnk,bna,bnc->bkac", pw - p32 * pw, x, x).to(f64)
-    # float32 rounding can leave a block a little indefinite: a jitter at its scale, and a
-    # diagonal preconditioner for any block that still has no Cholesky factor.
-    scale = blocks.diagonal(dim1=-2, dim2=-1).amax(dim=-1)[..., None, None]
-    shifted = blocks + eye * (penalty + 1e-6 + 1e-5 * scale)
-    factor, failed = torch.linalg.cholesky_ex(shifted)
-    inverse = torch.cholesky_inverse(factor)
-    if bool((failed != 0).any()):
-        diagonal = torch.diag_embed(1 / shifted.diagonal(dim1=-2, dim2=-1))
-        inverse = torch.where((failed != 0)[..., None, None], diagonal, inverse)
+    if blocks:
+        inverse = _block_inverse(
+            C * torch.einsum("bnk,bna,bnc->bkac", pw - p32 * pw, x, x), penalty
+        )
+    else:
+        diagonal = C * torch.einsum("bnk,bna->bak", pw - p32 * pw, x * x).to(f64) + penalty
+        inverse = 1 / diagonal.clamp_min(1e-12)
     penalty32 = penalty.to(f32)
 
     @no_type_check  # made at every call: kept out of the tests' type checker
     def precondition(r: Tensor) -> Tensor:
+        if not blocks:
+            return r * inverse
         return (inverse @ r.transpose(1, 2)[..., None])[..., 0].transpose(1, 2)
 
     @no_type_check
@@ -204,7 +221,23 @@ def _newton_step(objective: _Objective, p: Tensor, grad: Tensor, active: Tensor)
     return step * active[:, None, None]
 
 
-def _whitened_lbfgs(x, yh, weight, mask, *, C, tol):
+def _block_inverse(blocks: Tensor, penalty: Tensor) -> Tensor:
+    """The inverses of the Hessian's diagonal blocks (float32 rounding can leave a block a
+    little indefinite: a jitter at its scale, and a diagonal preconditioner for any block that
+    still has no Cholesky factor)."""
+    blocks = blocks.to(penalty.dtype)
+    eye = torch.eye(blocks.shape[-1], dtype=blocks.dtype, device=blocks.device)
+    scale = blocks.diagonal(dim1=-2, dim2=-1).amax(dim=-1)[..., None, None]
+    shifted = blocks + eye * (penalty + 1e-6 + 1e-5 * scale)
+    factor, failed = torch.linalg.cholesky_ex(shifted)
+    inverse = torch.cholesky_inverse(factor)
+    if bool((failed != 0).any()):
+        diagonal = torch.diag_embed(1 / shifted.diagonal(dim1=-2, dim2=-1))
+        inverse = torch.where((failed != 0)[..., None, None], diagonal, inverse)
+    return inverse
+
+
+def _whitened(x, yh, weight, mask, *, C, tol):
     batch, width = x.shape[0], x.shape[-1] - 1
     features = x[..., :width]
     cov = features.transpose(1, 2) @ features / weight.sum(dim=1)[:, None, None]
@@ -217,10 +250,16 @@ def _whitened_lbfgs(x, yh, weight, mask, *, C, tol):
     objective = _Objective(xw, yh, weight, mask, C, penalty)
 
     def original_gradient(g: Tensor) -> Tensor:
+        g = g.to(rotation.dtype)
         return torch.cat([rotation @ (g[:, :width] / shrink[..., None]), g[:, width:]], dim=1)
 
-    v = torch.zeros(batch, width + 1, yh.shape[-1], dtype=x.dtype, device=x.device)
-    v, converged = _lbfgs(objective, v, tol=tol, gradient_of=original_gradient)
+    f32 = torch.float32
+    rough = _Objective(xw.to(f32), yh.to(f32), weight.to(f32), mask.to(f32), C, penalty.to(f32))
+    v = torch.zeros(batch, width + 1, yh.shape[-1], dtype=f32, device=x.device)
+    v, _ = _lbfgs(rough, v, tol=ROUGH * tol, gradient_of=original_gradient)
+    v, converged = _newton(
+        objective, v.to(x.dtype), tol=tol, gradient_of=original_gradient, blocks=False
+    )
     return torch.cat([to_white @ v[:, :width], v[:, width:]], dim=1), converged
 
 

@@ -103,6 +103,11 @@ class StudySizes:
         "held-out sequences per snapshot for adjacency, variance and the probe", 128
     )
     cv: int = help_field("folds, grouped by sequence", 5)
+    dynamics_cv: int = help_field(
+        "folds of each snapshot's position probe, grouped by sequence (fewer than `cv`: the "
+        "snapshots' probe is a control, measured at every snapshot of every seed)",
+        3,
+    )
     repeats: int = help_field("seeds (folds and shuffles) of each probe", 2)
     grid: Grid = help_field("the random-init sweep's grid (a union of sub-grids)", DEFAULT_GRID)
     sweep_seeds: tuple[int, ...] = help_field("model seeds of each sweep cell", (0, 1, 2))

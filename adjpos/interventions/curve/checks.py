@@ -20,7 +20,7 @@ from torch import Tensor
 
 from adjpos.metrics import adjacency_probability, cosine_matrix
 from adjpos.scoring import sequence_scores
-from adjpos.stats import spearman
+from adjpos.stats import spearman_rows
 from adjpos.validation import UsageError
 
 
@@ -103,7 +103,7 @@ def readout_similarity_spearman(
         return np.full(states.shape[0], np.nan)
     similarity = cosine_matrix(states.double())[:, readout, :readout].numpy()
     # spearman() correlates with the index j; the distance readout - j runs the other way
-    return np.array([-spearman(row) for row in similarity])
+    return -spearman_rows(similarity)
 
 
 def probe_accuracy(

@@ -69,7 +69,7 @@ def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> l
     """Every metric of one snapshot: {layer, metric, value, low, high} records (exact match
     with its Wilson interval, the others with bootstrap intervals over sequences; the probe's
     gain over layer 0 -/+ the normal quantile of the level times its standard error over one
-    seed of folds, to keep a snapshot cheap)."""
+    seed of `sizes.dynamics_cv` folds, to keep a snapshot cheap)."""
     from scipy.stats import norm
 
     gen, draws = study_generator("dynamics"), criteria.draws
@@ -88,7 +88,7 @@ def measure_snapshot(model: Any, task: Any, sizes: Any, criteria: Criteria) -> l
         summary = variance_summary(values, **draws)
         for k in ("ratio", "spearman"):
             rows.append((layer, f"variance_{k}", *(summary[k + e] for e in ("", "_low", "_high"))))
-    options = {"features": "resid", "probe": "logistic", "cv": sizes.cv, "repeats": 1}
+    options = {"features": "resid", "probe": "logistic", "cv": sizes.dynamics_cv, "repeats": 1}
     probed = probe_positions(model, same, **options, progress=False).records()
     z = float(norm.ppf(0.5 + criteria.level / 2))
     for r in (r for r in probed if r["metric"] == "accuracy"):
