@@ -162,29 +162,11 @@ def subspace_rank(curve: Float[Tensor, "pos d_model"]) -> int:
     return min(max(rank, 2), curve.shape[1])
 
 
-def _last_call(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """`fn` remembering its last call (tensors compared by identity, held so that none is
-    freed and its id reused; the rest by equality): the size matching asks for one arm's
-    target again at every bisection step."""
-    last: list[Any] = [(), None]
-
-    @functools.wraps(fn)
-    def remembered(*args: Any) -> Tensor:
-        held = last[0]
-        same = len(held) == len(args) and all(
-            a is b if isinstance(a, Tensor) or isinstance(b, Tensor) else a == b
-            for a, b in zip(args, held, strict=True)
-        )
-        if not same:
-            last[:] = [args, fn(*args)]
-        return last[1]
-
-    return remembered
-
-
 def _blended(target: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """A linear arm's builder: c + parameter (target - c), `target` the curve at parameter 1."""
-    target = _last_call(target)
+    """A linear arm's builder: c + parameter (target - c), `target` the curve at parameter 1,
+    remembered from its last call (the size matching asks for it at every bisection step;
+    tensors hash by identity, and the cache holds them: no id is reused meanwhile)."""
+    target = functools.lru_cache(maxsize=1)(target)
 
     def build(arm: CurveArm, curve: Tensor, parameter: float, runs: Runs, states: Any):
         return curve + parameter * (target(arm, curve, runs, states) - curve)
@@ -218,13 +200,11 @@ def _scatter_source(first: int, last: int, pos: int, arm: CurveArm) -> dict[int,
 
 
 def _edge_source(first: int, last: int, pos: int, arm: Any) -> dict[int, int]:
-    moved = {last: last + 1} if last + 1 < pos else {}
-    return moved | ({first: first - 1} if first > 0 else {})
+    return ({last: last + 1} if last + 1 < pos else {}) | ({first: first - 1} if first > 0 else {})
 
 
 def _removed(arm: CurveArm, curve: Tensor, runs: Runs, states: Any) -> Tensor:
-    changed = changed_positions(arm.kind, runs, curve.shape[0])
-    return curve[changed].mean(dim=0).expand_as(curve)
+    return curve[changed_positions(arm.kind, runs, curve.shape[0])].mean(dim=0).expand_as(curve)
 
 
 def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None) -> Tensor:
@@ -235,8 +215,7 @@ def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None)
     flat = states.reshape(-1, states.shape[-1]).to(curve.dtype)
     centred = flat - flat.mean(dim=0)
     gen = derived_generator(arm.seed, "curve_random", arm.draw)
-    weights = torch.randn(curve.shape[0], len(flat), generator=gen, dtype=curve.dtype)
-    directions = weights @ centred
+    directions = torch.randn(curve.shape[0], len(flat), generator=gen, dtype=curve.dtype) @ centred
     unit = directions / directions.norm(dim=-1, keepdim=True).clamp_min(1e-300)
     return curve + unit * curve.norm(dim=-1, keepdim=True)
 
@@ -244,18 +223,16 @@ def _randomised(arm: CurveArm, curve: Tensor, runs: Runs, states: Tensor | None)
 def _rotated(arm: CurveArm, curve: Tensor, angle: float, runs: Runs, states: Any) -> Tensor:
     """`curve` @ Q.T, Q orthogonal: a seeded orthonormal basis of the curve's top-r subspace,
     paired into planes, each turned by `angle`; the identity on the rest."""
-    basis = _rotation_basis(arm, curve)
-    rank = basis.shape[0]
-    q = torch.eye(curve.shape[1], dtype=curve.dtype)
+    basis, q = _rotation_basis(arm, curve), torch.eye(curve.shape[1], dtype=curve.dtype)
     cos, sin = math.cos(angle), math.sin(angle)
-    for i in range(0, rank - 1, 2):
+    for i in range(0, len(basis) - 1, 2):
         u, v = basis[i], basis[i + 1]
         q = q + (cos - 1) * (torch.outer(u, u) + torch.outer(v, v))
         q = q + sin * (torch.outer(v, u) - torch.outer(u, v))
     return curve @ q.T
 
 
-@_last_call
+@functools.lru_cache(maxsize=1)  # as `_blended`'s targets
 def _rotation_basis(arm: CurveArm, curve: Tensor) -> Tensor:
     """[rank, d_model] the rotation's seeded orthonormal basis of the curve's top subspace."""
     rank = subspace_rank(curve)
