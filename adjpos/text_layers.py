@@ -200,33 +200,14 @@ def paired_layouts(
     return versus
 
 
-def shipped_text_models(
-    seeds: Sequence[int] | None = None,
-    *,
-    n_ctx: int | None = None,
-    widths: Sequence[int] = WIDTHS[:1],
-) -> tuple[dict[tuple[str, int], Any], Any, list[str]]:
-    """The shipped text models of every layout at each of `widths` (`adjpos.pretrained`;
-    named `sized`: ``nope``, ``nope-d128``), of `seeds` (None: every shipped seed), their one
-    tokenizer (a `tokenizers.Tokenizer`, None when no model is shipped), and the (layout,
-    seed) asked for but not shipped, as ``"text-LAYOUT:SEED"``.
-
-    Raises:
-        ValueError: the models do not share one tokenizer (they cannot read the same text).
-    """
-    from adjpos.models import load_model
-
-    folders, missing = shipped_text_folders(seeds, widths=widths)
-    tokenizer = shared_tokenizer(folders.values())
-    models = {key: load_model(f, device="cpu", n_ctx=n_ctx) for key, f in folders.items()}
-    return models, tokenizer, missing
-
-
 def shipped_text_folders(
     seeds: Sequence[int] | None = None, *, widths: Sequence[int] = WIDTHS[:1]
 ) -> tuple[dict[tuple[str, int], Path], list[str]]:
-    """The folders of the models `shipped_text_models` loads, by (layout, seed), and the
-    (layout, seed) asked for but not shipped: nothing loaded."""
+    """The folders of the shipped text models of every layout at each of `widths`
+    (`adjpos.pretrained`; named `sized`: ``nope``, ``nope-d128``) by (layout, seed), of
+    `seeds` (None: every shipped seed), and the (layout, seed) asked for but not shipped, as
+    ``"text-LAYOUT:SEED"``. Load them with `adjpos.load_model`; `shared_tokenizer` reads
+    their one tokenizer."""
     from adjpos.pretrained import pretrained_folder, pretrained_seeds
 
     folders, missing = {}, []
