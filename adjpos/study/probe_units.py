@@ -61,11 +61,10 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
     """One unit of the probing stage (`Context.per_unit`), all in its ``result``: both models'
     `ProbeResult` s (as JSON), the comparisons within the trained model and, for each of the
     `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer. The copy
-    is `Models.control` with ``like=seed``; both read the task's held-out sequences of one
-    length."""
+    is the seed's `Models.control`; both read the task's held-out sequences of one length."""
     model, spec = models.trained(task, seed)
     tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
-    pair = ((TRAINED, model), (RANDOM, models.control(task, seed, like=seed)))
+    pair = ((TRAINED, model), (RANDOM, models.control(task, seed)))
     subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair]
     trained, copy = subjects
     first, draws = criteria.first_layer, criteria.draws
