@@ -185,21 +185,18 @@ def arms_readings(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> list
     ]
 
 
-def arms_read(
-    rule: Sequence[Mapping[str, Any]], criteria: Criteria, claim: str = "address"
-) -> Outcome | None:
-    """A causal cell's outcome for `claim` (one of `adjpos.study.rules.CLAIMS`) from each
-    seed's rule numbers (`CellNumbers.to_plain`, as `adjpos.text_layers.summarise` gives them)
-    by the rule on text (`Criteria.text_gap` nats, `Criteria.percentile`): per seed the rule's
-    outcome, then over seeds (`every_seed`); None (not counted) when in some seed no shift
-    passed its manipulation check."""
+def arms_read(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> Outcome | None:
+    """A causal cell's address outcome from each seed's rule numbers (`CellNumbers.to_plain`,
+    as `adjpos.text_layers.summarise` gives them) by the rule on text (`Criteria.text_gap`
+    nats, `Criteria.percentile`): per seed the rule's outcome, then over seeds (`every_seed`);
+    None (not counted) when in some seed no shift passed its manipulation check."""
     found = []
     for plain in rule:
         cell = CellNumbers.from_plain((), plain)
         shifts = [(a, c) for s in cell.sizes for a, c in s.checks.items() if arm_kind(a).offsets]
         if not any(check_passed(a, *c, criteria=criteria) for a, c in shifts):
             return None
-        found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
+        found.append(cell_outcome(cell, criteria, on_text=True).address)
     return every_seed(found)
 
 
