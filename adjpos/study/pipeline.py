@@ -21,9 +21,6 @@ from adjpos.study.claims import NAMES
 from adjpos.study.sizes import SIZES, StudySizes
 from adjpos.validation import DEVICES, check_choice, help_field, resolve_device
 
-# The stages of a run: one per claim.
-STAGES = NAMES
-
 
 @dataclass(frozen=True)
 class ReproduceConfig:
@@ -114,10 +111,10 @@ def reproduce(
     context = Context(folder, models, cfg.sizes, CRITERIA, cfg.engine, cfg.workers, cfg.address)
     start_early(cfg.engine, cfg.workers)  # the workers' imports overlap the first stages
     ran, skipped = [], []
-    for index, name in enumerate(STAGES):
+    for index, name in enumerate(NAMES):
         done = folder.is_done(name)
         if on_stage is not None:
-            on_stage(name, index, len(STAGES), done)
+            on_stage(name, index, len(NAMES), done)
         if done:
             skipped.append(name)
             continue
