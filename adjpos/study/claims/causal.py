@@ -25,7 +25,6 @@ TITLE = "Does the model read the pattern? (causal tests)"
 # read from the intervention table.
 TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
 WORDS = {name: spec.label for name, spec in SPECS.items()}
-CLAIM_OF = {name: spec.claim for name, spec in SPECS.items()}
 # The causal claims, by the ``claim`` of the interventions that test them (`SPECS`): what each
 # would show if the model needed that carrier.
 CLAIMS = {
@@ -206,7 +205,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     out = []
     for claim, statement in CLAIMS.items():
-        outcomes = [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim]
+        outcomes = [o for (_, _, n), o in by_cell.items() if SPECS[n].claim == claim]
         out.append(Verdict.tally(statement, outcomes, **words))
     return out
 
