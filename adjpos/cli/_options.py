@@ -110,9 +110,7 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
     )
 
 
-def add_task_args(
-    parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
-) -> None:
+def add_task_args(parser: argparse.ArgumentParser, *, default: str = "") -> None:
     """``--task TASK`` and ``--task-param NAME=VALUE`` (`task_from_args` reads them); `default`
     says in the help what the command does without ``--task``."""
     from adjpos.tasks import TASKS
@@ -121,7 +119,6 @@ def add_task_args(
     parser.add_argument(
         "--task",
         choices=TASKS,
-        required=required,
         help=f"the synthetic task; its parameters are set with --task-param{note}",
     )
     parser.add_argument(
