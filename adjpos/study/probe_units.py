@@ -51,7 +51,6 @@ class ProbeSubject:
 
     label: str
     task: str
-    kind: str  # TRAINED or RANDOM
     seed: int  # the trained seed (a copy has that seed's initial weights)
     model: Any
     tokens: torch.Tensor
@@ -65,7 +64,7 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
     model, spec = models.trained(task, seed)
     tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
     pair = ((TRAINED, model), (RANDOM, models.control(task, seed)))
-    subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair]
+    subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, seed, m, tokens) for k, m in pair]
     trained, copy = subjects
     first, draws = criteria.first_layer, criteria.draws
     probed = [json.loads(measure_probes(s, sizes).to_json()) for s in (trained, copy)]
