@@ -116,14 +116,8 @@ ONE_SEED = "one seed: no interval"
 
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["initial weight scale (std)", "site", "attention entropy ratio"]
-    header += [
-        "measured (t over seeds)",
-        "std",
-        "predicted (full width)",
-        "agrees (full width)",
-        "effective width",
-    ]
-    header += ["predicted (effective width)", "agrees (effective width)"]
+    header += ["measured (t over seeds)", "std", "predicted (full width)", "agrees (full width)"]
+    header += ["effective width", "predicted (effective width)", "agrees (effective width)"]
     rows = [
         [r["init_range"], r["site"], r["entropy_ratio"]]
         + [fmt.span(r["measured"], r["measured_low"], r["measured_high"], missing=ONE_SEED)]
