@@ -118,8 +118,7 @@ def measure_text_models(
         for part in PARTS:
             parts[part] += rows[part]
     draws = {k: options[k] for k in ("n_boot", "level") if k in options}
-    pairs = [(sized("hybrid", d), sized("rope", d)) for d in WIDTHS]
-    versus = paired_layouts(scores, pairs, **draws)
+    versus = paired_layouts(scores, WIDTHS, **draws)
     frames = {p: table.frame(parts[p]) for p, table in PARTS.items()}
     return TextLayers(**frames, versus=VERSUS.frame(versus))
 
@@ -175,16 +174,16 @@ def measure_text_model(
 
 def paired_layouts(
     scores: Mapping[tuple[str, int], Mapping[tuple[int, str], Any]],
-    pairs: Sequence[tuple[str, str]],
+    widths: Sequence[int],
     *,
     n_boot: int = 1000,
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
-    """`VERSUS` records: for each layout pair (a, b) of `pairs` and each seed both have in
-    `scores` ((layout, seed) -> {(layer, view): per-window adjacency}, as `measure_text_model`
-    returns them), per layer and view the per-window difference a - b with a paired bootstrap
-    interval."""
-    versus = []
+    """`VERSUS` records: for the hybrid (a) and the all-RoPE model (b) of each of `widths` and
+    each seed both have in `scores` ((layout, seed) -> {(layer, view): per-window adjacency},
+    as `measure_text_model` returns them), per layer and view the per-window difference a - b
+    with a paired bootstrap interval."""
+    versus, pairs = [], [(sized("hybrid", d), sized("rope", d)) for d in widths]
     for (a, b), seed in ((p, s) for p in pairs for (la, s) in scores if la == p[0]):
         if (b, seed) not in scores:
             continue

@@ -18,7 +18,7 @@ from adjpos.stats import Outcome, every_seed
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, per_seed, seeds_text
 from adjpos.study.rules import cell_outcome, check_passed
-from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, sized
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
 TITLE = "Trained NoPE layers on text"
 VIEW = "raw, sink out"  # the view the verdicts judge
@@ -41,8 +41,7 @@ def measure(context: Context) -> dict[str, Any]:
         k: {(x[0], x[1]): np.array(x[2]) for x in r["scores"]}
         for k, r in zip(folders, done["result"], strict=True)
     }
-    pairs = [(sized("hybrid", d), sized("rope", d)) for d in sizes.text_widths]
-    frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, pairs))
+    frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, sizes.text_widths))
     for part in PARTS:
         getattr(text, part.upper()).write(context.results / f"text_{part}.csv", frames[part])
     blocks = done["result"][0]["blocks"]
