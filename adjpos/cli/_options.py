@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 from typing import Any, no_type_check
 
-from adjpos.validation import DEVICES, UsageError
+from adjpos.validation import DEVICES, UsageError, check_model, resolve_device
 
 PRETRAINED = "pretrained:"
 
@@ -290,8 +290,6 @@ def resolve_model(
     the model shipped for TASK, anything else a checkpoint folder. A `UsageError` says what
     is wrong (the device, the name, the folder, the config or the weights).
     """
-    from adjpos.validation import check_model, resolve_device
-
     device = resolve_device(device)
     if spec != "random":
         if spec.startswith(PRETRAINED):

@@ -14,7 +14,7 @@ import torch
 from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.pretrained import load_pretrained, pretrained_folder, pretrained_seeds, trained_task
 from adjpos.seeds import derived_generator
-from adjpos.tasks import Task
+from adjpos.tasks import TASKS, Task
 from adjpos.training import TrainConfig, train
 
 # The model labels of the study's tables.
@@ -110,7 +110,6 @@ def layer_states(models: Models, sizes: Any):
     task: (key {task, model, seed, layer}, tokens, states)."""
     from adjpos.capture import capture_residuals
     from adjpos.probes import sequences_of_length
-    from adjpos.tasks import TASKS
 
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))
