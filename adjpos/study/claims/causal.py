@@ -147,10 +147,6 @@ def _cell(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row[column] for name, column in CELL.items()}
 
 
-# What a row's finding says of its claim (the other findings: within).
-OUTCOME = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}
-
-
 def finding(r: dict[str, Any], criteria: Criteria) -> str:
     """One row's finding (docs/causal.md), every threshold on an interval's bound: "not needed"
     when its interval reaches the baseline's; "breaks the task" with no matched control;
@@ -183,10 +179,11 @@ def judged(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
 
 def cells(rows: list[dict[str, Any]], criteria: Criteria) -> dict[tuple, Outcome]:
     """(task, layer, intervention) -> its outcome over the seeds (`every_seed`), layers
-    counted only."""
+    counted only; a row whose finding is "necessary" is for its claim, "not needed" against."""
     found: dict[tuple, list[Outcome]] = {}
+    sides = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}  # the others: within
     for r in (r for r in rows if r["layer"] >= criteria.first_layer):
-        outcome = OUTCOME.get(finding(r, criteria), Outcome.WITHIN)
+        outcome = sides.get(finding(r, criteria), Outcome.WITHIN)
         found.setdefault((r["task"], r["layer"], r["intervention"]), []).append(outcome)
     return {key: every_seed(seeds) for key, seeds in found.items()}
 
