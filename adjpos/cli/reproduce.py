@@ -11,7 +11,7 @@ from typing import Any
 from adjpos.cli._inputs import check_ray_address
 from adjpos.cli._options import add_device_arg, add_engine_args, add_out_arg, add_workers_arg
 from adjpos.study.claims import NAMES
-from adjpos.study.pipeline import ReproduceConfig, reproduce
+from adjpos.study.pipeline import ReproduceConfig
 from adjpos.study.sizes import SIZES
 from adjpos.validation import UsageError
 
@@ -55,6 +55,8 @@ def add_reproduce_parser(commands: Any) -> None:
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:
+    from adjpos.study.pipeline import reproduce
+
     check_ray_address(args.engine, args.address)
     if args.quick and args.size not in (None, "quick"):
         raise UsageError(f"--quick means --size quick, but --size {args.size} was given too")
