@@ -163,5 +163,5 @@ def run_figures(out: str | Path) -> dict[str, tuple[Any, str]]:
     """Every figure of the run in `out`, with its caption, drawn by each claim from its
     result files: {stem: (go.Figure, caption)}."""
     sizes = json.loads((Path(out) / "run.json").read_text())["spec"]["sizes"]
-    drawn = (claim.figures(Path(out) / "results", sizes) for claim in claims())
+    drawn = (each.figures(Path(out) / "results", sizes) for each in claims())
     return {stem: figure for figures in drawn for stem, figure in figures.items()}
