@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from adjpos.interventions import INTERVENTION_TABLE, cell_numbers
+from adjpos.interventions import INTERVENTION_TABLE
 from adjpos.interventions.curve.numbers import CURVE_DIFFERENCES, RANDOM, CellNumbers
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Verdict, seeds_text
@@ -65,6 +65,8 @@ def _arm_tables(results: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
 def curve_numbers(rows: pd.DataFrame, differences: pd.DataFrame) -> dict[str, Any]:
     """Each (task, seed, layer, read-out) cell's numbers (`adjpos.interventions.cell_numbers`)
     as plain values (`CellNumbers.to_plain`)."""
+    from adjpos.interventions import cell_numbers
+
     cells = []
     for key, group in differences.groupby(KEYS, sort=False):
         mine = rows[(rows[KEYS] == pd.Series(key, index=KEYS)).all(axis=1)]
