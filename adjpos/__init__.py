@@ -15,6 +15,7 @@ only when a function needs them, so ``import adjpos`` stays fast.
 __version__ = "0.1.0"
 
 import importlib
+import pkgutil
 
 from adjpos.capture import SITES, capture_residuals, iter_residuals
 from adjpos.heads import head_similarity
@@ -93,33 +94,7 @@ __all__ = [
 ]
 
 # Every subpackage and module of adjpos, reachable as ``adjpos.<name>`` without an import.
-_NAMESPACES = (
-    "capture",
-    "cli",
-    "engines",
-    "figures",
-    "heads",
-    "hf",
-    "interventions",
-    "layerwise",
-    "metrics",
-    "models",
-    "pretrained",
-    "probes",
-    "runs",
-    "scoring",
-    "stats",
-    "study",
-    "sweep",
-    "tables",
-    "tasks",
-    "text",
-    "text_layers",
-    "theory",
-    "training",
-    "types",
-    "validation",
-)
+_NAMESPACES = tuple(module.name for module in pkgutil.iter_modules(__path__))
 
 
 def __getattr__(name: str):

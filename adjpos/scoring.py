@@ -20,7 +20,7 @@ from adjpos.metrics import (
     cosine_matrix,
     states_precision,
 )
-from adjpos.metrics.checks import check_lengths, check_scorable, check_ties
+from adjpos.metrics.checks import TIES, check_lengths, check_scorable, check_ties
 from adjpos.types import TokenInput
 from adjpos.validation import UsageError, check_choice, check_model, is_int
 
@@ -153,7 +153,6 @@ def sequence_scores(
 
 
 VIEW_ROWS = ("all", "prompt", "answer")
-VIEW_TIES = ("strict", "half")
 
 
 def sequence_views(
@@ -174,7 +173,7 @@ def sequence_views(
             states = center_states(acts, lengths.to(acts.device)) if centred else acts
             sim, pairs = cosine_matrix(states), real_pairs.to(acts.device)
             cosines[centred] = ((sim * pairs).sum((1, 2)) / pairs.sum((1, 2))).cpu().numpy()
-            for ties, rows in itertools.product(VIEW_TIES, VIEW_ROWS):
+            for ties, rows in itertools.product(TIES, VIEW_ROWS):
                 views[rows, centred, ties] = sequence_scores(
                     acts, lengths, ties=ties, center=centred, rows=masks[rows]
                 ).numpy()

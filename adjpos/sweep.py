@@ -23,7 +23,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from adjpos.engines import Resources, check_engine, run_units
-from adjpos.models import ModelConfig
+from adjpos.models import ModelConfig, build_model
 from adjpos.runs import RunFolder, read_run
 from adjpos.tables import Table, config_table
 from adjpos.validation import UsageError, check_int_list, check_positive_int, resolve_device
@@ -150,7 +150,6 @@ def score_cell(
 
     from adjpos.capture import iter_residuals
     from adjpos.metrics import position_variance
-    from adjpos.models import build_model
     from adjpos.scoring import sequence_scores
     from adjpos.seeds import derived_generator
 

@@ -45,7 +45,7 @@ from adjpos.models import capture_kinds
 from adjpos.scoring import sequence_scores
 from adjpos.seeds import derive_seed
 from adjpos.stats import bootstrap_interval, paired_difference
-from adjpos.tables import Table
+from adjpos.tables import Table, plain_records, with_interval
 from adjpos.text.corpus import held_out_text
 from adjpos.text.evaluate import held_out_chunks
 from adjpos.text.recipe import LAYOUTS, WIDTHS, sized
@@ -105,17 +105,12 @@ def held_out_windows(
 
 
 def measure_text_models(
-    models: Mapping[tuple[str, int], Any],
-    tokens: Int[Tensor, "batch pos"],
-    *,
-    pairs: Sequence[tuple[str, str]] = tuple(
-        (sized("hybrid", d), sized("rope", d)) for d in WIDTHS
-    ),
-    **options: Any,
+    models: Mapping[tuple[str, int], Any], tokens: Int[Tensor, "batch pos"], **options: Any
 ) -> TextLayers:
     """Every measure of the module doc for each model of `models` ((layout, seed) -> model),
-    all on the same `tokens` (`measure_text_model`, with its keyword `options`), and each
-    layout pair (a, b) of `pairs` paired by seed (the seeds both have; `paired_layouts`)."""
+    all on the same `tokens` (`measure_text_model`, with its keyword `options`), and the
+    hybrid of each width paired with the all-RoPE model by seed (the seeds both have;
+    `paired_layouts`)."""
     parts: dict[str, list[dict[str, Any]]] = {p: [] for p in PARTS}
     scores = {}
     for (layout, seed), model in models.items():
@@ -123,7 +118,7 @@ def measure_text_models(
         for part in PARTS:
             parts[part] += rows[part]
     draws = {k: options[k] for k in ("n_boot", "level") if k in options}
-    versus = paired_layouts(scores, pairs, **draws)
+    versus = paired_layouts(scores, WIDTHS, **draws)
     frames = {p: table.frame(parts[p]) for p, table in PARTS.items()}
     return TextLayers(**frames, versus=VERSUS.frame(versus))
 
@@ -179,16 +174,16 @@ def measure_text_model(
 
 def paired_layouts(
     scores: Mapping[tuple[str, int], Mapping[tuple[int, str], Any]],
-    pairs: Sequence[tuple[str, str]],
+    widths: Sequence[int],
     *,
     n_boot: int = 1000,
     level: float = 0.95,
 ) -> list[dict[str, Any]]:
-    """`VERSUS` records: for each layout pair (a, b) of `pairs` and each seed both have in
-    `scores` ((layout, seed) -> {(layer, view): per-window adjacency}, as `measure_text_model`
-    returns them), per layer and view the per-window difference a - b with a paired bootstrap
-    interval."""
-    versus = []
+    """`VERSUS` records: for the hybrid (a) and the all-RoPE model (b) of each of `widths` and
+    each seed both have in `scores` ((layout, seed) -> {(layer, view): per-window adjacency},
+    as `measure_text_model` returns them), per layer and view the per-window difference a - b
+    with a paired bootstrap interval."""
+    versus, pairs = [], [(sized("hybrid", d), sized("rope", d)) for d in widths]
     for (a, b), seed in ((p, s) for p in pairs for (la, s) in scores if la == p[0]):
         if (b, seed) not in scores:
             continue
@@ -200,33 +195,14 @@ def paired_layouts(
     return versus
 
 
-def shipped_text_models(
-    seeds: Sequence[int] | None = None,
-    *,
-    n_ctx: int | None = None,
-    widths: Sequence[int] = WIDTHS[:1],
-) -> tuple[dict[tuple[str, int], Any], Any, list[str]]:
-    """The shipped text models of every layout at each of `widths` (`adjpos.pretrained`;
-    named `sized`: ``nope``, ``nope-d128``), of `seeds` (None: every shipped seed), their one
-    tokenizer (a `tokenizers.Tokenizer`, None when no model is shipped), and the (layout,
-    seed) asked for but not shipped, as ``"text-LAYOUT:SEED"``.
-
-    Raises:
-        ValueError: the models do not share one tokenizer (they cannot read the same text).
-    """
-    from adjpos.models import load_model
-
-    folders, missing = shipped_text_folders(seeds, widths=widths)
-    tokenizer = shared_tokenizer(folders.values())
-    models = {key: load_model(f, device="cpu", n_ctx=n_ctx) for key, f in folders.items()}
-    return models, tokenizer, missing
-
-
 def shipped_text_folders(
     seeds: Sequence[int] | None = None, *, widths: Sequence[int] = WIDTHS[:1]
 ) -> tuple[dict[tuple[str, int], Path], list[str]]:
-    """The folders of the models `shipped_text_models` loads, by (layout, seed), and the
-    (layout, seed) asked for but not shipped: nothing loaded."""
+    """The folders of the shipped text models of every layout at each of `widths`
+    (`adjpos.pretrained`; named `sized`: ``nope``, ``nope-d128``) by (layout, seed), of
+    `seeds` (None: every shipped seed), and the (layout, seed) asked for but not shipped, as
+    ``"text-LAYOUT:SEED"``. Load them with `adjpos.load_model`; `shared_tokenizer` reads
+    their one tokenizer."""
     from adjpos.pretrained import pretrained_folder, pretrained_seeds
 
     folders, missing = {}, []
@@ -268,8 +244,8 @@ def summarise(result: TextLayers) -> dict[str, Any]:
 
     def cells(frame: pd.DataFrame, keys: list[str], value: str, bounds: list[str]) -> list:
         out = []
-        for key, group in frame.groupby(keys, sort=False):
-            out.append(dict(zip(keys, [_plain(k) for k in key], strict=True)))
+        for _, group in frame.groupby(keys, sort=False):
+            out.append(plain_records(group[keys].head(1))[0])
             out[-1] |= {"value": float(group[value].mean()), "seeds": group["seed"].tolist()}
             out[-1]["per_seed"] = group[bounds].astype(float).to_numpy().tolist()
         return out
@@ -279,17 +255,15 @@ def summarise(result: TextLayers) -> dict[str, Any]:
     causal: dict[tuple, dict[str, Any]] = {}
     tested = [isinstance(a, str) and not arm_kind(a).control for a in result.causal["arm"]]
     arms = result.causal[tested]  # the arms (compared with their random controls)
-    columns = ["loss_difference", "loss_difference_low", "loss_difference_high", "percentile"]
+    columns = [*with_interval("loss_difference"), "percentile", *CHECK_NUMBERS]
     for cell in rules:
         layout, seed, layer = cell.key
         found = causal.setdefault((layout, layer), {"layout": layout, "layer": layer})
         found.setdefault("seeds", []).append(seed)
         found.setdefault("rule", []).append(cell.to_plain())
         mine = arms[(arms[list(keys)] == pd.Series(cell.key, index=list(keys))).all(axis=1)]
-        for r in mine.to_dict("records"):
-            numbers = [_number(r[c]) for c in columns]
-            numbers += [_number(r[c]) for c in CHECK_NUMBERS]
-            found.setdefault("arms", {}).setdefault(r["arm"], []).append(numbers)
+        for r in plain_records(mine):
+            found.setdefault("arms", {}).setdefault(r["arm"], []).append([r[c] for c in columns])
     by_layer = ["layout", "layer", "kind"]
     return {
         "seeds": sorted({int(s) for s in result.adjacency["seed"]}),
@@ -298,11 +272,3 @@ def summarise(result: TextLayers) -> dict[str, Any]:
         "causal": list(causal.values()),
         "position": cells(result.position, [*by_layer, "measure"], "value", ["value"]),
     }
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
-def _number(value: Any) -> float | None:
-    return None if pd.isna(value) else float(value)

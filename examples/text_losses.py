@@ -24,7 +24,7 @@ import torch
 import adjpos
 from adjpos.text.evaluate import DIFFERENCES, FACTORS, LOSSES, evaluate_layouts
 from adjpos.text.recipe import LAYOUTS, RECIPE_DATA, WIDTHS, layout_config, sized
-from adjpos.text_layers import shipped_text_models
+from adjpos.text_layers import shared_tokenizer, shipped_text_folders
 
 QUICK = {"context": 8, "max_chunks": 6, "seeds": (0, 1), "n_boot": 200, "factors": FACTORS}
 
@@ -53,11 +53,13 @@ def shipped_inputs(seeds: list[int] | None, widths: list[int], factors: list[int
     from adjpos.text import encode_text, read_split
 
     n_ctx = max(factors) * RECIPE_DATA["context"]
-    models, tokenizer, missing = shipped_text_models(seeds, n_ctx=n_ctx, widths=widths)
-    if not models:
+    folders, missing = shipped_text_folders(seeds, widths=widths)
+    if not folders:
         sys.exit("no text model is shipped: examples/train_text.py trains and installs them")
     if missing:
         print(f"not shipped (left out): {', '.join(missing)}\n")
+    tokenizer = shared_tokenizer(folders.values())
+    models = {key: adjpos.load_model(f, device="cpu", n_ctx=n_ctx) for key, f in folders.items()}
     splits = ("validation", "test")
     return models, {s: torch.tensor(encode_text(tokenizer, read_split(s))) for s in splits}
 

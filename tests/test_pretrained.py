@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from adjpos import is_position_free, predict
+from adjpos.models import snapshot_steps
 from adjpos.pretrained import (
     available_pretrained,
     load_pretrained,
     pretrained_folder,
     pretrained_info,
     pretrained_seeds,
-    pretrained_snapshots,
     recipe,
 )
 
@@ -66,10 +66,10 @@ def test_missing_weights_are_a_clear_error(tmp_path, monkeypatch):
 
 def test_every_task_ships_seed_0_and_snapshots_run_from_the_start_to_the_end():
     assert all(0 in pretrained_seeds(name) for name in SHIPPED)
-    with_snapshots = [(n, s) for n, s in SEEDS if pretrained_snapshots(n, s)]
+    with_snapshots = [(n, s) for n, s in SEEDS if snapshot_steps(pretrained_folder(n, s))]
     assert with_snapshots, "no shipped seed has training snapshots (the dynamics stage needs one)"
     for name, seed in with_snapshots:
-        steps = pretrained_snapshots(name, seed)
+        steps = snapshot_steps(pretrained_folder(name, seed))
         assert steps[0] == 0 and steps[-1] == pretrained_info(name, seed)["steps"]
         first, _ = load_pretrained(name, seed, step=0, device="cpu")
         last, _ = load_pretrained(name, seed, step=steps[-1], device="cpu")
@@ -106,6 +106,6 @@ def test_the_seeds_of_a_task_differ_only_in_the_seed(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_seed_of_a_task_ships_its_snapshots_from_step_0(name):
     for seed in (0, 1, 2):
-        steps = pretrained_snapshots(name, seed)
+        steps = snapshot_steps(pretrained_folder(name, seed))
         assert len(steps) >= 3 and steps[0] == 0
         assert steps[-1] == pretrained_info(name, seed)["steps"]

@@ -10,7 +10,10 @@ import shlex
 from pathlib import Path
 from typing import Any, no_type_check
 
-from adjpos.validation import DEVICES, UsageError
+from adjpos.models import ModelConfig
+from adjpos.pretrained import TEXT_MODELS, load_pretrained, pretrained_folder
+from adjpos.tasks import TASKS, VOCAB_SIZE, get_task
+from adjpos.validation import DEVICES, UsageError, check_model, resolve_device
 
 PRETRAINED = "pretrained:"
 
@@ -29,7 +32,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def add_config_args(
     parser: argparse.ArgumentParser,
-    cls: Any = None,
+    cls: Any = ModelConfig,
     *,
     title: str = "random model (ModelConfig fields; used with --model random only)",
     overrides: dict[str, Any] | None = None,
@@ -40,8 +43,6 @@ def add_config_args(
     field's own: `overrides` changes defaults (None: fitted to the task later), `rename` maps
     field -> option name, and fields in `exclude` get none (pass the same `rename` and
     `exclude` to `config_values`)."""
-    if cls is None:
-        from adjpos.models import ModelConfig as cls
     overrides, rename = overrides or {}, rename or {}
     group = parser.add_argument_group(title)
     for field in dataclasses.fields(cls):
@@ -79,13 +80,11 @@ def parse_for(field: dataclasses.Field) -> Any:
 
 def config_values(
     args: argparse.Namespace,
-    cls: Any = None,
+    cls: Any = ModelConfig,
     rename: dict[str, str] | None = None,
     exclude: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The fields of `cls` parsed by `add_config_args` (with the same `rename` and `exclude`)."""
-    if cls is None:
-        from adjpos.models import ModelConfig as cls
     rename = rename or {}
     return {
         f.name: getattr(args, rename.get(f.name, f.name))
@@ -96,8 +95,6 @@ def config_values(
 
 def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
     """``--model random|PATH|pretrained:TASK``: the same meaning in every command."""
-    from adjpos.tasks import TASKS
-
     parser.add_argument(
         "--model",
         default="random",
@@ -110,18 +107,13 @@ def add_model_arg(parser: argparse.ArgumentParser, extra: str = "") -> None:
     )
 
 
-def add_task_args(
-    parser: argparse.ArgumentParser, *, required: bool = False, default: str = ""
-) -> None:
+def add_task_args(parser: argparse.ArgumentParser, *, default: str = "") -> None:
     """``--task TASK`` and ``--task-param NAME=VALUE`` (`task_from_args` reads them); `default`
     says in the help what the command does without ``--task``."""
-    from adjpos.tasks import TASKS
-
     note = f" (default: {default})" if default else ""
     parser.add_argument(
         "--task",
         choices=TASKS,
-        required=required,
         help=f"the synthetic task; its parameters are set with --task-param{note}",
     )
     parser.add_argument(
@@ -148,8 +140,6 @@ def task_from_args(args: argparse.Namespace) -> Any:
         if args.task_param:
             raise UsageError("--task-param sets a parameter of --task; give --task too")
         return None
-    from adjpos.tasks import get_task
-
     return for_option(
         "--task-param", lambda params: get_task(args.task, **params), dict(args.task_param)
     )
@@ -293,8 +283,6 @@ def resolve_model(
     the model shipped for TASK, anything else a checkpoint folder. A `UsageError` says what
     is wrong (the device, the name, the folder, the config or the weights).
     """
-    from adjpos.validation import check_model, resolve_device
-
     device = resolve_device(device)
     if spec != "random":
         if spec.startswith(PRETRAINED):
@@ -303,8 +291,7 @@ def resolve_model(
             model = _checkpoint(spec, device)
         check_no_config_options(config_values, f"--model {spec}")
         return check_model(model), task
-    from adjpos.models import ModelConfig, build_model
-    from adjpos.tasks import VOCAB_SIZE
+    from adjpos.models import build_model
 
     values = dict(config_values or {})
     if values.get("d_vocab") is None:
@@ -317,8 +304,6 @@ def resolve_model(
 def _checkpoint(spec: str, device: Any) -> Any:
     """The adjpos checkpoint folder ``--model SPEC``; an error says what --model accepts."""
     from adjpos.models import load_model
-    from adjpos.pretrained import TEXT_MODELS
-    from adjpos.tasks import TASKS
 
     forms = (
         f"--model takes random, a checkpoint folder (from adjpos train or adjpos.save_model) or "
@@ -338,8 +323,6 @@ def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:
     """Refuse ModelConfig options (any value but the default) given with a model that brings
     its own architecture: `source` (``--model PATH``, ``--hf NAME``) would silently ignore them.
     """
-    from adjpos.models import ModelConfig
-
     defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     given = [
         "--" + name.replace("_", "-") + f" {value}"
@@ -355,8 +338,6 @@ def check_no_config_options(values: dict[str, Any] | None, source: str) -> None:
 
 def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:
     """``TASK`` (seed 0) or ``TASK:SEED``."""
-    from adjpos.pretrained import TEXT_MODELS, load_pretrained
-
     name, seed = _pretrained_name(spec)
     try:
         model, trained_on = load_pretrained(name, seed, device=str(device))
@@ -369,9 +350,6 @@ def _pretrained(spec: str, device: Any, task: Any) -> tuple[Any, Any]:
 
 def _pretrained_name(spec: str) -> tuple[str, int]:
     """``NAME`` (seed 0) or ``NAME:SEED`` -> (name, seed), NAME a task or a text model."""
-    from adjpos.pretrained import TEXT_MODELS
-    from adjpos.tasks import TASKS
-
     name, _, seed = spec.partition(":")
     if name not in (*TASKS, *TEXT_MODELS) or (seed and not seed.isdigit()):
         raise UsageError(
@@ -390,8 +368,6 @@ def model_tokenizer(spec: str) -> Any:
     if spec == "random":
         return None
     if spec.startswith(PRETRAINED):
-        from adjpos.pretrained import pretrained_folder
-
         folder = pretrained_folder(*_pretrained_name(spec.removeprefix(PRETRAINED)))
     else:
         folder = Path(spec)

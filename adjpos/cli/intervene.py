@@ -21,9 +21,10 @@ from adjpos.cli._options import (
     open_run_folder,
     positive_int,
     read_text_file,
+    resolve_model,
     task_from_args,
 )
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, check_model, resolve_device
 
 
 def add_intervene_parser(commands: Any) -> None:
@@ -248,7 +249,6 @@ def _run_on_text(args: argparse.Namespace) -> int:
     from adjpos.interventions import DEFAULT_INTERVENTIONS, TEXT_TABLE, text_intervention_table
     from adjpos.interventions.specs import plan_units
     from adjpos.runs import write_json
-    from adjpos.validation import check_model, resolve_device
 
     if args.hf is None or args.text is None:
         raise UsageError("--hf and --text go together (a language model on a text file)")
@@ -324,7 +324,6 @@ def _shared_settings(args: argparse.Namespace, folder: Any) -> dict[str, Any]:
 
 
 def _model_and_task(args: argparse.Namespace) -> tuple[Any, Any]:
-    from adjpos.cli._options import resolve_model
     from adjpos.pretrained import trained_task
 
     task = task_from_args(args)

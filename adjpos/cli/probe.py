@@ -26,7 +26,7 @@ from adjpos.cli._options import (
     resolve_model,
     task_from_args,
 )
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, resolve_device
 
 UNIT = "probes"
 
@@ -115,7 +115,6 @@ def _run_probe(args: argparse.Namespace) -> int:
         reconstruct_order,
         sequences_of_length,
     )
-    from adjpos.validation import resolve_device
 
     features = for_option("--features", check_feature_sets, args.features)
     probes = for_option("--probe", check_probes, args.probe)

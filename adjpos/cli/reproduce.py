@@ -10,7 +10,8 @@ from typing import Any
 
 from adjpos.cli._inputs import check_ray_address
 from adjpos.cli._options import add_device_arg, add_engine_args, add_out_arg, add_workers_arg
-from adjpos.study.pipeline import STAGES, ReproduceConfig
+from adjpos.study.claims import NAMES
+from adjpos.study.pipeline import ReproduceConfig
 from adjpos.study.sizes import SIZES
 from adjpos.validation import UsageError
 
@@ -24,7 +25,7 @@ def add_reproduce_parser(commands: Any) -> None:
         "by layer, variance by position, position probes and order reconstruction, the "
         "random-init sweep and the first-layer theory. Writes DIR/results (CSV/JSON), "
         "DIR/figures (HTML; PNG when static export works), DIR/report.md and DIR/report.html. "
-        f"Stages: {', '.join(STAGES)}. Re-running the same command resumes.",
+        f"Stages: {', '.join(NAMES)}. Re-running the same command resumes.",
     )
     size = next(f for f in dataclasses.fields(ReproduceConfig) if f.name == "size")
     parser.add_argument(

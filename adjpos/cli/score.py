@@ -25,7 +25,7 @@ from adjpos.cli._options import (
     resolve_model,
     sequence_length,
 )
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, resolve_device
 
 
 def add_score_parser(commands: Any) -> None:
@@ -139,7 +139,6 @@ def _run_score(args: argparse.Namespace) -> int:
     from adjpos.engines import small_work_threads
     from adjpos.hf import capture_kinds, load_hf, load_tokenizer, text_tokens
     from adjpos.tables import Table
-    from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
     if args.csv is not None:

@@ -23,7 +23,7 @@ from adjpos.cli._options import (
 from adjpos.models import build_model, layer_kinds
 from adjpos.models.config import POSITIONAL
 from adjpos.text.recipe import LAYOUTS
-from adjpos.validation import UsageError
+from adjpos.validation import UsageError, resolve_device
 
 
 def add_train_parser(commands: Any) -> None:
@@ -78,7 +78,6 @@ def _run_train(args: argparse.Namespace) -> int:
     from adjpos.runs import RUN_FILE, RunFolder, write_json
     from adjpos.text import save_tokenizer
     from adjpos.training import TrainConfig, train
-    from adjpos.validation import resolve_device
 
     device = resolve_device(args.device)
     if args.resume and not RunFolder.exists(args.out):

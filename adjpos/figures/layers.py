@@ -47,13 +47,12 @@ def plot_adjacency_by_layer(
         title: figure title (default: says what is averaged).
     """
     stats = summarise_rows(rows, panel, line, x="layer", y="adjacency")
-    fig = _draw_panels(stats, panel, line, "layer", shared_y=True, errors=True)
+    fig, n_rows = _draw_panels(stats, panel, line, "layer", shared_y=True, errors=True)
     fig.update_xaxes(title_text="layer", dtick=1, tickformat="d")
     fig.update_yaxes(range=[0.0, 1.05], dtick=0.25)
     fig.update_yaxes(title_text="adjacency score", col=1)
     fig.add_hline(y=0.5, line=CHANCE, row="all", col="all")
     default = "Adjacency score by layer (mean over seeds; bars: std)"
-    n_rows = _grid(stats["_panel"].nunique(dropna=False))[0]
     return apply_style(fig, title=title or default, rows=n_rows)
 
 
@@ -75,11 +74,10 @@ def plot_variance_by_position(
         title: figure title.
     """
     stats = summarise_rows(rows, panel, line, x="position", y="variance")
-    fig = _draw_panels(stats, panel, line, "position", shared_y=False, errors=False)
+    fig, n_rows = _draw_panels(stats, panel, line, "position", shared_y=False, errors=False)
     fig.update_xaxes(title_text="position", tickformat="d")
     fig.update_yaxes(title_text="variance of the hidden state over its dimensions", col=1)
     default = "Variance of the hidden state by position (mean over sequences and seeds)"
-    n_rows = _grid(stats["_panel"].nunique(dropna=False))[0]
     return apply_style(fig, title=title or default, rows=n_rows)
 
 
@@ -106,7 +104,7 @@ def summarise_rows(rows: Rows, panel: str | None, line: str, *, x: str, y: str) 
 
 def _draw_panels(
     stats: pd.DataFrame, panel: str | None, line: str, x: str, *, shared_y: bool, errors: bool
-) -> go.Figure:
+) -> tuple[go.Figure, int]:
     panels = list(dict.fromkeys(stats["_panel"]))
     colours = _colours(list(dict.fromkeys(stats["_line"])), line)
     n_rows, columns = _grid(len(panels))
@@ -130,7 +128,7 @@ def _draw_panels(
             fig.add_trace(trace, **where)
             shown.add(value)
     fig.update_layout(legend_title_text=label(line))
-    return fig
+    return fig, n_rows
 
 
 def _colours(values: list[Any], line: str) -> dict[Any, str]:

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adjpos.models import load_model, snapshot_steps
+from adjpos.models import load_model
 from adjpos.tasks import TASKS, Task, get_task
 from adjpos.text.recipe import LAYOUTS, WIDTHS, sized
 from adjpos.validation import UsageError
@@ -131,7 +131,8 @@ def load_pretrained(
         ['579']
 
     `n_ctx` runs the model on longer sequences than it was trained on (see `load_model`);
-    `step` loads a training snapshot (`pretrained_snapshots` lists them).
+    `step` loads a training snapshot (`adjpos.models.snapshot_steps` of the model's
+    `pretrained_folder` lists them).
 
     Raises:
         ValueError: no model is shipped for `name` and `seed`, or no snapshot of `step`
@@ -144,11 +145,6 @@ def load_pretrained(
 
         return model, load_tokenizer(folder)
     return model, trained_task(folder)
-
-
-def pretrained_snapshots(name: str, seed: int = 0) -> list[int]:
-    """The training steps whose snapshots are shipped for task `name` and `seed`."""
-    return snapshot_steps(pretrained_folder(name, seed))
 
 
 def trained_task(folder: str | Path) -> Task:

@@ -224,7 +224,6 @@ class Context:
             for key in keys
             if not self.folder.is_done(name[key])
         ]
-        # on the run's engine (see `adjpos.engines.run_units`)
         where = {"engine": self.engine, "workers": self.workers, "address": self.address}
         resources = Resources.for_device(getattr(models, "device", None))
         for (*_, task, seed, _), records in run_units(unit, jobs, **where, resources=resources):

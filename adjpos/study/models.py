@@ -14,7 +14,7 @@ import torch
 from adjpos.models import ModelConfig, build_model, load_model
 from adjpos.pretrained import load_pretrained, pretrained_folder, pretrained_seeds, trained_task
 from adjpos.seeds import derived_generator
-from adjpos.tasks import Task
+from adjpos.tasks import TASKS, Task
 from adjpos.training import TrainConfig, train
 
 # The model labels of the study's tables.
@@ -37,7 +37,7 @@ class Models:
     train_dir: Path | None = None
     train_steps: int | None = None
     _trained: dict[tuple[str, int], tuple[Any, Task]] = field(default_factory=dict)
-    _controls: dict[tuple[str, int, str, int], Any] = field(default_factory=dict)
+    _controls: dict[tuple[str, int, str], Any] = field(default_factory=dict)
 
     def fresh(self) -> Models:
         """The same models, none loaded yet: what a unit of work carries to another process."""
@@ -67,24 +67,16 @@ class Models:
         self.trained(name, seed)
         return self.train_dir / name / f"seed{seed}"
 
-    def control(
-        self, name: str, seed: int, *, positional: str = "none", like: int | None = None
-    ) -> Any:
+    def control(self, name: str, seed: int, *, positional: str = "none") -> Any:
         """A random-init model with init `seed`, `positional` and the architecture of the
-        trained model of seed `like` (default: of the same seed, seed 0's where there is
-        none; for a trained seed, its own starting weights), built once and shared."""
-        trained = like if like is not None else seed if self._has_seed(name, seed) else 0
-        key = (name, seed, positional, trained)
+        trained model of `seed` (with no positions, that seed's own starting weights), built
+        once and shared."""
+        key = (name, seed, positional)
         if key not in self._controls:
-            cfg = self.trained(name, trained)[0].adjpos_config
+            cfg = self.trained(name, seed)[0].adjpos_config
             cfg = cfg.with_changes(seed=seed, positional=positional)
             self._controls[key] = build_model(cfg, device=self.device)
         return self._controls[key]
-
-    def _has_seed(self, name: str, seed: int) -> bool:
-        if self.train_dir is None:
-            return seed in pretrained_seeds(name)
-        return seed == 0 or (name, seed) in self._trained
 
     def _train(self, name: str, seed: int) -> tuple[Any, Task]:
         """Train from the shipped recipe of `seed` (architecture, task and TrainConfig);
@@ -107,9 +99,9 @@ def variants(models: Models, sizes: Any, name: str, *, learned: bool = True):
     architecture and seed with learned positions."""
     for seed in models.seeds(name, sizes):
         yield TRAINED, seed, models.trained(name, seed)[0]
-        yield RANDOM, seed, models.control(name, seed, like=seed)
+        yield RANDOM, seed, models.control(name, seed)
         if learned:
-            yield LEARNED, seed, models.control(name, seed, positional="learned", like=seed)
+            yield LEARNED, seed, models.control(name, seed, positional="learned")
 
 
 def layer_states(models: Models, sizes: Any):
@@ -118,7 +110,6 @@ def layer_states(models: Models, sizes: Any):
     task: (key {task, model, seed, layer}, tokens, states)."""
     from adjpos.capture import capture_residuals
     from adjpos.probes import sequences_of_length
-    from adjpos.tasks import TASKS
 
     for name in TASKS:
         tokens = sequences_of_length(models.trained(name)[1], sizes.n_sequences, generator=gen(3))

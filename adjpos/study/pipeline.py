@@ -17,12 +17,9 @@ from typing import Any
 from adjpos.engines import check_engine, start_early
 from adjpos.runs import RunFolder, files_digest, write_json
 from adjpos.study.claim import CRITERIA, Context
-from adjpos.study.claims import NAMES
+from adjpos.study.claims import NAMES, claim, claims
 from adjpos.study.sizes import SIZES, StudySizes
 from adjpos.validation import DEVICES, check_choice, help_field, resolve_device
-
-# The stages of a run: one per claim.
-STAGES = NAMES
 
 
 @dataclass(frozen=True)
@@ -103,7 +100,6 @@ def reproduce(
         ValueError: `out_dir` holds a run with other settings or sizes (it is never mixed).
         OSError: `out_dir` cannot be written (before anything runs).
     """
-    from adjpos.study.claims import claim
     from adjpos.study.models import Models
 
     start, device = time.perf_counter(), str(resolve_device(cfg.device))
@@ -114,10 +110,10 @@ def reproduce(
     context = Context(folder, models, cfg.sizes, CRITERIA, cfg.engine, cfg.workers, cfg.address)
     start_early(cfg.engine, cfg.workers)  # the workers' imports overlap the first stages
     ran, skipped = [], []
-    for index, name in enumerate(STAGES):
+    for index, name in enumerate(NAMES):
         done = folder.is_done(name)
         if on_stage is not None:
-            on_stage(name, index, len(STAGES), done)
+            on_stage(name, index, len(NAMES), done)
         if done:
             skipped.append(name)
             continue
@@ -166,8 +162,6 @@ def write_outputs(out: str | Path, *, png: bool = True) -> tuple[tuple[Path, ...
 def run_figures(out: str | Path) -> dict[str, tuple[Any, str]]:
     """Every figure of the run in `out`, with its caption, drawn by each claim from its
     result files: {stem: (go.Figure, caption)}."""
-    from adjpos.study.claims import claims
-
     sizes = json.loads((Path(out) / "run.json").read_text())["spec"]["sizes"]
-    drawn = (claim.figures(Path(out) / "results", sizes) for claim in claims())
+    drawn = (each.figures(Path(out) / "results", sizes) for each in claims())
     return {stem: figure for figures in drawn for stem, figure in figures.items()}

@@ -51,7 +51,6 @@ class ProbeSubject:
 
     label: str
     task: str
-    kind: str  # TRAINED or RANDOM
     seed: int  # the trained seed (a copy has that seed's initial weights)
     model: Any
     tokens: torch.Tensor
@@ -61,12 +60,11 @@ def probe_unit(models: Any, sizes: Any, criteria: Criteria, task: str, seed: int
     """One unit of the probing stage (`Context.per_unit`), all in its ``result``: both models'
     `ProbeResult` s (as JSON), the comparisons within the trained model and, for each of the
     `CONTROL_CARRIERS`, the trained model minus its copy at each one's best layer. The copy
-    is `Models.control` with ``like=seed``; both read the task's held-out sequences of one
-    length."""
+    is the seed's `Models.control`; both read the task's held-out sequences of one length."""
     model, spec = models.trained(task, seed)
     tokens = sequences_of_length(spec, sizes.n_probe_sequences, generator=gen(4))
-    pair = ((TRAINED, model), (RANDOM, models.control(task, seed, like=seed)))
-    subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, k, seed, m, tokens) for k, m in pair]
+    pair = ((TRAINED, model), (RANDOM, models.control(task, seed)))
+    subjects = [ProbeSubject(f"{k} {task} seed {seed}", task, seed, m, tokens) for k, m in pair]
     trained, copy = subjects
     first, draws = criteria.first_layer, criteria.draws
     probed = [json.loads(measure_probes(s, sizes).to_json()) for s in (trained, copy)]

@@ -30,13 +30,6 @@ TITLE = "adjpos reproduce: report"
 VERDICTS = Table(claim="string", status="string", n_for="int64", n_against="int64")
 VERDICTS += Table(n_within="int64", n_cells="int64", seeds="string", unit="string")
 VERDICTS += Table(evidence="string", at_half="string", at_double="string")
-STATUS_TEXT = (
-    "A verdict's status follows from its counts by one rule: "
-    + "; ".join(f'"{status}": {rule}' for status, rule in STATUS_RULE.items())
-    + ". Each cell is decided by interval comparisons (adjpos.stats.compare_intervals) under "
-    "the criteria listed at the end; results/claims.csv holds every count. A status marked "
-    '"sensitive" moves at half or at double its tolerance (claims.csv: at_half, at_double).'
-)
 
 
 def write_report(
@@ -91,7 +84,8 @@ def render(
         )
 
     parts = [f"# {title}", _setup(record), "## The claims at a glance"]
-    parts += [claims_table(verdicts(out)), STATUS_TEXT]
+    rules = "; ".join(f'"{status}": {rule}' for status, rule in STATUS_RULE.items())
+    parts += [claims_table(verdicts(out)), fmt.text("report.status", rules=rules)]
     for claim in claims():
         parts += [f"## {claim.title}", claim.section(numbers[claim.name], criteria, figures)]
         if claim.name == "models":
@@ -138,10 +132,5 @@ def _setup(record: Mapping[str, Any]) -> str:
     spec, provenance = record["spec"], record["provenance"]
     versions = ", ".join(f"{k} {v}" for k, v in provenance["versions"].items())
     models = "trained by this run" if spec["settings"]["train"] else "shipped"
-    return (
-        f"Sizes: {spec['settings']['size']} (listed under Run sizes); device used: "
-        f"{provenance['device']}; models: {models}; "
-        f"versions: {versions}. Every number below is in results/ (CSV and JSON; the numbers "
-        "behind each verdict in results/numbers/, the verdicts in results/claims.csv); the "
-        "figures are in figures/."
-    )
+    size, device = spec["settings"]["size"], provenance["device"]
+    return fmt.text("report.setup", size=size, device=device, models=models, versions=versions)

@@ -262,7 +262,6 @@ def row_passed(row: Any, criteria: Criteria = CRITERIA) -> bool:
 
 
 def _side(for_: bool, against: bool) -> Outcome:
-    """For when `for_`, else against when `against`, else within."""
     return Outcome.FOR if for_ else Outcome.AGAINST if against else Outcome.WITHIN
 
 

@@ -128,9 +128,9 @@ class Task(abc.ABC):
         """Longest answer in characters, EOS excluded."""
 
     @property
-    @abc.abstractmethod
     def prompt_format(self) -> str:
         """The prompt format in words, quoted by the error for a malformed prompt."""
+        return f"{self.form!r} with {self.min_digits} to {self.max_digits} digits"
 
     @property
     @abc.abstractmethod

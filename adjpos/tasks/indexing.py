@@ -45,10 +45,7 @@ class Indexing(Task):
 
     @property
     def prompt_format(self) -> str:
-        return (
-            f"'wherex(d...,q)=' with {self.min_digits} to {self.max_digits} digits and a "
-            "digit q that occurs among them"
-        )
+        return super().prompt_format + " and a digit q that occurs among them"
 
     @property
     def draws_per_prompt(self) -> int:

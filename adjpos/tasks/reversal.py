@@ -42,10 +42,6 @@ class Reversal(Task):
         return self.max_digits
 
     @property
-    def prompt_format(self) -> str:
-        return f"'rev(d...)=' with {self.min_digits} to {self.max_digits} digits"
-
-    @property
     def draws_per_prompt(self) -> int:
         return 1 + self.max_digits
 

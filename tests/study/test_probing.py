@@ -114,7 +114,7 @@ def test_a_unit_pairs_a_trained_seed_with_its_own_initial_weights(unit):
         "random-init reversal seed 1",
     )
     models = Models(device="cpu")
-    copy = models.control("reversal", 1, like=1)
+    copy = models.control("reversal", 1)
     assert copy.adjpos_config == models.trained("reversal", 1)[0].adjpos_config.with_changes(seed=1)
     for row in unit["comparisons"] + unit["copies"]:
         assert (row["task"], row["seed"]) == ("reversal", 1)

@@ -15,10 +15,11 @@ from adjpos.cli import main
 from adjpos.study import TINY as TINY_SIZES
 from adjpos.study import pipeline, sizes
 from adjpos.study.claim import CRITERIA, Status
+from adjpos.study.claims import NAMES
 from adjpos.study.claims.adjacency import ADJACENCY, over_layer0
 from adjpos.study.claims.decomposition import DECOMPOSITION, SHARES
 from adjpos.study.claims.variance import VARIANCE_LAYERS
-from adjpos.study.pipeline import STAGES, ReproduceConfig, reproduce, write_outputs
+from adjpos.study.pipeline import ReproduceConfig, reproduce, write_outputs
 from adjpos.study.report import VERDICTS
 from factories import TINY_REPRODUCE
 
@@ -29,7 +30,7 @@ TINY = TINY_REPRODUCE
 
 def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     out, result = tiny_run
-    assert result.ran == STAGES and result.skipped == ()
+    assert result.ran == NAMES and result.skipped == ()
     assert result.png_skipped == "PNG not requested"  # png=False: HTML only
     assert not list((out / "figures").glob("*.png"))
     run = json.loads((out / "run.json").read_text())
@@ -52,7 +53,7 @@ def test_every_stage_writes_its_results_and_the_report_shows_them(tiny_run):
     assert set(parts["model"]) == {"trained", "random-init"}
     shares = parts[SHARES].T.groupby(lambda s: s.endswith("_held_out")).sum()  # in, held out
     assert np.allclose(shares, 1.0) and (parts["rest_low"] <= parts["rest_high"]).all()
-    for stage in STAGES:
+    for stage in NAMES:
         assert (results / "numbers" / f"{stage}.json").is_file()
     report = (out / "report.md").read_text()
     for stem in (
@@ -177,7 +178,7 @@ def test_a_rerun_skips_finished_units_and_gives_the_same_report(
     argv = ["reproduce", "--quick", "--no-png", "--device", "cpu", "--workers", "0"]
     assert main([*argv, "--out", str(copy)]) == 0
     captured = capsys.readouterr()
-    assert captured.err.count("(done earlier, skipped)") == len(STAGES) - 1
+    assert captured.err.count("(done earlier, skipped)") == len(NAMES) - 1
     assert f"report: {copy / 'report.md'}" in captured.out
     for name in (
         "report.md",

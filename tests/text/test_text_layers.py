@@ -15,7 +15,8 @@ from adjpos.text_layers import (
     VIEWS,
     held_out_windows,
     measure_text_models,
-    shipped_text_models,
+    shared_tokenizer,
+    shipped_text_folders,
     summarise,
 )
 
@@ -107,19 +108,20 @@ def _install(folder, layout, seed, tokenizer):
 
 def test_shipped_models_are_found_and_the_missing_named(tmp_path, monkeypatch):
     monkeypatch.setattr("adjpos.pretrained.HERE", tmp_path)
-    assert shipped_text_models() == ({}, None, [])
+    assert shipped_text_folders() == ({}, []) and shared_tokenizer([]) is None
     tokenizer = train_tokenizer(generated_text(), 300)
     for layout, seed in (("nope", 0), ("rope", 0), ("nope", 1)):
         _install(tmp_path, layout, seed, tokenizer)
-    models, found, missing = shipped_text_models(n_ctx=48)
-    assert sorted(models) == [("nope", 0), ("nope", 1), ("rope", 0)]
+    folders, missing = shipped_text_folders()
+    assert sorted(folders) == [("nope", 0), ("nope", 1), ("rope", 0)]
     assert missing == ["text-rope:1", "text-hybrid:0", "text-hybrid:1"]
-    assert models["rope", 0].cfg.n_ctx == 48
+    assert adjpos.load_model(folders["rope", 0], n_ctx=48).cfg.n_ctx == 48
+    found = shared_tokenizer(folders.values())
     assert found.encode("the king").ids == tokenizer.encode("the king").ids
-    assert shipped_text_models([1])[2] == ["text-rope:1", "text-hybrid:1"]
+    assert shipped_text_folders([1])[1] == ["text-rope:1", "text-hybrid:1"]
     save_tokenizer(train_tokenizer(generated_text()[:5000], 280), tmp_path / "text-nope" / "seed1")
     with pytest.raises(ValueError, match="different tokenizers"):
-        shipped_text_models()
+        shared_tokenizer(shipped_text_folders()[0].values())
 
 
 def test_held_out_windows_spread_over_the_text():

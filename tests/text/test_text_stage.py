@@ -13,7 +13,7 @@ from adjpos.study.claims import claim
 from adjpos.study.sizes import SIZES
 from adjpos.text.recipe import LAYOUTS, layout_config
 from adjpos.text.tokenizer import save_tokenizer, train_tokenizer
-from adjpos.text_layers import shipped_text_models
+from adjpos.text_layers import shipped_text_folders
 from adjpos.validation import UsageError
 from factories import MemoryFolder
 
@@ -130,9 +130,9 @@ def test_the_second_width_is_read_by_its_own_names(shipped, tmp_path):
     target = tmp_path / "pretrained" / "text-nope-d128" / "seed0"
     adjpos.save_model(adjpos.build_model(layout_config("nope", **TINY, seed=0)), target)
     save_tokenizer(train_tokenizer(generated_text(), 300), target)
-    models, _, missing = shipped_text_models(widths=(64, 128))
-    assert list(models) == [(x, 0) for x in ("nope", "rope", "hybrid", "nope-d128")]
+    folders, missing = shipped_text_folders(widths=(64, 128))
+    assert list(folders) == [(x, 0) for x in ("nope", "rope", "hybrid", "nope-d128")]
     assert missing == ["text-rope-d128:0", "text-hybrid-d128:0"]
-    assert list(shipped_text_models()[0]) == [(x, 0) for x in LAYOUTS]  # the recipe's width
+    assert list(shipped_text_folders()[0]) == [(x, 0) for x in LAYOUTS]  # the recipe's width
     with pytest.raises(UsageError, match="text_widths must be among"):
         dataclasses.replace(SIZES["tiny"], text_widths=(64, 96))

@@ -196,9 +196,8 @@ def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["task", "layer", "trained (seed span)", "own initial weights (seed span)"]
     header += ["trained - own initial weights (t-interval over seeds)"]
     header += [f"{v['view']}: trained above" for v in views]
-    means = [{**r, "adjacency": r["value"]} for r in numbers["means"]]
     said = fmt.text("adjacency.section") + per_task + "."
-    parts = [figures("adjacency_by_layer"), by_layer(means, "adjacency"), said]
+    parts = [figures("adjacency_by_layer"), by_layer(numbers["means"], "value"), said]
     cos = [r for r in numbers["mean_cosine"] if r["layer"] >= criteria.first_layer]
     cos = {m: [r["value"] for r in cos if r["model"] == m] for m in (TRAINED, RANDOM)}
     cos = ", ".join(f"{m} {fmt.n(min(v))} to {fmt.n(max(v))}" for m, v in cos.items() if v)

@@ -17,7 +17,7 @@ from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Outcome, Prefixed, Verdict, seeds_text
 from adjpos.study.models import TRAINED
 from adjpos.study.sizes import CURVE_ARMS
-from adjpos.tables import Table, with_interval
+from adjpos.tables import Table, plain_records, with_interval
 
 TITLE = "Does the model read the pattern? (causal tests)"
 
@@ -25,7 +25,6 @@ TITLE = "Does the model read the pattern? (causal tests)"
 # read from the intervention table.
 TESTED = tuple(name for name, spec in SPECS.items() if spec.role == "tested")
 WORDS = {name: spec.label for name, spec in SPECS.items()}
-CLAIM_OF = {name: spec.claim for name, spec in SPECS.items()}
 # The causal claims, by the ``claim`` of the interventions that test them (`SPECS`): what each
 # would show if the model needed that carrier.
 CLAIMS = {
@@ -104,27 +103,27 @@ def causal_numbers(table: pd.DataFrame, level: float = 0.95) -> dict[str, Any]:
     Wilson interval at `level` (``baselines``)."""
     rows, baselines = [], {}
     for (task, seed, layer, readout), group in table.groupby(KEYS, sort=False):
-        by = group.set_index("intervention")
-        if "none" not in by.index:
+        by = {r["intervention"]: r for r in plain_records(group)}
+        if "none" not in by:
             continue
-        base = by.loc["none"]
+        base = by["none"]
         hits, n = round(base["exact_match"] * base["n_prompts"]), int(base["n_prompts"])
         low, high = wilson_interval(hits, n, level=level)
         model = {"task": task, "seed": int(seed), "n_prompts": n, "baseline": hits / n}
         baselines[task, int(seed)] = model | {"baseline_low": low, "baseline_high": high}
-        for name in (n for n in TESTED if n in by.index):
-            mine, control_name = by.loc[name], by.loc[name, "control"]
-            control = by.loc[control_name] if control_name in by.index else None
+        for name in (n for n in TESTED if n in by):
+            mine, control_name = by[name], by[name]["control"]
+            control = by.get(control_name)
             theirs = dict.fromkeys(CELL) if control is None else _cell(control)
-            draws = None if control is None else _number(control["control_draws"], int)
+            draws = None if control is None else control["control_draws"]
             rows.append(
                 {"task": task, "seed": int(seed), "layer": int(layer), "intervention": name}
                 | {"readout": readout, "control": None if control is None else control_name}
                 | _cell(mine)
                 | {f"control_{k}": v for k, v in theirs.items()}
-                | {f"baseline{k}": _number(base[f"exact_match{k}"]) for k in ("", "_low", "_high")}
-                | {k: _number(mine[k]) for k in ("difference", "difference_low", "difference_high")}
-                | {"percentile": _number(mine["percentile"]), "control_draws": draws}
+                | {f"baseline{k}": base[f"exact_match{k}"] for k in ("", "_low", "_high")}
+                | {k: mine[k] for k in ("difference", "difference_low", "difference_high")}
+                | {"percentile": mine["percentile"], "control_draws": draws}
             )
     seeds = sorted(int(s) for s in table["seed"].dropna().unique())
     return {"rows": rows, "seeds": seeds, "baselines": list(baselines.values())}
@@ -144,12 +143,8 @@ FINDINGS += Table(**with_interval("baseline", "difference"), percentile="float64
 FINDINGS += Table(control_draws="Int64", finding="string")
 
 
-def _cell(row: pd.Series) -> dict[str, Any]:
-    return {name: _number(row[column]) for name, column in CELL.items()}
-
-
-# What a row's finding says of its claim (the other findings: within).
-OUTCOME = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}
+def _cell(row: dict[str, Any]) -> dict[str, Any]:
+    return {name: row[column] for name, column in CELL.items()}
 
 
 def finding(r: dict[str, Any], criteria: Criteria) -> str:
@@ -184,10 +179,11 @@ def judged(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
 
 def cells(rows: list[dict[str, Any]], criteria: Criteria) -> dict[tuple, Outcome]:
     """(task, layer, intervention) -> its outcome over the seeds (`every_seed`), layers
-    counted only."""
+    counted only; a row whose finding is "necessary" is for its claim, "not needed" against."""
     found: dict[tuple, list[Outcome]] = {}
+    sides = {"necessary": Outcome.FOR, "not needed": Outcome.AGAINST}  # the others: within
     for r in (r for r in rows if r["layer"] >= criteria.first_layer):
-        outcome = OUTCOME.get(finding(r, criteria), Outcome.WITHIN)
+        outcome = sides.get(finding(r, criteria), Outcome.WITHIN)
         found.setdefault((r["task"], r["layer"], r["intervention"]), []).append(outcome)
     return {key: every_seed(seeds) for key, seeds in found.items()}
 
@@ -206,7 +202,7 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     words = {"seeds": seeds, "unit": "task x layer x intervention cell", "evidence": evidence}
     out = []
     for claim, statement in CLAIMS.items():
-        outcomes = [o for (_, _, n), o in by_cell.items() if CLAIM_OF.get(n) == claim]
+        outcomes = [o for (_, _, n), o in by_cell.items() if SPECS[n].claim == claim]
         out.append(Verdict.tally(statement, outcomes, **words))
     return out
 
@@ -300,7 +296,3 @@ def figures(results: Any, sizes: dict[str, Any]) -> dict[str, tuple[Any, str]]:
     table = INTERVENTION_TABLE.read(results / "interventions.csv")
     drawn = plot_interventions(table, families=FAMILIES, labels=WORDS)
     return {"interventions": (drawn, fmt.text("causal.caption"))}
-
-
-def _number(value: Any, kind: type = float) -> Any:
-    return None if pd.isna(value) else kind(value)

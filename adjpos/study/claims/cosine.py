@@ -48,7 +48,7 @@ def measure_cosine(models: Any, sizes: Any) -> tuple[pd.DataFrame, list[dict[str
         model, task = models.trained(name, seed)
         text = EXAMPLE_PROMPTS[name] + task.solve(EXAMPLE_PROMPTS[name]) + EOS
         tokens = task.encode(text)[None]
-        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed, like=seed))):
+        for label, m in ((TRAINED, model), (RANDOM, models.control(name, seed))):
             states = capture_residuals(m, tokens).double()
             for layer, sim in enumerate(cosine_matrix(states)[:, 0]):
                 key = {"task": name, "model": label, "seed": seed, "layer": layer}

@@ -105,9 +105,8 @@ def tally(numbers: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     backward cosine against the variance (``cosine``), the profile against it (``profile``),
     seriation (``order``) and the first-similarity sort (``first``) against the variance sort;
     per task x carrier, the trained seeds against their initial weights (``copies``)."""
-    rows = numbers["rows"]
     cells = {
-        name: _over_seeds(rows, lambda row, key=key: _comparison(row, key))
+        name: _over_seeds(numbers["rows"], lambda row, key=key: _comparison(row, key))
         for name, (key, _) in CELLS.items()
     }
     cells["copies"] = _over_seeds(numbers["versus"], lambda v: v, ("task", "comparison"))

@@ -18,7 +18,7 @@ from adjpos.stats import Outcome, every_seed
 from adjpos.study import format as fmt
 from adjpos.study.claim import Context, Criteria, Verdict, per_seed, seeds_text
 from adjpos.study.rules import cell_outcome, check_passed
-from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers, sized
+from adjpos.text.recipe import LAYOUTS, hybrid_nope_layers
 
 TITLE = "Trained NoPE layers on text"
 VIEW = "raw, sink out"  # the view the verdicts judge
@@ -41,8 +41,7 @@ def measure(context: Context) -> dict[str, Any]:
         k: {(x[0], x[1]): np.array(x[2]) for x in r["scores"]}
         for k, r in zip(folders, done["result"], strict=True)
     }
-    pairs = [(sized("hybrid", d), sized("rope", d)) for d in sizes.text_widths]
-    frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, pairs))
+    frames["versus"] = text.VERSUS.frame(text.paired_layouts(scores, sizes.text_widths))
     for part in PARTS:
         getattr(text, part.upper()).write(context.results / f"text_{part}.csv", frames[part])
     blocks = done["result"][0]["blocks"]
@@ -185,21 +184,18 @@ def arms_readings(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> list
     ]
 
 
-def arms_read(
-    rule: Sequence[Mapping[str, Any]], criteria: Criteria, claim: str = "address"
-) -> Outcome | None:
-    """A causal cell's outcome for `claim` (one of `adjpos.study.rules.CLAIMS`) from each
-    seed's rule numbers (`CellNumbers.to_plain`, as `adjpos.text_layers.summarise` gives them)
-    by the rule on text (`Criteria.text_gap` nats, `Criteria.percentile`): per seed the rule's
-    outcome, then over seeds (`every_seed`); None (not counted) when in some seed no shift
-    passed its manipulation check."""
+def arms_read(rule: Sequence[Mapping[str, Any]], criteria: Criteria) -> Outcome | None:
+    """A causal cell's address outcome from each seed's rule numbers (`CellNumbers.to_plain`,
+    as `adjpos.text_layers.summarise` gives them) by the rule on text (`Criteria.text_gap`
+    nats, `Criteria.percentile`): per seed the rule's outcome, then over seeds (`every_seed`);
+    None (not counted) when in some seed no shift passed its manipulation check."""
     found = []
     for plain in rule:
         cell = CellNumbers.from_plain((), plain)
         shifts = [(a, c) for s in cell.sizes for a, c in s.checks.items() if arm_kind(a).offsets]
         if not any(check_passed(a, *c, criteria=criteria) for a, c in shifts):
             return None
-        found.append(getattr(cell_outcome(cell, criteria, on_text=True), claim))
+        found.append(cell_outcome(cell, criteria, on_text=True).address)
     return every_seed(found)
 
 

@@ -110,23 +110,14 @@ def verdicts(numbers: dict[str, Any], criteria: Criteria) -> list[Verdict]:
     return [Verdict.tally(claim, found, **words, evidence=evidence)]
 
 
-# Why a scale's interval over seeds is missing.
-ONE_SEED = "one seed: no interval"
-
-
 def section(numbers: dict[str, Any], criteria: Criteria, figures: Any) -> str:
     header = ["initial weight scale (std)", "site", "attention entropy ratio"]
-    header += [
-        "measured (t over seeds)",
-        "std",
-        "predicted (full width)",
-        "agrees (full width)",
-        "effective width",
-    ]
-    header += ["predicted (effective width)", "agrees (effective width)"]
+    header += ["measured (t over seeds)", "std", "predicted (full width)", "agrees (full width)"]
+    header += ["effective width", "predicted (effective width)", "agrees (effective width)"]
+    one_seed = "one seed: no interval"  # why a scale's interval over seeds is missing
     rows = [
         [r["init_range"], r["site"], r["entropy_ratio"]]
-        + [fmt.span(r["measured"], r["measured_low"], r["measured_high"], missing=ONE_SEED)]
+        + [fmt.span(r["measured"], r["measured_low"], r["measured_high"], missing=one_seed)]
         + [r["measured_std"]]
         + [r["predicted"], agrees(r, "predicted", criteria), r["effective_width"]]
         + [r["predicted_effective"], agrees(r, "predicted_effective", criteria)]
