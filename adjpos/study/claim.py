@@ -194,14 +194,12 @@ class Context:
         unit: Callable[..., Any],
         tables: dict,
         *,
-        seeds: bool = False,
-        keys: Sequence[tuple[str, int | None]] | None = None,
+        keys: Sequence[tuple[str, int]] | None = None,
     ) -> Any:
-        """`unit(models, sizes, criteria, task, seed, folder)` for every task (with `seeds`,
-        every trained (task, seed); else seed None; or every (name, seed) of `keys`, the
-        name in the task's place) not done yet, `folder` the run's folder with unit names
-        prefixed by the unit's own (`Prefixed`: a unit can resume part by part); it returns
-        {name: records}, each written to ``results/NAME_TASK[_seed_S].csv`` by its `Table`
+        """`unit(models, sizes, criteria, name, seed, folder)` for every (name, seed) of `keys`
+        (default: every trained (task, seed)) not done yet, `folder` the run's folder with unit
+        names prefixed by the unit's own (`Prefixed`: a unit can resume part by part); it
+        returns {name: records}, each written to ``results/NAME_TASK_seed_S.csv`` by its `Table`
         in `tables` {name: Table}, and is marked done (with its ``result``, if any); then
         every unit's rows, by name, and their results in the order of the keys
         (``result``)."""
@@ -211,9 +209,8 @@ class Context:
         from adjpos.tasks import TASKS
 
         if keys is None:
-            per_task = {t: self.models.seeds(t, self.sizes) if seeds else [None] for t in TASKS}
-            keys = [(t, s) for t, found in per_task.items() for s in found]
-        name = {(t, s): f"{stage} {t}" + ("" if s is None else f" seed {s}") for t, s in keys}
+            keys = [(t, s) for t in TASKS for s in self.models.seeds(t, self.sizes)]
+        name = {(t, s): f"{stage} {t} seed {s}" for t, s in keys}
 
         def path(table: str, key: tuple) -> Path:
             return self.results / (table + name[key][len(stage) :].replace(" ", "_") + ".csv")

@@ -86,11 +86,11 @@ def test_a_stage_writes_each_of_its_tables_per_unit(tmp_path):
     folder = MemoryFolder(tmp_path)
     context = Context(folder, _Models(), sizes=None, criteria=CRITERIA, workers=0)
     tables = {"a": Table(task="string", x="float64"), "b": Table(task="string", seed="int64")}
-    found = context.per_unit("stage", _two_tables, tables, seeds=True)
+    found = context.per_unit("stage", _two_tables, tables)
     assert list(found["a"]["task"]) == list(found["b"]["task"]) == list(TASKS)
     assert (tmp_path / "results" / "b_reversal_seed_0.csv").is_file()
     assert set(folder.done) == {f"stage {t} seed 0" for t in TASKS}
-    again = context.per_unit("stage", _two_tables, tables, seeds=True)  # every unit done
+    again = context.per_unit("stage", _two_tables, tables)  # every unit done
     assert again["b"].equals(found["b"])
     assert again["result"] == found["result"] == [{"unit": f"{t} 0"} for t in TASKS]
 

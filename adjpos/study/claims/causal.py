@@ -46,7 +46,7 @@ def measure(context: Context) -> dict[str, Any]:
         from adjpos.interventions import CURVE_DIFFERENCES
 
         tables |= {"curve_arms": INTERVENTION_TABLE, "curve_differences": CURVE_DIFFERENCES}
-    found = context.per_unit("interventions", causal_unit, tables, seeds=True)
+    found = context.per_unit("interventions", causal_unit, tables)
     for name, table in tables.items():
         table.write(context.results / f"{name}.csv", found[name])
     numbers = causal_numbers(found["interventions"], context.criteria.level)

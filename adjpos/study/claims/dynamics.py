@@ -41,7 +41,7 @@ TRAJECTORIES += Table(peak_step="int64", **with_interval("start", "peak", "end")
 
 def measure(context: Context) -> dict[str, Any]:
     """One unit per trained seed (its snapshots), run by the engine, then the combined table."""
-    table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS}, seeds=True)
+    table = context.per_unit("dynamics", dynamics_unit, {"dynamics": DYNAMICS})
     table = DYNAMICS.write(context.results / "dynamics.csv", table["dynamics"])
     numbers = dynamics_numbers(table, context.sizes.dynamics_prompts)
     TRAJECTORIES.write(context.results / "dynamics_trajectories.csv", numbers["trajectories"])

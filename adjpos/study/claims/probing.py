@@ -34,7 +34,7 @@ CELLS = {
 def measure(context: Context) -> dict[str, Any]:
     """One unit per trained seed (it and its own initial weights; `Context.per_unit` keeps its
     result with its marker), then each model's ``probes_<model>.json`` and the tables."""
-    found = context.per_unit("probing", units.probe_unit, {}, seeds=True)["result"]
+    found = context.per_unit("probing", units.probe_unit, {})["result"]
     results = context.results
     for unit, kind in ((unit, kind) for unit in found for kind in ("trained", "control")):
         unit[kind] = ProbeResult.from_json(json.dumps(unit[kind]))
